@@ -1,0 +1,97 @@
+//! Typed errors for the whole core crate. Every error says what was wrong and,
+//! where it helps, what to do about it. Nothing in the public API panics on bad
+//! input or on a corrupt file: it returns one of these.
+
+use std::path::PathBuf;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An operating-system I/O error, with the path it happened on.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A file on disk failed a checksum or structural check.
+    #[error("corrupt file {path}: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+
+    /// The database directory is held by another process.
+    #[error(
+        "database {path} is already open in another process (lock file {lock} is held); close that process or open a different directory"
+    )]
+    Locked { path: PathBuf, lock: PathBuf },
+
+    /// Unique insert found the key already present.
+    #[error("duplicate primary key {key} in dataset {dataset}")]
+    DuplicateKey { dataset: String, key: String },
+
+    /// A record or value did not match what the dataset declares.
+    #[error("invalid record{}: {reason}", .field.as_ref().map(|f| format!(" (field `{f}`)")).unwrap_or_default())]
+    InvalidRecord {
+        field: Option<String>,
+        reason: String,
+    },
+
+    /// Malformed input text (JSON, CSV, geometry...). `what` names the input.
+    #[error("cannot parse {what}: {reason}")]
+    Parse { what: String, reason: String },
+
+    /// A key larger than the engine accepts.
+    #[error("key of {size} bytes exceeds the limit of {limit} bytes")]
+    KeyTooLarge { size: usize, limit: usize },
+
+    /// A value larger than the engine accepts.
+    #[error("record of {size} bytes exceeds the limit of {limit} bytes")]
+    ValueTooLarge { size: usize, limit: usize },
+
+    #[error("no dataset named `{0}`; list them with `silt stats` or create it with `silt create-dataset`")]
+    NoSuchDataset(String),
+
+    #[error("dataset `{0}` already exists")]
+    DatasetExists(String),
+
+    #[error("no index named `{index}` on dataset `{dataset}`")]
+    NoSuchIndex { dataset: String, index: String },
+
+    #[error("index `{index}` already exists on dataset `{dataset}`")]
+    IndexExists { dataset: String, index: String },
+
+    /// A configuration value (merge policy, option...) is not acceptable.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+
+    /// The database has been closed, or a background task failed and the
+    /// engine stopped accepting writes to protect the data.
+    #[error("database is closed or unusable: {0}")]
+    Closed(String),
+}
+
+impl Error {
+    /// Wrap an `std::io::Error` with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn invalid(field: Option<&str>, reason: impl Into<String>) -> Self {
+        Error::InvalidRecord {
+            field: field.map(str::to_owned),
+            reason: reason.into(),
+        }
+    }
+}
