@@ -50,7 +50,9 @@ pub enum Error {
     #[error("record of {size} bytes exceeds the limit of {limit} bytes")]
     ValueTooLarge { size: usize, limit: usize },
 
-    #[error("no dataset named `{0}`; list them with `silt stats` or create it with `silt create-dataset`")]
+    #[error(
+        "no dataset named `{0}`; list them with `silt stats` or create it with `silt create-dataset`"
+    )]
     NoSuchDataset(String),
 
     #[error("dataset `{0}` already exists")]

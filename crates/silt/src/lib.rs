@@ -1,6 +1,20 @@
-//! Silt core library. See `docs/architecture.md` for the map.
+//! Silt core library: an embeddable LSM storage engine.
+//!
+//! Layers, bottom to top: [`value`] (records, keys), [`storage`] (component
+//! files, blocks, blooms, cache), [`lsm`] (memory and disk components, flush,
+//! merge, policies), [`dataset`] / [`db`] (datasets, partitions, catalog).
+//! See `docs/architecture.md` for the map.
+
+pub mod dataset;
+pub mod db;
 pub mod error;
 pub mod lsm;
+pub mod schema;
+pub mod storage;
 pub mod value;
 
+pub use dataset::{Dataset, DatasetScan, DatasetStats};
+pub use db::{Database, DbOptions, DbStats};
 pub use error::{Error, Result};
+pub use schema::DatasetDef;
+pub use value::{FieldType, Value};

@@ -1,1 +1,12 @@
+//! The LSM framework: in-memory components, disk components, flush, merge,
+//! reconciliation, merge policies and the background scheduler.
+
+pub mod background;
+pub mod memtable;
+pub mod merge_iter;
 pub mod policy;
+pub mod tree;
+
+pub use background::{Background, MemoryGroup};
+pub use memtable::MemTable;
+pub use tree::{LsmTree, Snapshot, TreeConfig, TreeStats};

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Turn a silt-bench results CSV into a PNG: grouped bar charts of system x metric.
+
+Usage: plot.py RESULTS.csv OUT.png [--log]
+
+One panel per unit (ops/s, MB/s, us, ...) of the `measure` rows, bars grouped by
+metric with one bar per system and min..max error bars; one more panel for the
+Silt/peer ratios with their targets. Lines starting with '#' are header lines.
+"""
+import argparse
+import csv
+import io
+import sys
+import textwrap
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import EngFormatter  # noqa: E402
+
+SHORT = EngFormatter(places=None, sep="")
+
+
+def short(x):
+    """549123 -> '549k', 2.15 -> '2.15'."""
+    if abs(x) >= 1000:
+        return SHORT(float(f"{x:.3g}"))
+    return f"{x:.3g}"
+
+
+def read(path):
+    header, body = {}, []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#"):
+                key, _, value = line[1:].partition(":")
+                header.setdefault(key.strip(), value.strip())
+            else:
+                body.append(line)
+    rows = list(csv.DictReader(io.StringIO("".join(body))))
+    for r in rows:
+        for k in ("median", "min", "max"):
+            try:
+                r[k] = float(r[k])
+            except (TypeError, ValueError):
+                r[k] = float("nan")
+    return header, rows
+
+
+def ordered(values):
+    seen = []
+    for v in values:
+        if v not in seen:
+            seen.append(v)
+    return seen
+
+
+def panel(ax, rows, title, log, colors, targets=False):
+    metrics = ordered(r["metric"] for r in rows)
+    systems = ordered(r["system"] for r in rows)
+    by_key = {(r["system"], r["metric"]): r for r in rows}
+    width = 0.8 / max(len(systems), 1)
+    for i, system in enumerate(systems):
+        xs, ys, lo, hi = [], [], [], []
+        for j, metric in enumerate(metrics):
+            r = by_key.get((system, metric))
+            if r is None:
+                continue
+            xs.append(j - 0.4 + width * (i + 0.5))
+            ys.append(r["median"])
+            lo.append(max(r["median"] - r["min"], 0.0))
+            hi.append(max(r["max"] - r["median"], 0.0))
+        bars = ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=system,
+                      color=colors.get(system.split("/")[0]))
+        for b, y, h in zip(bars, ys, hi):
+            ax.annotate(short(y), (b.get_x() + b.get_width() / 2, y + h), ha="center",
+                        va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
+    if targets:
+        for j, metric in enumerate(metrics):
+            ts = [r["target"] for r in rows if r["metric"] == metric and r.get("target")]
+            if ts:
+                t = float(ts[0])
+                ax.hlines(t, j - 0.45, j + 0.45, colors="red", linestyles="dashed")
+                ax.annotate(f"target {t:g}", (j - 0.45, t), fontsize=7, color="red",
+                            ha="left", va="top", xytext=(0, -2), textcoords="offset points")
+    ax.set_xticks(range(len(metrics)))
+    ax.set_xticklabels(metrics, fontsize=8)
+    ax.set_title(title, fontsize=9)
+    if log:
+        ax.set_yscale("log")
+    else:
+        if not targets:
+            ax.yaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.08)
+    if targets:
+        ax.legend(fontsize=7, loc="lower right")
+    ax.grid(axis="y", alpha=0.3)
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("csv")
+    p.add_argument("png")
+    p.add_argument("--log", action="store_true", help="log-scale y axes")
+    args = p.parse_args(argv)
+
+    header, rows = read(args.csv)
+    measures = [r for r in rows if r["kind"] == "measure"]
+    ratios = [r for r in rows if r["kind"] == "ratio"]
+    units = ordered(r["unit"] for r in measures)
+    n = len(units) + (1 if ratios else 0)
+    if n == 0:
+        print(f"{args.csv}: nothing to plot", file=sys.stderr)
+        return 1
+    cols = min(n, 3)
+    nrows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 4.0 * nrows), squeeze=False)
+    flat = [a for row in axes for a in row]
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    systems = ordered(r["system"].split("/")[0] for r in measures + ratios)
+    colors = {s: cycle[i % len(cycle)] for i, s in enumerate(systems)}
+    for ax, unit in zip(flat, units):
+        panel(ax, [r for r in measures if r["unit"] == unit], unit, args.log, colors)
+    if ratios:
+        panel(flat[len(units)], ratios, "Silt / peer (x, higher is better)", False, colors,
+              targets=True)
+    measured = ordered(r["system"] for r in measures)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[s]) for s in measured]
+    fig.legend(handles, measured, loc="upper right", fontsize=8, ncol=min(len(measured), 6))
+    for ax in flat[n:]:
+        ax.axis("off")
+    name = rows[0]["workload"] if rows else args.csv
+    scale = rows[0]["scale"] if rows else ""
+    fig.suptitle(f"{name} ({scale}): median with min..max", fontsize=11)
+    machine = header.get("machine", "")
+    if machine:
+        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(machine, 230)[:2]), fontsize=6,
+                 color="gray")
+    fig.tight_layout(rect=(0, 0.03, 1, 0.96))
+    fig.savefig(args.png, dpi=110)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

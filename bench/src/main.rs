@@ -1,0 +1,226 @@
+//! `silt-bench`: the benchmark harness of Silt. See `bench/README.md`.
+
+mod limits;
+mod machine;
+mod plot;
+mod report;
+mod results;
+mod systems;
+mod util;
+mod workloads;
+
+use std::{
+    cell::RefCell,
+    collections::BTreeSet,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+use crate::{
+    limits::Limits,
+    machine::Machine,
+    results::{ResultFile, aggregate, print_tables},
+    util::{ScratchDir, unix_now, utc_string},
+    workloads::{Ctx, Scale},
+};
+
+/// Durability mode shown by `silt-bench machine` (every current workload runs this way).
+const DEFAULT_DURABILITY: &str = "no WAL in any system; no fsync per write";
+
+#[derive(Parser)]
+#[command(
+    name = "silt-bench",
+    about = "Benchmark harness for Silt and its peers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List the workloads.
+    List,
+    /// Run one workload and write <out>/<NAME>.csv (and .png).
+    Run {
+        /// Workload name (see `list`).
+        name: String,
+        #[arg(long, value_enum, default_value_t = Scale::Small)]
+        scale: Scale,
+        /// Number of runs; results are the median with min/max.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Results directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Only these systems (comma-separated labels, or `silt` for every Silt variant).
+        #[arg(long, value_delimiter = ',')]
+        systems: Option<Vec<String>>,
+        /// Silt merge policy to compare; repeat for several
+        /// (default: prefix(1GB,5), tiered(4), leveled).
+        #[arg(long = "policy")]
+        policies: Vec<String>,
+        /// Seed of the generated data.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Log-scale axes in the plot.
+        #[arg(long)]
+        log: bool,
+        /// Don't plot.
+        #[arg(long)]
+        no_plot: bool,
+    },
+    /// Print the machine header.
+    Machine {
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Measure (or show the cached) physical limits of this machine.
+    Limits {
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Measure again even when limits.json matches this machine.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Regenerate docs/benchmarks.md from the results CSVs.
+    Report {
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The Markdown file to write.
+        #[arg(long)]
+        doc: Option<PathBuf>,
+    },
+}
+
+fn bench_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn results_dir(out: Option<PathBuf>) -> Result<PathBuf> {
+    let dir = out.unwrap_or_else(|| bench_dir().join("results"));
+    fs::create_dir_all(&dir).with_context(|| format!("creating results dir {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::List => {
+            for w in workloads::all() {
+                println!("{:<20} {}", w.name(), w.description());
+            }
+        }
+        Cmd::Machine { out } => {
+            let dir = results_dir(out)?;
+            println!(
+                "machine: {}",
+                Machine::collect(&dir, DEFAULT_DURABILITY).header_line()
+            );
+        }
+        Cmd::Limits { out, force } => {
+            let dir = results_dir(out)?;
+            let machine = Machine::collect(&dir, DEFAULT_DURABILITY);
+            println!("machine: {}", machine.header_line());
+            Limits::load_or_measure(&dir, &machine, force)?.print();
+        }
+        Cmd::Report { out, doc } => {
+            let dir = results_dir(out)?;
+            let doc = doc.unwrap_or_else(|| bench_dir().join("../docs/benchmarks.md"));
+            let n = report::generate(&dir, &doc)?;
+            println!("wrote {} ({n} workload result files)", doc.display());
+        }
+        Cmd::Run {
+            name,
+            scale,
+            runs,
+            out,
+            systems,
+            policies,
+            seed,
+            log,
+            no_plot,
+        } => {
+            let Some(workload) = workloads::find(&name) else {
+                let names: Vec<_> = workloads::all().iter().map(|w| w.name()).collect();
+                bail!("unknown workload {name:?}; known: {}", names.join(", "));
+            };
+            if runs == 0 {
+                bail!("--runs must be at least 1");
+            }
+            let dir = results_dir(out)?;
+            let machine = Machine::collect(&dir, workload.durability());
+            println!("machine: {}", machine.header_line());
+            let limits = Limits::load_or_measure(&dir, &machine, false)?;
+            println!("limits: {}", limits.summary_line());
+            let date = utc_string(unix_now());
+            let run_line =
+                format!("workload={name} scale={scale} runs={runs} seed={seed} date={date}");
+            println!("run: {run_line}");
+
+            let scratch_root = std::env::var_os("SILT_BENCH_TMP")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| dir.join("tmp"));
+            let scratch =
+                ScratchDir::new(&scratch_root, &format!("{name}-{}", std::process::id()))?;
+            let policies = if policies.is_empty() {
+                workloads::kv_ingest_lookup::DEFAULT_POLICIES
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            } else {
+                policies
+            };
+            let mut ctx = Ctx {
+                run: 0,
+                seed,
+                scratch: scratch.path().to_path_buf(),
+                limits: limits.clone(),
+                systems,
+                silt_policies: policies,
+                notes: RefCell::new(BTreeSet::new()),
+            };
+            let mut all_runs = Vec::with_capacity(runs);
+            for run in 0..runs {
+                ctx.run = run;
+                eprintln!("== {name} ({scale}) run {}/{runs}", run + 1);
+                let rows = workload
+                    .run(scale, &ctx)
+                    .with_context(|| format!("{name} run {}", run + 1))?;
+                if rows.is_empty() {
+                    bail!("{name} produced no results (were all systems filtered out?)");
+                }
+                all_runs.push(rows);
+            }
+            drop(scratch);
+            // The default scratch root is ours: leave no empty directory behind.
+            let _ = fs::remove_dir(dir.join("tmp"));
+
+            let rows = aggregate(&name, &scale.to_string(), &all_runs);
+            println!("\n{name} (scale {scale}, median of {runs} run(s), min..max):");
+            print_tables(&rows);
+
+            let mut header = vec![
+                ("machine".to_string(), machine.header_line()),
+                ("run".to_string(), run_line),
+                ("limits".to_string(), limits.summary_line()),
+            ];
+            header.extend(
+                ctx.notes
+                    .borrow()
+                    .iter()
+                    .map(|n| ("system".to_string(), n.clone())),
+            );
+            let csv = dir.join(format!("{name}.csv"));
+            ResultFile { header, rows }.write(&csv)?;
+            println!("\nwrote {}", csv.display());
+            if !no_plot {
+                plot::plot(&csv, &dir.join(format!("{name}.png")), log);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! The systems under test. [`System`] is what every system has (a label and a
+//! description of its configuration); each workload family adds a capability
+//! trait with the operations it drives ([`KvStore`] for key-value workloads; the
+//! spatial, text and SQL workloads add their own next to it).
+
+pub mod json_stats;
+pub mod rocks;
+#[cfg(feature = "silt")]
+pub mod silt;
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::results::ResultRow;
+
+/// Every system under test.
+pub trait System {
+    /// The label used in results ("silt", "silt-leveled", "rocksdb", ...).
+    fn name(&self) -> &str;
+    /// Its version and configuration, one line.
+    fn describe(&self) -> String;
+}
+
+/// Settings that every key-value system gets, so the comparison is like for like.
+#[derive(Clone, Debug)]
+pub struct KvConfig {
+    /// Memory for the in-memory component (Silt memory budget / RocksDB write buffer).
+    pub memtable_bytes: usize,
+    /// Block cache size.
+    pub block_cache_bytes: usize,
+    /// Bloom filter bits per key.
+    pub bloom_bits_per_key: f64,
+    /// Data block size.
+    pub block_size: usize,
+}
+
+impl Default for KvConfig {
+    fn default() -> Self {
+        Self {
+            memtable_bytes: 64 << 20,
+            block_cache_bytes: 256 << 20,
+            bloom_bits_per_key: 10.0,
+            block_size: 4096,
+        }
+    }
+}
+
+/// A store of 8-byte integer keys and byte-string values, written one record per call.
+pub trait KvStore: System {
+    fn put(&mut self, key: u64, value: &[u8]) -> Result<()>;
+    /// Point lookup; true when the key was found.
+    fn get(&mut self, key: u64) -> Result<bool>;
+    /// Makes all written data durable in sorted components and waits until no
+    /// background flush or merge is pending or running.
+    fn settle(&mut self) -> Result<()>;
+    /// The system's own counters, as `Stat` rows labelled with [`System::name`];
+    /// `phase` ("load", "lookup") prefixes the metric names.
+    fn stats(&mut self, phase: &str) -> Result<Vec<ResultRow>>;
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// Which key-value system to open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KvSystemSpec {
+    /// Silt with a merge policy (`prefix(1GB,5)`, `tiered(4)`, `leveled`, `binomial(4)`).
+    Silt {
+        policy: String,
+    },
+    RocksDb,
+}
+
+/// Silt's default merge policy; the system using it is labelled plain "silt".
+pub const SILT_DEFAULT_POLICY: &str = "prefix(1GB,5)";
+
+impl KvSystemSpec {
+    pub fn label(&self) -> String {
+        match self {
+            KvSystemSpec::Silt { policy } if policy == SILT_DEFAULT_POLICY => "silt".into(),
+            KvSystemSpec::Silt { policy } => format!("silt-{policy}"),
+            KvSystemSpec::RocksDb => "rocksdb".into(),
+        }
+    }
+
+    pub fn is_silt(&self) -> bool {
+        matches!(self, KvSystemSpec::Silt { .. })
+    }
+
+    /// Whether this binary can run the system (Silt needs the `silt` feature).
+    pub fn available(&self) -> bool {
+        match self {
+            KvSystemSpec::Silt { .. } => cfg!(feature = "silt"),
+            KvSystemSpec::RocksDb => true,
+        }
+    }
+
+    /// Opens a fresh store in the empty directory `dir`.
+    pub fn open(&self, dir: &Path, cfg: &KvConfig) -> Result<Box<dyn KvStore>> {
+        match self {
+            #[cfg(feature = "silt")]
+            KvSystemSpec::Silt { policy } => Ok(Box::new(silt::SiltKv::open(
+                dir,
+                &self.label(),
+                policy,
+                cfg,
+            )?)),
+            #[cfg(not(feature = "silt"))]
+            KvSystemSpec::Silt { .. } => {
+                let _ = (dir, cfg);
+                anyhow::bail!(
+                    "this silt-bench was built without the Silt adapter: rebuild with `--features silt`"
+                )
+            }
+            KvSystemSpec::RocksDb => Ok(Box::new(rocks::RocksKv::open(dir, cfg)?)),
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Silt through its public dataset API: one dataset `kv` with an integer primary
+//! key `k` and a binary field `v`, one record per `upsert` call.
+
+use std::{path::Path, sync::Arc};
+
+use anyhow::{Context, Result};
+use silt::lsm::policy::MergePolicy;
+use silt::value::{FieldType, Value};
+use silt::{Database, DatasetDef, DbOptions};
+
+use super::{KvConfig, KvStore, System, json_stats::flatten_stats};
+use crate::results::ResultRow;
+
+pub struct SiltKv {
+    label: String,
+    policy: String,
+    cfg: KvConfig,
+    db: Option<Database>,
+    ds: Option<Arc<silt::Dataset>>,
+}
+
+impl SiltKv {
+    pub fn open(path: &Path, label: &str, policy: &str, cfg: &KvConfig) -> Result<Self> {
+        let merge_policy = MergePolicy::parse(policy)
+            .with_context(|| format!("parsing Silt merge policy {policy:?}"))?;
+        let db = Database::open(
+            path,
+            DbOptions {
+                block_cache_bytes: cfg.block_cache_bytes as _,
+                ..Default::default()
+            },
+        )
+        .with_context(|| format!("opening Silt at {}", path.display()))?;
+        let def = DatasetDef::new("kv", &["k"])
+            .field("k", FieldType::Int)
+            .field("v", FieldType::Binary)
+            .memory_budget(cfg.memtable_bytes as _)
+            .policy(merge_policy)
+            .partitions(1);
+        let ds = db.create_dataset(def).context("creating Silt dataset kv")?;
+        Ok(Self {
+            label: label.to_string(),
+            policy: policy.to_string(),
+            cfg: cfg.clone(),
+            db: Some(db),
+            ds: Some(ds),
+        })
+    }
+
+    fn db(&self) -> Result<&Database> {
+        self.db.as_ref().context("Silt database already closed")
+    }
+
+    fn ds(&self) -> Result<&Arc<silt::Dataset>> {
+        self.ds.as_ref().context("Silt dataset already closed")
+    }
+}
+
+impl System for SiltKv {
+    fn name(&self) -> &str {
+        &self.label
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "Silt (this repo): merge policy {}, memory budget {} MiB, block cache {} MiB, no WAL",
+            self.policy,
+            self.cfg.memtable_bytes >> 20,
+            self.cfg.block_cache_bytes >> 20
+        )
+    }
+}
+
+impl KvStore for SiltKv {
+    fn put(&mut self, key: u64, value: &[u8]) -> Result<()> {
+        let rec = Value::Object(vec![
+            ("k".into(), Value::Int(key as i64)),
+            ("v".into(), Value::Binary(value.to_vec())),
+        ]);
+        self.ds()?
+            .upsert(rec)
+            .with_context(|| format!("Silt upsert of key {key}"))?;
+        Ok(())
+    }
+
+    fn get(&mut self, key: u64) -> Result<bool> {
+        let rec = self
+            .ds()?
+            .get(&[Value::Int(key as i64)])
+            .with_context(|| format!("Silt get of key {key}"))?;
+        Ok(rec.is_some())
+    }
+
+    fn settle(&mut self) -> Result<()> {
+        self.db()?.wait_idle().context("Silt wait_idle")?;
+        Ok(())
+    }
+
+    fn stats(&mut self, phase: &str) -> Result<Vec<ResultRow>> {
+        let stats = self.db()?.stats();
+        let json = serde_json::to_value(&stats).context("serializing Silt stats")?;
+        let mut rows = Vec::new();
+        for (name, value, unit) in flatten_stats(&json) {
+            // After the lookups only the read-path counters are new information.
+            if phase != "load"
+                && !(name.contains("cache") || name.contains("bloom") || name.contains("get"))
+            {
+                continue;
+            }
+            rows.push(ResultRow::stat(
+                &self.label,
+                &format!("{phase}.{name}"),
+                &unit,
+                value,
+            ));
+        }
+        Ok(rows)
+    }
+
+    fn close(mut self: Box<Self>) -> Result<()> {
+        drop(self.ds.take());
+        if let Some(db) = self.db.take() {
+            db.close().context("closing Silt")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,257 @@
+//! Small helpers shared by the harness: I/O counters, directory sizes, progress
+//! bars, percentiles, number formatting and timestamps.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// The process-wide I/O counters of `/proc/self/io` (all threads, including the
+/// background threads of an embedded engine).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IoCounters {
+    /// Bytes passed to write-like system calls.
+    pub wchar: u64,
+    /// Bytes passed to read-like system calls.
+    pub rchar: u64,
+    /// Bytes this process caused to be read from the storage device.
+    pub read_bytes: u64,
+    /// Bytes this process caused to be sent to the storage device.
+    pub write_bytes: u64,
+    /// Dirty bytes that were never written because their file was truncated or deleted.
+    pub cancelled_write_bytes: u64,
+}
+
+impl IoCounters {
+    /// Reads `/proc/self/io`; all zero (with `available == false`) where it doesn't exist.
+    pub fn read() -> (Self, bool) {
+        let Ok(text) = fs::read_to_string("/proc/self/io") else {
+            return (Self::default(), false);
+        };
+        let mut c = Self::default();
+        for line in text.lines() {
+            let Some((k, v)) = line.split_once(':') else {
+                continue;
+            };
+            let v: u64 = v.trim().parse().unwrap_or(0);
+            match k.trim() {
+                "wchar" => c.wchar = v,
+                "rchar" => c.rchar = v,
+                "read_bytes" => c.read_bytes = v,
+                "write_bytes" => c.write_bytes = v,
+                "cancelled_write_bytes" => c.cancelled_write_bytes = v,
+                _ => {}
+            }
+        }
+        (c, true)
+    }
+
+    /// Counter increments since `earlier`.
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            wchar: self.wchar.saturating_sub(earlier.wchar),
+            rchar: self.rchar.saturating_sub(earlier.rchar),
+            read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes),
+            write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
+            cancelled_write_bytes: self
+                .cancelled_write_bytes
+                .saturating_sub(earlier.cancelled_write_bytes),
+        }
+    }
+
+    /// Bytes that actually reached (or will reach) the device.
+    pub fn device_write_bytes(&self) -> u64 {
+        self.write_bytes.saturating_sub(self.cancelled_write_bytes)
+    }
+}
+
+/// Total length of all regular files below `dir`.
+pub fn dir_size(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))? {
+            let entry = entry.with_context(|| format!("listing {}", d.display()))?;
+            let meta = entry
+                .metadata()
+                .with_context(|| format!("stat {}", entry.path().display()))?;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                total += meta.len();
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// A scratch directory that is removed (with everything in it) when dropped.
+pub struct ScratchDir {
+    path: PathBuf,
+}
+
+impl ScratchDir {
+    /// Creates `parent/name`, removing any leftover from an earlier, interrupted run.
+    pub fn new(parent: &Path, name: &str) -> Result<Self> {
+        let path = parent.join(name);
+        if path.exists() {
+            fs::remove_dir_all(&path)
+                .with_context(|| format!("removing stale scratch dir {}", path.display()))?;
+        }
+        fs::create_dir_all(&path)
+            .with_context(|| format!("creating scratch dir {}", path.display()))?;
+        Ok(Self { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if let Err(e) = fs::remove_dir_all(&self.path) {
+            eprintln!(
+                "warning: could not remove scratch dir {}: {e}",
+                self.path.display()
+            );
+        }
+    }
+}
+
+/// A progress bar for a phase of `len` steps (hidden automatically when stderr is not a terminal).
+pub fn progress(len: u64, msg: impl Into<String>) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{msg:>28} [{bar:32}] {pos:>9}/{len:9} {per_sec:>14} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    pb.set_message(msg.into());
+    pb
+}
+
+/// A spinner for a phase of unknown length.
+pub fn spinner(msg: impl Into<String>) -> ProgressBar {
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.set_message(msg.into());
+    pb.enable_steady_tick(Duration::from_millis(200));
+    pb
+}
+
+/// The `p`-th percentile (0..=100) of an ascending-sorted slice (nearest rank).
+pub fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1] as f64
+}
+
+/// The median of a non-empty list of values (mean of the two middle ones for even lengths).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Formats a number for tables: thousands separators for large values, three
+/// significant digits for small ones.
+pub fn fmt_num(x: f64) -> String {
+    if x.is_nan() {
+        return "-".into();
+    }
+    let a = x.abs();
+    if a >= 1000.0 {
+        let s = format!("{:.0}", a);
+        let mut out = String::new();
+        for (i, ch) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(ch);
+        }
+        if x < 0.0 { format!("-{out}") } else { out }
+    } else if a >= 100.0 || x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 || a == 0.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` for a Unix timestamp.
+pub fn utc_string(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_and_median() {
+        let v: Vec<u32> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), 50.0);
+        assert_eq!(percentile(&v, 99.0), 99.0);
+        assert_eq!(percentile(&v, 100.0), 100.0);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(fmt_num(1_234_567.0), "1,234,567");
+        assert_eq!(fmt_num(123_456.0), "123,456");
+        assert_eq!(fmt_num(12.345), "12.3");
+        assert_eq!(fmt_num(0.5), "0.500");
+        assert_eq!(fmt_num(3.0), "3");
+        assert_eq!(utc_string(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc_string(1_700_000_000), "2023-11-14 22:13:20 UTC");
+    }
+}

@@ -1,0 +1,89 @@
+//! Workloads: each one loads data into every system it compares, measures, and
+//! returns one [`ResultRow`] per system x metric for a single run. The harness
+//! repeats runs, aggregates, prints, writes CSVs and plots.
+
+pub mod kv_ingest_lookup;
+
+use std::{cell::RefCell, collections::BTreeSet, fmt, path::PathBuf};
+
+use anyhow::Result;
+
+use crate::{limits::Limits, results::ResultRow, systems::KvSystemSpec};
+
+/// How much data a workload uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scale {
+    /// Seconds to a minute: for trying things out and CI smoke runs.
+    Small,
+    /// The default acceptance size.
+    Medium,
+    /// The largest size the workload defines.
+    Full,
+}
+
+impl fmt::Display for Scale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Scale::Small => "small",
+            Scale::Medium => "medium",
+            Scale::Full => "full",
+        })
+    }
+}
+
+/// What the harness hands a workload for one run.
+pub struct Ctx {
+    /// 0-based index of this run.
+    pub run: usize,
+    /// Seed for all generated data (the same in every run, so runs are comparable).
+    pub seed: u64,
+    /// An empty directory for this run's databases, removed afterwards.
+    pub scratch: PathBuf,
+    pub limits: Limits,
+    /// Only run these systems (labels, or a family such as "silt"); all when `None`.
+    pub systems: Option<Vec<String>>,
+    /// Silt merge policies to compare (one Silt system per policy).
+    pub silt_policies: Vec<String>,
+    /// Lines describing the configuration of each system, collected for the result header.
+    pub notes: RefCell<BTreeSet<String>>,
+}
+
+impl Ctx {
+    /// Whether the user asked for the system with this label.
+    pub fn wants(&self, spec: &KvSystemSpec) -> bool {
+        let label = spec.label();
+        match &self.systems {
+            None => true,
+            Some(list) => list.iter().any(|s| {
+                s.eq_ignore_ascii_case(&label) || (s.eq_ignore_ascii_case("silt") && spec.is_silt())
+            }),
+        }
+    }
+
+    pub fn note(&self, line: String) {
+        self.notes.borrow_mut().insert(line);
+    }
+}
+
+/// A benchmark.
+pub trait Workload {
+    /// The name used on the command line and for result files.
+    fn name(&self) -> &'static str;
+    /// One line for `silt-bench list`.
+    fn description(&self) -> &'static str;
+    /// A paragraph for the report: what is measured and why.
+    fn explanation(&self) -> &'static str;
+    /// The durability mode all systems run in (goes into the machine header).
+    fn durability(&self) -> &'static str;
+    /// Runs once at `scale` and returns one row per system x metric.
+    fn run(&self, scale: Scale, ctx: &Ctx) -> Result<Vec<ResultRow>>;
+}
+
+/// Every workload, in the order `list` shows them.
+pub fn all() -> Vec<Box<dyn Workload>> {
+    vec![Box::new(kv_ingest_lookup::KvIngestLookup)]
+}
+
+pub fn find(name: &str) -> Option<Box<dyn Workload>> {
+    all().into_iter().find(|w| w.name() == name)
+}

@@ -1,0 +1,90 @@
+//! Reconciliation: a heap of sub-cursors ordered by (key, recency rank). For
+//! each key only the newest version (lowest rank = newest component) survives.
+
+use super::memtable::MemIter;
+use crate::error::Result;
+use crate::storage::Entry;
+use crate::storage::component::ComponentIter;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// One ordered input of a merge.
+pub enum Source {
+    Mem(MemIter),
+    Disk(ComponentIter),
+}
+
+impl Source {
+    fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Entry)>> {
+        match self {
+            Source::Mem(m) => Ok(m.next_entry()),
+            Source::Disk(d) => d.next_entry(),
+        }
+    }
+}
+
+struct Head {
+    key: Vec<u8>,
+    rank: usize,
+    entry: Entry,
+}
+
+impl PartialEq for Head {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Head {}
+impl PartialOrd for Head {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Head {
+    // BinaryHeap is a max-heap: reverse so the smallest (key, rank) is on top.
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.key.cmp(&self.key).then(o.rank.cmp(&self.rank))
+    }
+}
+
+/// Merges sources given newest first (source i has rank i).
+pub struct MergeIter {
+    sources: Vec<Source>,
+    heap: BinaryHeap<Head>,
+}
+
+impl MergeIter {
+    pub fn new(mut sources: Vec<Source>) -> Result<Self> {
+        let mut heap = BinaryHeap::with_capacity(sources.len());
+        for (rank, s) in sources.iter_mut().enumerate() {
+            if let Some((key, entry)) = s.next_entry()? {
+                heap.push(Head { key, rank, entry });
+            }
+        }
+        Ok(MergeIter { sources, heap })
+    }
+
+    fn advance(&mut self, rank: usize) -> Result<()> {
+        if let Some((key, entry)) = self.sources[rank].next_entry()? {
+            self.heap.push(Head { key, rank, entry });
+        }
+        Ok(())
+    }
+
+    /// The newest version of the next key (antimatter included).
+    pub fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Entry)>> {
+        let Some(top) = self.heap.pop() else {
+            return Ok(None);
+        };
+        self.advance(top.rank)?;
+        while let Some(h) = self.heap.peek() {
+            if h.key != top.key {
+                break;
+            }
+            let rank = h.rank;
+            self.heap.pop();
+            self.advance(rank)?;
+        }
+        Ok(Some((top.key, top.entry)))
+    }
+}

@@ -1,0 +1,143 @@
+//! Dataset definitions: what the catalog records about a dataset.
+
+use crate::error::{Error, Result};
+use crate::lsm::policy::MergePolicy;
+use crate::storage::Compression;
+use crate::value::FieldType;
+use serde::{Deserialize, Serialize};
+
+/// The largest stored record (encoded) the engine accepts.
+pub const MAX_RECORD_BYTES: usize = 16 << 20;
+
+/// What a dataset is: its primary key, declared field types (the dataset is
+/// open: undeclared fields are stored as given), partitioning, memory budget
+/// and storage options. Recorded in the catalog and restored at open.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DatasetDef {
+    pub name: String,
+    /// Primary key field names, in key order (a composite key when > 1).
+    pub primary_key: Vec<String>,
+    /// Declared fields and their types.
+    pub fields: Vec<(String, FieldType)>,
+    /// Number of storage partitions (hash of the primary key).
+    pub partitions: u32,
+    /// Memory budget shared by all in-memory components of the dataset, bytes.
+    pub memory_budget: u64,
+    /// Merge policy of the primary index.
+    pub policy: MergePolicy,
+    pub compression: Compression,
+    /// Target uncompressed data-block size, bytes.
+    pub block_size: usize,
+    /// Bloom filter false-positive rate on the primary key.
+    pub bloom_fpr: f64,
+}
+
+impl DatasetDef {
+    /// A dataset named `name` whose primary key is made of `primary_key` fields.
+    pub fn new(name: &str, primary_key: &[&str]) -> DatasetDef {
+        DatasetDef {
+            name: name.to_owned(),
+            primary_key: primary_key.iter().map(|s| (*s).to_owned()).collect(),
+            fields: Vec::new(),
+            partitions: 1,
+            memory_budget: 64 << 20,
+            policy: MergePolicy::default(),
+            compression: Compression::Lz4,
+            block_size: 4096,
+            bloom_fpr: 0.01,
+        }
+    }
+
+    /// Declare a field's type.
+    pub fn field(mut self, name: &str, ty: FieldType) -> Self {
+        self.fields.retain(|(n, _)| n != name);
+        self.fields.push((name.to_owned(), ty));
+        self
+    }
+    pub fn memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = bytes;
+        self
+    }
+    pub fn policy(mut self, p: MergePolicy) -> Self {
+        self.policy = p;
+        self
+    }
+    pub fn partitions(mut self, p: u32) -> Self {
+        self.partitions = p;
+        self
+    }
+    pub fn compression(mut self, c: Compression) -> Self {
+        self.compression = c;
+        self
+    }
+    pub fn block_size(mut self, b: usize) -> Self {
+        self.block_size = b;
+        self
+    }
+
+    pub fn field_type(&self, name: &str) -> Option<FieldType> {
+        self.fields.iter().find(|(n, _)| n == name).map(|(_, t)| *t)
+    }
+
+    /// Check the definition is usable; errors say what to change.
+    pub fn validate(&self) -> Result<()> {
+        validate_name("dataset", &self.name)?;
+        if self.primary_key.is_empty() {
+            return Err(Error::Config(format!(
+                "dataset `{}` needs at least one primary key field",
+                self.name
+            )));
+        }
+        for k in &self.primary_key {
+            if let Some(t) = self.field_type(k)
+                && !t.is_key_type()
+            {
+                return Err(Error::Config(format!(
+                    "primary key field `{k}` is declared {t}, which cannot be a key; use int, double, string, binary or bool"
+                )));
+            }
+        }
+        if !(1..=1024).contains(&self.partitions) {
+            return Err(Error::Config(format!(
+                "partitions must be between 1 and 1024, got {}",
+                self.partitions
+            )));
+        }
+        if self.memory_budget < (1 << 20) {
+            return Err(Error::Config(format!(
+                "memory budget of {} bytes is too small; use at least 1 MiB",
+                self.memory_budget
+            )));
+        }
+        if !(512..=(4 << 20)).contains(&self.block_size) {
+            return Err(Error::Config(format!(
+                "block size must be between 512 bytes and 4 MiB, got {}",
+                self.block_size
+            )));
+        }
+        if !(0.0..0.5).contains(&self.bloom_fpr) {
+            return Err(Error::Config(format!(
+                "bloom false-positive rate must be in [0, 0.5), got {}",
+                self.bloom_fpr
+            )));
+        }
+        self.policy.validate()
+    }
+}
+
+/// Names of datasets and indexes become directory names: keep them tame.
+pub fn validate_name(what: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !name.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "invalid {what} name `{name}`: use 1-64 letters, digits, `_` or `-`"
+        )))
+    }
+}

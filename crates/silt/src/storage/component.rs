@@ -1,0 +1,845 @@
+//! Writing and reading component files.
+
+use super::block::{Block, BlockBuilder, RawEntry, TRAILER_LEN};
+use super::bloom::{Bloom, bits_per_key_for_fpr, key_hash};
+use super::cache::BlockCache;
+use super::fsutil::sync_dir;
+use super::varint;
+use super::{Entry, EntryKind};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::ops::Bound;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+const MAGIC: &[u8; 8] = b"SILTCMP\x01";
+const FORMAT_VERSION: u32 = 1;
+pub const FOOTER_LEN: usize = 64;
+/// Upper bound on one uncompressed block, protecting against corrupt size fields.
+const MAX_BLOCK_BYTES: usize = 256 << 20;
+
+/// Block compression codec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    None,
+    #[default]
+    Lz4,
+    Zstd,
+}
+
+impl Compression {
+    fn code(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Lz4 => 1,
+            Compression::Zstd => 2,
+        }
+    }
+    pub fn parse(s: &str) -> Result<Compression> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" | "off" => Ok(Compression::None),
+            "lz4" => Ok(Compression::Lz4),
+            "zstd" => Ok(Compression::Zstd),
+            other => Err(Error::Config(format!(
+                "unknown compression `{other}`; use none, lz4 or zstd"
+            ))),
+        }
+    }
+}
+
+/// How a component file is written.
+#[derive(Clone, Debug)]
+pub struct WriterOptions {
+    /// Target uncompressed size of a data block.
+    pub block_size: usize,
+    pub compression: Compression,
+    /// Bloom filter false-positive rate on the key (0 disables the bloom filter).
+    pub bloom_fpr: f64,
+    /// fsync the file and its directory (always true outside of tests).
+    pub sync: bool,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            block_size: 4096,
+            compression: Compression::Lz4,
+            bloom_fpr: 0.01,
+            sync: true,
+        }
+    }
+}
+
+mod b64 {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(v))
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        STANDARD.decode(s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Per-component metadata, stored in the file's meta block and kept in memory.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ComponentMeta {
+    /// Unique (per index) component id.
+    pub id: u64,
+    /// Level for leveled merge policies; 0 otherwise.
+    pub level: u32,
+    /// Number of entries including antimatter.
+    pub entries: u64,
+    /// Number of antimatter entries.
+    pub tombstones: u64,
+    /// Sum of uncompressed key and value bytes.
+    pub raw_bytes: u64,
+    /// Size of the file on disk.
+    pub file_bytes: u64,
+    pub blocks: u64,
+    #[serde(with = "b64")]
+    pub min_key: Vec<u8>,
+    #[serde(with = "b64")]
+    pub max_key: Vec<u8>,
+    /// Range of sequence numbers (recency) of the entries.
+    pub min_seq: u64,
+    pub max_seq: u64,
+    /// Range of log sequence numbers covered (used by recovery).
+    pub min_lsn: u64,
+    pub max_lsn: u64,
+    /// Ids of the flushed components this one contains (a flush has one id;
+    /// a merge the union of its inputs').
+    pub min_flush_id: u64,
+    pub max_flush_id: u64,
+    pub compression: Compression,
+    /// Index-kind specific metadata (MBRs, zone maps...).
+    #[serde(default)]
+    pub extra: serde_json::Value,
+}
+
+/// Streams sorted entries into a new component file.
+pub struct ComponentWriter {
+    tmp_path: PathBuf,
+    final_path: PathBuf,
+    out: BufWriter<File>,
+    offset: u64,
+    opts: WriterOptions,
+    block: BlockBuilder,
+    index: BlockBuilder,
+    hashes: Vec<u64>,
+    meta: ComponentMeta,
+    last_key: Option<Vec<u8>>,
+    scratch: Vec<u8>,
+}
+
+impl ComponentWriter {
+    /// Start writing `path` (written as `path.tmp` until [`finish`](Self::finish)).
+    pub fn create(path: &Path, meta: ComponentMeta, opts: WriterOptions) -> Result<Self> {
+        let tmp_path = path.with_extension("tmp");
+        let file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&tmp_path)
+            .map_err(|e| Error::io(&tmp_path, e))?;
+        let mut meta = meta;
+        meta.compression = opts.compression;
+        meta.min_seq = u64::MAX;
+        meta.min_lsn = meta.min_lsn.min(u64::MAX);
+        Ok(ComponentWriter {
+            tmp_path,
+            final_path: path.to_path_buf(),
+            out: BufWriter::with_capacity(1 << 20, file),
+            offset: 0,
+            opts,
+            block: BlockBuilder::new(),
+            index: BlockBuilder::new(),
+            hashes: Vec::new(),
+            meta,
+            last_key: None,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Add one entry. Keys must be strictly increasing.
+    pub fn add(&mut self, key: &[u8], kind: EntryKind, seq: u64, value: &[u8]) -> Result<()> {
+        if let Some(last) = &self.last_key
+            && key <= last.as_slice()
+        {
+            return Err(Error::corrupt(
+                &self.final_path,
+                "internal: component keys were not added in increasing order",
+            ));
+        }
+        if self.meta.entries == 0 {
+            self.meta.min_key = key.to_vec();
+        }
+        self.block.add(key, kind, seq, value);
+        if self.opts.bloom_fpr > 0.0 {
+            self.hashes.push(key_hash(key));
+        }
+        self.meta.entries += 1;
+        if kind == EntryKind::Delete {
+            self.meta.tombstones += 1;
+        }
+        self.meta.raw_bytes += (key.len() + value.len()) as u64;
+        self.meta.min_seq = self.meta.min_seq.min(seq);
+        self.meta.max_seq = self.meta.max_seq.max(seq);
+        match &mut self.last_key {
+            Some(l) => {
+                l.clear();
+                l.extend_from_slice(key);
+            }
+            None => self.last_key = Some(key.to_vec()),
+        }
+        if self.block.size_estimate() >= self.opts.block_size {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    pub fn entries(&self) -> u64 {
+        self.meta.entries
+    }
+
+    /// Bytes written so far (approximate file size).
+    pub fn bytes_written(&self) -> u64 {
+        self.offset + self.block.size_estimate() as u64
+    }
+
+    fn flush_block(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        let last = self.block.last_key().to_vec();
+        let raw = self.block.finish();
+        let (off, len) = self.write_block(&raw, self.opts.compression)?;
+        self.scratch.clear();
+        varint::put(&mut self.scratch, off);
+        varint::put(&mut self.scratch, len);
+        let v = std::mem::take(&mut self.scratch);
+        self.index.add(&last, EntryKind::Put, 0, &v);
+        self.scratch = v;
+        self.meta.blocks += 1;
+        Ok(())
+    }
+
+    fn write_block(&mut self, raw: &[u8], compression: Compression) -> Result<(u64, u64)> {
+        let payload: std::borrow::Cow<[u8]> = match compression {
+            Compression::None => raw.into(),
+            Compression::Lz4 => lz4_flex::compress_prepend_size(raw).into(),
+            Compression::Zstd => {
+                let mut v = (raw.len() as u32).to_le_bytes().to_vec();
+                let c = zstd::bulk::compress(raw, 3).map_err(|e| Error::io(&self.tmp_path, e))?;
+                v.extend_from_slice(&c);
+                v.into()
+            }
+        };
+        let code = compression.code();
+        let mut crc = crc32c::crc32c(&payload);
+        crc = crc32c::crc32c_append(crc, &[code]);
+        let off = self.offset;
+        let w = |o: &mut BufWriter<File>, b: &[u8]| o.write_all(b);
+        w(&mut self.out, &payload)
+            .and_then(|_| w(&mut self.out, &[code]))
+            .and_then(|_| w(&mut self.out, &crc.to_le_bytes()))
+            .map_err(|e| Error::io(&self.tmp_path, e))?;
+        let len = (payload.len() + TRAILER_LEN) as u64;
+        self.offset += len;
+        Ok((off, len))
+    }
+
+    /// Finish the file: index, bloom, meta, footer; fsync; rename into place;
+    /// fsync the directory. Returns the final metadata.
+    pub fn finish(mut self) -> Result<ComponentMeta> {
+        self.flush_block()?;
+        if let Some(l) = self.last_key.take() {
+            self.meta.max_key = l;
+        }
+        if self.meta.entries == 0 {
+            self.meta.min_seq = 0;
+        }
+        let index_raw = self.index.finish();
+        let (index_off, index_len) = self.write_block(&index_raw, Compression::None)?;
+        let mut bloom_raw = Vec::new();
+        if self.opts.bloom_fpr > 0.0 {
+            Bloom::build(&self.hashes, bits_per_key_for_fpr(self.opts.bloom_fpr))
+                .encode(&mut bloom_raw);
+        }
+        let (bloom_off, bloom_len) = self.write_block(&bloom_raw, Compression::None)?;
+        // file_bytes is known only after the meta block; record the size without it
+        // (the exact size is re-read from the filesystem at open).
+        let meta_pos = self.offset;
+        self.meta.file_bytes = meta_pos;
+        let meta_raw = serde_json::to_vec(&self.meta)
+            .map_err(|e| Error::corrupt(&self.tmp_path, format!("encoding meta: {e}")))?;
+        let (meta_off, meta_len) = self.write_block(&meta_raw, Compression::None)?;
+        let mut footer = Vec::with_capacity(FOOTER_LEN);
+        footer.extend_from_slice(MAGIC);
+        footer.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        for (o, l) in [
+            (index_off, index_len),
+            (bloom_off, bloom_len),
+            (meta_off, meta_len),
+        ] {
+            footer.extend_from_slice(&o.to_le_bytes());
+            footer.extend_from_slice(&(l as u32).to_le_bytes());
+        }
+        footer.resize(FOOTER_LEN - 4, 0);
+        let crc = crc32c::crc32c(&footer);
+        footer.extend_from_slice(&crc.to_le_bytes());
+        self.out
+            .write_all(&footer)
+            .map_err(|e| Error::io(&self.tmp_path, e))?;
+        self.offset += FOOTER_LEN as u64;
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::io(&self.tmp_path, e.into_error()))?;
+        if self.opts.sync {
+            file.sync_all().map_err(|e| Error::io(&self.tmp_path, e))?;
+        }
+        drop(file);
+        std::fs::rename(&self.tmp_path, &self.final_path)
+            .map_err(|e| Error::io(&self.final_path, e))?;
+        if self.opts.sync
+            && let Some(dir) = self.final_path.parent()
+        {
+            sync_dir(dir)?;
+        }
+        self.meta.file_bytes = self.offset;
+        Ok(self.meta)
+    }
+
+    /// Abandon the file (removes the temporary).
+    pub fn abandon(self) {
+        let p = self.tmp_path.clone();
+        drop(self);
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+static NEXT_FILE_UID: AtomicU64 = AtomicU64::new(1);
+
+/// Result of a point lookup in one component.
+#[derive(Debug)]
+pub enum Probe {
+    /// The bloom filter excluded the key.
+    BloomNegative,
+    /// The key's range or block search found nothing (after the bloom said maybe).
+    Absent,
+    Found(Entry),
+}
+
+/// An open, validated component file.
+pub struct ComponentReader {
+    path: PathBuf,
+    file: File,
+    uid: u64,
+    index_keys: Vec<u8>,
+    index_key_ends: Vec<u32>,
+    block_offs: Vec<u64>,
+    block_lens: Vec<u32>,
+    bloom: Option<Bloom>,
+    meta: ComponentMeta,
+    cache: Arc<BlockCache>,
+    /// When set, the file is deleted once the last reference is dropped.
+    obsolete: AtomicBool,
+}
+
+impl std::fmt::Debug for ComponentReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ComponentReader")
+            .field("path", &self.path)
+            .field("id", &self.meta.id)
+            .finish()
+    }
+}
+
+impl Drop for ComponentReader {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire)
+            && let Err(e) = std::fs::remove_file(&self.path)
+        {
+            tracing::warn!(
+                "could not delete merged-away component {}: {e}",
+                self.path.display()
+            );
+        }
+    }
+}
+
+fn read_exact_at(file: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, off).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::corrupt(
+                path,
+                format!("truncated: cannot read {len} bytes at offset {off}"),
+            )
+        } else {
+            Error::io(path, e)
+        }
+    })?;
+    Ok(buf)
+}
+
+/// Verify a block's checksum and return its uncompressed payload.
+fn decode_block(path: &Path, off: u64, mut raw: Vec<u8>) -> Result<Vec<u8>> {
+    if raw.len() < TRAILER_LEN {
+        return Err(Error::corrupt(
+            path,
+            format!("block at offset {off} is too short"),
+        ));
+    }
+    let n = raw.len();
+    let stored = u32::from_le_bytes([raw[n - 4], raw[n - 3], raw[n - 2], raw[n - 1]]);
+    let code = raw[n - 5];
+    let crc = crc32c::crc32c(&raw[..n - 4]);
+    if crc != stored {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "checksum mismatch in block at offset {off} (stored {stored:08x}, computed {crc:08x})"
+            ),
+        ));
+    }
+    raw.truncate(n - TRAILER_LEN);
+    let bad = |what: String| Error::corrupt(path, format!("block at offset {off}: {what}"));
+    match code {
+        0 => Ok(raw),
+        1 => {
+            if raw.len() >= 4 {
+                let size = u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
+                if size > MAX_BLOCK_BYTES {
+                    return Err(bad(format!("implausible uncompressed size {size}")));
+                }
+            }
+            lz4_flex::decompress_size_prepended(&raw).map_err(|e| bad(format!("lz4: {e}")))
+        }
+        2 => {
+            if raw.len() < 4 {
+                return Err(bad("zstd block too short".into()));
+            }
+            let size = u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
+            if size > MAX_BLOCK_BYTES {
+                return Err(bad(format!("implausible uncompressed size {size}")));
+            }
+            zstd::bulk::decompress(&raw[4..], size).map_err(|e| bad(format!("zstd: {e}")))
+        }
+        c => Err(bad(format!("unknown compression code {c}"))),
+    }
+}
+
+impl ComponentReader {
+    /// Open and validate a component file: footer, index, bloom and meta blocks.
+    pub fn open(path: &Path, cache: Arc<BlockCache>) -> Result<ComponentReader> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        if size < FOOTER_LEN as u64 {
+            return Err(Error::corrupt(
+                path,
+                "file is shorter than a footer (incomplete write?)",
+            ));
+        }
+        let footer = read_exact_at(&file, path, size - FOOTER_LEN as u64, FOOTER_LEN)?;
+        if &footer[..8] != MAGIC {
+            return Err(Error::corrupt(
+                path,
+                "missing footer magic (incomplete write?)",
+            ));
+        }
+        let crc = u32::from_le_bytes([footer[60], footer[61], footer[62], footer[63]]);
+        if crc32c::crc32c(&footer[..60]) != crc {
+            return Err(Error::corrupt(path, "footer checksum mismatch"));
+        }
+        let version = u32::from_le_bytes([footer[8], footer[9], footer[10], footer[11]]);
+        if version != FORMAT_VERSION {
+            return Err(Error::corrupt(
+                path,
+                format!("unsupported format version {version}"),
+            ));
+        }
+        let mut ranges = [(0u64, 0u32); 3];
+        for (i, r) in ranges.iter_mut().enumerate() {
+            let p = 12 + i * 12;
+            let mut o = [0u8; 8];
+            o.copy_from_slice(&footer[p..p + 8]);
+            let mut l = [0u8; 4];
+            l.copy_from_slice(&footer[p + 8..p + 12]);
+            *r = (u64::from_le_bytes(o), u32::from_le_bytes(l));
+            if r.0.saturating_add(u64::from(r.1)) > size - FOOTER_LEN as u64 {
+                return Err(Error::corrupt(path, "footer points outside the file"));
+            }
+        }
+        let read_block = |(off, len): (u64, u32)| -> Result<Vec<u8>> {
+            let raw = read_exact_at(&file, path, off, len as usize)?;
+            decode_block(path, off, raw)
+        };
+        let index_raw = read_block(ranges[0])?;
+        let bloom_raw = read_block(ranges[1])?;
+        let meta_raw = read_block(ranges[2])?;
+        let mut meta: ComponentMeta = serde_json::from_slice(&meta_raw)
+            .map_err(|e| Error::corrupt(path, format!("meta block: {e}")))?;
+        meta.file_bytes = size;
+        let bloom = if bloom_raw.is_empty() {
+            None
+        } else {
+            Some(Bloom::decode(&bloom_raw).map_err(|e| Error::corrupt(path, e))?)
+        };
+        let index =
+            Block::new(index_raw).map_err(|e| Error::corrupt(path, format!("index: {e}")))?;
+        let mut index_keys = Vec::new();
+        let mut index_key_ends = Vec::new();
+        let mut block_offs = Vec::new();
+        let mut block_lens = Vec::new();
+        let mut e = RawEntry::default();
+        let mut pos = 0;
+        while pos < index.entries_end() {
+            pos = index
+                .decode_at(pos, &mut e)
+                .map_err(|m| Error::corrupt(path, format!("index: {m}")))?;
+            let v = index.value(&e);
+            let mut p = 0;
+            let off = varint::get(v, &mut p);
+            let len = varint::get(v, &mut p);
+            let (Some(off), Some(len)) = (off, len) else {
+                return Err(Error::corrupt(path, "index entry is malformed"));
+            };
+            if off.saturating_add(len) > ranges[0].0 || len > u64::from(u32::MAX) {
+                return Err(Error::corrupt(path, "index points outside the data area"));
+            }
+            index_keys.extend_from_slice(&e.key);
+            index_key_ends.push(index_keys.len() as u32);
+            block_offs.push(off);
+            block_lens.push(len as u32);
+        }
+        if block_offs.len() as u64 != meta.blocks {
+            return Err(Error::corrupt(
+                path,
+                format!(
+                    "index lists {} blocks, meta says {}",
+                    block_offs.len(),
+                    meta.blocks
+                ),
+            ));
+        }
+        Ok(ComponentReader {
+            path: path.to_path_buf(),
+            file,
+            uid: NEXT_FILE_UID.fetch_add(1, Ordering::Relaxed),
+            index_keys,
+            index_key_ends,
+            block_offs,
+            block_lens,
+            bloom,
+            meta,
+            cache,
+            obsolete: AtomicBool::new(false),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn meta(&self) -> &ComponentMeta {
+        &self.meta
+    }
+
+    pub fn num_blocks(&self) -> usize {
+        self.block_offs.len()
+    }
+
+    /// Mark the file for deletion when the last reference goes away.
+    pub fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+
+    fn index_key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 {
+            0
+        } else {
+            self.index_key_ends[i - 1] as usize
+        };
+        &self.index_keys[start..self.index_key_ends[i] as usize]
+    }
+
+    /// First block whose last key is >= `key`.
+    fn find_block(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.block_offs.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.index_key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Read (through the cache if `use_cache`) and decode block `i`.
+    pub fn block(&self, i: usize, use_cache: bool) -> Result<Arc<Block>> {
+        let off = self.block_offs[i];
+        if use_cache && let Some(b) = self.cache.get(self.uid, off) {
+            return Ok(b);
+        }
+        let raw = read_exact_at(&self.file, &self.path, off, self.block_lens[i] as usize)?;
+        let data = decode_block(&self.path, off, raw)?;
+        let block = Arc::new(
+            Block::new(data)
+                .map_err(|e| Error::corrupt(&self.path, format!("block at offset {off}: {e}")))?,
+        );
+        if use_cache {
+            self.cache.insert(self.uid, off, block.clone());
+        }
+        Ok(block)
+    }
+
+    /// Whether the bloom filter admits `hash` (always true without a filter).
+    pub fn bloom_may_contain(&self, hash: u64) -> bool {
+        self.bloom.as_ref().is_none_or(|b| b.may_contain(hash))
+    }
+
+    /// Point lookup. `hash` is [`key_hash`] of `key` (computed once per lookup).
+    pub fn probe(&self, key: &[u8], hash: u64) -> Result<Probe> {
+        if self.meta.entries == 0
+            || key < self.meta.min_key.as_slice()
+            || key > self.meta.max_key.as_slice()
+        {
+            return Ok(Probe::Absent);
+        }
+        if !self.bloom_may_contain(hash) {
+            return Ok(Probe::BloomNegative);
+        }
+        let i = self.find_block(key);
+        if i >= self.block_offs.len() {
+            return Ok(Probe::Absent);
+        }
+        let b = self.block(i, true)?;
+        match b.get(key).map_err(|e| Error::corrupt(&self.path, e))? {
+            Some(e) => Ok(Probe::Found(e)),
+            None => Ok(Probe::Absent),
+        }
+    }
+
+    /// An ordered cursor starting at the first key within `start`.
+    /// `use_cache = false` is for merges, which should not evict query blocks.
+    pub fn iter(self: &Arc<Self>, start: Bound<&[u8]>, use_cache: bool) -> Result<ComponentIter> {
+        let mut it = ComponentIter {
+            reader: self.clone(),
+            block_idx: 0,
+            block: None,
+            pos: 0,
+            cur: RawEntry::default(),
+            use_cache,
+            peeked: None,
+        };
+        let (k, excluded) = match start {
+            Bound::Unbounded => {
+                it.load_block(0)?;
+                return Ok(it);
+            }
+            Bound::Included(k) => (k, false),
+            Bound::Excluded(k) => (k, true),
+        };
+        let i = self.find_block(k);
+        it.load_block(i)?;
+        if let Some(b) = it.block.clone() {
+            match b.seek(k).map_err(|e| Error::corrupt(&self.path, e))? {
+                Some((next, e)) => {
+                    it.pos = next;
+                    if !(excluded && e.key.as_slice() == k) {
+                        let entry = it.make_entry(&b, &e)?;
+                        it.peeked = Some((e.key.clone(), entry));
+                    }
+                    it.cur = e;
+                }
+                None => it.load_block(i + 1)?,
+            }
+        }
+        Ok(it)
+    }
+}
+
+/// An ordered cursor over one component file.
+pub struct ComponentIter {
+    reader: Arc<ComponentReader>,
+    block_idx: usize,
+    block: Option<Arc<Block>>,
+    pos: usize,
+    cur: RawEntry,
+    use_cache: bool,
+    peeked: Option<(Vec<u8>, Entry)>,
+}
+
+impl ComponentIter {
+    fn load_block(&mut self, i: usize) -> Result<()> {
+        self.block_idx = i;
+        self.pos = 0;
+        self.cur.key.clear();
+        self.block = if i < self.reader.num_blocks() {
+            Some(self.reader.block(i, self.use_cache)?)
+        } else {
+            None
+        };
+        Ok(())
+    }
+
+    fn make_entry(&self, b: &Block, e: &RawEntry) -> Result<Entry> {
+        let kind = EntryKind::from_u8(e.kind).ok_or_else(|| {
+            Error::corrupt(self.reader.path(), format!("unknown entry kind {}", e.kind))
+        })?;
+        Ok(Entry {
+            seq: e.seq,
+            kind,
+            value: b.value(e).to_vec(),
+        })
+    }
+
+    /// The next entry in key order, or `None` at the end.
+    pub fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Entry)>> {
+        if let Some(p) = self.peeked.take() {
+            return Ok(Some(p));
+        }
+        loop {
+            let Some(b) = self.block.clone() else {
+                return Ok(None);
+            };
+            if self.pos < b.entries_end() {
+                self.pos = b
+                    .decode_at(self.pos, &mut self.cur)
+                    .map_err(|e| Error::corrupt(self.reader.path(), e))?;
+                let entry = self.make_entry(&b, &self.cur)?;
+                return Ok(Some((self.cur.key.clone(), entry)));
+            }
+            self.load_block(self.block_idx + 1)?;
+        }
+    }
+
+    pub fn reader(&self) -> &Arc<ComponentReader> {
+        &self.reader
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, n: u32, compression: Compression) -> PathBuf {
+        let path = dir.join("c1.sc");
+        let opts = WriterOptions {
+            compression,
+            sync: false,
+            ..Default::default()
+        };
+        let mut w = ComponentWriter::create(&path, ComponentMeta::default(), opts).unwrap();
+        for i in 0..n {
+            let k = (i * 2).to_be_bytes();
+            if i % 7 == 0 {
+                w.add(&k, EntryKind::Delete, u64::from(i), b"").unwrap();
+            } else {
+                w.add(
+                    &k,
+                    EntryKind::Put,
+                    u64::from(i),
+                    format!("value-{i}").as_bytes(),
+                )
+                .unwrap();
+            }
+        }
+        let meta = w.finish().unwrap();
+        assert_eq!(meta.entries, u64::from(n));
+        path
+    }
+
+    #[test]
+    fn roundtrip_all_codecs() {
+        for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = write(dir.path(), 5000, c);
+            let cache = Arc::new(BlockCache::new(1 << 20));
+            let r = Arc::new(ComponentReader::open(&path, cache).unwrap());
+            assert!(r.num_blocks() > 10);
+            for i in 0..5000u32 {
+                let k = (i * 2).to_be_bytes();
+                match r.probe(&k, key_hash(&k)).unwrap() {
+                    Probe::Found(e) => {
+                        assert_eq!(e.seq, u64::from(i));
+                        assert_eq!(e.is_delete(), i % 7 == 0);
+                    }
+                    other => panic!("key {i} not found: {other:?}"),
+                }
+                let miss = (i * 2 + 1).to_be_bytes();
+                assert!(!matches!(
+                    r.probe(&miss, key_hash(&miss)).unwrap(),
+                    Probe::Found(_)
+                ));
+            }
+            let mut it = r
+                .iter(Bound::Excluded(&100u32.to_be_bytes()[..]), false)
+                .unwrap();
+            let (k, _) = it.next_entry().unwrap().unwrap();
+            assert_eq!(k, 102u32.to_be_bytes());
+            let mut it = r
+                .iter(Bound::Included(&101u32.to_be_bytes()[..]), true)
+                .unwrap();
+            let mut n = 1;
+            assert_eq!(it.next_entry().unwrap().unwrap().0, 102u32.to_be_bytes());
+            while it.next_entry().unwrap().is_some() {
+                n += 1;
+            }
+            assert_eq!(n, 5000 - 51);
+        }
+    }
+
+    #[test]
+    fn corruption_is_reported_with_the_file_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), 3000, Compression::Lz4);
+        let bytes = std::fs::read(&path).unwrap();
+        // Truncated file: footer gone.
+        std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
+        let err = ComponentReader::open(&path, Arc::new(BlockCache::new(0))).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains("c1.sc"), "{err}");
+        // Bit flip in a data block: opening succeeds, reading the block fails cleanly.
+        let mut flipped = bytes.clone();
+        flipped[100] ^= 0x10;
+        std::fs::write(&path, &flipped).unwrap();
+        let r = Arc::new(ComponentReader::open(&path, Arc::new(BlockCache::new(0))).unwrap());
+        let mut saw_err = false;
+        match r.iter(Bound::Unbounded, false) {
+            Err(e) => {
+                assert!(e.to_string().contains("checksum"), "{e}");
+                saw_err = true;
+            }
+            Ok(mut it) => loop {
+                match it.next_entry() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(e) => {
+                        assert!(e.to_string().contains("checksum"), "{e}");
+                        saw_err = true;
+                        break;
+                    }
+                }
+            },
+        }
+        assert!(saw_err);
+        // Flip in the footer.
+        let mut f2 = bytes.clone();
+        let n = f2.len();
+        f2[n - 20] ^= 1;
+        std::fs::write(&path, &f2).unwrap();
+        assert!(ComponentReader::open(&path, Arc::new(BlockCache::new(0))).is_err());
+    }
+}

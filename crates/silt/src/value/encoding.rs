@@ -1,0 +1,702 @@
+//! The compact binary record encoding (the stored form of a record).
+//!
+//! Every value is a one-byte tag followed by its payload:
+//!
+//! | tag  | value     | payload                                                  |
+//! |------|-----------|----------------------------------------------------------|
+//! | 0x00 | null      | -                                                        |
+//! | 0x01 | false     | -                                                        |
+//! | 0x02 | true      | -                                                        |
+//! | 0x03 | int       | zigzag LEB128 varint (1 byte for -64..=63)               |
+//! | 0x04 | double    | 8 bytes, IEEE-754 little-endian                          |
+//! | 0x05 | string    | varint byte length, UTF-8 bytes                          |
+//! | 0x06 | binary    | varint byte length, bytes                                |
+//! | 0x07 | array     | varint element count, elements                           |
+//! | 0x08 | object    | varint field count, then per field: varint name length, name bytes, value |
+//! | 0x09 | point     | x, y as 8-byte little-endian doubles                     |
+//! | 0x0A | rectangle | min_x, min_y, max_x, max_y as 8-byte doubles             |
+//! | 0x0B | polygon   | varint ring count (>= 1, exterior first), per ring: varint point count, points as 16 bytes |
+//!
+//! Varints are unsigned LEB128, at most 10 bytes, without redundant trailing
+//! zero groups. Decoding checks every count and length against the bytes
+//! that remain before allocating, rejects unknown tags, invalid UTF-8, nesting
+//! deeper than [`MAX_DEPTH`] and trailing bytes, and never panics.
+//! Decoding errors are [`Error::Corrupt`] with the placeholder path
+//! `<record>`; a caller that knows the file can re-wrap them.
+
+use super::{Geometry, MAX_DEPTH, Value, parse_index};
+use crate::error::{Error, Result};
+
+const T_NULL: u8 = 0x00;
+const T_FALSE: u8 = 0x01;
+const T_TRUE: u8 = 0x02;
+const T_INT: u8 = 0x03;
+const T_DOUBLE: u8 = 0x04;
+const T_STRING: u8 = 0x05;
+const T_BINARY: u8 = 0x06;
+const T_ARRAY: u8 = 0x07;
+const T_OBJECT: u8 = 0x08;
+const T_POINT: u8 = 0x09;
+const T_RECT: u8 = 0x0A;
+const T_POLYGON: u8 = 0x0B;
+
+/// Largest up-front allocation (in elements) made from a decoded count; the
+/// vector grows past it only as elements are actually decoded.
+const MAX_PREALLOC: usize = 1024;
+
+/// Append the binary encoding of `v` to `out`.
+///
+/// Values nested deeper than [`MAX_DEPTH`] encode fine but [`decode_value`]
+/// rejects them; use [`encode_record`] to check first.
+pub fn encode_value(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Null => out.push(T_NULL),
+        Value::Bool(false) => out.push(T_FALSE),
+        Value::Bool(true) => out.push(T_TRUE),
+        Value::Int(i) => {
+            out.push(T_INT);
+            put_varint(out, zigzag(*i));
+        }
+        Value::Double(d) => {
+            out.push(T_DOUBLE);
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+        Value::String(s) => {
+            out.push(T_STRING);
+            put_bytes(out, s.as_bytes());
+        }
+        Value::Binary(b) => {
+            out.push(T_BINARY);
+            put_bytes(out, b);
+        }
+        Value::Array(items) => {
+            out.push(T_ARRAY);
+            put_varint(out, items.len() as u64);
+            for item in items {
+                encode_value(item, out);
+            }
+        }
+        Value::Object(fields) => {
+            out.push(T_OBJECT);
+            put_varint(out, fields.len() as u64);
+            for (name, value) in fields {
+                put_bytes(out, name.as_bytes());
+                encode_value(value, out);
+            }
+        }
+        Value::Geometry(Geometry::Point { x, y }) => {
+            out.push(T_POINT);
+            put_f64s(out, &[*x, *y]);
+        }
+        Value::Geometry(Geometry::Rect {
+            min_x,
+            min_y,
+            max_x,
+            max_y,
+        }) => {
+            out.push(T_RECT);
+            put_f64s(out, &[*min_x, *min_y, *max_x, *max_y]);
+        }
+        Value::Geometry(Geometry::Polygon { exterior, holes }) => {
+            out.push(T_POLYGON);
+            put_varint(out, 1 + holes.len() as u64);
+            for ring in std::iter::once(exterior).chain(holes) {
+                put_varint(out, ring.len() as u64);
+                for (x, y) in ring {
+                    put_f64s(out, &[*x, *y]);
+                }
+            }
+        }
+    }
+}
+
+/// Check that `v` can be stored (nesting at most [`MAX_DEPTH`]) and append its
+/// encoding to `out`. On error `out` is unchanged.
+pub fn encode_record(v: &Value, out: &mut Vec<u8>) -> Result<()> {
+    let depth = v.depth();
+    if depth > MAX_DEPTH {
+        return Err(Error::invalid(
+            None,
+            format!("value is nested {depth} levels deep; the limit is {MAX_DEPTH}"),
+        ));
+    }
+    encode_value(v, out);
+    Ok(())
+}
+
+/// Decode one value that must span all of `bytes`.
+pub fn decode_value(bytes: &[u8]) -> Result<Value> {
+    let mut r = Reader::new(bytes);
+    let v = read_value(&mut r, 0).map_err(DecodeError::into_error)?;
+    if r.pos != bytes.len() {
+        return Err(r.err("trailing bytes after the value").into_error());
+    }
+    Ok(v)
+}
+
+/// Extract one field from an encoded object without decoding the rest.
+///
+/// Same lookup rules as [`Value::get`]: an exact top-level name first, then a
+/// dotted path through objects and array indexes. Returns `Ok(None)` when the
+/// field is absent or the encoded value is not an object. Only the parts
+/// walked over are checked, so corruption elsewhere may go unnoticed.
+pub fn decode_field(bytes: &[u8], field: &str) -> Result<Option<Value>> {
+    find_field(bytes, field).map_err(DecodeError::into_error)
+}
+
+fn find_field(bytes: &[u8], field: &str) -> std::result::Result<Option<Value>, DecodeError> {
+    let mut r = Reader::new(bytes);
+    if r.peek()? != T_OBJECT {
+        // A well-formed non-object has no fields; an unknown tag is corruption.
+        skip_value(&mut r, 0)?;
+        return Ok(None);
+    }
+    if seek_child(&mut r, field, 0)? {
+        return read_value(&mut r, 1).map(Some);
+    }
+    if !field.contains('.') {
+        return Ok(None);
+    }
+    let mut r = Reader::new(bytes);
+    let mut depth = 0;
+    for seg in field.split('.') {
+        if !seek_child(&mut r, seg, depth)? {
+            return Ok(None);
+        }
+        depth += 1;
+    }
+    read_value(&mut r, depth).map(Some)
+}
+
+/// With `r` at the start of a value nested in `depth` containers: if it is an
+/// object with field `seg` (or an array with index `seg`), leave `r` at the
+/// start of that child and return true; otherwise return false.
+fn seek_child(
+    r: &mut Reader<'_>,
+    seg: &str,
+    depth: usize,
+) -> std::result::Result<bool, DecodeError> {
+    match r.byte()? {
+        T_OBJECT => {
+            r.enter(depth)?;
+            let n = r.count(2)?;
+            for _ in 0..n {
+                let len = r.count(1)?;
+                let name = r.take(len)?;
+                if name == seg.as_bytes() {
+                    return Ok(true);
+                }
+                skip_value(r, depth + 1)?;
+            }
+            Ok(false)
+        }
+        T_ARRAY => {
+            r.enter(depth)?;
+            let n = r.count(1)?;
+            let Some(idx) = parse_index(seg) else {
+                return Ok(false);
+            };
+            if idx >= n {
+                return Ok(false);
+            }
+            for _ in 0..idx {
+                skip_value(r, depth + 1)?;
+            }
+            Ok(true)
+        }
+        tag if tag <= T_POLYGON => Ok(false),
+        tag => Err(r.unknown_tag(tag)),
+    }
+}
+
+fn zigzag(i: i64) -> u64 {
+    ((i << 1) ^ (i >> 63)) as u64
+}
+
+fn unzigzag(u: u64) -> i64 {
+    ((u >> 1) as i64) ^ -((u & 1) as i64)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+fn put_f64s(out: &mut Vec<u8>, fs: &[f64]) {
+    for f in fs {
+        out.extend_from_slice(&f.to_le_bytes());
+    }
+}
+
+/// A decoding failure: what and where.
+struct DecodeError {
+    pos: usize,
+    reason: String,
+}
+
+impl DecodeError {
+    fn into_error(self) -> Error {
+        Error::corrupt(
+            "<record>",
+            format!("bad encoded value: {} at byte {}", self.reason, self.pos),
+        )
+    }
+}
+
+type DResult<T> = std::result::Result<T, DecodeError>;
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    fn err(&self, reason: impl Into<String>) -> DecodeError {
+        DecodeError {
+            pos: self.pos,
+            reason: reason.into(),
+        }
+    }
+
+    fn unknown_tag(&self, tag: u8) -> DecodeError {
+        DecodeError {
+            pos: self.pos.saturating_sub(1),
+            reason: format!("unknown type tag 0x{tag:02x}"),
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn peek(&self) -> DResult<u8> {
+        self.buf
+            .get(self.pos)
+            .copied()
+            .ok_or_else(|| self.err("unexpected end of input"))
+    }
+
+    fn byte(&mut self) -> DResult<u8> {
+        let b = self.peek()?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn take(&mut self, n: usize) -> DResult<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(self.err(format!(
+                "length {n} exceeds the {} remaining bytes",
+                self.remaining()
+            )));
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn f64(&mut self) -> DResult<f64> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(f64::from_le_bytes(a))
+    }
+
+    fn varint(&mut self) -> DResult<u64> {
+        let start = self.pos;
+        let mut v: u64 = 0;
+        for i in 0..10 {
+            let b = self.byte()?;
+            if i == 9 && b > 1 {
+                self.pos = start;
+                return Err(self.err("varint overflows 64 bits"));
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                if b == 0 && i > 0 {
+                    self.pos = start;
+                    return Err(self.err("overlong varint"));
+                }
+                return Ok(v);
+            }
+        }
+        self.pos = start;
+        Err(self.err("varint longer than 10 bytes"))
+    }
+
+    /// A count of items each taking at least `min_size` bytes, checked
+    /// against what remains so a corrupt count cannot cause a huge allocation
+    /// or a long loop.
+    fn count(&mut self, min_size: usize) -> DResult<usize> {
+        let start = self.pos;
+        let n = self.varint()?;
+        let limit = self.remaining() / min_size.max(1);
+        if n > limit as u64 {
+            self.pos = start;
+            return Err(self.err(format!(
+                "count {n} is more than the {} remaining bytes can hold",
+                self.remaining()
+            )));
+        }
+        Ok(n as usize)
+    }
+
+    /// Check that one more level of nesting below `depth` is allowed.
+    fn enter(&self, depth: usize) -> DResult<()> {
+        if depth >= MAX_DEPTH {
+            return Err(self.err(format!("nesting deeper than {MAX_DEPTH} levels")));
+        }
+        Ok(())
+    }
+
+    fn string(&mut self) -> DResult<String> {
+        let len = self.count(1)?;
+        let start = self.pos;
+        let b = self.take(len)?;
+        match std::str::from_utf8(b) {
+            Ok(s) => Ok(s.to_owned()),
+            Err(_) => Err(DecodeError {
+                pos: start,
+                reason: "string is not valid UTF-8".to_owned(),
+            }),
+        }
+    }
+
+    fn ring(&mut self) -> DResult<Vec<(f64, f64)>> {
+        let n = self.count(16)?;
+        let mut ring = Vec::with_capacity(n);
+        for _ in 0..n {
+            let x = self.f64()?;
+            let y = self.f64()?;
+            ring.push((x, y));
+        }
+        Ok(ring)
+    }
+}
+
+/// Decode the value at `r`, which is nested inside `depth` containers.
+fn read_value(r: &mut Reader<'_>, depth: usize) -> DResult<Value> {
+    let tag = r.byte()?;
+    Ok(match tag {
+        T_NULL => Value::Null,
+        T_FALSE => Value::Bool(false),
+        T_TRUE => Value::Bool(true),
+        T_INT => Value::Int(unzigzag(r.varint()?)),
+        T_DOUBLE => Value::Double(r.f64()?),
+        T_STRING => Value::String(r.string()?),
+        T_BINARY => {
+            let len = r.count(1)?;
+            Value::Binary(r.take(len)?.to_vec())
+        }
+        T_ARRAY => {
+            r.enter(depth)?;
+            let n = r.count(1)?;
+            let mut items = Vec::with_capacity(n.min(MAX_PREALLOC));
+            for _ in 0..n {
+                items.push(read_value(r, depth + 1)?);
+            }
+            Value::Array(items)
+        }
+        T_OBJECT => {
+            r.enter(depth)?;
+            let n = r.count(2)?;
+            let mut fields = Vec::with_capacity(n.min(MAX_PREALLOC));
+            for _ in 0..n {
+                let name = r.string()?;
+                let value = read_value(r, depth + 1)?;
+                fields.push((name, value));
+            }
+            Value::Object(fields)
+        }
+        T_POINT => Value::Geometry(Geometry::Point {
+            x: r.f64()?,
+            y: r.f64()?,
+        }),
+        T_RECT => Value::Geometry(Geometry::Rect {
+            min_x: r.f64()?,
+            min_y: r.f64()?,
+            max_x: r.f64()?,
+            max_y: r.f64()?,
+        }),
+        T_POLYGON => {
+            let rings = r.count(1)?;
+            if rings == 0 {
+                return Err(r.err("polygon without an exterior ring"));
+            }
+            let exterior = r.ring()?;
+            let mut holes = Vec::with_capacity((rings - 1).min(MAX_PREALLOC));
+            for _ in 1..rings {
+                holes.push(r.ring()?);
+            }
+            Value::Geometry(Geometry::Polygon { exterior, holes })
+        }
+        other => return Err(r.unknown_tag(other)),
+    })
+}
+
+/// Move past the value at `r` without building it.
+fn skip_value(r: &mut Reader<'_>, depth: usize) -> DResult<()> {
+    match r.byte()? {
+        T_NULL | T_FALSE | T_TRUE => {}
+        T_INT => {
+            r.varint()?;
+        }
+        T_DOUBLE => {
+            r.take(8)?;
+        }
+        T_STRING | T_BINARY => {
+            let len = r.count(1)?;
+            r.take(len)?;
+        }
+        T_ARRAY => {
+            r.enter(depth)?;
+            let n = r.count(1)?;
+            for _ in 0..n {
+                skip_value(r, depth + 1)?;
+            }
+        }
+        T_OBJECT => {
+            r.enter(depth)?;
+            let n = r.count(2)?;
+            for _ in 0..n {
+                let len = r.count(1)?;
+                r.take(len)?;
+                skip_value(r, depth + 1)?;
+            }
+        }
+        T_POINT => {
+            r.take(16)?;
+        }
+        T_RECT => {
+            r.take(32)?;
+        }
+        T_POLYGON => {
+            let rings = r.count(1)?;
+            if rings == 0 {
+                return Err(r.err("polygon without an exterior ring"));
+            }
+            for _ in 0..rings {
+                let n = r.count(16)?;
+                r.take(n * 16)?;
+            }
+        }
+        other => return Err(r.unknown_tag(other)),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::parse_json_record;
+    use crate::value::testgen::{arb_record, arb_value, path_candidates};
+    use proptest::prelude::*;
+
+    fn round_trip(v: &Value) -> Value {
+        let mut out = Vec::new();
+        encode_value(v, &mut out);
+        decode_value(&out).unwrap()
+    }
+
+    #[test]
+    fn scalars_round_trip() {
+        for v in [
+            Value::Null,
+            Value::Bool(true),
+            Value::Bool(false),
+            Value::Int(0),
+            Value::Int(-1),
+            Value::Int(i64::MIN),
+            Value::Int(i64::MAX),
+            Value::Double(-0.0),
+            Value::Double(f64::NAN),
+            Value::Double(f64::NEG_INFINITY),
+            Value::String(String::new()),
+            Value::String("héllo".into()),
+            Value::Binary(vec![0, 255]),
+            Value::Geometry(Geometry::point(1.0, 2.0)),
+            Value::Geometry(Geometry::rect(1.0, 2.0, 3.0, 4.0)),
+            Value::Geometry(Geometry::Polygon {
+                exterior: vec![(0.0, 0.0), (1.0, 0.0), (1.0, 1.0), (0.0, 0.0)],
+                holes: vec![vec![]],
+            }),
+        ] {
+            assert_eq!(round_trip(&v), v);
+        }
+        let mut out = Vec::new();
+        encode_value(&Value::Int(-64), &mut out);
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn varint_edges() {
+        for v in [0u64, 127, 128, 16383, 16384, u64::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(Reader::new(&out).varint().ok(), Some(v));
+        }
+        // Overflow in the 10th byte, overlong, and too long.
+        for bad in [
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02][..],
+            &[0x80, 0x00],
+            &[0x80; 11],
+        ] {
+            assert!(Reader::new(bad).varint().is_err());
+        }
+    }
+
+    #[test]
+    fn malformed_inputs_are_errors() {
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (vec![], "unexpected end"),
+            (vec![0xee], "unknown type tag 0xee"),
+            (vec![T_NULL, T_NULL], "trailing bytes"),
+            (vec![T_STRING, 5, b'a'], "count 5"),
+            (vec![T_STRING, 1, 0xff], "UTF-8"),
+            (vec![T_ARRAY, 0xff, 0xff, 0xff, 0xff, 0x0f], "count"),
+            (vec![T_OBJECT, 3, 0, 0], "count"),
+            (vec![T_POLYGON, 0], "exterior"),
+            (vec![T_POLYGON, 1, 2, 0, 0], "count"),
+            (vec![T_DOUBLE, 0, 0], "exceeds"),
+        ];
+        for (bytes, want) in cases {
+            let e = decode_value(&bytes).unwrap_err();
+            assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
+            assert!(e.to_string().contains(want), "{bytes:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn depth_limit() {
+        let mut v = Value::Null;
+        for _ in 0..MAX_DEPTH {
+            v = Value::Array(vec![v]);
+        }
+        assert_eq!(round_trip(&v), v);
+        let mut out = Vec::new();
+        encode_record(&v, &mut out).unwrap();
+        let deeper = Value::Array(vec![v]);
+        let mut out = Vec::new();
+        encode_value(&deeper, &mut out);
+        let e = decode_value(&out).unwrap_err();
+        assert!(e.to_string().contains("nesting deeper"), "{e}");
+        let mut out2 = Vec::new();
+        assert!(encode_record(&deeper, &mut out2).is_err());
+        assert!(out2.is_empty());
+        // A long run of array tags cannot blow the stack.
+        let mut bytes = Vec::new();
+        for _ in 0..100_000 {
+            bytes.extend_from_slice(&[T_ARRAY, 1]);
+        }
+        bytes.push(T_NULL);
+        assert!(decode_value(&bytes).is_err());
+        let mut obj = Vec::new();
+        obj.extend_from_slice(&[T_OBJECT, 2, 1, b'a']);
+        obj.extend_from_slice(&bytes);
+        obj.extend_from_slice(&[1, b'b', T_NULL]);
+        assert!(decode_field(&obj, "b").is_err());
+    }
+
+    #[test]
+    fn decode_field_basics() {
+        let v = parse_json_record(
+            r#"{"id": 7, "user": {"name": "ann", "tags": ["x", "y"]}, "a.b": 1, "n": null}"#,
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        encode_value(&v, &mut out);
+        assert_eq!(decode_field(&out, "id").unwrap(), Some(Value::Int(7)));
+        assert_eq!(decode_field(&out, "n").unwrap(), Some(Value::Null));
+        assert_eq!(decode_field(&out, "missing").unwrap(), None);
+        assert_eq!(decode_field(&out, "a.b").unwrap(), Some(Value::Int(1)));
+        assert_eq!(decode_field(&out, "user.name").unwrap(), Some("ann".into()));
+        assert_eq!(decode_field(&out, "user.tags.1").unwrap(), Some("y".into()));
+        assert_eq!(decode_field(&out, "user.tags.2").unwrap(), None);
+        assert_eq!(decode_field(&out, "id.x").unwrap(), None);
+        let mut scalar = Vec::new();
+        encode_value(&Value::Int(3), &mut scalar);
+        assert_eq!(decode_field(&scalar, "id").unwrap(), None);
+        assert!(decode_field(&[0xee], "id").is_err());
+        assert!(decode_field(&out[..out.len() - 3], "zzz").is_err());
+    }
+
+    #[test]
+    fn tweet_is_smaller_than_json() {
+        let json = r#"{"id":1234567890123456789,"created_at":"2024-03-01T12:34:56Z","text":"Just setting up my LSM tree, compaction is fun #rust","user_id":987654321,"user_name":"silt_dev","retweets":12,"likes":240,"lang":"en","sensitive":false,"location":{"type":"Point","coordinates":[-122.4194,37.7749]}}"#;
+        let v = parse_json_record(json).unwrap();
+        let mut out = Vec::new();
+        encode_value(&v, &mut out);
+        assert!(
+            out.len() < json.len(),
+            "encoded {} bytes, JSON {} bytes",
+            out.len(),
+            json.len()
+        );
+        assert_eq!(decode_value(&out).unwrap(), v);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn prop_round_trip(v in arb_value()) {
+            let mut out = Vec::new();
+            encode_value(&v, &mut out);
+            prop_assert_eq!(decode_value(&out).unwrap(), v);
+        }
+
+        #[test]
+        fn prop_decode_field_agrees_with_get(v in arb_record()) {
+            let mut out = Vec::new();
+            encode_value(&v, &mut out);
+            let decoded = decode_value(&out).unwrap();
+            for path in path_candidates(&v) {
+                prop_assert_eq!(
+                    decode_field(&out, &path).unwrap(),
+                    decoded.get(&path).cloned(),
+                    "path {:?}", path
+                );
+            }
+        }
+
+        #[test]
+        fn prop_random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = decode_value(&bytes);
+            let _ = decode_field(&bytes, "a");
+            let _ = decode_field(&bytes, "a.0.b");
+        }
+
+        #[test]
+        fn prop_truncated_and_mutated_never_panic(
+            v in arb_value(),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<prop::sample::Index>(),
+            xor in 1u8..=255,
+        ) {
+            let mut out = Vec::new();
+            encode_value(&v, &mut out);
+            let c = cut.index(out.len() + 1);
+            if c < out.len() {
+                prop_assert!(decode_value(&out[..c]).is_err());
+            }
+            let _ = decode_field(&out[..c], "a");
+            if !out.is_empty() {
+                let i = flip.index(out.len());
+                out[i] ^= xor;
+                let _ = decode_value(&out);
+                let _ = decode_field(&out, "a");
+            }
+        }
+    }
+}
