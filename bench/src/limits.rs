@@ -39,6 +39,11 @@ pub struct Limits {
     pub seq_read_uncached: bool,
     /// Read it again from the page cache (MB/s).
     pub cached_read_mb_s: f64,
+    /// Every pass of the disk tests, to show their spread (virtual disks vary a lot).
+    #[serde(default)]
+    pub seq_write_passes_mb_s: Vec<f64>,
+    #[serde(default)]
+    pub seq_read_passes_mb_s: Vec<f64>,
     /// Append 4 KiB + fdatasync, repeated for 3 s.
     pub fsyncs_per_s: f64,
     /// Copy a 1 GiB buffer into another (GB/s of bytes copied; the memory traffic is twice that).
@@ -118,6 +123,8 @@ impl Limits {
             seq_read_mb_s,
             seq_read_uncached,
             cached_read_mb_s,
+            seq_write_passes_mb_s: writes,
+            seq_read_passes_mb_s: reads,
             fsyncs_per_s,
             mem_copy_gb_s,
         })
@@ -169,6 +176,17 @@ impl Limits {
         for (name, v, unit) in self.entries() {
             println!("  {name:<48} {:>12} {unit}", fmt_num(v));
         }
+        println!("  {}", self.spread_line());
+    }
+
+    /// The individual disk passes behind the medians.
+    pub fn spread_line(&self) -> String {
+        let list = |v: &[f64]| v.iter().map(|x| fmt_num(*x)).collect::<Vec<_>>().join(", ");
+        format!(
+            "disk passes (median kept): write {} MB/s; read {} MB/s",
+            list(&self.seq_write_passes_mb_s),
+            list(&self.seq_read_passes_mb_s)
+        )
     }
 }
 

@@ -42,7 +42,7 @@ pub fn generate(results_dir: &Path, out: &Path) -> Result<usize> {
             for (name, v, unit) in l.entries() {
                 md.push_str(&format!("| {name} | {} | {unit} |\n", fmt_num(v)));
             }
-            md.push('\n');
+            md.push_str(&format!("\n{}.\n\n", l.spread_line()));
         }
         None => md.push_str("_No `limits.json` yet: run `silt-bench limits`._\n\n"),
     }

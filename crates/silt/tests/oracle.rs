@@ -1,0 +1,223 @@
+//! Model-based tests: random DML with forced flushes, merges and reopens,
+//! under every merge policy and with several partitions, must agree with a
+//! `BTreeMap`.
+
+use proptest::prelude::*;
+use silt::lsm::policy::MergePolicy;
+use silt::{Database, DatasetDef, DbOptions, Error, FieldType, Value};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(i64, u32),
+    Upsert(i64, u32),
+    Delete(i64),
+    Get(i64),
+    Scan(i64, i64, usize),
+    Flush,
+    Compact,
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0i64..400, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        6 => (0i64..400, any::<u32>()).prop_map(|(k, v)| Op::Upsert(k, v)),
+        3 => (0i64..400).prop_map(Op::Delete),
+        3 => (0i64..400).prop_map(Op::Get),
+        2 => (0i64..400, 0i64..400, 1usize..50).prop_map(|(a, b, l)| Op::Scan(a.min(b), a.max(b), l)),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+const POLICIES: &[&str] = &[
+    "no-merge",
+    "constant(3)",
+    "prefix(64KB,3)",
+    "binomial(4)",
+    "tiered(3)",
+    "concurrent(10,2,5,1.2)",
+    "leveled(2,3,8KB,16KB)",
+];
+
+fn opts() -> DbOptions {
+    DbOptions {
+        block_cache_bytes: 1 << 20,
+        sync: false,
+        ..Default::default()
+    }
+}
+
+fn record(k: i64, v: u32) -> Value {
+    Value::Object(vec![
+        ("id".into(), Value::Int(k)),
+        ("v".into(), Value::Int(i64::from(v))),
+        // Padding so that the 1 MiB budget fills and flushes happen by themselves too.
+        ("pad".into(), Value::String("x".repeat((v % 700) as usize))),
+    ])
+}
+
+fn value_of(r: &Value) -> u32 {
+    r.get("v").and_then(Value::as_i64).unwrap_or(-1) as u32
+}
+
+fn create(dir: &Path, policy: &str, partitions: u32) -> Database {
+    let db = Database::open(dir, opts()).unwrap();
+    let def = DatasetDef::new("t", &["id"])
+        .field("id", FieldType::Int)
+        .field("v", FieldType::Int)
+        .memory_budget(1 << 20)
+        .block_size(512)
+        .partitions(partitions)
+        .policy(MergePolicy::parse(policy).unwrap());
+    db.create_dataset(def).unwrap();
+    db
+}
+
+fn run(ops: &[Op], policy: &str, partitions: u32) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = create(dir.path(), policy, partitions);
+    let mut model: BTreeMap<i64, u32> = BTreeMap::new();
+    for op in ops {
+        let ds = db.dataset("t").unwrap();
+        match op {
+            Op::Insert(k, v) => {
+                let r = ds.insert(record(*k, *v));
+                if model.contains_key(k) {
+                    prop_assert!(matches!(r, Err(Error::DuplicateKey { .. })), "{r:?}");
+                } else {
+                    prop_assert!(r.is_ok(), "{r:?}");
+                    model.insert(*k, *v);
+                }
+            }
+            Op::Upsert(k, v) => {
+                ds.upsert(record(*k, *v)).unwrap();
+                model.insert(*k, *v);
+            }
+            Op::Delete(k) => {
+                let existed = ds.delete(&[Value::Int(*k)]).unwrap();
+                prop_assert_eq!(existed, model.remove(k).is_some());
+            }
+            Op::Get(k) => {
+                let got = ds.get(&[Value::Int(*k)]).unwrap().map(|r| value_of(&r));
+                prop_assert_eq!(got, model.get(k).copied(), "get {} under {}", k, policy);
+            }
+            Op::Scan(a, b, limit) => {
+                let got: Vec<(i64, u32)> = ds
+                    .scan(
+                        Bound::Included(&[Value::Int(*a)]),
+                        Bound::Excluded(&[Value::Int(*b)]),
+                    )
+                    .unwrap()
+                    .take(*limit)
+                    .map(|r| {
+                        let r = r.unwrap();
+                        (r.get("id").and_then(Value::as_i64).unwrap(), value_of(&r))
+                    })
+                    .collect();
+                let want: Vec<(i64, u32)> = model
+                    .range(*a..*b)
+                    .take(*limit)
+                    .map(|(k, v)| (*k, *v))
+                    .collect();
+                prop_assert_eq!(got, want, "scan under {}", policy);
+            }
+            Op::Flush => ds.flush().unwrap(),
+            Op::Compact => ds.compact().unwrap(),
+            Op::Reopen => {
+                drop(ds);
+                db.close().unwrap();
+                drop(db);
+                db = Database::open(dir.path(), opts()).unwrap();
+            }
+        }
+    }
+    // Final full comparison, then once more after reopening.
+    for round in 0..2 {
+        let ds = db.dataset("t").unwrap();
+        let all: Vec<(i64, u32)> = ds
+            .scan(Bound::Unbounded, Bound::Unbounded)
+            .unwrap()
+            .map(|r| {
+                let r = r.unwrap();
+                (r.get("id").and_then(Value::as_i64).unwrap(), value_of(&r))
+            })
+            .collect();
+        let want: Vec<(i64, u32)> = model.iter().map(|(k, v)| (*k, *v)).collect();
+        prop_assert_eq!(all, want, "full scan round {} under {}", round, policy);
+        for k in 0..400 {
+            let got = ds.get(&[Value::Int(k)]).unwrap().map(|r| value_of(&r));
+            prop_assert_eq!(got, model.get(&k).copied());
+        }
+        drop(ds);
+        db.close().unwrap();
+        drop(db);
+        db = Database::open(dir.path(), opts()).unwrap();
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+    #[test]
+    fn every_policy_matches_the_model(ops in proptest::collection::vec(op(), 1..400)) {
+        for policy in POLICIES {
+            run(&ops, policy, 1)?;
+        }
+    }
+
+    #[test]
+    fn partitioned_datasets_match_the_model(ops in proptest::collection::vec(op(), 1..300)) {
+        run(&ops, "tiered(3)", 4)?;
+        run(&ops, "leveled(2,3,8KB,16KB)", 3)?;
+    }
+}
+
+/// Ingest enough data that the memory budget flushes by itself and the
+/// background merge threads run, then compare.
+#[test]
+fn background_flushes_and_merges_keep_every_record() {
+    for policy in POLICIES {
+        let dir = tempfile::tempdir().unwrap();
+        let db = create(dir.path(), policy, 2);
+        let ds = db.dataset("t").unwrap();
+        let mut model = BTreeMap::new();
+        let mut x: u64 = 12345;
+        for i in 0..20_000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = ((x >> 33) % 5000) as i64;
+            if i % 10 == 9 {
+                ds.delete(&[Value::Int(k)]).unwrap();
+                model.remove(&k);
+            } else {
+                ds.upsert(record(k, i)).unwrap();
+                model.insert(k, i);
+            }
+        }
+        db.wait_idle().unwrap();
+        let stats = db.stats();
+        let idx = &stats.datasets[0].indexes;
+        assert!(
+            idx.iter().map(|t| t.flushes).sum::<u64>() > 2,
+            "{policy}: {idx:?}"
+        );
+        if *policy != "no-merge" {
+            assert!(
+                idx.iter().map(|t| t.merges).sum::<u64>() > 0,
+                "{policy}: no merges"
+            );
+        }
+        for k in 0..5000 {
+            let got = ds.get(&[Value::Int(k)]).unwrap().map(|r| value_of(&r));
+            assert_eq!(got, model.get(&k).copied(), "{policy} key {k}");
+        }
+        let n = ds.scan(Bound::Unbounded, Bound::Unbounded).unwrap().count();
+        assert_eq!(n, model.len(), "{policy}");
+    }
+}
