@@ -11,7 +11,7 @@ use std::{
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::util::{fmt_num, median};
+use crate::util::{fmt_num, median, round_sig};
 
 /// What a row is, which decides where it is shown (and whether it is plotted).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -175,7 +175,12 @@ impl ResultFile {
         {
             let mut w = csv::Writer::from_writer(&mut buf);
             for row in &self.rows {
-                w.serialize(row)?;
+                w.serialize(AggRow {
+                    median: round_sig(row.median, 6),
+                    min: round_sig(row.min, 6),
+                    max: round_sig(row.max, 6),
+                    ..row.clone()
+                })?;
             }
             w.flush()?;
         }

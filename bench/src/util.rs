@@ -200,6 +200,15 @@ pub fn fmt_num(x: f64) -> String {
     }
 }
 
+/// `x` rounded to `digits` significant digits (keeps committed CSVs readable).
+pub fn round_sig(x: f64, digits: i32) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powi(digits - 1 - x.abs().log10().floor() as i32);
+    (x * scale).round() / scale
+}
+
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> u64 {
     SystemTime::now()
@@ -251,6 +260,8 @@ mod tests {
         assert_eq!(fmt_num(12.345), "12.3");
         assert_eq!(fmt_num(0.5), "0.500");
         assert_eq!(fmt_num(3.0), "3");
+        assert_eq!(round_sig(597_869.198_7, 6), 597_869.0);
+        assert_eq!(round_sig(0.012_345_67, 3), 0.0123);
         assert_eq!(utc_string(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(utc_string(1_700_000_000), "2023-11-14 22:13:20 UTC");
     }

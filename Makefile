@@ -1,0 +1,41 @@
+# Silt — the two commands of the README, and the benchmark suite.
+#   make demo    build everything and run the main job on an embedded database
+#   make test    formatting, lints and every test (what CI runs)
+#   make bench   the benchmark suite against real peers (slow first build: RocksDB)
+
+CARGO ?= cargo
+
+.PHONY: demo test fmt lint unit bench bench-small clean
+
+demo:
+	$(CARGO) run --release -p silt-cli --bin silt -- demo
+
+test: fmt lint unit
+
+fmt:
+	$(CARGO) fmt --all -- --check
+
+lint:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --workspace
+
+BENCH_SCALE ?= medium
+BENCH_RUNS  ?= 3
+BENCH_BIN   := bench/target/release/silt-bench
+
+bench:
+	bash bench/setup.sh
+	cd bench && CARGO_TARGET_DIR=$(CURDIR)/bench/target $(CARGO) build --release
+	$(BENCH_BIN) limits
+	$(BENCH_BIN) run kv-ingest-lookup --scale $(BENCH_SCALE) --runs $(BENCH_RUNS)
+	$(BENCH_BIN) report
+
+# A quick smoke run (about a minute once built).
+bench-small:
+	$(MAKE) bench BENCH_SCALE=small BENCH_RUNS=1
+
+clean:
+	$(CARGO) clean
+	rm -rf silt-demo silt-data
