@@ -34,7 +34,7 @@ impl Machine {
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
             rustc: env!("SILT_BENCH_RUSTC_VERSION").to_string(),
-            silt_commit: silt_commit(results_dir),
+            silt_commit: silt_commit(),
             peers: peer_versions(),
             durability: durability.to_string(),
         }
@@ -72,6 +72,59 @@ pub fn peer_versions() -> String {
         env!("SILT_BENCH_ROCKSDB_VERSION"),
         env!("SILT_BENCH_ROCKSDB_CRATE_VERSION")
     )
+}
+
+/// CPU time counters of the whole machine and of this process, to tell how much
+/// other work ran beside a benchmark (which makes its results noisy).
+#[derive(Clone, Copy, Debug)]
+pub struct CpuSnapshot {
+    /// All CPU time, in clock ticks.
+    total: u64,
+    /// Non-idle CPU time of the machine.
+    busy: u64,
+    /// CPU time of this process (all threads).
+    own: u64,
+}
+
+impl CpuSnapshot {
+    pub fn take() -> Option<Self> {
+        let stat = fs::read_to_string("/proc/stat").ok()?;
+        let fields: Vec<u64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        let total: u64 = fields.iter().sum();
+        let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0); // idle + iowait
+        // /proc/self/stat: fields after the ")" of the command name; utime and stime
+        // are the 12th and 13th of those (fields 14 and 15 of the line).
+        let own_stat = fs::read_to_string("/proc/self/stat").ok()?;
+        let rest = own_stat.rsplit_once(')')?.1;
+        let v: Vec<&str> = rest.split_whitespace().collect();
+        let own = v.get(11)?.parse::<u64>().ok()? + v.get(12)?.parse::<u64>().ok()?;
+        Some(Self {
+            total,
+            busy: total - idle,
+            own,
+        })
+    }
+
+    /// The fraction (0..1) of all CPU time since `earlier` used by other processes.
+    pub fn others_since(&self, earlier: &Self) -> Option<f64> {
+        let total = self.total.checked_sub(earlier.total)?;
+        let busy = self.busy.saturating_sub(earlier.busy);
+        let own = self.own.saturating_sub(earlier.own);
+        (total > 0).then(|| busy.saturating_sub(own) as f64 / total as f64)
+    }
+}
+
+/// The fraction of the CPU other processes use over `window` (this process sleeps).
+pub fn cpu_busy_fraction(window: std::time::Duration) -> Option<f64> {
+    let a = CpuSnapshot::take()?;
+    std::thread::sleep(window);
+    CpuSnapshot::take()?.others_since(&a)
 }
 
 fn mem_total_kib() -> Option<u64> {
@@ -148,17 +201,13 @@ fn df_device(dir: &Path) -> Option<String> {
     line.split_whitespace().next().map(str::to_string)
 }
 
-/// The short commit of the repository holding `dir`, with `-dirty` when the core
-/// crates have uncommitted changes.
-fn silt_commit(dir: &Path) -> String {
-    let dir = if dir.exists() {
-        dir.to_path_buf()
-    } else {
-        Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
-    };
+/// The short commit of the Silt repository this harness was built from, with
+/// `-dirty` when the core crates have uncommitted changes.
+fn silt_commit() -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let git = |args: &[&str]| -> Option<String> {
         let out = Command::new("git")
-            .current_dir(&dir)
+            .current_dir(dir)
             .args(args)
             .output()
             .ok()?;

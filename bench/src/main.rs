@@ -157,8 +157,18 @@ fn main() -> Result<()> {
             let limits = Limits::load_or_measure(&dir, &machine, false)?;
             println!("limits: {}", limits.summary_line());
             let date = utc_string(unix_now());
-            let run_line =
-                format!("workload={name} scale={scale} runs={runs} seed={seed} date={date}");
+            let busy = machine::cpu_busy_fraction(std::time::Duration::from_secs(1));
+            if busy.is_some_and(|b| b > 0.2) {
+                eprintln!(
+                    "WARNING: the machine is busy ({:.0}% of the CPU used by other processes \
+                     just before the run): results will be noisy; rerun on an idle machine for numbers to keep",
+                    100.0 * busy.unwrap_or_default()
+                );
+            }
+            let busy = busy.map_or("?".to_string(), |b| format!("{:.0}%", 100.0 * b));
+            let run_line = format!(
+                "workload={name} scale={scale} runs={runs} seed={seed} date={date} cpu_busy_before={busy}"
+            );
             println!("run: {run_line}");
 
             let scratch_root = std::env::var_os("SILT_BENCH_TMP")
@@ -183,6 +193,7 @@ fn main() -> Result<()> {
                 silt_policies: policies,
                 notes: RefCell::new(BTreeSet::new()),
             };
+            let cpu_start = machine::CpuSnapshot::take();
             let mut all_runs = Vec::with_capacity(runs);
             for run in 0..runs {
                 ctx.run = run;
@@ -199,6 +210,19 @@ fn main() -> Result<()> {
             // The default scratch root is ours: leave no empty directory behind.
             let _ = fs::remove_dir(dir.join("tmp"));
 
+            let others = cpu_start
+                .zip(machine::CpuSnapshot::take())
+                .and_then(|(a, b)| b.others_since(&a));
+            if let Some(o) = others.filter(|o| *o > 0.1) {
+                eprintln!(
+                    "WARNING: other processes used {:.0}% of the CPU during the run: results are noisy",
+                    100.0 * o
+                );
+            }
+            let run_line = format!(
+                "{run_line} cpu_others_during={}",
+                others.map_or("?".to_string(), |o| format!("{:.0}%", 100.0 * o))
+            );
             let rows = aggregate(&name, &scale.to_string(), &all_runs);
             println!("\n{name} (scale {scale}, median of {runs} run(s), min..max):");
             print_tables(&rows);

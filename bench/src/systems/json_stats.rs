@@ -61,7 +61,18 @@ fn walk(json: &Json, path: &str, out: &mut Vec<(String, f64, String)>) {
                     .and_then(Json::as_str)
                     .map(str::to_string)
                     .unwrap_or_else(|| i.to_string());
-                walk(item, &join(&seg), out);
+                // An element named "kv/p0/primary" inside "kv" replaces it rather than nesting.
+                let (parent, last) = path.rsplit_once('.').unwrap_or(("", path));
+                let full = if !last.is_empty() && seg.starts_with(&format!("{last}/")) {
+                    if parent.is_empty() {
+                        seg
+                    } else {
+                        format!("{parent}.{seg}")
+                    }
+                } else {
+                    join(&seg)
+                };
+                walk(item, &full, out);
             }
         }
         Json::Null | Json::String(_) => {}
@@ -100,6 +111,12 @@ mod tests {
         let flat = flatten_stats(&json);
         let get = |n: &str| flat.iter().find(|(k, _, _)| k == n).map(|(_, v, _)| *v);
         assert_eq!(get("kv.primary.flushes"), Some(3.0));
+        let nested = serde_json::json!({"datasets": [{"name": "kv", "partitions": 1,
+            "indexes": [{"name": "kv/p0/primary", "merges": 4}]}]});
+        let flat = flatten_stats(&nested);
+        let mut names: Vec<&str> = flat.iter().map(|(k, _, _)| k.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["kv.partitions", "kv/p0/primary.merges"]);
         assert_eq!(get("kv.primary.write_amplification"), Some(2.5));
         assert_eq!(get("kv.primary.components"), Some(2.0));
         assert_eq!(get("kv.primary.components_size_bytes"), Some(15.0));

@@ -14,6 +14,8 @@ use crate::results::ResultRow;
 pub struct SiltKv {
     label: String,
     policy: String,
+    /// `DbOptions` as opened (Debug form: survives renamed fields).
+    options: String,
     cfg: KvConfig,
     db: Option<Database>,
     ds: Option<Arc<silt::Dataset>>,
@@ -23,14 +25,13 @@ impl SiltKv {
     pub fn open(path: &Path, label: &str, policy: &str, cfg: &KvConfig) -> Result<Self> {
         let merge_policy = MergePolicy::parse(policy)
             .with_context(|| format!("parsing Silt merge policy {policy:?}"))?;
-        let db = Database::open(
-            path,
-            DbOptions {
-                block_cache_bytes: cfg.block_cache_bytes as _,
-                ..Default::default()
-            },
-        )
-        .with_context(|| format!("opening Silt at {}", path.display()))?;
+        let opts = DbOptions {
+            block_cache_bytes: cfg.block_cache_bytes as _,
+            ..Default::default()
+        };
+        let options = format!("{opts:?}");
+        let db = Database::open(path, opts)
+            .with_context(|| format!("opening Silt at {}", path.display()))?;
         let def = DatasetDef::new("kv", &["k"])
             .field("k", FieldType::Int)
             .field("v", FieldType::Binary)
@@ -41,6 +42,7 @@ impl SiltKv {
         Ok(Self {
             label: label.to_string(),
             policy: policy.to_string(),
+            options,
             cfg: cfg.clone(),
             db: Some(db),
             ds: Some(ds),
@@ -63,10 +65,10 @@ impl System for SiltKv {
 
     fn describe(&self) -> String {
         format!(
-            "Silt (this repo): merge policy {}, memory budget {} MiB, block cache {} MiB, no WAL",
+            "Silt (this repo): merge policy {}, memory budget {} MiB, no WAL, {}",
             self.policy,
             self.cfg.memtable_bytes >> 20,
-            self.cfg.block_cache_bytes >> 20
+            self.options
         )
     }
 }
@@ -92,7 +94,10 @@ impl KvStore for SiltKv {
     }
 
     fn settle(&mut self) -> Result<()> {
-        self.db()?.wait_idle().context("Silt wait_idle")?;
+        // Like RocksDB's settle: flush the memtable, then wait for flushes and merges.
+        let db = self.db()?;
+        db.flush().context("Silt flush")?;
+        db.wait_idle().context("Silt wait_idle")?;
         Ok(())
     }
 
@@ -101,10 +106,25 @@ impl KvStore for SiltKv {
         let json = serde_json::to_value(&stats).context("serializing Silt stats")?;
         let mut rows = Vec::new();
         for (name, value, unit) in flatten_stats(&json) {
-            // After the lookups only the read-path counters are new information.
-            if phase != "load"
-                && !(name.contains("cache") || name.contains("bloom") || name.contains("get"))
-            {
+            // Load: the write path (flushes, merges, components, amplification);
+            // lookups: only the read-path counters are new information.
+            let keep = if phase == "load" {
+                ![
+                    "get",
+                    "scan",
+                    "bloom",
+                    "block_cache",
+                    "memory_budget",
+                    "partitions",
+                ]
+                .iter()
+                .any(|w| name.contains(w))
+            } else {
+                ["hits", "misses", "bloom", "per_get"]
+                    .iter()
+                    .any(|w| name.contains(w))
+            };
+            if !keep {
                 continue;
             }
             rows.push(ResultRow::stat(

@@ -86,6 +86,10 @@ impl Workload for KvIngestLookup {
             .map(|p| KvSystemSpec::Silt { policy: p.clone() })
             .collect();
         specs.push(KvSystemSpec::RocksDb);
+        // Rotate the order from run to run so that drift on the machine (other load,
+        // page cache, allocator state) doesn't always favour the same system.
+        let n_specs = specs.len();
+        specs.rotate_left(ctx.run % n_specs);
         let cfg = KvConfig::default();
 
         let mut rows = Vec::new();

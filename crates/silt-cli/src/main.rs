@@ -1,1 +1,412 @@
-fn main() {}
+//! `silt`: the command-line tool of the Silt LSM database.
+
+mod commands;
+mod demo;
+mod error;
+mod load;
+mod stats;
+mod util;
+
+use clap::{Parser, Subcommand};
+use error::{CliError, CliResult};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const MAIN_HELP: &str = "\
+Examples:
+  silt demo                                   # generate, load and query 200,000 sample records
+  silt create-dataset tweets --key id --field id:int --field lat:double
+  silt load tweets tweets.jsonl
+  silt get tweets 42
+  silt scan tweets --from 100 --to 200 --limit 10
+  silt stats
+
+Exit codes: 0 success; 1 not found (record, dataset, database) or an engine
+failure (I/O, corrupt file); 2 usage or input error (bad arguments, invalid
+records, database already open in another process).";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "silt",
+    version,
+    about = "Silt: an embeddable LSM database. Create datasets, load JSON Lines or CSV, query and inspect them.",
+    after_help = MAIN_HELP
+)]
+struct Cli {
+    /// Database directory.
+    #[arg(
+        long,
+        global = true,
+        env = "SILT_DB",
+        default_value = "./silt-data",
+        value_name = "PATH",
+        display_order = 100
+    )]
+    db: PathBuf,
+
+    /// Size of the block cache, in MiB.
+    #[arg(
+        long,
+        global = true,
+        value_name = "N",
+        default_value_t = 256,
+        display_order = 101
+    )]
+    cache_mb: u64,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+const CREATE_HELP: &str = "\
+Field types: any, bool, int, double, string, binary, point, rectangle, polygon,
+geometry (aliases such as integer, float, text, bytes are accepted). Undeclared
+fields are stored as given.
+
+Merge policies (--policy):
+  prefix(MAX_MERGABLE_SIZE,MAX_TOLERANCE_COUNT)  default prefix(1GB,5) (AsterixDB)
+  constant(K)          merge everything once there are K components
+  binomial(K)          Bigtable-style binomial schedule keeping at most K components
+  tiered(B)            size-tiered with size ratio B
+  concurrent | concurrent(K,C,D,LAMBDA)   HBase-style exploring policy
+  leveled | leveled(L0_TRIGGER,FANOUT[,TARGET_FILE_SIZE[,L1_SIZE]])   RocksDB-style
+  no-merge             never merge
+Sizes take B, KB, MB, GB or TB suffixes (binary multiples).
+
+Examples:
+  silt create-dataset tweets --key id --field id:int --field text:string --field lat:double --field lon:double
+  silt create-dataset events --key user,ts --field user:string --field ts:int --partitions 4 --policy 'tiered(4)'
+  silt create-dataset logs --key id --memory-mb 128 --policy 'leveled(4,10,64MB)' --compression zstd";
+
+const LOAD_HELP: &str = "\
+JSON Lines: one JSON object per line. CSV: a header row names the fields; cells
+are converted to the dataset's declared field types, undeclared cells become an
+int, a double or a string. A bad record does not stop the load: the first 10
+failures are reported as `line N: <error>`, the rest are counted. The exit code
+is non-zero only if no record could be loaded. The format is guessed from the
+file extension (.csv is CSV, anything else JSON Lines) unless --format is given.
+
+Examples:
+  silt load tweets tweets.jsonl
+  silt load tweets tweets.csv --mode upsert
+  zcat tweets.jsonl.gz | silt load tweets - --batch-report 100000";
+
+const GET_HELP: &str = "\
+Key values are JSON literals when they parse as one (42 is an int, 2.5 a
+double, \"a\" or a a string); a field declared string takes the text as it is.
+Give one value per primary key field, in key order. Exits with 1 if the record
+does not exist.
+
+Examples:
+  silt get tweets 42
+  silt get events alice 1700000000";
+
+const SCAN_HELP: &str = "\
+Records are printed as JSON Lines in primary key order; a summary (records,
+milliseconds) goes to standard error. --from and --to are inclusive; with a
+composite key they may give a prefix (--to alice includes every key (alice, ...)).
+
+Examples:
+  silt scan tweets --limit 10
+  silt scan tweets --from 1000 --to 2000
+  silt scan events --from alice --to alice > alice.jsonl";
+
+const DELETE_HELP: &str = "\
+Exits with 1 if there was no record with that key.
+
+Examples:
+  silt delete tweets 42
+  silt delete events alice 1700000000";
+
+const COMPACT_HELP: &str = "\
+Flushes the dataset's in-memory components, waits for running merges, then
+merges every partition's disk components into one (one per level range under
+a leveled policy), dropping deleted and overwritten versions.
+
+Example:
+  silt compact tweets";
+
+const STATS_HELP: &str = "\
+For each dataset and index: disk components (count, per level, size), memory,
+flushes, merges, bytes flushed and merged, user bytes written, write
+amplification, gets and components probed per get (read amplification), bloom
+filter negatives and false positives, scans; then block cache hits, misses and
+hit ratio. Counters count what this process did since it opened the database.
+
+Examples:
+  silt stats
+  silt stats tweets
+  silt stats --json | jq '.datasets[0].indexes[0].components'";
+
+const DROP_HELP: &str = "\
+Removes the dataset from the catalog and deletes its files. There is no undo.
+
+Example:
+  silt drop-dataset tweets";
+
+const DEMO_HELP: &str = "\
+Generates a deterministic data set of geotagged tweet-like records (id,
+user_id with a skewed distribution, created_at, text, lon/lat clustered around
+20 cities), loads it with a progress bar, runs random point lookups, range
+scans, a delete and an upsert, compacts, and prints timings and statistics.
+The directory (--dir; --db is not used) is wiped first: it must be absent,
+empty, or a Silt database that no other process holds.
+
+Examples:
+  silt demo
+  silt demo --records 1000000 --dir /tmp/silt-demo --policy 'tiered(4)'";
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create a dataset: its primary key, declared field types and storage options.
+    #[command(after_help = CREATE_HELP)]
+    CreateDataset {
+        /// Dataset name (letters, digits, `_` and `-`).
+        name: String,
+        /// Primary key field(s), comma-separated for a composite key.
+        #[arg(
+            long,
+            value_name = "FIELD[,FIELD...]",
+            value_delimiter = ',',
+            required = true
+        )]
+        key: Vec<String>,
+        /// Declare a field's type; repeat for each field (or separate with commas).
+        #[arg(long = "field", value_name = "NAME:TYPE", value_delimiter = ',')]
+        fields: Vec<String>,
+        /// Number of hash partitions of the primary key (1-1024) [default: 1].
+        #[arg(long, value_name = "N")]
+        partitions: Option<u32>,
+        /// Memory budget of the dataset's in-memory components, in MiB [default: 64].
+        #[arg(long, value_name = "N")]
+        memory_mb: Option<u64>,
+        /// Merge policy, e.g. `prefix(1GB,5)`, `tiered(4)`, `leveled` (forms below) [default: prefix(1GB,5)].
+        #[arg(long, value_name = "SPEC")]
+        policy: Option<String>,
+        /// Block compression: lz4, zstd or none [default: lz4].
+        #[arg(long, value_name = "CODEC")]
+        compression: Option<String>,
+    },
+
+    /// Load records from a JSON Lines or CSV file (or standard input) into a dataset.
+    #[command(after_help = LOAD_HELP)]
+    Load {
+        /// Dataset name.
+        name: String,
+        /// Input file; `-` reads standard input.
+        file: String,
+        /// Input format [default: from the file extension, else jsonl].
+        #[arg(long, value_enum)]
+        format: Option<load::Format>,
+        /// What to do with a record whose primary key already exists.
+        #[arg(long, value_enum, default_value_t = load::Mode::Insert)]
+        mode: load::Mode,
+        /// Print a progress line on standard error every N records (useful in logs).
+        #[arg(long, value_name = "N")]
+        batch_report: Option<u64>,
+    },
+
+    /// Look up one record by primary key and print it as JSON.
+    #[command(after_help = GET_HELP)]
+    Get {
+        /// Dataset name.
+        name: String,
+        /// Primary key value(s), one per key field.
+        #[arg(required = true, allow_negative_numbers = true, value_name = "KEY")]
+        key: Vec<String>,
+        /// Pretty-print the JSON.
+        #[arg(long)]
+        pretty: bool,
+    },
+
+    /// Print the records of a primary key range as JSON Lines.
+    #[command(after_help = SCAN_HELP)]
+    Scan {
+        /// Dataset name.
+        name: String,
+        /// Lowest key (inclusive), one value per key field or a prefix.
+        #[arg(long, num_args = 1.., allow_negative_numbers = true, value_name = "KEY")]
+        from: Vec<String>,
+        /// Highest key (inclusive), one value per key field or a prefix.
+        #[arg(long, num_args = 1.., allow_negative_numbers = true, value_name = "KEY")]
+        to: Vec<String>,
+        /// Print at most N records.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+    },
+
+    /// Delete one record by primary key and say whether it existed.
+    #[command(after_help = DELETE_HELP)]
+    Delete {
+        /// Dataset name.
+        name: String,
+        /// Primary key value(s), one per key field.
+        #[arg(required = true, allow_negative_numbers = true, value_name = "KEY")]
+        key: Vec<String>,
+    },
+
+    /// Merge all of a dataset's disk components, showing the components before and after.
+    #[command(after_help = COMPACT_HELP)]
+    Compact {
+        /// Dataset name.
+        name: String,
+    },
+
+    /// Show storage statistics of every dataset (or one), as a table or as JSON.
+    #[command(after_help = STATS_HELP)]
+    Stats {
+        /// Only this dataset.
+        name: Option<String>,
+        /// Print the raw statistics as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+
+    /// Delete a dataset and all its files.
+    #[command(after_help = DROP_HELP)]
+    DropDataset {
+        /// Dataset name.
+        name: String,
+    },
+
+    /// Run a guided tour on a generated data set: load, lookups, scans, delete, upsert, compact, stats.
+    #[command(after_help = DEMO_HELP)]
+    Demo {
+        /// Number of records to generate.
+        #[arg(long, value_name = "N", default_value_t = 200_000)]
+        records: u64,
+        /// Directory of the demo database (wiped first).
+        #[arg(long, value_name = "PATH", default_value = "./silt-demo")]
+        dir: PathBuf,
+        /// Hash partitions of the demo dataset.
+        #[arg(long, value_name = "N", default_value_t = 2)]
+        partitions: u32,
+        /// Memory budget of the demo dataset in MiB (small, so that the load flushes and merges).
+        #[arg(long, value_name = "N", default_value_t = 4)]
+        memory_mb: u64,
+        /// Merge policy of the demo dataset [default: prefix(1GB,5)].
+        #[arg(long, value_name = "SPEC")]
+        policy: Option<String>,
+    },
+}
+
+fn run(cli: Cli) -> CliResult<()> {
+    let open = |create: bool| util::open_db(&cli.db, cli.cache_mb, create);
+    match &cli.command {
+        Command::CreateDataset {
+            name,
+            key,
+            fields,
+            partitions,
+            memory_mb,
+            policy,
+            compression,
+        } => {
+            let opts = commands::CreateOptions {
+                name,
+                key,
+                fields,
+                partitions: *partitions,
+                memory_mb: *memory_mb,
+                policy: policy.as_deref(),
+                compression: compression.as_deref(),
+            };
+            // Check the definition before creating a database directory for it.
+            commands::dataset_def(&opts)?;
+            let db = open(true)?;
+            commands::create_dataset(&db, &opts)?;
+            Ok(db.close()?)
+        }
+        Command::Load {
+            name,
+            file,
+            format,
+            mode,
+            batch_report,
+        } => {
+            let db = open(false)?;
+            load::run(
+                &db,
+                &load::LoadOptions {
+                    dataset: name,
+                    file,
+                    format: *format,
+                    mode: *mode,
+                    batch_report: *batch_report,
+                },
+            )
+        }
+        Command::Get { name, key, pretty } => {
+            let db = open(false)?;
+            commands::get(&db, name, key, *pretty)?;
+            Ok(db.close()?)
+        }
+        Command::Scan {
+            name,
+            from,
+            to,
+            limit,
+        } => {
+            let db = open(false)?;
+            commands::scan(&db, name, from, to, *limit)?;
+            Ok(db.close()?)
+        }
+        Command::Delete { name, key } => {
+            let db = open(false)?;
+            commands::delete(&db, name, key)?;
+            Ok(db.close()?)
+        }
+        Command::Compact { name } => {
+            let db = open(false)?;
+            commands::compact(&db, name)?;
+            Ok(db.close()?)
+        }
+        Command::Stats { name, json } => {
+            let db = open(false)?;
+            commands::stats(&db, name.as_deref(), *json)?;
+            Ok(db.close()?)
+        }
+        Command::DropDataset { name } => {
+            let db = open(false)?;
+            commands::drop_dataset(&db, name)?;
+            Ok(db.close()?)
+        }
+        Command::Demo {
+            records,
+            dir,
+            partitions,
+            memory_mb,
+            policy,
+        } => demo::run(&demo::DemoOptions {
+            records: *records,
+            dir,
+            cache_mb: cli.cache_mb,
+            partitions: *partitions,
+            memory_mb: *memory_mb,
+            policy: policy.as_deref(),
+        }),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::BrokenPipe) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+}

@@ -31,7 +31,7 @@ impl BlockBuilder {
 
     /// Append an entry; keys must arrive in strictly increasing order.
     pub fn add(&mut self, key: &[u8], kind: EntryKind, seq: u64, value: &[u8]) {
-        let shared = if self.count % RESTART_INTERVAL == 0 {
+        let shared = if self.count.is_multiple_of(RESTART_INTERVAL) {
             self.restarts.push(self.buf.len() as u32);
             0
         } else {

@@ -152,7 +152,6 @@ impl ComponentWriter {
         let mut meta = meta;
         meta.compression = opts.compression;
         meta.min_seq = u64::MAX;
-        meta.min_lsn = meta.min_lsn.min(u64::MAX);
         Ok(ComponentWriter {
             tmp_path,
             final_path: path.to_path_buf(),

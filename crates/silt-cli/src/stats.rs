@@ -1,0 +1,255 @@
+//! Human-readable rendering of [`DbStats`].
+
+use crate::util::{bytes, count};
+use silt::lsm::TreeStats;
+use silt::storage::CacheStats;
+use silt::{DatasetStats, DbStats};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Show per-index columns up to this many indexes; beyond, only the total.
+const MAX_INDEX_COLUMNS: usize = 4;
+
+/// Sums over the indexes of a dataset.
+#[derive(Default)]
+pub struct Totals {
+    pub components: u64,
+    pub levels: BTreeMap<u32, u64>,
+    pub disk_bytes: u64,
+    pub memory_bytes: u64,
+    pub memory_entries: u64,
+    pub entries: u64,
+    pub tombstones: u64,
+    pub flushes: u64,
+    pub merges: u64,
+    pub bytes_flushed: u64,
+    pub bytes_merged: u64,
+    pub user_bytes: u64,
+    pub gets: u64,
+    /// Sum of components probed (components per get times gets).
+    pub probes: f64,
+    pub bloom_negatives: u64,
+    pub bloom_false_positives: u64,
+    pub scans: u64,
+    pub flush_stalls: u64,
+}
+
+impl Totals {
+    pub fn of(indexes: &[TreeStats]) -> Totals {
+        let mut t = Totals::default();
+        for i in indexes {
+            t.add(i);
+        }
+        t
+    }
+
+    fn add(&mut self, i: &TreeStats) {
+        self.components += i.components.len() as u64;
+        for c in &i.components {
+            *self.levels.entry(c.level).or_default() += 1;
+            self.entries += c.entries;
+            self.tombstones += c.tombstones;
+        }
+        self.disk_bytes += i.disk_bytes;
+        self.memory_bytes += i.memory_bytes;
+        self.memory_entries += i.memory_entries;
+        self.flushes += i.flushes;
+        self.merges += i.merges;
+        self.bytes_flushed += i.bytes_flushed;
+        self.bytes_merged += i.bytes_merged;
+        self.user_bytes += i.user_bytes_written;
+        self.gets += i.gets;
+        self.probes += i.components_per_get * i.gets as f64;
+        self.bloom_negatives += i.bloom_negatives;
+        self.bloom_false_positives += i.bloom_false_positives;
+        self.scans += i.scans;
+        self.flush_stalls += i.flush_stalls;
+    }
+
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes == 0 {
+            0.0
+        } else {
+            (self.bytes_flushed + self.bytes_merged) as f64 / self.user_bytes as f64
+        }
+    }
+
+    pub fn components_per_get(&self) -> f64 {
+        if self.gets == 0 {
+            0.0
+        } else {
+            self.probes / self.gets as f64
+        }
+    }
+
+    pub fn level_summary(&self) -> String {
+        levels_text(&self.levels)
+    }
+}
+
+fn levels_text(levels: &BTreeMap<u32, u64>) -> String {
+    if levels.is_empty() {
+        return "-".to_owned();
+    }
+    levels
+        .iter()
+        .map(|(l, n)| format!("L{l}:{n}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The block cache hit ratio as a percentage, or `-` before any lookup.
+pub fn hit_ratio(c: &CacheStats) -> String {
+    let total = c.hits + c.misses;
+    if total == 0 {
+        "-".to_owned()
+    } else {
+        format!("{:.1}%", c.hits as f64 * 100.0 / total as f64)
+    }
+}
+
+/// One row of the metrics table: a label and a cell per column.
+type Row = (&'static str, Vec<String>);
+
+fn rows_for(columns: &[Totals]) -> Vec<Row> {
+    let cell = |f: &dyn Fn(&Totals) -> String| columns.iter().map(f).collect::<Vec<_>>();
+    let ratio = |v: f64| format!("{v:.2}");
+    vec![
+        ("components", cell(&|t| count(t.components))),
+        ("  per level", cell(&|t| t.level_summary())),
+        ("  entries on disk", cell(&|t| count(t.entries))),
+        ("  tombstones", cell(&|t| count(t.tombstones))),
+        ("disk size", cell(&|t| bytes(t.disk_bytes))),
+        ("memory", cell(&|t| bytes(t.memory_bytes))),
+        ("  entries in memory", cell(&|t| count(t.memory_entries))),
+        ("flushes", cell(&|t| count(t.flushes))),
+        ("merges", cell(&|t| count(t.merges))),
+        ("bytes flushed", cell(&|t| bytes(t.bytes_flushed))),
+        ("bytes merged", cell(&|t| bytes(t.bytes_merged))),
+        ("user bytes written", cell(&|t| bytes(t.user_bytes))),
+        (
+            "write amplification",
+            cell(&|t| ratio(t.write_amplification())),
+        ),
+        ("flush stalls", cell(&|t| count(t.flush_stalls))),
+        ("gets", cell(&|t| count(t.gets))),
+        (
+            "components per get",
+            cell(&|t| ratio(t.components_per_get())),
+        ),
+        ("bloom negatives", cell(&|t| count(t.bloom_negatives))),
+        (
+            "bloom false positives",
+            cell(&|t| count(t.bloom_false_positives)),
+        ),
+        ("scans", cell(&|t| count(t.scans))),
+    ]
+}
+
+/// Render a dataset: a header line, then a metrics table with one column per
+/// index (when there are few) and a total.
+pub fn render_dataset(ds: &DatasetStats) -> String {
+    let mut out = String::new();
+    let policy = ds.indexes.first().map(|i| i.policy.as_str()).unwrap_or("-");
+    let _ = writeln!(
+        out,
+        "dataset {}  (key: {}; {} partition{}; memory budget {}; policy {})",
+        ds.name,
+        ds.primary_key.join(", "),
+        ds.partitions,
+        if ds.partitions == 1 { "" } else { "s" },
+        bytes(ds.memory_budget),
+        policy
+    );
+    let mut headers: Vec<String> = Vec::new();
+    let mut columns: Vec<Totals> = Vec::new();
+    let show_each = ds.indexes.len() > 1 && ds.indexes.len() <= MAX_INDEX_COLUMNS;
+    if show_each {
+        for i in &ds.indexes {
+            headers.push(short_index_name(&ds.name, &i.name));
+            columns.push(Totals::of(std::slice::from_ref(i)));
+        }
+    }
+    headers.push(if ds.indexes.len() > 1 {
+        "total".to_owned()
+    } else {
+        ds.indexes
+            .first()
+            .map(|i| short_index_name(&ds.name, &i.name))
+            .unwrap_or_else(|| "total".to_owned())
+    });
+    columns.push(Totals::of(&ds.indexes));
+    let rows = rows_for(&columns);
+    let label_w = rows
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0)
+        + 2;
+    let col_w: Vec<usize> = (0..headers.len())
+        .map(|c| {
+            rows.iter()
+                .map(|(_, cells)| cells[c].chars().count())
+                .chain(std::iter::once(headers[c].chars().count()))
+                .max()
+                .unwrap_or(0)
+                + 2
+        })
+        .collect();
+    let _ = write!(out, "  {:label_w$}", "");
+    for (h, w) in headers.iter().zip(&col_w) {
+        let _ = write!(out, "{h:>w$}");
+    }
+    out.push('\n');
+    for (label, cells) in rows {
+        let _ = write!(out, "  {label:label_w$}");
+        for (c, w) in cells.iter().zip(&col_w) {
+            let _ = write!(out, "{c:>w$}");
+        }
+        out.push('\n');
+    }
+    if ds.indexes.len() > MAX_INDEX_COLUMNS {
+        let _ = writeln!(
+            out,
+            "  ({} indexes summed; `silt stats {} --json` shows each one)",
+            ds.indexes.len(),
+            ds.name
+        );
+    }
+    out
+}
+
+/// `tweets/p0/primary` -> `p0/primary`.
+fn short_index_name(dataset: &str, index: &str) -> String {
+    index
+        .strip_prefix(dataset)
+        .and_then(|s| s.strip_prefix('/'))
+        .unwrap_or(index)
+        .to_owned()
+}
+
+pub fn render_cache(c: &CacheStats) -> String {
+    format!(
+        "block cache: {} used of {}, {} hits, {} misses, hit ratio {}\n",
+        bytes(c.used_bytes),
+        bytes(c.capacity_bytes),
+        count(c.hits),
+        count(c.misses),
+        hit_ratio(c)
+    )
+}
+
+/// The whole `silt stats` output.
+pub fn render(stats: &DbStats) -> String {
+    let mut out = format!("database {}\n", stats.path.display());
+    if stats.datasets.is_empty() {
+        out.push_str("no datasets; create one with `silt create-dataset`\n");
+    }
+    for ds in &stats.datasets {
+        out.push('\n');
+        out.push_str(&render_dataset(ds));
+    }
+    out.push('\n');
+    out.push_str(&render_cache(&stats.block_cache));
+    out
+}
