@@ -58,7 +58,9 @@ impl Workload for KvIngestLookup {
         "The core-engine acceptance benchmark. N records (small: 500 K, medium/full: 5 M) with \
          8-byte integer keys in a seeded random order and 100-byte random values are written one \
          record per call by a single thread, then the harness waits until every system has \
-         flushed its memtable and finished all background merges/compactions, then makes M \
+         flushed its memtable and finished all background merges/compactions (Silt: \
+         `db.flush()` + `db.wait_idle()`; RocksDB: `flush()` + no running or pending \
+         flush/compaction), then makes M \
          (small: 100 K, medium/full: 1 M) uniformly random point lookups of existing keys, \
          timing each one. Silt runs through its public dataset API (one dataset, integer primary \
          key, binary value) with several merge policies; RocksDB runs with matching settings: \
@@ -66,7 +68,10 @@ impl Workload for KvIngestLookup {
          4 KiB blocks, 2 background jobs. `ingest` is the client-visible put rate, \
          `ingest+settle` also counts the wait for background work; write amplification is the \
          bytes the process passed to write system calls (all threads, /proc/self/io) divided by \
-         the user bytes (key + value). Targets: Silt ingest >= 1.0x and lookups >= 0.8x RocksDB."
+         the user bytes (key + value). Targets: Silt ingest >= 1.0x and lookups >= 0.8x RocksDB. At small scale the data \
+         (54 MB) barely exceeds one memtable, so it is a smoke test; medium/full exercise merges. \
+         The run line records how much CPU other processes used (`cpu_others_during`): on a \
+         shared 2-core machine anything above a few percent makes the numbers unreliable."
     }
 
     fn durability(&self) -> &'static str {

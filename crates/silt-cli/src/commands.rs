@@ -218,11 +218,7 @@ pub fn stats(db: &Database, name: Option<&str>, json: bool) -> CliResult<()> {
         serde_json::to_string_pretty(&st)
             .map_err(|e| CliError::Failed(format!("cannot render stats as JSON: {e}")))?
     } else {
-        let mut s = stats::render(&st);
-        s.push_str(
-            "\nCounters (flushes, merges, gets, ...) count what this process did since it opened the database.\n",
-        );
-        s
+        stats::render(&st)
     };
     let mut out = stdout();
     writeln!(out, "{}", text.trim_end()).map_err(CliError::from_stdout)?;

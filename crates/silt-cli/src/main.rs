@@ -131,7 +131,7 @@ For each dataset and index: disk components (count, per level, size), memory,
 flushes, merges, bytes flushed and merged, user bytes written, write
 amplification, gets and components probed per get (read amplification), bloom
 filter negatives and false positives, scans; then block cache hits, misses and
-hit ratio. Counters count what this process did since it opened the database.
+hit ratio. Write counters (flushes, merges, bytes) are lifetime totals kept in each\nindex's MANIFEST; read counters (gets, scans, cache) count this process only.
 
 Examples:
   silt stats

@@ -2,7 +2,7 @@
 //! line, and formatting numbers for people.
 
 use crate::error::{CliError, CliResult};
-use silt::value::{coerce, encode_key_part, prefix_upper_bound};
+use silt::value::prefix_upper_bound;
 use silt::{Database, DbOptions, FieldType, Value};
 use std::ops::Bound;
 use std::path::Path;
@@ -55,25 +55,7 @@ pub fn parse_key(ds: &silt::Dataset, texts: &[String]) -> Vec<Value> {
 
 /// Encode a key or key prefix for a scan bound, coercing to declared types.
 fn encode_prefix(ds: &silt::Dataset, parts: &[Value]) -> CliResult<Vec<u8>> {
-    let def = ds.def();
-    if parts.len() > def.primary_key.len() {
-        return Err(CliError::Usage(format!(
-            "dataset `{}` has a {}-field primary key ({}), got {} value(s) in a scan bound",
-            def.name,
-            def.primary_key.len(),
-            def.primary_key.join(", "),
-            parts.len()
-        )));
-    }
-    let mut out = Vec::new();
-    for (name, v) in def.primary_key.iter().zip(parts) {
-        let v = match def.field_type(name) {
-            Some(t) => coerce(name, t, v.clone())?,
-            None => v.clone(),
-        };
-        encode_key_part(&v, &mut out)?;
-    }
-    Ok(out)
+    Ok(ds.encode_pk_prefix(parts)?)
 }
 
 /// One end of a scan range, as an encoded key.

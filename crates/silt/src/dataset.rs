@@ -209,7 +209,7 @@ impl Dataset {
         let (key, bytes) = self.prepare(record)?;
         let p = self.partition_of(&key);
         let _latch = self.stripe(&key).lock();
-        if let Some(e) = p.primary.get_entry(&key)?
+        if let Some(e) = p.primary.check_entry(&key)?
             && !e.is_delete()
         {
             let shown = value::decode_key(&key)
@@ -238,7 +238,7 @@ impl Dataset {
         let key = self.encode_pk(pk)?;
         let p = self.partition_of(&key);
         let _latch = self.stripe(&key).lock();
-        match p.primary.get_entry(&key)? {
+        match p.primary.check_entry(&key)? {
             Some(e) if !e.is_delete() => {
                 let seq = self.next_seq();
                 self.write(&p.primary, &key, Entry::delete(seq))?;
@@ -278,7 +278,9 @@ impl Dataset {
     }
 
     /// Encode a key or a key prefix (fewer fields than the key) for scans.
-    fn encode_pk_prefix(&self, pk: &[Value]) -> Result<Vec<u8>> {
+    /// The exclusive upper bound of all keys extending a prefix is
+    /// [`value::prefix_upper_bound`] of it.
+    pub fn encode_pk_prefix(&self, pk: &[Value]) -> Result<Vec<u8>> {
         if pk.len() > self.def.primary_key.len() {
             return Err(Error::invalid(
                 None,

@@ -99,12 +99,10 @@ impl MemTable {
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        self.map.read().get(&MemKey::new(key)).map(|v| {
-            Entry {
-                seq: v.seq,
-                kind: v.kind,
-                value: v.value.clone(),
-            }
+        self.map.read().get(&MemKey::new(key)).map(|v| Entry {
+            seq: v.seq,
+            kind: v.kind,
+            value: v.value.clone(),
         })
     }
 
@@ -172,7 +170,10 @@ impl MemIter {
             Bound::Unbounded => Bound::Unbounded,
         };
         let map = self.table.map.read();
-        for (k, v) in map.range::<MemKey, _>((lower, Bound::Unbounded)).take(BATCH) {
+        for (k, v) in map
+            .range::<MemKey, _>((lower, Bound::Unbounded))
+            .take(BATCH)
+        {
             self.buf.push_back((
                 k.key.to_vec(),
                 Entry {

@@ -55,6 +55,7 @@ pub struct TreeCounters {
     pub user_bytes: AtomicU64,
     pub writes: AtomicU64,
     pub gets: AtomicU64,
+    pub key_checks: AtomicU64,
     pub components_probed: AtomicU64,
     pub bloom_negatives: AtomicU64,
     pub bloom_false_positives: AtomicU64,
@@ -92,6 +93,8 @@ pub struct TreeStats {
     /// (bytes flushed + bytes merged) / bytes the user wrote.
     pub write_amplification: f64,
     pub gets: u64,
+    /// Lookups the engine made for itself (uniqueness checks, old records).
+    pub key_checks: u64,
     /// Disk components whose bloom filter or block was consulted, per get.
     pub components_per_get: f64,
     pub bloom_negatives: u64,
@@ -99,6 +102,7 @@ pub struct TreeStats {
     pub scans: u64,
     pub components_per_scan: f64,
     pub flush_stalls: u64,
+    pub writes: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -107,6 +111,19 @@ struct Manifest {
     next_id: u64,
     flush_count: u64,
     components: Vec<ManifestEntry>,
+    /// Lifetime write counters, so write amplification survives restarts.
+    #[serde(default)]
+    lifetime: LifetimeCounters,
+}
+
+#[derive(Serialize, Deserialize, Default, Clone, Copy)]
+struct LifetimeCounters {
+    flushes: u64,
+    merges: u64,
+    bytes_flushed: u64,
+    bytes_merged: u64,
+    user_bytes: u64,
+    writes: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -170,9 +187,9 @@ impl LsmTree {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(Error::io(&manifest_path, e)),
         };
-        let (next_id, flush_count, listed) = match manifest {
-            Some(m) => (m.next_id, m.flush_count, m.components),
-            None => (1, 0, Vec::new()),
+        let (next_id, flush_count, listed, life) = match manifest {
+            Some(m) => (m.next_id, m.flush_count, m.components, m.lifetime),
+            None => (1, 0, Vec::new(), LifetimeCounters::default()),
         };
         // Remove what the manifest does not list.
         let keep: std::collections::HashSet<u64> = listed.iter().map(|e| e.id).collect();
@@ -210,7 +227,15 @@ impl LsmTree {
                 disk: Arc::new(disk),
             }),
             cache,
-            counters: TreeCounters::default(),
+            counters: TreeCounters {
+                flushes: AtomicU64::new(life.flushes),
+                merges: AtomicU64::new(life.merges),
+                bytes_flushed: AtomicU64::new(life.bytes_flushed),
+                bytes_merged: AtomicU64::new(life.bytes_merged),
+                user_bytes: AtomicU64::new(life.user_bytes),
+                writes: AtomicU64::new(life.writes),
+                ..Default::default()
+            },
             next_id: AtomicU64::new(next_id),
             flush_count: AtomicU64::new(flush_count),
             manifest_lock: Mutex::new(()),
@@ -277,12 +302,20 @@ impl LsmTree {
     }
 
     /// Newest version of `key` (antimatter included), newest component first.
+    /// A user lookup (counted in `gets` and read amplification).
     pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
-        self.get_in(&self.snapshot(), key)
+        self.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.get_in(&self.snapshot(), key, true)
     }
 
-    pub fn get_in(&self, snap: &Snapshot, key: &[u8]) -> Result<Option<Entry>> {
-        self.counters.gets.fetch_add(1, Ordering::Relaxed);
+    /// A lookup the engine makes for itself (uniqueness check, old-record
+    /// fetch): counted in `key_checks`, not in the user's read amplification.
+    pub fn check_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.counters.key_checks.fetch_add(1, Ordering::Relaxed);
+        self.get_in(&self.snapshot(), key, false)
+    }
+
+    pub fn get_in(&self, snap: &Snapshot, key: &[u8], user: bool) -> Result<Option<Entry>> {
         for m in &snap.mems {
             if let Some(e) = m.get(key) {
                 return Ok(Some(e));
@@ -307,7 +340,9 @@ impl LsmTree {
             }
         }
         let c = &self.counters;
-        c.components_probed.fetch_add(probed, Ordering::Relaxed);
+        if user {
+            c.components_probed.fetch_add(probed, Ordering::Relaxed);
+        }
         c.bloom_negatives.fetch_add(negatives, Ordering::Relaxed);
         c.bloom_false_positives
             .fetch_add(false_pos, Ordering::Relaxed);
@@ -448,9 +483,9 @@ impl LsmTree {
                 st.disk.clone()
             };
             self.flush_count.fetch_add(1, Ordering::SeqCst);
+            self.counters.flushes.fetch_add(1, Ordering::Relaxed);
             self.write_manifest(&new_disk)?;
         }
-        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.notify_changed();
         Ok(())
     }
@@ -467,6 +502,18 @@ impl LsmTree {
                     level: c.meta().level,
                 })
                 .collect(),
+            lifetime: {
+                let c = &self.counters;
+                let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+                LifetimeCounters {
+                    flushes: ld(&c.flushes),
+                    merges: ld(&c.merges),
+                    bytes_flushed: ld(&c.bytes_flushed),
+                    bytes_merged: ld(&c.bytes_merged),
+                    user_bytes: ld(&c.user_bytes),
+                    writes: ld(&c.writes),
+                }
+            },
         };
         let bytes = serde_json::to_vec_pretty(&m)
             .map_err(|e| Error::Config(format!("encoding manifest: {e}")))?;
@@ -670,15 +717,15 @@ impl LsmTree {
                 st.disk = Arc::new(d);
                 st.disk.clone()
             };
+            self.counters.merges.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .bytes_merged
+                .fetch_add(written, Ordering::Relaxed);
             self.write_manifest(&new_disk)?;
             for c in inputs {
                 c.mark_obsolete();
             }
         }
-        self.counters.merges.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .bytes_merged
-            .fetch_add(written, Ordering::Relaxed);
         self.notify_changed();
         Ok(())
     }
@@ -738,6 +785,7 @@ impl LsmTree {
                 written as f64 / user as f64
             },
             gets,
+            key_checks: ld(&c.key_checks),
             components_per_get: if gets == 0 {
                 0.0
             } else {
@@ -752,6 +800,7 @@ impl LsmTree {
                 ld(&c.scan_components) as f64 / scans as f64
             },
             flush_stalls: ld(&c.flush_stalls),
+            writes: ld(&c.writes),
         }
     }
 }

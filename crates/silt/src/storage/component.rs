@@ -32,6 +32,16 @@ pub enum Compression {
     Zstd,
 }
 
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        })
+    }
+}
+
 impl Compression {
     fn code(self) -> u8 {
         match self {
