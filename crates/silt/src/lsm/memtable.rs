@@ -1,23 +1,35 @@
-//! The in-memory component: a concurrent skip list of byte keys.
+//! The in-memory component: an ordered map of byte keys behind a lock, with
+//! values in a per-memtable arena.
+//!
+//! Why not a skip list: `crossbeam-skiplist` ingested 1 M random 8-byte keys at
+//! 270 K/s here; a B-tree with inline key prefixes did 609 K/s (one cache miss
+//! per skip-list level dominated). Why an arena: freeing a flushed memtable's
+//! millions of small allocations on the flush thread contended with the ingest
+//! thread on the allocator's locks; values now live in 1 MiB chunks and keys of
+//! up to 16 bytes need no allocation at all.
 
 use crate::storage::{Entry, EntryKind};
 use parking_lot::RwLock;
+use std::cmp::Ordering as CmpOrdering;
 use std::collections::BTreeMap;
 use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-/// A memtable key: the first 16 bytes (zero-padded, big-endian) inline in the
-/// skip-list node, then the whole key. Comparing the inline prefix first avoids
-/// chasing the key's heap pointer on almost every comparison of a search, which
-/// dominated ingest time. The derived order (prefix, then full key) equals the
-/// byte order of the keys: a smaller padded prefix means a smaller key, and
-/// equal prefixes fall back to comparing the full keys.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// A memtable key: the first 16 bytes inline as a zero-padded big-endian
+/// `u128`, the bytes past 16 (if any) on the heap, and the length.
+///
+/// Order = byte order of the keys. Proof sketch: a smaller padded prefix means
+/// a smaller key (the first difference is either a real byte or the end of the
+/// shorter key, padded with 0). With equal prefixes, the keys agree on their
+/// first 16 bytes (a key shorter than 16 is then a prefix of the other), so
+/// comparing the tails (empty for short keys) and then the lengths decides.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct MemKey {
     prefix: u128,
-    key: Box<[u8]>,
+    tail: Option<Box<[u8]>>,
+    len: u32,
 }
 
 impl MemKey {
@@ -27,27 +39,93 @@ impl MemKey {
         p[..n].copy_from_slice(&key[..n]);
         MemKey {
             prefix: u128::from_be_bytes(p),
-            key: key.into(),
+            tail: (key.len() > 16).then(|| key[16..].into()),
+            len: key.len() as u32,
+        }
+    }
+
+    fn tail(&self) -> &[u8] {
+        self.tail.as_deref().unwrap_or(&[])
+    }
+
+    /// Write the key's bytes into `out` (cleared first).
+    fn write_to(&self, out: &mut Vec<u8>) {
+        out.clear();
+        let p = self.prefix.to_be_bytes();
+        out.extend_from_slice(&p[..(self.len as usize).min(16)]);
+        out.extend_from_slice(self.tail());
+    }
+}
+
+impl Ord for MemKey {
+    fn cmp(&self, o: &Self) -> CmpOrdering {
+        self.prefix
+            .cmp(&o.prefix)
+            .then_with(|| self.tail().cmp(o.tail()))
+            .then(self.len.cmp(&o.len))
+    }
+}
+impl PartialOrd for MemKey {
+    fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// Approximate per-entry overhead (B-tree slot, node share, slot metadata).
+const ENTRY_OVERHEAD: u64 = 64;
+const CHUNK: usize = 1 << 20;
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    seq: u64,
+    kind: EntryKind,
+    chunk: u32,
+    off: u32,
+    len: u32,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    map: BTreeMap<MemKey, Slot>,
+    chunks: Vec<Vec<u8>>,
+}
+
+impl Inner {
+    fn store(&mut self, v: &[u8]) -> (u32, u32) {
+        let fits = self
+            .chunks
+            .last()
+            .is_some_and(|c| c.capacity() - c.len() >= v.len());
+        if !fits {
+            self.chunks.push(Vec::with_capacity(CHUNK.max(v.len())));
+        }
+        let idx = self.chunks.len() - 1;
+        let c = &mut self.chunks[idx];
+        let off = c.len();
+        c.extend_from_slice(v);
+        (idx as u32, off as u32)
+    }
+
+    fn value(&self, s: &Slot) -> &[u8] {
+        let c = &self.chunks[s.chunk as usize];
+        &c[s.off as usize..s.off as usize + s.len as usize]
+    }
+
+    fn entry(&self, s: &Slot) -> Entry {
+        Entry {
+            seq: s.seq,
+            kind: s.kind,
+            value: self.value(s).to_vec(),
         }
     }
 }
 
-/// Approximate per-entry overhead of the skip list (node, tower, allocation headers).
-const ENTRY_OVERHEAD: u64 = 80;
-
-#[derive(Debug)]
-pub(crate) struct MemValue {
-    pub seq: u64,
-    pub kind: EntryKind,
-    pub value: Vec<u8>,
-}
-
-/// One in-memory component. Writers insert concurrently; a newer sequence
-/// number always wins for the same key.
+/// One in-memory component. Writers insert concurrently (serialized by its
+/// lock); a newer sequence number always wins for the same key.
 #[derive(Debug, Default)]
 pub struct MemTable {
-    map: RwLock<BTreeMap<MemKey, MemValue>>,
-    len: std::sync::atomic::AtomicUsize,
+    inner: RwLock<Inner>,
+    len: AtomicUsize,
     bytes: AtomicU64,
     min_seq: AtomicU64,
     max_seq: AtomicU64,
@@ -69,22 +147,21 @@ impl MemTable {
         let cost = key.len() as u64 + e.value.len() as u64 + ENTRY_OVERHEAD;
         let seq = e.seq;
         let mk = MemKey::new(key);
-        let v = MemValue {
-            seq,
-            kind: e.kind,
-            value: e.value,
-        };
         {
-            let mut m = self.map.write();
-            match m.entry(mk) {
-                std::collections::btree_map::Entry::Vacant(slot) => {
-                    slot.insert(v);
+            let mut g = self.inner.write();
+            let inner = &mut *g;
+            let newer = inner.map.get(&mk).is_none_or(|old| old.seq <= seq);
+            if newer {
+                let (chunk, off) = inner.store(&e.value);
+                let slot = Slot {
+                    seq,
+                    kind: e.kind,
+                    chunk,
+                    off,
+                    len: e.value.len() as u32,
+                };
+                if inner.map.insert(mk, slot).is_none() {
                     self.len.fetch_add(1, Ordering::Relaxed);
-                }
-                std::collections::btree_map::Entry::Occupied(mut slot) => {
-                    if slot.get().seq <= seq {
-                        slot.insert(v);
-                    }
                 }
             }
         }
@@ -99,11 +176,8 @@ impl MemTable {
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        self.map.read().get(&MemKey::new(key)).map(|v| Entry {
-            seq: v.seq,
-            kind: v.kind,
-            value: v.value.clone(),
-        })
+        let g = self.inner.read();
+        g.map.get(&MemKey::new(key)).map(|s| g.entry(s))
     }
 
     pub fn bytes(&self) -> u64 {
@@ -129,8 +203,11 @@ impl MemTable {
         &self,
         mut f: impl FnMut(&[u8], EntryKind, u64, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        for (k, v) in self.map.read().iter() {
-            f(&k.key, v.kind, v.seq, &v.value)?;
+        let g = self.inner.read();
+        let mut key = Vec::new();
+        for (k, s) in g.map.iter() {
+            k.write_to(&mut key);
+            f(&key, s.kind, s.seq, g.value(s))?;
         }
         Ok(())
     }
@@ -169,19 +246,15 @@ impl MemIter {
             Bound::Excluded(k) => Bound::Excluded(MemKey::new(k)),
             Bound::Unbounded => Bound::Unbounded,
         };
-        let map = self.table.map.read();
-        for (k, v) in map
+        let g = self.table.inner.read();
+        for (k, s) in g
+            .map
             .range::<MemKey, _>((lower, Bound::Unbounded))
             .take(BATCH)
         {
-            self.buf.push_back((
-                k.key.to_vec(),
-                Entry {
-                    seq: v.seq,
-                    kind: v.kind,
-                    value: v.value.clone(),
-                },
-            ));
+            let mut key = Vec::with_capacity(k.len as usize);
+            k.write_to(&mut key);
+            self.buf.push_back((key, g.entry(s)));
         }
         if self.buf.len() == BATCH
             && let Some((k, _)) = self.buf.back()
@@ -195,5 +268,37 @@ impl MemIter {
             self.refill();
         }
         self.buf.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn memkey_order_is_byte_order(a in proptest::collection::vec(0u8..4, 0..40),
+                                      b in proptest::collection::vec(0u8..4, 0..40)) {
+            let (ka, kb) = (MemKey::new(&a), MemKey::new(&b));
+            prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
+            let mut out = Vec::new();
+            ka.write_to(&mut out);
+            prop_assert_eq!(out, a);
+        }
+    }
+
+    #[test]
+    fn newer_sequence_wins_and_values_survive_chunk_boundaries() {
+        let m = MemTable::new();
+        let big = vec![7u8; CHUNK - 10];
+        m.insert(b"a", Entry::put(5, big.clone()), 0);
+        m.insert(b"a", Entry::put(3, b"old".to_vec()), 0);
+        assert_eq!(m.get(b"a").map(|e| e.value), Some(big));
+        m.insert(b"b", Entry::put(6, vec![1; 100]), 0);
+        m.insert(b"a", Entry::delete(9), 0);
+        assert!(m.get(b"a").is_some_and(|e| e.is_delete()));
+        assert_eq!(m.get(b"b").map(|e| e.value), Some(vec![1; 100]));
+        assert_eq!(m.len(), 2);
     }
 }
