@@ -4,12 +4,14 @@
 
 use crate::error::{Error, Result};
 use crate::lsm::background::Background;
+use crate::lsm::memtable::MemTable;
 use crate::lsm::tree::{Scheduler, TreeScan};
 use crate::lsm::{LsmTree, MemoryGroup, TreeConfig, TreeStats};
 use crate::schema::{DatasetDef, MAX_RECORD_BYTES};
 use crate::storage::{BlockCache, Entry, WriterOptions};
+use crate::txn::{LockManager, LogOp, LogRecord};
+use crate::txn_ctx::TxnContext;
 use crate::value::{self, Value};
-use parking_lot::Mutex;
 use serde::Serialize;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
@@ -19,9 +21,78 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use xxhash_rust::xxh3::xxh3_64;
 
-/// Number of striped key latches serializing writers of the same primary key
-/// (the lock manager of the transaction layer replaces them).
-const KEY_STRIPES: usize = 1024;
+/// What a batch write does with each record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    Insert,
+    Upsert,
+}
+
+/// How a batch of records is written.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchOptions {
+    pub mode: WriteMode,
+    /// All-or-nothing: one transaction for the whole batch; on any error every
+    /// record is undone and nothing is committed.
+    pub atomic: bool,
+    /// Non-atomic batches: stop at the first failing record (as an AsterixDB
+    /// statement does: the records before it stay committed) instead of
+    /// skipping it and going on.
+    pub stop_on_error: bool,
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        BatchOptions {
+            mode: WriteMode::Insert,
+            atomic: false,
+            stop_on_error: true,
+        }
+    }
+}
+
+/// What a batch write did, record by record.
+#[derive(Debug, Default)]
+pub struct BatchReport {
+    /// Records committed (durable according to the durability mode).
+    pub committed: usize,
+    /// (position in the batch, error) of each record that failed.
+    pub failed: Vec<(usize, Error)>,
+    /// Records not attempted because the batch stopped at an error.
+    pub not_attempted: usize,
+}
+
+enum WriteOp {
+    Insert(Vec<u8>, Vec<u8>),
+    Upsert(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
+impl WriteOp {
+    fn key(&self) -> &[u8] {
+        match self {
+            WriteOp::Insert(k, _) | WriteOp::Upsert(k, _) | WriteOp::Delete(k) => k,
+        }
+    }
+}
+
+/// One undo step of a transaction: restore `prior` (None = absent) at `key`.
+struct Undo {
+    /// The memtable the forward operation went into: the undo goes there too,
+    /// so that it can never be flushed apart from the operation it reverses
+    /// (the transaction is still a registered writer of it).
+    mem: Arc<MemTable>,
+    key: Vec<u8>,
+    prior: Option<Entry>,
+}
+
+/// Per-transaction bookkeeping while it runs.
+#[derive(Default)]
+struct TxnWork {
+    mems: Vec<Arc<MemTable>>,
+    undo: Vec<Undo>,
+    cost: u64,
+}
 
 struct Partition {
     primary: Arc<LsmTree>,
@@ -30,12 +101,13 @@ struct Partition {
 /// An open dataset. Cheap to share (`Arc<Dataset>`), safe to use from many threads.
 pub struct Dataset {
     def: DatasetDef,
+    id: u32,
+    txn: Arc<TxnContext>,
     dir: PathBuf,
     partitions: Vec<Partition>,
     group: Arc<MemoryGroup>,
     bg: Arc<Background>,
     seq: Arc<AtomicU64>,
-    stripes: Vec<Mutex<()>>,
 }
 
 /// Counters of a dataset, per index and partition.
@@ -56,6 +128,7 @@ impl Dataset {
         bg: Arc<Background>,
         seq: Arc<AtomicU64>,
         sync: bool,
+        txn: Arc<TxnContext>,
     ) -> Result<Arc<Dataset>> {
         def.validate()?;
         let group = MemoryGroup::new(def.memory_budget, bg.clone());
@@ -75,6 +148,7 @@ impl Dataset {
                 memtable_bytes: (def.memory_budget / n_trees).max(1),
             };
             let primary = LsmTree::open(cfg, cache.clone())?;
+            primary.set_log_sync(txn.clone());
             for c in primary.snapshot().disk.iter() {
                 seq.fetch_max(c.meta().max_seq + 1, Ordering::SeqCst);
             }
@@ -82,13 +156,14 @@ impl Dataset {
             partitions.push(Partition { primary });
         }
         let ds = Arc::new(Dataset {
+            id: def.id,
+            txn,
             def,
             dir: dir.to_path_buf(),
             partitions,
             group,
             bg,
             seq,
-            stripes: (0..KEY_STRIPES).map(|_| Mutex::new(())).collect(),
         });
         // Components inherited from before a restart may warrant a merge.
         for p in &ds.partitions {
@@ -114,8 +189,25 @@ impl Dataset {
         &self.partitions[(xxh3_64(key) % n) as usize]
     }
 
-    fn stripe(&self, key: &[u8]) -> &Mutex<()> {
-        &self.stripes[(xxh3_64(key).rotate_left(17) % KEY_STRIPES as u64) as usize]
+    fn partition_index(&self, key: &[u8]) -> usize {
+        (xxh3_64(key) % self.partitions.len() as u64) as usize
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The primary index of partition `p` (recovery and tests).
+    pub(crate) fn primary_tree(&self, p: usize) -> Option<&Arc<LsmTree>> {
+        self.partitions.get(p).map(|x| &x.primary)
+    }
+
+    pub(crate) fn memory_group(&self) -> &Arc<MemoryGroup> {
+        &self.group
+    }
+
+    pub(crate) fn bump_seq(&self, seen: u64) {
+        self.seq.fetch_max(seen + 1, Ordering::SeqCst);
     }
 
     /// Encode a primary key tuple, checking its arity and types.
@@ -197,55 +289,255 @@ impl Dataset {
         self.seq.fetch_add(1, Ordering::SeqCst)
     }
 
-    fn write(&self, tree: &LsmTree, key: &[u8], entry: Entry) -> Result<()> {
+    fn duplicate(&self, key: &[u8]) -> Error {
+        let shown = value::decode_key(key)
+            .map(|k| value::key_to_string(&k))
+            .unwrap_or_else(|_| "?".into());
+        Error::DuplicateKey {
+            dataset: self.def.name.clone(),
+            key: shown,
+        }
+    }
+
+    /// Apply one record operation inside transaction `txn`, whose X lock on the
+    /// key is held. Every index operation is logged (UPDATE) before it is
+    /// applied. Returns false when there was nothing to do (delete of an
+    /// absent key). With `track_undo`, remembers how to undo it.
+    fn apply(&self, txn: u64, op: &WriteOp, work: &mut TxnWork, track_undo: bool) -> Result<bool> {
+        let key = op.key();
+        let pidx = self.partition_index(key);
+        let tree = &self.partitions[pidx].primary;
         tree.check_failed()?;
-        let bytes = tree.put(key, entry, 0);
-        self.group.charge(bytes)
+        let prior = match op {
+            WriteOp::Insert(..) | WriteOp::Delete(_) => tree.check_entry(key)?,
+            WriteOp::Upsert(..) if track_undo => tree.check_entry(key)?,
+            WriteOp::Upsert(..) => None,
+        };
+        let live = prior.as_ref().is_some_and(|e| !e.is_delete());
+        let seq = self.next_seq();
+        let (entry, log_op) = match op {
+            WriteOp::Insert(_, v) => {
+                if live {
+                    return Err(self.duplicate(key));
+                }
+                (Entry::put(seq, v.clone()), LogOp::Put)
+            }
+            WriteOp::Upsert(_, v) => (Entry::put(seq, v.clone()), LogOp::Put),
+            WriteOp::Delete(_) => {
+                if !live {
+                    return Ok(false);
+                }
+                (Entry::delete(seq), LogOp::Delete)
+            }
+        };
+        let wal = &self.txn.wal;
+        let (mem, cost) = tree.put_logged(key, entry, || {
+            wal.append(&LogRecord::Update {
+                txn,
+                dataset: self.id,
+                partition: pidx as u32,
+                index: 0,
+                op: log_op,
+                key: key.to_vec(),
+                seq,
+                value: match op {
+                    WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) => v.clone(),
+                    WriteOp::Delete(_) => Vec::new(),
+                },
+            })
+        })?;
+        work.mems.push(mem.clone());
+        work.cost += cost;
+        if track_undo {
+            work.undo.push(Undo {
+                mem,
+                key: key.to_vec(),
+                prior: prior.filter(|e| !e.is_delete()),
+            });
+        }
+        Ok(true)
+    }
+
+    /// Undo a transaction's applied operations by inverse operations, newest
+    /// first (no compensation log records: redo skips uncommitted work).
+    fn undo(&self, work: &mut TxnWork) {
+        for u in work.undo.drain(..).rev() {
+            let seq = self.next_seq();
+            let e = match u.prior {
+                Some(p) => Entry::put(seq, p.value),
+                None => Entry::delete(seq),
+            };
+            work.cost += u.mem.insert(&u.key, e, 0);
+        }
+    }
+
+    /// One record, one transaction: X lock, log + apply, COMMIT, acknowledge
+    /// per the durability mode (`sync`: once the COMMIT is fsynced).
+    fn write_one(&self, op: WriteOp) -> Result<bool> {
+        let ctx = &self.txn;
+        let txn = ctx.begin();
+        ctx.locks.lock_x(txn, LockManager::name(self.id, op.key()));
+        let mut work = TxnWork::default();
+        match self.apply(txn, &op, &mut work, false) {
+            Ok(true) => {
+                let h = ctx.commit(txn, &work.mems);
+                self.group.charge(work.cost)?;
+                h.acknowledge(ctx.durability)?;
+                Ok(true)
+            }
+            Ok(false) => {
+                ctx.locks.release_all(txn);
+                Ok(false)
+            }
+            Err(e) => {
+                if work.mems.is_empty() {
+                    ctx.locks.release_all(txn);
+                } else {
+                    self.undo(&mut work);
+                    ctx.abort(txn, &work.mems);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Insert a new record; fails with [`Error::DuplicateKey`] if its primary
     /// key exists (checked newest to oldest component through bloom filters).
     pub fn insert(&self, record: Value) -> Result<()> {
         let (key, bytes) = self.prepare(record)?;
-        let p = self.partition_of(&key);
-        let _latch = self.stripe(&key).lock();
-        if let Some(e) = p.primary.check_entry(&key)?
-            && !e.is_delete()
-        {
-            let shown = value::decode_key(&key)
-                .map(|k| value::key_to_string(&k))
-                .unwrap_or_else(|_| "?".into());
-            return Err(Error::DuplicateKey {
-                dataset: self.def.name.clone(),
-                key: shown,
-            });
-        }
-        let seq = self.next_seq();
-        self.write(&p.primary, &key, Entry::put(seq, bytes))
+        self.write_one(WriteOp::Insert(key, bytes)).map(|_| ())
     }
 
     /// Insert or replace a record.
     pub fn upsert(&self, record: Value) -> Result<()> {
         let (key, bytes) = self.prepare(record)?;
-        let p = self.partition_of(&key);
-        let _latch = self.stripe(&key).lock();
-        let seq = self.next_seq();
-        self.write(&p.primary, &key, Entry::put(seq, bytes))
+        self.write_one(WriteOp::Upsert(key, bytes)).map(|_| ())
     }
 
     /// Delete the record with this primary key; returns whether it existed.
     pub fn delete(&self, pk: &[Value]) -> Result<bool> {
         let key = self.encode_pk(pk)?;
-        let p = self.partition_of(&key);
-        let _latch = self.stripe(&key).lock();
-        match p.primary.check_entry(&key)? {
-            Some(e) if !e.is_delete() => {
-                let seq = self.next_seq();
-                self.write(&p.primary, &key, Entry::delete(seq))?;
-                Ok(true)
-            }
-            _ => Ok(false),
+        self.write_one(WriteOp::Delete(key))
+    }
+
+    /// Write many records. Non-atomic batches make each record its own
+    /// transaction and follow the deadlock-free protocol of Algorithm 1
+    /// (000 §3.4.2): try-lock; on refusal, make this thread's appended
+    /// COMMITs durable with a WAIT record (its locks are then released), and
+    /// only then block on the lock. COMMITs are appended without waiting, so
+    /// a batch shares fsyncs (group commit). Atomic batches lock every key in
+    /// sorted lock-name order and commit once, or undo everything.
+    pub fn write_batch(&self, records: Vec<Value>, opts: BatchOptions) -> Result<BatchReport> {
+        if opts.atomic {
+            return self.write_batch_atomic(records, opts);
         }
+        let ctx = &self.txn;
+        let mut report = BatchReport::default();
+        let mut handles = Vec::new();
+        let total = records.len();
+        for (i, rec) in records.into_iter().enumerate() {
+            let op = match self.prepare(rec) {
+                Ok((k, v)) => match opts.mode {
+                    WriteMode::Insert => WriteOp::Insert(k, v),
+                    WriteMode::Upsert => WriteOp::Upsert(k, v),
+                },
+                Err(e) => {
+                    report.failed.push((i, e));
+                    if opts.stop_on_error {
+                        report.not_attempted = total - i - 1;
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let txn = ctx.begin();
+            let name = LockManager::name(self.id, op.key());
+            if !ctx.locks.try_lock_x(txn, name) {
+                ctx.wait_for_commits(txn)?;
+                ctx.locks.lock_x(txn, name);
+            }
+            let mut work = TxnWork::default();
+            match self.apply(txn, &op, &mut work, false) {
+                Ok(true) => {
+                    handles.push(ctx.commit(txn, &work.mems));
+                    self.group.charge(work.cost)?;
+                }
+                Ok(false) => ctx.locks.release_all(txn),
+                Err(e) => {
+                    if work.mems.is_empty() {
+                        ctx.locks.release_all(txn);
+                    } else {
+                        self.undo(&mut work);
+                        ctx.abort(txn, &work.mems);
+                    }
+                    if matches!(e, Error::Closed(_) | Error::Io { .. }) {
+                        return Err(e);
+                    }
+                    report.failed.push((i, e));
+                    if opts.stop_on_error {
+                        report.not_attempted = total - i - 1;
+                        break;
+                    }
+                }
+            }
+        }
+        for h in handles {
+            match ctx.durability {
+                crate::txn::Durability::Sync => h.wait()?,
+                d => h.acknowledge(d)?,
+            }
+            report.committed += 1;
+        }
+        Ok(report)
+    }
+
+    fn write_batch_atomic(&self, records: Vec<Value>, opts: BatchOptions) -> Result<BatchReport> {
+        let ctx = &self.txn;
+        let mut report = BatchReport::default();
+        let total = records.len();
+        let mut ops = Vec::with_capacity(total);
+        for (i, rec) in records.into_iter().enumerate() {
+            match self.prepare(rec) {
+                Ok((k, v)) => ops.push(match opts.mode {
+                    WriteMode::Insert => WriteOp::Insert(k, v),
+                    WriteMode::Upsert => WriteOp::Upsert(k, v),
+                }),
+                Err(e) => {
+                    report.failed.push((i, e));
+                    report.not_attempted = total - report.failed.len();
+                    return Ok(report);
+                }
+            }
+        }
+        let txn = ctx.begin();
+        let mut names: Vec<u64> = ops
+            .iter()
+            .map(|o| LockManager::name(self.id, o.key()))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        for n in names {
+            ctx.locks.lock_x(txn, n);
+        }
+        let mut work = TxnWork::default();
+        for (i, op) in ops.iter().enumerate() {
+            if let Err(e) = self.apply(txn, op, &mut work, true) {
+                self.undo(&mut work);
+                ctx.abort(txn, &work.mems);
+                self.group.charge(work.cost)?;
+                if matches!(e, Error::Closed(_) | Error::Io { .. }) {
+                    return Err(e);
+                }
+                report.failed.push((i, e));
+                report.not_attempted = total - 1;
+                return Ok(report);
+            }
+        }
+        let h = ctx.commit(txn, &work.mems);
+        self.group.charge(work.cost)?;
+        h.acknowledge(ctx.durability)?;
+        report.committed = total;
+        Ok(report)
     }
 
     /// The record with this primary key, if any.
@@ -254,8 +546,16 @@ impl Dataset {
         self.get_raw(&key)?.map(|b| decode_stored(&b)).transpose()
     }
 
-    /// The encoded record stored under an encoded key.
+    /// The encoded record stored under an encoded key (read committed: an
+    /// instant S lock waits out a writer that has not committed yet).
     pub fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.txn
+            .locks
+            .lock_s_instant(LockManager::name(self.id, key));
+        self.get_raw_unlocked(key)
+    }
+
+    fn get_raw_unlocked(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let p = self.partition_of(key);
         Ok(p.primary
             .get_entry(key)?
@@ -264,7 +564,7 @@ impl Dataset {
     }
 
     /// Records with primary keys within the bounds, in key order.
-    pub fn scan(&self, lo: Bound<&[Value]>, hi: Bound<&[Value]>) -> Result<DatasetScan> {
+    pub fn scan(self: &Arc<Self>, lo: Bound<&[Value]>, hi: Bound<&[Value]>) -> Result<DatasetScan> {
         let enc = |b: Bound<&[Value]>| -> Result<Bound<Vec<u8>>> {
             Ok(match b {
                 Bound::Included(k) => Bound::Included(self.encode_pk_prefix(k)?),
@@ -299,7 +599,11 @@ impl Dataset {
     }
 
     /// Scan by encoded key bounds.
-    pub fn scan_raw(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Result<DatasetScan> {
+    pub fn scan_raw(
+        self: &Arc<Self>,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    ) -> Result<DatasetScan> {
         let lo_ref = match &lo {
             Bound::Included(k) => Bound::Included(k.as_slice()),
             Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
@@ -310,7 +614,7 @@ impl Dataset {
             let snap = p.primary.snapshot();
             scans.push(p.primary.scan(&snap, lo_ref, hi.clone(), false)?);
         }
-        DatasetScan::new(scans)
+        DatasetScan::new(scans, self.clone())
     }
 
     /// Merge every index of every partition down to one component.
@@ -375,10 +679,11 @@ impl Ord for ScanHead {
 pub struct DatasetScan {
     scans: Vec<TreeScan>,
     heap: BinaryHeap<ScanHead>,
+    ds: Arc<Dataset>,
 }
 
 impl DatasetScan {
-    fn new(mut scans: Vec<TreeScan>) -> Result<Self> {
+    fn new(mut scans: Vec<TreeScan>, ds: Arc<Dataset>) -> Result<Self> {
         let mut heap = BinaryHeap::new();
         for (i, s) in scans.iter_mut().enumerate() {
             if let Some((key, e)) = s.next_entry()? {
@@ -389,10 +694,30 @@ impl DatasetScan {
                 });
             }
         }
-        Ok(DatasetScan { scans, heap })
+        Ok(DatasetScan { scans, heap, ds })
     }
 
+    /// Next (encoded key, encoded record). Read committed: a record whose key
+    /// is X-locked by a transaction that has not committed is re-read after
+    /// the lock is released (it may then be gone or changed).
     pub fn next_raw(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        loop {
+            let Some((k, v)) = self.next_unlocked()? else {
+                return Ok(None);
+            };
+            let locks = &self.ds.txn.locks;
+            let name = LockManager::name(self.ds.id, &k);
+            if locks.try_s_instant(name) {
+                return Ok(Some((k, v)));
+            }
+            locks.lock_s_instant(name);
+            if let Some(v) = self.ds.get_raw_unlocked(&k)? {
+                return Ok(Some((k, v)));
+            }
+        }
+    }
+
+    fn next_unlocked(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let Some(top) = self.heap.pop() else {
             return Ok(None);
         };

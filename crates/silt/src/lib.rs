@@ -11,10 +11,13 @@ pub mod error;
 pub mod lsm;
 pub mod schema;
 pub mod storage;
+pub mod txn;
+pub mod txn_ctx;
 pub mod value;
 
-pub use dataset::{Dataset, DatasetScan, DatasetStats};
-pub use db::{Database, DbOptions, DbStats};
+pub use dataset::{BatchOptions, BatchReport, Dataset, DatasetScan, DatasetStats, WriteMode};
+pub use db::{Database, DbOptions, DbStats, RecoverySummary};
 pub use error::{Error, Result};
 pub use schema::DatasetDef;
+pub use txn::Durability;
 pub use value::{FieldType, Value};

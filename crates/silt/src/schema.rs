@@ -15,6 +15,9 @@ pub const MAX_RECORD_BYTES: usize = 16 << 20;
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct DatasetDef {
     pub name: String,
+    /// Catalog-assigned id (names log records and lock names); 0 until created.
+    #[serde(default)]
+    pub id: u32,
     /// Primary key field names, in key order (a composite key when > 1).
     pub primary_key: Vec<String>,
     /// Declared fields and their types.
@@ -37,6 +40,7 @@ impl DatasetDef {
     pub fn new(name: &str, primary_key: &[&str]) -> DatasetDef {
         DatasetDef {
             name: name.to_owned(),
+            id: 0,
             primary_key: primary_key.iter().map(|s| (*s).to_owned()).collect(),
             fields: Vec::new(),
             partitions: 1,

@@ -4,8 +4,15 @@ use silt::{Database, DatasetDef, DbOptions, Error, FieldType, Value};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
+fn opts() -> DbOptions {
+    DbOptions {
+        durability: silt::Durability::None,
+        ..Default::default()
+    }
+}
+
 fn build(dir: &Path) -> PathBuf {
-    let db = Database::open(dir, DbOptions::default()).unwrap();
+    let db = Database::open(dir, opts()).unwrap();
     let ds = db
         .create_dataset(
             DatasetDef::new("d", &["id"])
@@ -49,7 +56,7 @@ fn bit_flip_in_a_data_block_is_a_checksum_error_naming_the_file() {
     let mut bytes = std::fs::read(&comp).unwrap();
     bytes[200] ^= 0x04;
     std::fs::write(&comp, &bytes).unwrap();
-    let db = Database::open(dir.path(), DbOptions::default()).unwrap();
+    let db = Database::open(dir.path(), opts()).unwrap();
     let err = full_read(&db).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, Error::Corrupt { .. }), "{msg}");
@@ -66,7 +73,7 @@ fn truncated_component_refuses_to_open_with_a_clear_error() {
     let comp = build(dir.path());
     let bytes = std::fs::read(&comp).unwrap();
     std::fs::write(&comp, &bytes[..bytes.len() / 2]).unwrap();
-    let err = match Database::open(dir.path(), DbOptions::default()) {
+    let err = match Database::open(dir.path(), opts()) {
         Ok(_) => panic!("opened a database with a truncated component"),
         Err(e) => e,
     };
@@ -88,7 +95,7 @@ fn every_single_bit_flip_is_caught_or_harmless() {
         let mut bytes = clean.clone();
         bytes[pos] ^= 0x20;
         std::fs::write(&comp, &bytes).unwrap();
-        match Database::open(dir.path(), DbOptions::default()) {
+        match Database::open(dir.path(), opts()) {
             Err(e) => assert!(matches!(e, Error::Corrupt { .. }), "pos {pos}: {e}"),
             Ok(db) => match full_read(&db) {
                 Ok(n) => assert_eq!(n, 5000, "pos {pos}"),
@@ -108,7 +115,7 @@ fn orphan_and_temporary_files_are_removed_at_open() {
     std::fs::copy(&comp, &orphan).unwrap();
     let tmp = comp_dir.join("0000000000000100.tmp");
     std::fs::write(&tmp, b"half written").unwrap();
-    let db = Database::open(dir.path(), DbOptions::default()).unwrap();
+    let db = Database::open(dir.path(), opts()).unwrap();
     assert!(!orphan.exists());
     assert!(!tmp.exists());
     assert_eq!(full_read(&db).unwrap(), 5000);
@@ -117,10 +124,10 @@ fn orphan_and_temporary_files_are_removed_at_open() {
 #[test]
 fn a_second_process_cannot_open_the_same_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let _db = Database::open(dir.path(), DbOptions::default()).unwrap();
+    let _db = Database::open(dir.path(), opts()).unwrap();
     // File locks are per open file description, so a second open in the same
     // process conflicts just as another process would.
-    let err = match Database::open(dir.path(), DbOptions::default()) {
+    let err = match Database::open(dir.path(), opts()) {
         Ok(_) => panic!("second open succeeded"),
         Err(e) => e,
     };
@@ -131,7 +138,7 @@ fn a_second_process_cannot_open_the_same_directory() {
 #[test]
 fn bad_records_get_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path(), DbOptions::default()).unwrap();
+    let db = Database::open(dir.path(), opts()).unwrap();
     let ds = db
         .create_dataset(
             DatasetDef::new("d", &["id"])

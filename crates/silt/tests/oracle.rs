@@ -48,6 +48,7 @@ fn opts() -> DbOptions {
     DbOptions {
         block_cache_bytes: 1 << 20,
         sync: false,
+        durability: silt::Durability::None,
         ..Default::default()
     }
 }

@@ -131,9 +131,26 @@ pub struct MemTable {
     max_seq: AtomicU64,
     min_lsn: AtomicU64,
     max_lsn: AtomicU64,
+    /// Transactions that wrote here and have not yet appended their COMMIT or
+    /// ABORT (no-steal: a memtable is flushed only when this is zero).
+    writers: AtomicUsize,
 }
 
 impl MemTable {
+    /// A transaction enters (it is about to write here).
+    pub fn enter(&self) {
+        self.writers.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A transaction leaves (its COMMIT or ABORT is in the log).
+    pub fn leave(&self) {
+        self.writers.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    pub fn active_writers(&self) -> usize {
+        self.writers.load(Ordering::Acquire)
+    }
+
     pub fn new() -> Self {
         MemTable {
             min_seq: AtomicU64::new(u64::MAX),

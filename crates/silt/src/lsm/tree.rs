@@ -147,6 +147,12 @@ pub struct Snapshot {
     pub disk: Arc<Vec<Arc<ComponentReader>>>,
 }
 
+/// Makes the write-ahead log durable up to its current end before a flush
+/// writes a component (log-before-data). Implemented by the transaction layer.
+pub trait LogSync: Send + Sync {
+    fn sync_log(&self) -> Result<()>;
+}
+
 /// Hooks by which a tree asks for background work.
 pub trait Scheduler: Send + Sync {
     fn schedule_flush(&self, tree: Arc<LsmTree>, mem: Arc<MemTable>);
@@ -169,6 +175,7 @@ pub struct LsmTree {
     changed: Condvar,
     changed_lock: Mutex<()>,
     failure: Mutex<Option<String>>,
+    log_sync: RwLock<Option<Arc<dyn LogSync>>>,
 }
 
 fn component_path(dir: &Path, id: u64) -> PathBuf {
@@ -244,6 +251,7 @@ impl LsmTree {
             changed: Condvar::new(),
             changed_lock: Mutex::new(()),
             failure: Mutex::new(None),
+            log_sync: RwLock::new(None),
         };
         Ok(Arc::new(tree))
     }
@@ -277,6 +285,8 @@ impl LsmTree {
 
     /// Write an entry into the active in-memory component. Returns the bytes
     /// it added to the memory budget.
+    /// Untransactional write (recovery redo, tests). `lsn` is an LSN mark
+    /// (LSN + 1, or 0 for none): see [`disk_lsn`](Self::disk_lsn).
     pub fn put(&self, key: &[u8], entry: Entry, lsn: u64) -> u64 {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         self.counters
@@ -284,6 +294,64 @@ impl LsmTree {
             .fetch_add((key.len() + entry.value.len()) as u64, Ordering::Relaxed);
         let st = self.state.read();
         st.active.insert(key, entry, lsn)
+    }
+
+    /// Transactional write: under the tree's state lock (so no rotation can
+    /// come between the LSN and the memtable it lands in), call `log` to append
+    /// the UPDATE record and get its LSN, insert, and register the transaction
+    /// as a writer of the memtable. The caller must call [`MemTable::leave`] on
+    /// the returned memtable once its COMMIT or ABORT is appended.
+    pub fn put_logged(
+        &self,
+        key: &[u8],
+        entry: Entry,
+        log: impl FnOnce() -> Result<u64>,
+    ) -> Result<(Arc<MemTable>, u64)> {
+        let st = self.state.read();
+        let lsn = log()?;
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .user_bytes
+            .fetch_add((key.len() + entry.value.len()) as u64, Ordering::Relaxed);
+        st.active.enter();
+        let cost = st.active.insert(key, entry, lsn + 1);
+        Ok((st.active.clone(), cost))
+    }
+
+    /// Wait for writers that are between taking an LSN and inserting (they
+    /// hold the state lock shared); used by checkpoints.
+    pub fn barrier(&self) {
+        drop(self.state.write());
+    }
+
+    /// Install the hook that makes the log durable before a flush.
+    pub fn set_log_sync(&self, hook: Arc<dyn LogSync>) {
+        *self.log_sync.write() = Some(hook);
+    }
+
+    /// LSN mark of the disk components (the paper's indexLSN for recovery).
+    ///
+    /// Convention used throughout the LSM layer: memtables and component
+    /// metadata store an LSN *mark* = LSN + 1, so that 0 means "no logged entry"
+    /// (LSN 0 is a real log position). A log record with LSN `l` needs no redo
+    /// when `l + 1 <= disk_lsn()`.
+    pub fn disk_lsn(&self) -> u64 {
+        self.state
+            .read()
+            .disk
+            .iter()
+            .map(|c| c.meta().max_lsn)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Smallest LSN still only in memory (None if the memtables hold no logged entry).
+    pub fn min_memory_lsn(&self) -> Option<u64> {
+        let st = self.state.read();
+        std::iter::once(&st.active)
+            .chain(st.immutables.iter())
+            .filter_map(|m| m.lsn_range().map(|r| r.0.saturating_sub(1)))
+            .min()
     }
 
     pub fn active_bytes(&self) -> u64 {
@@ -450,6 +518,17 @@ impl LsmTree {
         {
             self.counters.flush_stalls.fetch_add(1, Ordering::Relaxed);
             while self.merge_once()? {}
+        }
+        // No-steal: wait until every transaction that wrote into this memtable
+        // has logged its COMMIT or ABORT, then make the log durable first.
+        while mem.active_writers() > 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        if mem.lsn_range().is_some() {
+            let hook = self.log_sync.read().clone();
+            if let Some(h) = hook {
+                h.sync_log()?;
+            }
         }
         let mut meta = self.new_meta(0);
         meta.min_flush_id = meta.id;

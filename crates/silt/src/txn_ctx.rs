@@ -1,0 +1,126 @@
+//! The transaction context shared by every dataset of a database: the WAL,
+//! the lock manager, transaction ids and the durability mode, and the commit
+//! step of the record-level transaction protocol.
+
+use crate::error::{Error, Result};
+use crate::lsm::memtable::MemTable;
+use crate::lsm::tree::LogSync;
+use crate::txn::{Durability, LockManager, Wal};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub struct TxnContext {
+    pub wal: Wal,
+    pub locks: LockManager,
+    next_txn: AtomicU64,
+    pub durability: Durability,
+}
+
+impl TxnContext {
+    pub(crate) fn new(wal: Wal, durability: Durability, next_txn: u64) -> Arc<TxnContext> {
+        Arc::new(TxnContext {
+            wal,
+            locks: LockManager::new(),
+            next_txn: AtomicU64::new(next_txn.max(1)),
+            durability,
+        })
+    }
+
+    /// A fresh transaction id.
+    pub fn begin(&self) -> u64 {
+        self.next_txn.fetch_add(1, Ordering::SeqCst)
+    }
+
+    pub fn next_txn_id(&self) -> u64 {
+        self.next_txn.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn bump_txn(&self, seen: u64) {
+        self.next_txn.fetch_max(seen + 1, Ordering::SeqCst);
+    }
+
+    /// Append the COMMIT of `txn`, let it leave the memtables it wrote, and
+    /// return a handle that resolves once the COMMIT is durable. The log
+    /// flusher releases the transaction's locks at that moment.
+    pub(crate) fn commit(self: &Arc<Self>, txn: u64, mems: &[Arc<MemTable>]) -> CommitHandle {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let ctx = self.clone();
+        let r = self.wal.append_commit(
+            txn,
+            Box::new(move |res| {
+                ctx.locks.release_all(txn);
+                let _ = tx.send(res);
+            }),
+        );
+        for m in mems {
+            m.leave();
+        }
+        CommitHandle {
+            rx,
+            append_err: r.err(),
+        }
+    }
+
+    /// Append the ABORT of `txn` (its updates were already undone in memory),
+    /// leave the memtables and release its locks.
+    pub(crate) fn abort(&self, txn: u64, mems: &[Arc<MemTable>]) {
+        if let Err(e) = self.wal.append(&crate::txn::LogRecord::Abort { txn }) {
+            tracing::warn!("could not log the abort of transaction {txn}: {e}");
+        }
+        for m in mems {
+            m.leave();
+        }
+        self.locks.release_all(txn);
+    }
+
+    /// Wait until the log is durable at its current end (Algorithm 1's WAIT:
+    /// every commit this thread appended is then durable and its locks released).
+    pub(crate) fn wait_for_commits(&self, txn: u64) -> Result<()> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.wal.append_wait(
+            txn,
+            Box::new(move |res| {
+                let _ = tx.send(res);
+            }),
+        )?;
+        rx.recv()
+            .map_err(|_| Error::Closed("the log flusher stopped".into()))?
+    }
+}
+
+impl LogSync for TxnContext {
+    fn sync_log(&self) -> Result<()> {
+        self.wal.flush()
+    }
+}
+
+/// A commit whose durability may still be pending.
+pub struct CommitHandle {
+    rx: crossbeam_channel::Receiver<Result<()>>,
+    append_err: Option<Error>,
+}
+
+impl CommitHandle {
+    /// Block until the commit is durable (or report why it never will be).
+    pub fn wait(self) -> Result<()> {
+        if let Some(e) = self.append_err {
+            return Err(e);
+        }
+        self.rx
+            .recv()
+            .map_err(|_| Error::Closed("the log flusher stopped".into()))?
+    }
+
+    /// Acknowledge according to the durability mode: `sync` waits for the
+    /// fsync; `batched` and `none` return once the COMMIT is in the log buffer
+    /// (the locks are still released only when it is written).
+    pub fn acknowledge(self, durability: Durability) -> Result<()> {
+        match durability {
+            Durability::Sync => self.wait(),
+            _ => match self.append_err {
+                Some(e) => Err(e),
+                None => Ok(()),
+            },
+        }
+    }
+}
