@@ -1,0 +1,295 @@
+//! Crash torture: a writer process is killed with SIGKILL at random moments;
+//! after each kill the database is reopened (recovery runs) and checked
+//! against a model built from the commits the writer acknowledged.
+//!
+//! The writer is this same test binary, started with `SILT_CRASH_CHILD` set
+//! (see `crash_child`). It prints `BEGIN` before and `ACK` after each
+//! operation, one line each, flushed; acknowledged = durable (sync mode).
+//!
+//! Knobs: `SILT_CRASH_CYCLES` (default 100 per phase, two phases) for longer runs.
+
+use silt::lsm::policy::MergePolicy;
+use silt::{Database, DatasetDef, DbOptions, Durability, FieldType, Value};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const KEYS: i64 = 400;
+const THREADS: i64 = 3;
+
+fn db_opts(small_files: bool) -> DbOptions {
+    DbOptions {
+        durability: Durability::Sync,
+        block_cache_bytes: 4 << 20,
+        wal_file_bytes: if small_files { 256 << 10 } else { 64 << 20 },
+        checkpoint_interval_bytes: if small_files { 1 << 20 } else { 256 << 20 },
+        ..Default::default()
+    }
+}
+
+fn record(k: i64, v: i64, pad: usize) -> Value {
+    Value::Object(vec![
+        ("id".into(), Value::Int(k)),
+        ("v".into(), Value::Int(v)),
+        ("pad".into(), Value::String("p".repeat(pad))),
+    ])
+}
+
+/// The writer. Runs only when started by the torture test.
+#[test]
+fn crash_child() {
+    let Ok(dir) = std::env::var("SILT_CRASH_CHILD") else {
+        return;
+    };
+    let pad: usize = std::env::var("SILT_CRASH_PAD")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let seed: u64 = std::env::var("SILT_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let db = Arc::new(Database::open(&dir, db_opts(pad > 0)).expect("child open"));
+    db.start_checkpointer();
+    let ds = match db.dataset("t") {
+        Ok(ds) => ds,
+        Err(_) => db
+            .create_dataset(
+                DatasetDef::new("t", &["id"])
+                    .field("id", FieldType::Int)
+                    .memory_budget(1 << 20)
+                    .partitions(2)
+                    .policy(MergePolicy::parse("tiered(3)").expect("policy")),
+            )
+            .expect("create"),
+    };
+    let out = Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    let mut handles = Vec::new();
+    for t in 0..THREADS {
+        let (ds, out) = (ds.clone(), out.clone());
+        handles.push(std::thread::spawn(move || {
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (t as u64 + 1);
+            let mut n: i64 = (seed as i64) << 20;
+            loop {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let k = ((x >> 8) as i64 % (KEYS / THREADS)) * THREADS + t;
+                n += 1;
+                let op = x % 3;
+                let say = |s: String| {
+                    let mut o = out.lock().expect("stdout lock");
+                    let _ = writeln!(o, "{s}");
+                    let _ = o.flush();
+                };
+                say(format!("BEGIN {t} {op} {k} {n}"));
+                let result = match op {
+                    0 => match ds.insert(record(k, n, pad)) {
+                        Ok(()) => "ok",
+                        Err(silt::Error::DuplicateKey { .. }) => "dup",
+                        Err(e) => panic!("insert: {e}"),
+                    },
+                    1 => {
+                        ds.upsert(record(k, n, pad)).expect("upsert");
+                        "ok"
+                    }
+                    _ => {
+                        if ds.delete(&[Value::Int(k)]).expect("delete") {
+                            "ok"
+                        } else {
+                            "absent"
+                        }
+                    }
+                };
+                say(format!("ACK {t} {op} {k} {n} {result}"));
+            }
+        }));
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    op: u64,
+    key: i64,
+    val: i64,
+}
+
+fn apply(model: &mut BTreeMap<i64, i64>, p: Pending, result: &str) {
+    match (p.op, result) {
+        (0, "ok") | (1, _) => {
+            model.insert(p.key, p.val);
+        }
+        (2, _) => {
+            model.remove(&p.key);
+        }
+        _ => {}
+    }
+}
+
+fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut model: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut rng = seed0;
+    let mut total_acks = 0usize;
+    let mut redone = 0u64;
+    for cycle in 0..cycles {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let mut child = Command::new(&exe)
+            .args([
+                "--exact",
+                "crash_child",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env("SILT_CRASH_CHILD", dir)
+            .env("SILT_CRASH_PAD", pad.to_string())
+            .env("SILT_CRASH_SEED", (cycle as u64 + 1 + seed0).to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn writer");
+        let stdout = child.stdout.take().expect("child stdout");
+        let kill_after = Duration::from_millis(30 + rng % 250);
+        let reader = std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            for l in BufReader::new(stdout).lines() {
+                match l {
+                    Ok(l) => lines.push(l),
+                    Err(_) => break,
+                }
+            }
+            lines
+        });
+        let start = Instant::now();
+        while start.elapsed() < kill_after {
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("writer exited early with {st} in cycle {cycle}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.kill().expect("SIGKILL the writer");
+        let _ = child.wait();
+        let lines = reader.join().expect("reader thread");
+        // Replay acknowledged operations; remember each thread's in-flight one.
+        let mut inflight: BTreeMap<u64, Pending> = BTreeMap::new();
+        for l in &lines {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 5 || (f[0] != "BEGIN" && f[0] != "ACK") {
+                continue;
+            }
+            let t: u64 = f[1].parse().expect("thread");
+            let p = Pending {
+                op: f[2].parse().expect("op"),
+                key: f[3].parse().expect("key"),
+                val: f[4].parse().expect("val"),
+            };
+            if f[0] == "BEGIN" {
+                inflight.insert(t, p);
+            } else {
+                apply(&mut model, p, f.get(5).copied().unwrap_or(""));
+                inflight.remove(&t);
+                total_acks += 1;
+            }
+        }
+        // Reopen: recovery must bring back every acknowledged commit.
+        let db = Database::open(dir, db_opts(pad > 0))
+            .unwrap_or_else(|e| panic!("reopen after kill in cycle {cycle}: {e}"));
+        redone += db.recovery_summary().records_redone;
+        let Ok(ds) = db.dataset("t") else {
+            assert!(
+                model.is_empty(),
+                "dataset missing after acknowledged writes"
+            );
+            continue;
+        };
+        let inflight_keys: BTreeMap<i64, Pending> =
+            inflight.values().map(|p| (p.key, *p)).collect();
+        let mut seen = BTreeMap::new();
+        for r in ds
+            .scan(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+            .expect("scan")
+        {
+            let r = r.expect("record");
+            let k = r.get("id").and_then(Value::as_i64).expect("id");
+            let v = r.get("v").and_then(Value::as_i64).expect("v");
+            seen.insert(k, v);
+        }
+        for k in 0..KEYS {
+            let got = seen.get(&k).copied();
+            let by_get = ds
+                .get(&[Value::Int(k)])
+                .expect("get")
+                .and_then(|r| r.get("v").and_then(Value::as_i64));
+            assert_eq!(
+                got, by_get,
+                "scan and get disagree on key {k} in cycle {cycle}"
+            );
+            let want = model.get(&k).copied();
+            if got == want {
+                continue;
+            }
+            // Only an unacknowledged in-flight operation may have landed.
+            let p = inflight_keys.get(&k).unwrap_or_else(|| {
+                panic!("cycle {cycle}: key {k} is {got:?}, acknowledged state is {want:?}")
+            });
+            let mut alt = model.clone();
+            apply(&mut alt, *p, "ok");
+            assert_eq!(
+                got,
+                alt.get(&k).copied(),
+                "cycle {cycle}: key {k} is neither the acknowledged nor the in-flight state"
+            );
+        }
+        // The database is now the truth for in-flight keys.
+        for k in inflight_keys.keys() {
+            match seen.get(k) {
+                Some(v) => model.insert(*k, *v),
+                None => model.remove(k),
+            };
+        }
+        drop(ds);
+        db.close().expect("close after check");
+    }
+    assert!(
+        total_acks > cycles,
+        "the writer acknowledged too little: {total_acks}"
+    );
+    eprintln!(
+        "crash torture: {cycles} kills, {total_acks} acknowledged operations, {redone} records redone, {} live keys",
+        model.len()
+    );
+}
+
+fn cycles() -> usize {
+    std::env::var("SILT_CRASH_CYCLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100)
+}
+
+#[test]
+fn crash_torture_without_flushes() {
+    if std::env::var_os("SILT_CRASH_CHILD").is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_phase(dir.path(), 0, cycles(), 7);
+}
+
+#[test]
+fn crash_torture_with_flushes_merges_and_checkpoints() {
+    if std::env::var_os("SILT_CRASH_CHILD").is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_phase(dir.path(), 3000, cycles(), 99);
+}
