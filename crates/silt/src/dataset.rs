@@ -609,12 +609,18 @@ impl Dataset {
             Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
             Bound::Unbounded => Bound::Unbounded,
         };
+        let epoch = self.txn.abort_epoch();
+        let scans = self.partition_scans(lo_ref, &hi)?;
+        DatasetScan::new(scans, self.clone(), hi, epoch)
+    }
+
+    fn partition_scans(&self, lo: Bound<&[u8]>, hi: &Bound<Vec<u8>>) -> Result<Vec<TreeScan>> {
         let mut scans = Vec::with_capacity(self.partitions.len());
         for p in &self.partitions {
             let snap = p.primary.snapshot();
-            scans.push(p.primary.scan(&snap, lo_ref, hi.clone(), false)?);
+            scans.push(p.primary.scan(&snap, lo, hi.clone(), false)?);
         }
-        DatasetScan::new(scans, self.clone())
+        Ok(scans)
     }
 
     /// Merge every index of every partition down to one component.
@@ -680,11 +686,35 @@ pub struct DatasetScan {
     scans: Vec<TreeScan>,
     heap: BinaryHeap<ScanHead>,
     ds: Arc<Dataset>,
+    hi: Bound<Vec<u8>>,
+    /// Abort epoch sampled before any buffered entry was read.
+    epoch: u64,
 }
 
 impl DatasetScan {
-    fn new(mut scans: Vec<TreeScan>, ds: Arc<Dataset>) -> Result<Self> {
-        let mut heap = BinaryHeap::new();
+    fn new(scans: Vec<TreeScan>, ds: Arc<Dataset>, hi: Bound<Vec<u8>>, epoch: u64) -> Result<Self> {
+        let mut s = DatasetScan {
+            scans,
+            heap: BinaryHeap::new(),
+            ds,
+            hi,
+            epoch,
+        };
+        s.fill_heap()?;
+        Ok(s)
+    }
+
+    /// Re-read from `from` (inclusive) with fresh cursors.
+    fn restart(&mut self, from: &[u8]) -> Result<()> {
+        self.epoch = self.ds.txn.abort_epoch();
+        self.scans = self.ds.partition_scans(Bound::Included(from), &self.hi)?;
+        self.heap.clear();
+        self.fill_heap()
+    }
+
+    fn fill_heap(&mut self) -> Result<()> {
+        let scans = &mut self.scans;
+        let heap = &mut self.heap;
         for (i, s) in scans.iter_mut().enumerate() {
             if let Some((key, e)) = s.next_entry()? {
                 heap.push(ScanHead {
@@ -694,7 +724,7 @@ impl DatasetScan {
                 });
             }
         }
-        Ok(DatasetScan { scans, heap, ds })
+        Ok(())
     }
 
     /// Next (encoded key, encoded record). Read committed: a record whose key
@@ -705,15 +735,17 @@ impl DatasetScan {
             let Some((k, v)) = self.next_unlocked()? else {
                 return Ok(None);
             };
-            let locks = &self.ds.txn.locks;
             let name = LockManager::name(self.ds.id, &k);
-            if locks.try_s_instant(name) {
+            let granted = self.ds.txn.locks.try_s_instant(name);
+            if granted && self.ds.txn.abort_epoch() == self.epoch {
                 return Ok(Some((k, v)));
             }
-            locks.lock_s_instant(name);
-            if let Some(v) = self.ds.get_raw_unlocked(&k)? {
-                return Ok(Some((k, v)));
+            // A writer is in flight (wait for it), or an abort may have undone
+            // something we buffered: re-read from this key.
+            if !granted {
+                self.ds.txn.locks.lock_s_instant(name);
             }
+            self.restart(&k)?;
         }
     }
 

@@ -40,6 +40,8 @@ pub struct DbOptions {
     pub checkpoint_interval_bytes: u64,
     /// Roll log files at this size.
     pub wal_file_bytes: u64,
+    /// Fault injection for the log (tests only).
+    pub wal_fault: Option<Arc<crate::txn::FaultInjector>>,
 }
 
 impl Default for DbOptions {
@@ -52,6 +54,7 @@ impl Default for DbOptions {
             durability: Durability::Sync,
             checkpoint_interval_bytes: 256 << 20,
             wal_file_bytes: 64 << 20,
+            wal_fault: None,
         }
     }
 }
@@ -151,6 +154,7 @@ impl Database {
             WalOptions {
                 durability: opts.durability,
                 file_size_limit: opts.wal_file_bytes,
+                fault: opts.wal_fault.clone(),
                 ..Default::default()
             },
         )?;

@@ -14,6 +14,11 @@ pub struct TxnContext {
     pub locks: LockManager,
     next_txn: AtomicU64,
     pub durability: Durability,
+    /// Incremented by every abort before it releases its locks. Readers sample
+    /// it before reading and re-read if it moved: a value read while its
+    /// writer was still running may have been undone since (see
+    /// `Dataset::get_raw` and `DatasetScan::next_raw`).
+    abort_epoch: AtomicU64,
 }
 
 impl TxnContext {
@@ -23,7 +28,12 @@ impl TxnContext {
             locks: LockManager::new(),
             next_txn: AtomicU64::new(next_txn.max(1)),
             durability,
+            abort_epoch: AtomicU64::new(0),
         })
+    }
+
+    pub fn abort_epoch(&self) -> u64 {
+        self.abort_epoch.load(Ordering::SeqCst)
     }
 
     /// A fresh transaction id.
@@ -70,6 +80,7 @@ impl TxnContext {
         for m in mems {
             m.leave();
         }
+        self.abort_epoch.fetch_add(1, Ordering::SeqCst);
         self.locks.release_all(txn);
     }
 

@@ -46,6 +46,9 @@ struct LockEntry {
     waiters: u32,
 }
 
+/// Transaction id -> lock names it holds.
+type OwnerShard = Mutex<HashMap<u64, Vec<u64>>>;
+
 #[derive(Default)]
 struct Shard {
     table: Mutex<HashMap<u64, LockEntry>>,
@@ -92,7 +95,7 @@ pub struct LockStats {
 pub struct LockManager {
     shards: Box<[Shard]>,
     /// Names held per transaction, sharded by transaction id.
-    owners: Box<[Mutex<HashMap<u64, Vec<u64>>>]>,
+    owners: Box<[OwnerShard]>,
     counters: Counters,
 }
 
@@ -131,7 +134,7 @@ impl LockManager {
         &self.shards[(name % SHARDS as u64) as usize]
     }
 
-    fn owner_shard(&self, txn: u64) -> &Mutex<HashMap<u64, Vec<u64>>> {
+    fn owner_shard(&self, txn: u64) -> &OwnerShard {
         &self.owners[(txn % SHARDS as u64) as usize]
     }
 
@@ -213,10 +216,8 @@ impl LockManager {
         let shard = self.shard(name);
         let mut table = shard.table.lock();
         let mut waited = false;
-        loop {
-            let Some(entry) = table.get_mut(&name) else {
-                break;
-            };
+        // An entry with waiters is never removed, so a missing entry means free.
+        while let Some(entry) = table.get_mut(&name) {
             if entry.holder.is_none() {
                 if waited {
                     entry.waiters -= 1;

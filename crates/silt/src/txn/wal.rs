@@ -48,7 +48,10 @@
 //! restart. Reopening the directory recovers from what is on disk.
 //!
 //! # Open and torn tails
-//! [`Wal::open`] scans the last file. An invalid record (short header, length
+//! [`Wal::open`] checks that the files are contiguous and scans the last file
+//! (only it can end in a torn write; the other files are validated by
+//! [`read_from`], which recovery runs over everything from the low-water mark,
+//! and open never modifies them). An invalid record (short header, length
 //! running past the end of the file, checksum mismatch) is a *torn tail* only
 //! when no valid record follows it anywhere in the last file; the tail is then
 //! truncated away (logged and counted). An invalid record followed by a valid
@@ -389,7 +392,10 @@ pub enum Durability {
     /// Acknowledge once the record is written to the OS; fsync at most every
     /// `interval_ms` (and within about `interval_ms` of any write). A process
     /// crash loses nothing acknowledged (the OS has it); a power loss or OS
-    /// crash loses up to the last `interval_ms` of acknowledged commits.
+    /// crash loses up to the last `interval_ms` of acknowledged commits. If a
+    /// periodic fsync fails, the commits acknowledged since the previous
+    /// successful fsync may be lost even without a crash (the kernel may have
+    /// dropped the pages); the log then fails as described in the module docs.
     Batched { interval_ms: u64 },
     /// Acknowledge once the record is written to the OS; never fsync the log
     /// (except when a file is finished and at close). A process crash loses
@@ -921,6 +927,8 @@ struct Tail {
     callbacks: VecDeque<Pending>,
     /// Durable LSN whose callbacks have all run: what `wait_durable` waits for.
     acked_lsn: u64,
+    /// `Wal::sync` callers want an fsync covering this LSN.
+    sync_target: u64,
     failed: Option<String>,
     closing: bool,
 }
@@ -1099,6 +1107,9 @@ impl Flusher {
                     records,
                 };
             }
+            if tail.sync_target > shared.synced_lsn.load(Ordering::Acquire) {
+                return Action::Sync;
+            }
             if tail.closing {
                 return Action::Exit;
             }
@@ -1119,9 +1130,11 @@ impl Flusher {
         self.shared.fsync_file(&self.current)?;
         self.last_sync = Instant::now();
         self.unsynced = false;
-        self.shared
-            .synced_lsn
-            .store(self.current.end_lsn(), Ordering::Release);
+        let end = self.current.end_lsn();
+        // Under the lock, so that a `Wal::sync` caller cannot miss the wake-up.
+        let _tail = self.shared.tail.lock();
+        self.shared.synced_lsn.store(end, Ordering::Release);
+        self.shared.durable.notify_all();
         Ok(())
     }
 
@@ -1260,9 +1273,9 @@ impl Flusher {
 /// design (group commit, durability modes, failure handling, torn tails).
 ///
 /// `Wal` is `Send + Sync`: share it with an `Arc`. Durability callbacks run on
-/// the flusher thread, in LSN order: they must be short and must not call
-/// [`Wal::wait_durable`], [`Wal::flush`] or [`Wal::close`] (they would wait for
-/// the thread that runs them).
+/// the flusher thread, in LSN order: they must be short and must not append,
+/// call [`Wal::wait_durable`], [`Wal::flush`] or [`Wal::close`] (each may wait
+/// for the thread that runs them). A panicking callback is caught and logged.
 pub struct Wal {
     shared: Arc<Shared>,
     flusher: Mutex<Option<JoinHandle<()>>>,
@@ -1367,6 +1380,7 @@ impl Wal {
                 next_lsn: end_lsn,
                 callbacks: VecDeque::new(),
                 acked_lsn: end_lsn,
+                sync_target: 0,
                 failed: None,
                 closing: false,
             }),
@@ -1554,6 +1568,33 @@ impl Wal {
         }
     }
 
+    /// Write and **fsync** everything appended so far, whatever the durability
+    /// mode, and return the LSN it covers. For the "log before data" rule in
+    /// `Batched` and `None` modes: call it before installing a flushed
+    /// component or writing a checkpoint that refers to LSNs up to
+    /// [`end_lsn`](Self::end_lsn), so that a crash can never leave components
+    /// or a checkpoint ahead of the log (after which LSNs would be reused).
+    /// In `Sync` mode every written batch is already fsynced, so this only waits
+    /// for the records appended so far to be written.
+    pub fn sync(&self) -> Result<u64> {
+        let shared = &*self.shared;
+        let mut tail = shared.tail.lock();
+        let target = tail.next_lsn;
+        if shared.synced_lsn.load(Ordering::Acquire) < target {
+            tail.sync_target = tail.sync_target.max(target);
+            shared.work.notify_one();
+        }
+        loop {
+            if shared.synced_lsn.load(Ordering::Acquire) >= target {
+                return Ok(target);
+            }
+            if let Some(reason) = &tail.failed {
+                return Err(failed_error(reason));
+            }
+            shared.durable.wait(&mut tail);
+        }
+    }
+
     /// Block until everything appended so far is durable (and acknowledged).
     pub fn flush(&self) -> Result<()> {
         self.wait_durable(self.end_lsn())
@@ -1648,16 +1689,21 @@ impl Wal {
             self.shared.work.notify_all();
             self.shared.space.notify_all();
         }
-        let handle = self.flusher.lock().take();
-        if let Some(h) = handle {
-            if h.thread().id() == std::thread::current().id() {
-                return Err(Error::Config(
-                    "Wal::close called from a durability callback (the flusher thread)".into(),
-                ));
-            }
-            if h.join().is_err() {
-                self.shared.fail("the log flusher thread panicked".into());
-            }
+        // Hold the handle's mutex while joining, so that a concurrent second
+        // `close` returns only once the flusher has finished too.
+        let mut flusher = self.flusher.lock();
+        if flusher
+            .as_ref()
+            .is_some_and(|h| h.thread().id() == std::thread::current().id())
+        {
+            return Err(Error::Config(
+                "Wal::close called from a durability callback (the flusher thread)".into(),
+            ));
+        }
+        if let Some(h) = flusher.take()
+            && h.join().is_err()
+        {
+            self.shared.fail("the log flusher thread panicked".into());
         }
         match self.failure() {
             Some(reason) => Err(failed_error(&reason)),
@@ -1751,7 +1797,7 @@ mod tests {
             dataset: (i % 3) as u32,
             partition: (i % 5) as u32,
             index: (i % 2) as u32,
-            op: if i % 7 == 0 {
+            op: if i.is_multiple_of(7) {
                 LogOp::Delete
             } else {
                 LogOp::Put
@@ -2139,8 +2185,9 @@ mod tests {
         let last_lsn = recs.last().unwrap().0;
         let total = bytes.len() as u64;
         for cut in last_lsn..total {
-            let (dir, r) = open_with_file(&name, &bytes[..cut as usize]);
-            // A reader before open stops quietly at the torn tail.
+            let dir = tempfile::tempdir().unwrap();
+            fs::write(dir.path().join(&name), &bytes[..cut as usize]).unwrap();
+            // A reader (before open repairs anything) stops quietly at the torn tail.
             let mut reader = read_from(dir.path(), 0).unwrap();
             let before: Vec<_> = reader.by_ref().collect::<Result<_>>().unwrap();
             assert_eq!(before, recs[..recs.len() - 1].to_vec());
@@ -2151,7 +2198,7 @@ mod tests {
             );
             assert_eq!(reader.position(), last_lsn);
 
-            let (wal, summary) = r.unwrap();
+            let (wal, summary) = Wal::open(dir.path(), opts()).unwrap();
             assert_eq!(summary.end_lsn, last_lsn, "cut at {cut}");
             assert_eq!(summary.truncated_bytes, cut - last_lsn);
             let st = wal.stats();
@@ -2296,14 +2343,11 @@ mod tests {
         wal.close().unwrap();
         let (wal, summary) = Wal::open(dir.path(), o).unwrap();
         assert_eq!(summary.end_lsn, lsn + 11);
-        assert_eq!(summary.files, 1);
+        assert_eq!(summary.files, log_files(dir.path()).len());
         drop(wal);
         assert_eq!(
-            read_all(dir.path(), files[files.len() - 1].0)
-                .last()
-                .unwrap()
-                .1,
-            LogRecord::Commit { txn: 1 }
+            read_all(dir.path(), files[files.len() - 1].0).last(),
+            Some(&(lsn, LogRecord::Commit { txn: 1 }))
         );
     }
 
@@ -2468,6 +2512,44 @@ mod tests {
     }
 
     #[test]
+    fn explicit_sync_in_batched_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = open(
+            dir.path(),
+            WalOptions {
+                durability: Durability::Batched {
+                    interval_ms: 60_000,
+                },
+                ..opts()
+            },
+        );
+        write_records(&wal, 10);
+        assert!(wal.synced_lsn() < wal.durable_lsn());
+        let started = Instant::now();
+        assert_eq!(wal.sync().unwrap(), wal.end_lsn());
+        assert_eq!(wal.synced_lsn(), wal.end_lsn());
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // Concurrent syncs with appends in between.
+        let wal = Arc::new(wal);
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let wal = wal.clone();
+                std::thread::spawn(move || {
+                    for i in 0..20 {
+                        let lsn = wal.append(&update(t * 100 + i, i as usize)).unwrap();
+                        assert!(wal.sync().unwrap() > lsn);
+                        assert!(wal.synced_lsn() > lsn);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert!(wal.stats().fsyncs >= 2);
+    }
+
+    #[test]
     fn none_mode_writes_without_fsync_until_close() {
         let dir = tempfile::tempdir().unwrap();
         let wal = open(
@@ -2490,6 +2572,12 @@ mod tests {
         assert_eq!(st.fsyncs, base);
         assert_eq!(st.synced_lsn, 0);
         assert_eq!(st.durable_lsn, st.end_lsn);
+        // An explicit sync fsyncs once, in this mode too.
+        assert_eq!(wal.sync().unwrap(), st.end_lsn);
+        assert_eq!(wal.synced_lsn(), st.end_lsn);
+        assert_eq!(wal.stats().fsyncs, base + 1);
+        assert_eq!(wal.sync().unwrap(), st.end_lsn);
+        assert_eq!(wal.stats().fsyncs, base + 1);
         // A file roll syncs the finished file even in this mode.
         write_records(&wal, 40);
         let st = wal.stats();
@@ -2557,6 +2645,56 @@ mod tests {
         let all = read_all(dir.path(), 0);
         assert_eq!(all.len(), 241);
         assert_eq!(all[240], (lsn, big));
+    }
+
+    #[test]
+    fn panicking_callback_does_not_stop_the_flusher() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = open(dir.path(), opts());
+        wal.append_commit(
+            1,
+            Box::new(|_| panic!("callback panic (expected by the test)")),
+        )
+        .unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        wal.append_commit(2, Box::new(move |r| tx.send(r.is_ok()).unwrap()))
+            .unwrap();
+        assert!(rx.recv().unwrap());
+        wal.flush().unwrap();
+        assert_eq!(wal.failure(), None);
+        wal.close().unwrap();
+    }
+
+    #[test]
+    fn failed_fsync_at_file_roll_fails_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let fault = Arc::new(FaultInjector::new());
+        let wal = open(
+            dir.path(),
+            WalOptions {
+                file_size_limit: 100,
+                fault: Some(fault.clone()),
+                ..opts()
+            },
+        );
+        // First batch: fills the first file past the limit (one fsync).
+        write_records(&wal, 3);
+        assert!(wal.end_lsn() >= 100);
+        fault.fail_next_fsync();
+        // Second batch: the roll's fsync of the finished file fails.
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        wal.append_commit(9, Box::new(move |r| tx.send(r.is_ok()).unwrap()))
+            .unwrap();
+        assert!(!rx.recv().unwrap());
+        assert_eq!(
+            log_files(dir.path()).len(),
+            1,
+            "no file after a failed roll"
+        );
+        assert!(matches!(
+            wal.append(&LogRecord::Commit { txn: 10 }),
+            Err(Error::Closed(_))
+        ));
     }
 
     #[test]
