@@ -69,6 +69,23 @@ impl IoCounters {
     }
 }
 
+/// Flush requests completed by the block device holding `dir` (field 16 of
+/// `/sys/class/block/DEV/stat`, the whole disk for a partition). Counts the flushes
+/// of every process on the machine: an fsync on ext4 usually costs one or two
+/// (the data, then the journal commit). `None` where the kernel doesn't report them.
+pub fn device_flushes(dir: &Path) -> Option<u64> {
+    let disk = crate::machine::disk_of(dir);
+    let name = disk.split_whitespace().next()?.strip_prefix("/dev/")?;
+    let sys = fs::canonicalize(Path::new("/sys/class/block").join(name)).ok()?;
+    let base = if sys.join("partition").exists() {
+        sys.parent()?.to_path_buf()
+    } else {
+        sys
+    };
+    let text = fs::read_to_string(base.join("stat")).ok()?;
+    text.split_whitespace().nth(15)?.parse().ok()
+}
+
 /// Total length of all regular files below `dir`.
 pub fn dir_size(dir: &Path) -> Result<u64> {
     let mut total = 0;

@@ -1,12 +1,14 @@
 //! The systems under test. [`System`] is what every system has (a label and a
 //! description of its configuration); each workload family adds a capability
-//! trait with the operations it drives ([`KvStore`] for key-value workloads; the
-//! spatial, text and SQL workloads add their own next to it).
+//! trait with the operations it drives ([`KvStore`] for single-writer key-value
+//! workloads, [`SharedKv`] for many writer threads; the spatial, text and SQL
+//! workloads add their own next to them).
 
 pub mod json_stats;
 pub mod rocks;
 #[cfg(feature = "silt")]
 pub mod silt;
+pub mod sqlite;
 
 use std::path::Path;
 
@@ -33,6 +35,11 @@ pub struct KvConfig {
     pub bloom_bits_per_key: f64,
     /// Data block size.
     pub block_size: usize,
+    /// Acknowledge each write only once its log record is fsynced (Silt
+    /// `Durability::Sync`, RocksDB `sync=true`, SQLite `synchronous=FULL`).
+    /// Otherwise the log is on but written to the OS only (Silt
+    /// `Durability::None`, RocksDB `sync=false`, SQLite `synchronous=NORMAL`).
+    pub sync_commits: bool,
 }
 
 impl Default for KvConfig {
@@ -42,6 +49,7 @@ impl Default for KvConfig {
             block_cache_bytes: 256 << 20,
             bloom_bits_per_key: 10.0,
             block_size: 4096,
+            sync_commits: false,
         }
     }
 }
@@ -60,6 +68,27 @@ pub trait KvStore: System {
     fn close(self: Box<Self>) -> Result<()>;
 }
 
+/// A key-value store written by many threads at once, one record per
+/// transaction (each write acknowledged per [`KvConfig::sync_commits`]).
+pub trait SharedKv: System + Sync {
+    /// A handle for one writer thread (SQLite: its own connection).
+    fn writer(&self) -> Result<Box<dyn KvWriter + '_>>;
+    /// The system's own count of log fsyncs so far, where it keeps one (a
+    /// cross-check of [`crate::fsync_count`]).
+    fn own_fsyncs(&self) -> Option<u64>;
+    /// The system's own counters as `Stat` rows labelled with [`System::name`],
+    /// metric names prefixed with `prefix`.
+    fn stats(&self, prefix: &str) -> Result<Vec<ResultRow>>;
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// One writer thread's handle on a [`SharedKv`].
+pub trait KvWriter: Send {
+    /// Inserts or replaces one record in its own transaction; returns once the
+    /// write is acknowledged.
+    fn put(&mut self, key: u64, value: &[u8]) -> Result<()>;
+}
+
 /// Which key-value system to open.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KvSystemSpec {
@@ -68,6 +97,8 @@ pub enum KvSystemSpec {
         policy: String,
     },
     RocksDb,
+    /// SQLite (bundled) in WAL mode: many-writer workloads only ([`SharedKv`]).
+    Sqlite,
 }
 
 /// Silt's default merge policy; the system using it is labelled plain "silt".
@@ -79,6 +110,7 @@ impl KvSystemSpec {
             KvSystemSpec::Silt { policy } if policy == SILT_DEFAULT_POLICY => "silt".into(),
             KvSystemSpec::Silt { policy } => format!("silt-{policy}"),
             KvSystemSpec::RocksDb => "rocksdb".into(),
+            KvSystemSpec::Sqlite => "sqlite".into(),
         }
     }
 
@@ -90,7 +122,7 @@ impl KvSystemSpec {
     pub fn available(&self) -> bool {
         match self {
             KvSystemSpec::Silt { .. } => cfg!(feature = "silt"),
-            KvSystemSpec::RocksDb => true,
+            KvSystemSpec::RocksDb | KvSystemSpec::Sqlite => true,
         }
     }
 
@@ -112,6 +144,31 @@ impl KvSystemSpec {
                 )
             }
             KvSystemSpec::RocksDb => Ok(Box::new(rocks::RocksKv::open(dir, cfg)?)),
+            KvSystemSpec::Sqlite => {
+                anyhow::bail!("the SQLite adapter only takes part in many-writer workloads")
+            }
+        }
+    }
+
+    /// Opens a fresh store in the empty directory `dir` for many writer threads.
+    pub fn open_shared(&self, dir: &Path, cfg: &KvConfig) -> Result<Box<dyn SharedKv>> {
+        match self {
+            #[cfg(feature = "silt")]
+            KvSystemSpec::Silt { policy } => Ok(Box::new(silt::SiltKv::open(
+                dir,
+                &self.label(),
+                policy,
+                cfg,
+            )?)),
+            #[cfg(not(feature = "silt"))]
+            KvSystemSpec::Silt { .. } => {
+                let _ = (dir, cfg);
+                anyhow::bail!(
+                    "this silt-bench was built without the Silt adapter: rebuild with `--features silt`"
+                )
+            }
+            KvSystemSpec::RocksDb => Ok(Box::new(rocks::RocksKv::open(dir, cfg)?)),
+            KvSystemSpec::Sqlite => Ok(Box::new(sqlite::SqliteKv::open(dir, cfg)?)),
         }
     }
 }

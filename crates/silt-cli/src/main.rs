@@ -54,6 +54,20 @@ struct Cli {
     )]
     cache_mb: u64,
 
+    /// When a write is acknowledged: `sync` (after its commit is fsynced to the
+    /// log; nothing acknowledged is ever lost), `batched(MS)` (log fsynced at
+    /// most every MS milliseconds: an OS crash may lose the last MS of
+    /// acknowledged writes), `none` (log never fsynced: for bulk loads you can
+    /// redo; an OS crash may lose everything since the last flush).
+    #[arg(
+        long,
+        global = true,
+        value_name = "MODE",
+        default_value = "sync",
+        display_order = 102
+    )]
+    durability: silt::Durability,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -291,7 +305,7 @@ enum Command {
 }
 
 fn run(cli: Cli) -> CliResult<()> {
-    let open = |create: bool| util::open_db(&cli.db, cli.cache_mb, create);
+    let open = |create: bool| util::open_db(&cli.db, cli.cache_mb, cli.durability, create);
     match &cli.command {
         Command::CreateDataset {
             name,

@@ -10,7 +10,12 @@ use std::time::Duration;
 
 /// Open the database at `dir`. Unless `create` is set, a missing directory
 /// is reported instead of silently creating an empty database.
-pub fn open_db(dir: &Path, cache_mb: u64, create: bool) -> CliResult<Database> {
+pub fn open_db(
+    dir: &Path,
+    cache_mb: u64,
+    durability: silt::Durability,
+    create: bool,
+) -> CliResult<Database> {
     if !create && !dir.exists() {
         return Err(CliError::NotFound(format!(
             "no database at {} (the directory does not exist); pass --db PATH (or set SILT_DB), or create one with `silt create-dataset`",
@@ -22,9 +27,28 @@ pub fn open_db(dir: &Path, cache_mb: u64, create: bool) -> CliResult<Database> {
         .ok_or_else(|| CliError::Usage(format!("--cache-mb {cache_mb} is too large")))?;
     let opts = DbOptions {
         block_cache_bytes,
+        durability,
         ..DbOptions::default()
     };
-    Ok(Database::open(dir, opts)?)
+    let db = Database::open(dir, opts)?;
+    let r = db.recovery_summary();
+    if r.records_redone > 0 || r.truncated_bytes > 0 {
+        eprintln!(
+            "recovered: scanned {} log records from LSN {}, {} committed transactions, re-applied {} records, ignored {} uncommitted{}, in {} ms",
+            count(r.records_scanned),
+            r.from_lsn,
+            count(r.committed_txns),
+            count(r.records_redone),
+            count(r.records_uncommitted),
+            if r.truncated_bytes > 0 {
+                format!(", cut a torn log tail of {} bytes", r.truncated_bytes)
+            } else {
+                String::new()
+            },
+            r.millis
+        );
+    }
+    Ok(db)
 }
 
 /// One key value typed on the command line. JSON literals are taken as such
