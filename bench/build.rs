@@ -1,5 +1,5 @@
 //! Records build-time facts for the machine header: the compiler that built the
-//! harness and the RocksDB version pinned in this crate's Cargo.lock.
+//! harness and the RocksDB and rusqlite versions pinned in this crate's Cargo.lock.
 use std::{env, fs, path::Path, process::Command};
 
 fn main() {
@@ -29,6 +29,8 @@ fn main() {
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=SILT_BENCH_ROCKSDB_VERSION={engine}");
     println!("cargo:rustc-env=SILT_BENCH_ROCKSDB_CRATE_VERSION={rocksdb_crate}");
+    let rusqlite = package_version(&text, "rusqlite").unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=SILT_BENCH_RUSQLITE_CRATE_VERSION={rusqlite}");
 }
 
 /// Finds `version = "..."` of `[[package]] name = "<name>"` in a Cargo.lock.

@@ -67,10 +67,24 @@ impl Machine {
 
 /// Versions of the peer systems linked into this binary.
 pub fn peer_versions() -> String {
+    format!("RocksDB {}, SQLite {}", rocksdb_version(), sqlite_version())
+}
+
+/// "11.8.1 (rust-rocksdb 0.25.0)".
+pub fn rocksdb_version() -> String {
     format!(
-        "RocksDB {} (rust-rocksdb {})",
+        "{} (rust-rocksdb {})",
         env!("SILT_BENCH_ROCKSDB_VERSION"),
         env!("SILT_BENCH_ROCKSDB_CRATE_VERSION")
+    )
+}
+
+/// "3.50.4 (rusqlite 0.41.1, bundled)": the library actually linked.
+pub fn sqlite_version() -> String {
+    format!(
+        "{} (rusqlite {}, bundled)",
+        rusqlite::version(),
+        env!("SILT_BENCH_RUSQLITE_CRATE_VERSION")
     )
 }
 
