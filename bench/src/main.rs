@@ -1,5 +1,6 @@
 //! `silt-bench`: the benchmark harness of Silt. See `bench/README.md`.
 
+mod fsync_count;
 mod limits;
 mod machine;
 mod plot;
@@ -27,8 +28,9 @@ use crate::{
     workloads::{Ctx, Scale},
 };
 
-/// Durability mode shown by `silt-bench machine` (every current workload runs this way).
-const DEFAULT_DURABILITY: &str = "no WAL in any system; no fsync per write";
+/// Durability shown by `silt-bench machine` and `limits` (each workload's results
+/// header states its own).
+const DEFAULT_DURABILITY: &str = "per workload (see each result's header)";
 
 #[derive(Parser)]
 #[command(

@@ -1,14 +1,15 @@
 //! Silt through its public dataset API: one dataset `kv` with an integer primary
-//! key `k` and a binary field `v`, one record per `upsert` call.
+//! key `k` and a binary field `v`, one record per `upsert` call (one record-level
+//! transaction, acknowledged per the durability mode).
 
 use std::{path::Path, sync::Arc};
 
 use anyhow::{Context, Result};
 use silt::lsm::policy::MergePolicy;
 use silt::value::{FieldType, Value};
-use silt::{Database, DatasetDef, DbOptions};
+use silt::{Database, DatasetDef, DbOptions, Durability};
 
-use super::{KvConfig, KvStore, System, json_stats::flatten_stats};
+use super::{KvConfig, KvStore, KvWriter, SharedKv, System, json_stats::flatten_stats};
 use crate::results::ResultRow;
 
 pub struct SiltKv {
@@ -27,6 +28,11 @@ impl SiltKv {
             .with_context(|| format!("parsing Silt merge policy {policy:?}"))?;
         let opts = DbOptions {
             block_cache_bytes: cfg.block_cache_bytes as _,
+            durability: if cfg.sync_commits {
+                Durability::Sync
+            } else {
+                Durability::None
+            },
             ..Default::default()
         };
         let options = format!("{opts:?}");
@@ -65,24 +71,32 @@ impl System for SiltKv {
 
     fn describe(&self) -> String {
         format!(
-            "Silt (this repo): merge policy {}, memory budget {} MiB, no WAL, {}",
+            "Silt (this repo): merge policy {}, memory budget {} MiB, {}, {}",
             self.policy,
+            if self.cfg.sync_commits {
+                "WAL on, durability sync (acknowledged after the COMMIT is fsynced; group commit)"
+            } else {
+                "WAL on, durability none (no fsync per write)"
+            },
             self.cfg.memtable_bytes >> 20,
             self.options
         )
     }
 }
 
+/// One upsert of record `{k: key, v: value}`.
+fn upsert(ds: &silt::Dataset, key: u64, value: &[u8]) -> Result<()> {
+    let rec = Value::Object(vec![
+        ("k".into(), Value::Int(key as i64)),
+        ("v".into(), Value::Binary(value.to_vec())),
+    ]);
+    ds.upsert(rec)
+        .with_context(|| format!("Silt upsert of key {key}"))
+}
+
 impl KvStore for SiltKv {
     fn put(&mut self, key: u64, value: &[u8]) -> Result<()> {
-        let rec = Value::Object(vec![
-            ("k".into(), Value::Int(key as i64)),
-            ("v".into(), Value::Binary(value.to_vec())),
-        ]);
-        self.ds()?
-            .upsert(rec)
-            .with_context(|| format!("Silt upsert of key {key}"))?;
-        Ok(())
+        upsert(self.ds()?, key, value)
     }
 
     fn get(&mut self, key: u64) -> Result<bool> {
@@ -116,6 +130,7 @@ impl KvStore for SiltKv {
                     "block_cache",
                     "memory_budget",
                     "partitions",
+                    "last_recovery",
                 ]
                 .iter()
                 .any(|w| name.contains(w))
@@ -137,11 +152,64 @@ impl KvStore for SiltKv {
         Ok(rows)
     }
 
-    fn close(mut self: Box<Self>) -> Result<()> {
+    fn close(self: Box<Self>) -> Result<()> {
+        self.shut()
+    }
+}
+
+impl SiltKv {
+    fn shut(mut self: Box<Self>) -> Result<()> {
         drop(self.ds.take());
         if let Some(db) = self.db.take() {
             db.close().context("closing Silt")?;
         }
         Ok(())
+    }
+}
+
+struct SiltWriter(Arc<silt::Dataset>);
+
+impl KvWriter for SiltWriter {
+    fn put(&mut self, key: u64, value: &[u8]) -> Result<()> {
+        upsert(&self.0, key, value)
+    }
+}
+
+/// The log and lock counters kept as stats by many-writer workloads.
+const SHARED_STATS: [&str; 9] = [
+    "wal.commits",
+    "wal.fsyncs",
+    "wal.batches",
+    "wal.max_batch_records",
+    "wal.bytes",
+    "wal.tail_full_waits",
+    "locks.grants",
+    "locks.waits",
+    "locks.try_refusals",
+];
+
+impl SharedKv for SiltKv {
+    fn writer(&self) -> Result<Box<dyn KvWriter + '_>> {
+        Ok(Box::new(SiltWriter(self.ds()?.clone())))
+    }
+
+    fn own_fsyncs(&self) -> Option<u64> {
+        Some(self.db.as_ref()?.stats().wal.fsyncs)
+    }
+
+    fn stats(&self, prefix: &str) -> Result<Vec<ResultRow>> {
+        let stats = self.db()?.stats();
+        let json = serde_json::to_value(&stats).context("serializing Silt stats")?;
+        Ok(flatten_stats(&json)
+            .into_iter()
+            .filter(|(name, _, _)| SHARED_STATS.contains(&name.as_str()))
+            .map(|(name, value, unit)| {
+                ResultRow::stat(&self.label, &format!("{prefix}{name}"), &unit, value)
+            })
+            .collect())
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.shut()
     }
 }

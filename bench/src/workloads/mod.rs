@@ -2,6 +2,7 @@
 //! returns one [`ResultRow`] per system x metric for a single run. The harness
 //! repeats runs, aggregates, prints, writes CSVs and plots.
 
+pub mod durable_ingest;
 pub mod kv_ingest_lookup;
 
 use std::{cell::RefCell, collections::BTreeSet, fmt, path::PathBuf};
@@ -81,7 +82,10 @@ pub trait Workload {
 
 /// Every workload, in the order `list` shows them.
 pub fn all() -> Vec<Box<dyn Workload>> {
-    vec![Box::new(kv_ingest_lookup::KvIngestLookup)]
+    vec![
+        Box::new(kv_ingest_lookup::KvIngestLookup),
+        Box::new(durable_ingest::DurableIngest),
+    ]
 }
 
 pub fn find(name: &str) -> Option<Box<dyn Workload>> {

@@ -138,6 +138,7 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
     let mut rng = seed0;
     let mut total_acks = 0usize;
     let mut redone = 0u64;
+    let mut torn = 0usize;
     for cycle in 0..cycles {
         rng ^= rng << 13;
         rng ^= rng >> 7;
@@ -200,10 +201,18 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
                 total_acks += 1;
             }
         }
+        // Every fourth cycle, simulate a torn write of the record being appended
+        // when the power went: garbage after the last complete log record.
+        if cycle % 4 == 1 {
+            tear_log_tail(dir, rng);
+        }
         // Reopen: recovery must bring back every acknowledged commit.
         let db = Database::open(dir, db_opts(pad > 0))
             .unwrap_or_else(|e| panic!("reopen after kill in cycle {cycle}: {e}"));
         redone += db.recovery_summary().records_redone;
+        if db.recovery_summary().truncated_bytes > 0 {
+            torn += 1;
+        }
         let Ok(ds) = db.dataset("t") else {
             assert!(
                 model.is_empty(),
@@ -264,9 +273,32 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
         "the writer acknowledged too little: {total_acks}"
     );
     eprintln!(
-        "crash torture: {cycles} kills, {total_acks} acknowledged operations, {redone} records redone, {} live keys",
+        "crash torture: {cycles} kills, {total_acks} acknowledged operations, {redone} records redone, {torn} torn log tails cut, {} live keys",
         model.len()
     );
+}
+
+/// Append a partial frame (a length prefix promising more bytes than follow,
+/// then noise) to the newest log file.
+fn tear_log_tail(dir: &Path, noise: u64) {
+    let wal = dir.join("wal");
+    let Ok(rd) = std::fs::read_dir(&wal) else {
+        return;
+    };
+    let newest = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .max();
+    if let Some(p) = newest {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .expect("open log");
+        let mut junk = 200u32.to_le_bytes().to_vec();
+        junk.extend_from_slice(&noise.to_le_bytes());
+        junk.extend_from_slice(&[0xAB; 7]);
+        f.write_all(&junk).expect("tear");
+    }
 }
 
 fn cycles() -> usize {
