@@ -102,7 +102,7 @@ impl Workload for DurableIngest {
     }
 
     fn run(&self, scale: Scale, ctx: &Ctx) -> Result<Vec<ResultRow>> {
-        let mut specs = vec![
+        let mut specs = [
             KvSystemSpec::Silt {
                 policy: SILT_DEFAULT_POLICY.into(),
             },

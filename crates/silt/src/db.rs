@@ -101,14 +101,15 @@ pub struct Database {
     _lock: File,
     opts: DbOptions,
     catalog: Mutex<Catalog>,
-    datasets: RwLock<BTreeMap<String, Arc<Dataset>>>,
+    datasets: Arc<RwLock<BTreeMap<String, Arc<Dataset>>>>,
     cache: Arc<BlockCache>,
     bg: Arc<Background>,
     seq: Arc<AtomicU64>,
     closed: AtomicBool,
     txn: Arc<TxnContext>,
     recovery: RecoverySummary,
-    checkpoint_lock: Mutex<u64>,
+    /// End of the log at the last checkpoint (also serializes checkpoints).
+    checkpoint_lock: Arc<Mutex<u64>>,
     checkpointer: Mutex<Option<(crossbeam_channel::Sender<()>, std::thread::JoinHandle<()>)>>,
 }
 
@@ -184,16 +185,17 @@ impl Database {
             _lock: lock,
             opts,
             catalog: Mutex::new(catalog),
-            datasets: RwLock::new(datasets),
+            datasets: Arc::new(RwLock::new(datasets)),
             cache,
             bg,
             seq,
             closed: AtomicBool::new(false),
             txn,
             recovery,
-            checkpoint_lock: Mutex::new(from_lsn),
+            checkpoint_lock: Arc::new(Mutex::new(from_lsn)),
             checkpointer: Mutex::new(None),
         };
+        db.start_checkpointer();
         Ok(db)
     }
 
@@ -208,66 +210,39 @@ impl Database {
     /// would drop log still needed), write the checkpoint file with the
     /// low-water mark, and delete log files wholly below it.
     pub fn checkpoint(&self) -> Result<Checkpoint> {
-        let mut last = self.checkpoint_lock.lock();
-        let target = self.txn.wal.end_lsn();
-        let datasets: Vec<Arc<Dataset>> = self.datasets.read().values().cloned().collect();
-        for ds in &datasets {
-            // A write that got its LSN before `target` may still be on its way
-            // into a memtable; the barrier waits for it.
-            for t in ds.trees() {
-                t.barrier();
-            }
-            if ds
-                .trees()
-                .iter()
-                .any(|t| t.min_memory_lsn().is_some_and(|l| l < target))
-            {
-                ds.flush()?;
-            }
-        }
-        let mut low = target;
-        for ds in &datasets {
-            for t in ds.trees() {
-                if let Some(l) = t.min_memory_lsn() {
-                    low = low.min(l);
-                }
-            }
-        }
-        let cp = Checkpoint {
-            low_water_lsn: low,
-            end_lsn: self.txn.wal.end_lsn(),
-            next_txn_id: self.txn.next_txn_id(),
-        };
-        crate::txn::write_checkpoint(self.txn.wal.dir(), &cp)?;
-        self.txn.wal.truncate_before(low)?;
-        *last = target;
-        Ok(cp)
+        checkpoint(&self.datasets, &self.txn, &self.checkpoint_lock)
     }
 
     /// Start the thread that checkpoints whenever `checkpoint_interval_bytes`
-    /// of log accumulated. (`open` does not start it, so tests and tools control
-    /// checkpoints; `open_with_checkpointer` does.)
-    pub fn start_checkpointer(self: &Arc<Self>) {
+    /// of log accumulated since the last checkpoint (0 disables it).
+    fn start_checkpointer(&self) {
+        if self.opts.checkpoint_interval_bytes == 0 {
+            return;
+        }
         let (tx, rx) = crossbeam_channel::bounded::<()>(1);
-        let weak = Arc::downgrade(self);
+        let (datasets, txn, last) = (
+            self.datasets.clone(),
+            self.txn.clone(),
+            self.checkpoint_lock.clone(),
+        );
+        let interval = self.opts.checkpoint_interval_bytes;
         let handle = std::thread::Builder::new()
             .name("silt-checkpoint".into())
             .spawn(move || {
                 while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
-                    rx.recv_timeout(Duration::from_millis(500))
+                    rx.recv_timeout(Duration::from_millis(200))
                 {
-                    let Some(db) = weak.upgrade() else { break };
-                    let since = *db.checkpoint_lock.lock();
-                    if db.txn.wal.end_lsn().saturating_sub(since)
-                        >= db.opts.checkpoint_interval_bytes
-                        && let Err(e) = db.checkpoint()
+                    let since = *last.lock();
+                    if txn.wal.end_lsn().saturating_sub(since) >= interval
+                        && let Err(e) = checkpoint(&datasets, &txn, &last)
                     {
                         tracing::error!("checkpoint failed: {e}");
                     }
                 }
             });
-        if let Ok(h) = handle {
-            *self.checkpointer.lock() = Some((tx, h));
+        match handle {
+            Ok(h) => *self.checkpointer.lock() = Some((tx, h)),
+            Err(e) => tracing::error!("cannot start the checkpoint thread: {e}"),
         }
     }
 
@@ -418,6 +393,54 @@ impl Drop for Database {
             tracing::error!("closing database {}: {e}", self.dir.display());
         }
     }
+}
+
+type DatasetMap = Arc<RwLock<BTreeMap<String, Arc<Dataset>>>>;
+
+/// Take a checkpoint: flush every in-memory component holding log records
+/// older than the current end of the log (by each component's *minimum* LSN:
+/// flushing by the last LSN, as the paper's text says, would drop log still
+/// needed), write the checkpoint file with the low-water mark, and delete log
+/// files wholly below it.
+fn checkpoint(
+    datasets: &DatasetMap,
+    txn: &Arc<TxnContext>,
+    last: &Mutex<u64>,
+) -> Result<Checkpoint> {
+    let mut last = last.lock();
+    let target = txn.wal.end_lsn();
+    let datasets: Vec<Arc<Dataset>> = datasets.read().values().cloned().collect();
+    for ds in &datasets {
+        // A write that got its LSN before `target` may still be on its way
+        // into a memtable; the barrier waits for it.
+        for t in ds.trees() {
+            t.barrier();
+        }
+        if ds
+            .trees()
+            .iter()
+            .any(|t| t.min_memory_lsn().is_some_and(|l| l < target))
+        {
+            ds.flush()?;
+        }
+    }
+    let mut low = target;
+    for ds in &datasets {
+        for t in ds.trees() {
+            if let Some(l) = t.min_memory_lsn() {
+                low = low.min(l);
+            }
+        }
+    }
+    let cp = Checkpoint {
+        low_water_lsn: low,
+        end_lsn: txn.wal.end_lsn(),
+        next_txn_id: txn.next_txn_id(),
+    };
+    crate::txn::write_checkpoint(txn.wal.dir(), &cp)?;
+    txn.wal.truncate_before(low)?;
+    *last = target;
+    Ok(cp)
 }
 
 /// Redo-only recovery (000 §3.3.4): analysis finds the transactions whose

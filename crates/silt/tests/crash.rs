@@ -53,7 +53,6 @@ fn crash_child() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
     let db = Arc::new(Database::open(&dir, db_opts(pad > 0)).expect("child open"));
-    db.start_checkpointer();
     let ds = match db.dataset("t") {
         Ok(ds) => ds,
         Err(_) => db
