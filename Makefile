@@ -30,6 +30,7 @@ bench:
 	cd bench && CARGO_TARGET_DIR=$(CURDIR)/bench/target $(CARGO) build --release
 	$(BENCH_BIN) limits
 	$(BENCH_BIN) run kv-ingest-lookup --scale $(BENCH_SCALE) --runs $(BENCH_RUNS)
+	$(BENCH_BIN) run durable-ingest --scale $(BENCH_SCALE) --runs $(BENCH_RUNS)
 	$(BENCH_BIN) report
 
 # A quick smoke run (about a minute once built).

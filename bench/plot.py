@@ -61,6 +61,9 @@ def panel(ax, rows, title, log, colors, targets=False):
     systems = ordered(r["system"] for r in rows)
     by_key = {(r["system"], r["metric"]): r for r in rows}
     width = 0.8 / max(len(systems), 1)
+    # Ratios "silt/rocksdb", "silt/sqlite": colour by the peer when the numerators repeat.
+    heads = [s.split("/")[0] for s in systems]
+    by_peer = len(set(heads)) < len(heads)
     for i, system in enumerate(systems):
         xs, ys, lo, hi = [], [], [], []
         for j, metric in enumerate(metrics):
@@ -71,18 +74,23 @@ def panel(ax, rows, title, log, colors, targets=False):
             ys.append(r["median"])
             lo.append(max(r["median"] - r["min"], 0.0))
             hi.append(max(r["max"] - r["median"], 0.0))
+        key = system.split("/")[-1] if by_peer else system.split("/")[0]
         bars = ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=system,
-                      color=colors.get(system.split("/")[0]))
+                      color=colors.get(key))
         for b, y, h in zip(bars, ys, hi):
             ax.annotate(short(y), (b.get_x() + b.get_width() / 2, y + h), ha="center",
                         va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
     if targets:
+        # One dashed line per bar that has a target (peers may have different targets).
         for j, metric in enumerate(metrics):
-            ts = [r["target"] for r in rows if r["metric"] == metric and r.get("target")]
-            if ts:
-                t = float(ts[0])
-                ax.hlines(t, j - 0.45, j + 0.45, colors="red", linestyles="dashed")
-                ax.annotate(f"target {t:g}", (j - 0.45, t), fontsize=7, color="red",
+            for i, system in enumerate(systems):
+                r = by_key.get((system, metric))
+                if r is None or not r.get("target"):
+                    continue
+                t = float(r["target"])
+                x0 = j - 0.4 + width * i
+                ax.hlines(t, x0, x0 + width, colors="red", linestyles="dashed")
+                ax.annotate(f"target {t:g}", (x0, t), fontsize=7, color="red",
                             ha="left", va="top", xytext=(0, -2), textcoords="offset points")
     ax.set_xticks(range(len(metrics)))
     ax.set_xticklabels(metrics, fontsize=8)

@@ -69,21 +69,49 @@ impl IoCounters {
     }
 }
 
-/// Flush requests completed by the block device holding `dir` (field 16 of
-/// `/sys/class/block/DEV/stat`, the whole disk for a partition). Counts the flushes
-/// of every process on the machine: an fsync on ext4 usually costs one or two
-/// (the data, then the journal commit). `None` where the kernel doesn't report them.
-pub fn device_flushes(dir: &Path) -> Option<u64> {
-    let disk = crate::machine::disk_of(dir);
-    let name = disk.split_whitespace().next()?.strip_prefix("/dev/")?;
-    let sys = fs::canonicalize(Path::new("/sys/class/block").join(name)).ok()?;
-    let base = if sys.join("partition").exists() {
-        sys.parent()?.to_path_buf()
-    } else {
-        sys
-    };
-    let text = fs::read_to_string(base.join("stat")).ok()?;
-    text.split_whitespace().nth(15)?.parse().ok()
+/// Whole-disk counters of the block device holding a directory (from
+/// `/sys/class/block/DEV/stat`, the parent disk for a partition). They count the
+/// I/O of every process on the machine.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DiskCounters {
+    /// Bytes written to the device.
+    pub write_bytes: u64,
+    /// Flush requests completed: an fsync on ext4 usually costs one (the journal
+    /// commit with a pre-flush) or two.
+    pub flushes: u64,
+}
+
+impl DiskCounters {
+    /// The counters of the disk holding `dir`; `None` where the kernel doesn't
+    /// report them (flushes need Linux >= 5.5).
+    pub fn read(dir: &Path) -> Option<Self> {
+        let disk = crate::machine::disk_of(dir);
+        let name = disk.split_whitespace().next()?.strip_prefix("/dev/")?;
+        let sys = fs::canonicalize(Path::new("/sys/class/block").join(name)).ok()?;
+        let base = if sys.join("partition").exists() {
+            sys.parent()?.to_path_buf()
+        } else {
+            sys
+        };
+        let text = fs::read_to_string(base.join("stat")).ok()?;
+        let f: Vec<u64> = text
+            .split_whitespace()
+            .map(|v| v.parse().unwrap_or(0))
+            .collect();
+        Some(Self {
+            // Fields 7 and 16 (1-based): sectors written (512 bytes), flushes completed.
+            write_bytes: f.get(6)? * 512,
+            flushes: *f.get(15)?,
+        })
+    }
+
+    /// Counter increments since `earlier`.
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
+            flushes: self.flushes.saturating_sub(earlier.flushes),
+        }
+    }
 }
 
 /// Total length of all regular files below `dir`.

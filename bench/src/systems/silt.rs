@@ -73,12 +73,12 @@ impl System for SiltKv {
         format!(
             "Silt (this repo): merge policy {}, memory budget {} MiB, {}, {}",
             self.policy,
+            self.cfg.memtable_bytes >> 20,
             if self.cfg.sync_commits {
                 "WAL on, durability sync (acknowledged after the COMMIT is fsynced; group commit)"
             } else {
                 "WAL on, durability none (no fsync per write)"
             },
-            self.cfg.memtable_bytes >> 20,
             self.options
         )
     }

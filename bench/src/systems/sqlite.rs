@@ -129,21 +129,12 @@ impl SharedKv for SqliteKv {
     }
 
     fn stats(&self, prefix: &str) -> Result<Vec<ResultRow>> {
-        let wal = std::fs::metadata(self.path.with_extension("sqlite-wal")).map_or(0, |m| m.len());
-        Ok(vec![
-            ResultRow::stat(
-                "sqlite",
-                &format!("{prefix}busy_retries"),
-                "count",
-                self.busy_retries.load(Ordering::Relaxed) as f64,
-            ),
-            ResultRow::stat(
-                "sqlite",
-                &format!("{prefix}wal_file_bytes"),
-                "bytes",
-                wal as f64,
-            ),
-        ])
+        Ok(vec![ResultRow::stat(
+            "sqlite",
+            &format!("{prefix}busy_retries"),
+            "count",
+            self.busy_retries.load(Ordering::Relaxed) as f64,
+        )])
     }
 
     fn close(self: Box<Self>) -> Result<()> {

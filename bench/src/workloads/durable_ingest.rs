@@ -14,10 +14,10 @@ use rand::{RngCore, SeedableRng, rngs::SmallRng};
 
 use super::{Ctx, Scale, Workload};
 use crate::{
-    fsync_count,
+    fsync_count, limits,
     results::{Kind, ResultRow},
     systems::{KvConfig, KvSystemSpec, KvWriter, SILT_DEFAULT_POLICY, SharedKv},
-    util::{ScratchDir, device_flushes, fmt_num, percentile, spinner},
+    util::{DiskCounters, ScratchDir, fmt_num, percentile, spinner},
 };
 
 pub const VALUE_BYTES: usize = 100;
@@ -26,6 +26,15 @@ pub const THREADS: [usize; 3] = [1, 4, 16];
 /// Silt / peer commits/s targets, at the largest thread count.
 pub const ROCKSDB_TARGET: f64 = 1.0;
 pub const SQLITE_TARGET: f64 = 5.0;
+/// Idle time before each measurement in which the disk activity of other
+/// processes is sampled (fsync latency depends on everything else hitting the
+/// filesystem journal: a concurrent build can make fsyncs 10x slower).
+const QUIET_SAMPLE: Duration = Duration::from_millis(500);
+/// Above these, warn that the other processes make the numbers noisy.
+const NOISY_WRITE_MB_S: f64 = 2.0;
+const NOISY_FLUSHES_S: f64 = 20.0;
+/// Length of the fsync probe at the start of each run.
+const PROBE: Duration = Duration::from_secs(1);
 
 pub struct DurableIngest;
 
@@ -88,10 +97,14 @@ impl Workload for DurableIngest {
          are counted the same way for every system: the harness binary interposes `fsync` and \
          `fdatasync` and counts every call the process makes (Silt's `wal.fsyncs` and RocksDB's \
          `rocksdb.wal.synced` ticker are kept as cross-checks among the stats, with the flush \
-         requests the disk completed, which also count other processes). The distance to the \
+         requests and bytes the disk completed, which also count other processes). Before each \
+         measurement the harness idles 0.5 s and records what other processes wrote and flushed \
+         meanwhile: fsync latency depends on everything else going through the filesystem \
+         journal, and a concurrent build can make fsyncs ten times slower. The distance to the \
          physical limit compares commits/s with the disk's fsyncs/s from `limits.json` (4 KiB \
-         append + fdatasync, one thread): above 1x, the system commits more often than the disk \
-         can fsync, i.e. group commit amortizes fsyncs. Targets (16 threads): Silt >= 1.0x \
+         append + fdatasync, one thread; a 1 s run of the same probe at the start of each run is \
+         reported beside it, since the fsync rate of a virtual disk drifts): above 1x, the \
+         system commits more often than the disk can fsync, i.e. group commit amortizes fsyncs. Targets (16 threads): Silt >= 1.0x \
          RocksDB and >= 5x SQLite; at 1 thread every system needs one fsync per commit and the \
          ratios mostly compare fsync costs. The rest of the machine matters: on a shared 2-core \
          machine another process's fsyncs or CPU use change the numbers (see `cpu_others_during`)."
@@ -123,20 +136,32 @@ impl Workload for DurableIngest {
         }
         let dur = duration(scale);
 
-        let mut rows = vec![ResultRow::new(
-            "disk",
-            "fsyncs/s (limits.json: 4 KiB append + fdatasync, 1 thread)",
-            "fsyncs/s",
-            Kind::Limit,
-            ctx.limits.fsyncs_per_s,
-        )];
-        if ctx.run == 0 {
-            eprintln!(
-                "disk limit: {} fsyncs/s (limits.json); {} s per system and thread count",
-                fmt_num(ctx.limits.fsyncs_per_s),
-                dur.as_secs()
-            );
-        }
+        // The same probe as limits.json, now: a virtual disk's fsync rate drifts a lot.
+        let probe_file = ctx.scratch.join("fsync-probe.bin");
+        let probe = limits::fsync_rate(&probe_file, PROBE)?;
+        let _ = std::fs::remove_file(&probe_file);
+        let mut rows = vec![
+            ResultRow::new(
+                "disk",
+                "fsyncs/s (limits.json: 4 KiB append + fdatasync, 1 thread)",
+                "fsyncs/s",
+                Kind::Limit,
+                ctx.limits.fsyncs_per_s,
+            ),
+            ResultRow::new(
+                "disk",
+                "fsyncs/s (same probe for 1 s at the start of the run)",
+                "fsyncs/s",
+                Kind::Limit,
+                probe,
+            ),
+        ];
+        eprintln!(
+            "disk: {} fsyncs/s in limits.json, {} fsyncs/s now (1 s probe); {} s per system and thread count",
+            fmt_num(ctx.limits.fsyncs_per_s),
+            fmt_num(probe),
+            dur.as_secs()
+        );
         for spec in specs.iter().filter(|s| ctx.wants(s)) {
             if !spec.available() {
                 if ctx.run == 0 {
@@ -183,10 +208,16 @@ fn drive(
     let barrier = Barrier::new(threads + 1);
     let seed = ctx.seed;
 
+    // What the rest of the machine does to the disk while we are idle.
+    let quiet = DiskCounters::read(dir).and_then(|a| {
+        std::thread::sleep(QUIET_SAMPLE);
+        Some(DiskCounters::read(dir)?.since(&a))
+    });
+
     let sp = spinner(format!("{sys}: {threads} writer thread(s)"));
     let own0 = store.own_fsyncs();
     let fs0 = fsync_count::count();
-    let dev0 = device_flushes(dir);
+    let dev0 = DiskCounters::read(dir);
     let (t0, results) = std::thread::scope(|s| {
         let handles: Vec<_> = writers
             .into_iter()
@@ -233,7 +264,7 @@ fn drive(
     });
     let fs1 = fsync_count::count();
     let own1 = store.own_fsyncs();
-    let dev1 = device_flushes(dir);
+    let dev1 = DiskCounters::read(dir);
     sp.finish_and_clear();
     let results = results.into_iter().collect::<Result<Vec<_>>>()?;
 
@@ -249,6 +280,8 @@ fn drive(
     let commits_s = commits as f64 / elapsed;
     let p50 = percentile(&lat_ns, 50.0) / 1e6;
     let p99 = percentile(&lat_ns, 99.0) / 1e6;
+    let mean_ms =
+        lat_ns.iter().map(|&v| f64::from(v)).sum::<f64>() / lat_ns.len().max(1) as f64 / 1e6;
     let limit = ctx.limits.fsyncs_per_s;
 
     let mut rows = vec![
@@ -260,6 +293,15 @@ fn drive(
             &format!("{threads} thr.commits"),
             "count",
             commits as f64,
+        ),
+        // With many threads the mean (threads / commits/s) can exceed p99 when a few
+        // writers starve (SQLite's busy handler sleeps up to 100 ms per retry).
+        ResultRow::stat(sys, &format!("{threads} thr.mean latency"), "ms", mean_ms),
+        ResultRow::stat(
+            sys,
+            &format!("{threads} thr.max latency"),
+            "ms",
+            lat_ns.last().map_or(f64::NAN, |&v| f64::from(v) / 1e6),
         ),
         ResultRow::new(
             sys,
@@ -305,12 +347,41 @@ fn drive(
         ));
     }
     if let (Some(a), Some(b)) = (dev0, dev1) {
+        let d = b.since(&a);
         rows.push(ResultRow::stat(
             sys,
-            &format!("{threads} thr.device flushes/s (whole disk)"),
+            &format!("{threads} thr.disk flushes/s (whole disk)"),
             "flushes/s",
-            b.saturating_sub(a) as f64 / elapsed,
+            d.flushes as f64 / elapsed,
         ));
+        rows.push(ResultRow::stat(
+            sys,
+            &format!("{threads} thr.disk writes (whole disk)"),
+            "MB/s",
+            d.write_bytes as f64 / elapsed / 1e6,
+        ));
+    }
+    if let Some(q) = quiet {
+        let secs = QUIET_SAMPLE.as_secs_f64();
+        let (mb_s, fl_s) = (q.write_bytes as f64 / secs / 1e6, q.flushes as f64 / secs);
+        rows.push(ResultRow::stat(
+            sys,
+            &format!("{threads} thr.other processes' disk writes just before"),
+            "MB/s",
+            mb_s,
+        ));
+        rows.push(ResultRow::stat(
+            sys,
+            &format!("{threads} thr.other processes' disk flushes just before"),
+            "flushes/s",
+            fl_s,
+        ));
+        if mb_s > NOISY_WRITE_MB_S || fl_s > NOISY_FLUSHES_S {
+            eprintln!(
+                "WARNING: other processes were writing to the disk just before {sys} with {threads} thread(s) \
+                 ({mb_s:.1} MB/s, {fl_s:.0} flushes/s): fsync timings are noisy"
+            );
+        }
     }
     rows.extend(store.stats(&format!("{threads} thr."))?);
     store.close()?;

@@ -3,6 +3,7 @@
 //! lookups and ordered scans that fan out over the partitions.
 
 use crate::error::{Error, Result};
+use crate::index::IndexDef;
 use crate::lsm::background::Background;
 use crate::lsm::memtable::MemTable;
 use crate::lsm::tree::{Scheduler, TreeScan};
@@ -98,6 +99,24 @@ struct Partition {
     primary: Arc<LsmTree>,
 }
 
+/// The secondary indexes of a dataset: definitions and, per index, one LSM
+/// tree per partition (`trees[i][p]`). Replaced as a whole by DDL.
+#[derive(Default)]
+struct IndexSet {
+    defs: Vec<IndexDef>,
+    trees: Vec<Vec<Arc<LsmTree>>>,
+}
+
+/// Encoded (lower, upper) bounds of a key range.
+type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// One hit of an index-only query: the secondary key and the primary key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexHit {
+    pub sk: Vec<Value>,
+    pub pk: Vec<Value>,
+}
+
 /// An open dataset. Cheap to share (`Arc<Dataset>`), safe to use from many threads.
 pub struct Dataset {
     def: DatasetDef,
@@ -108,6 +127,11 @@ pub struct Dataset {
     group: Arc<MemoryGroup>,
     bg: Arc<Background>,
     seq: Arc<AtomicU64>,
+    indexes: parking_lot::RwLock<Arc<IndexSet>>,
+    /// Writers hold it shared for the whole transaction; index DDL exclusive.
+    ddl: parking_lot::RwLock<()>,
+    cache: Arc<BlockCache>,
+    sync: bool,
 }
 
 /// Counters of a dataset, per index and partition.
@@ -155,6 +179,35 @@ impl Dataset {
             group.add_tree(primary.clone());
             partitions.push(Partition { primary });
         }
+        let mut set = IndexSet::default();
+        for idef in &def.indexes {
+            let mut trees = Vec::new();
+            for p in 0..def.partitions {
+                let t = Self::open_index_tree(&def, dir, p, idef, &cache, sync)?;
+                t.set_log_sync(txn.clone());
+                for c in t.snapshot().disk.iter() {
+                    seq.fetch_max(c.meta().max_seq + 1, Ordering::SeqCst);
+                }
+                group.add_tree(t.clone());
+                trees.push(t);
+            }
+            set.defs.push(idef.clone());
+            set.trees.push(trees);
+        }
+        // Directories of indexes the catalog no longer lists (a drop or a
+        // build interrupted by a crash) are removed.
+        for p in 0..def.partitions {
+            let pdir = dir.join(format!("p{p}"));
+            if let Ok(rd) = std::fs::read_dir(&pdir) {
+                for e in rd.flatten() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if name != "primary" && !def.indexes.iter().any(|d| d.name == name) {
+                        let path = e.path();
+                        std::fs::remove_dir_all(&path).map_err(|err| Error::io(&path, err))?;
+                    }
+                }
+            }
+        }
         let ds = Arc::new(Dataset {
             id: def.id,
             txn,
@@ -164,16 +217,59 @@ impl Dataset {
             group,
             bg,
             seq,
+            indexes: parking_lot::RwLock::new(Arc::new(set)),
+            ddl: parking_lot::RwLock::new(()),
+            cache,
+            sync,
         });
         // Components inherited from before a restart may warrant a merge.
-        for p in &ds.partitions {
-            ds.bg.schedule_merge(p.primary.clone());
+        for t in ds.trees() {
+            ds.bg.schedule_merge(t);
         }
         Ok(ds)
     }
 
+    fn open_index_tree(
+        def: &DatasetDef,
+        dir: &Path,
+        p: u32,
+        idef: &IndexDef,
+        cache: &Arc<BlockCache>,
+        sync: bool,
+    ) -> Result<Arc<LsmTree>> {
+        let n_trees = u64::from(def.partitions) * (1 + def.indexes.len() as u64);
+        let cfg = TreeConfig {
+            name: format!("{}/p{p}/{}", def.name, idef.name),
+            dir: dir.join(format!("p{p}")).join(&idef.name),
+            policy: idef.policy.clone(),
+            writer: WriterOptions {
+                block_size: def.block_size,
+                compression: def.compression,
+                bloom_fpr: def.bloom_fpr,
+                sync,
+            },
+            memtable_bytes: (def.memory_budget / n_trees.max(1)).max(1),
+        };
+        LsmTree::open(cfg, cache.clone())
+    }
+
     pub fn name(&self) -> &str {
         &self.def.name
+    }
+
+    /// The secondary index definitions.
+    pub fn index_defs(&self) -> Vec<IndexDef> {
+        self.indexes.read().defs.clone()
+    }
+
+    /// The tree of index `index_id` (0 = primary) in partition `p` (recovery).
+    pub(crate) fn tree_for(&self, index_id: u32, p: usize) -> Option<Arc<LsmTree>> {
+        if index_id == 0 {
+            return self.partitions.get(p).map(|x| x.primary.clone());
+        }
+        let set = self.indexes.read();
+        let i = set.defs.iter().position(|d| d.id == index_id)?;
+        set.trees[i].get(p).cloned()
     }
 
     pub fn def(&self) -> &DatasetDef {
@@ -195,11 +291,6 @@ impl Dataset {
 
     pub fn id(&self) -> u32 {
         self.id
-    }
-
-    /// The primary index of partition `p` (recovery and tests).
-    pub(crate) fn primary_tree(&self, p: usize) -> Option<&Arc<LsmTree>> {
-        self.partitions.get(p).map(|x| &x.primary)
     }
 
     pub(crate) fn memory_group(&self) -> &Arc<MemoryGroup> {
@@ -308,27 +399,57 @@ impl Dataset {
         let pidx = self.partition_index(key);
         let tree = &self.partitions[pidx].primary;
         tree.check_failed()?;
+        let idx = self.indexes.read().clone();
+        let has_sec = !idx.defs.is_empty();
         let prior = match op {
             WriteOp::Insert(..) | WriteOp::Delete(_) => tree.check_entry(key)?,
-            WriteOp::Upsert(..) if track_undo => tree.check_entry(key)?,
+            WriteOp::Upsert(..) if track_undo || has_sec => tree.check_entry(key)?,
             WriteOp::Upsert(..) => None,
         };
         let live = prior.as_ref().is_some_and(|e| !e.is_delete());
+        match op {
+            WriteOp::Insert(..) if live => return Err(self.duplicate(key)),
+            WriteOp::Delete(_) if !live => return Ok(false),
+            _ => {}
+        }
+        // Secondary index changes, computed before anything is written so that
+        // a record whose indexed field cannot be indexed is refused cleanly.
+        // Eager maintenance as AsterixDB: the old record's entries are removed.
+        let mut sec_ops: Vec<(usize, Vec<u8>, bool)> = Vec::new();
+        if has_sec {
+            let old_rec = match &prior {
+                Some(e) if !e.is_delete() => Some(value::decode_value(&e.value)?),
+                _ => None,
+            };
+            let new_rec = match op {
+                WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) => Some(value::decode_value(v)?),
+                WriteOp::Delete(_) => None,
+            };
+            for (i, d) in idx.defs.iter().enumerate() {
+                let old_k = old_rec
+                    .as_ref()
+                    .and_then(|r| d.entry_key(r, key).ok().flatten());
+                let new_k = match &new_rec {
+                    Some(r) => d.entry_key(r, key)?,
+                    None => None,
+                };
+                if old_k == new_k {
+                    continue;
+                }
+                if let Some(o) = old_k {
+                    sec_ops.push((i, o, false));
+                }
+                if let Some(n) = new_k {
+                    sec_ops.push((i, n, true));
+                }
+            }
+        }
         let seq = self.next_seq();
         let (entry, log_op) = match op {
-            WriteOp::Insert(_, v) => {
-                if live {
-                    return Err(self.duplicate(key));
-                }
+            WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) => {
                 (Entry::put(seq, v.clone()), LogOp::Put)
             }
-            WriteOp::Upsert(_, v) => (Entry::put(seq, v.clone()), LogOp::Put),
-            WriteOp::Delete(_) => {
-                if !live {
-                    return Ok(false);
-                }
-                (Entry::delete(seq), LogOp::Delete)
-            }
+            WriteOp::Delete(_) => (Entry::delete(seq), LogOp::Delete),
         };
         let wal = &self.txn.wal;
         let (mem, cost) = tree.put_logged(key, entry, || {
@@ -348,11 +469,39 @@ impl Dataset {
         })?;
         work.mems.push(mem.clone());
         work.cost += cost;
-        if track_undo {
+        if track_undo || has_sec {
             work.undo.push(Undo {
                 mem,
                 key: key.to_vec(),
                 prior: prior.filter(|e| !e.is_delete()),
+            });
+        }
+        for (i, skey, put) in sec_ops {
+            let stree = &idx.trees[i][pidx];
+            let (e, lop) = if put {
+                (Entry::put(seq, Vec::new()), LogOp::Put)
+            } else {
+                (Entry::delete(seq), LogOp::Delete)
+            };
+            let index_id = idx.defs[i].id;
+            let (mem, cost) = stree.put_logged(&skey, e, || {
+                wal.append(&LogRecord::Update {
+                    txn,
+                    dataset: self.id,
+                    partition: pidx as u32,
+                    index: index_id,
+                    op: lop,
+                    key: skey.clone(),
+                    seq,
+                    value: Vec::new(),
+                })
+            })?;
+            work.mems.push(mem.clone());
+            work.cost += cost;
+            work.undo.push(Undo {
+                mem,
+                key: skey,
+                prior: (!put).then(|| Entry::put(seq, Vec::new())),
             });
         }
         Ok(true)
@@ -374,6 +523,7 @@ impl Dataset {
     /// One record, one transaction: X lock, log + apply, COMMIT, acknowledge
     /// per the durability mode (`sync`: once the COMMIT is fsynced).
     fn write_one(&self, op: WriteOp) -> Result<bool> {
+        let _ddl = self.ddl.read();
         let ctx = &self.txn;
         let txn = ctx.begin();
         ctx.locks.lock_x(txn, LockManager::name(self.id, op.key()));
@@ -450,6 +600,7 @@ impl Dataset {
                     continue;
                 }
             };
+            let _ddl = self.ddl.read();
             let txn = ctx.begin();
             let name = LockManager::name(self.id, op.key());
             if !ctx.locks.try_lock_x(txn, name) {
@@ -509,6 +660,7 @@ impl Dataset {
                 }
             }
         }
+        let _ddl = self.ddl.read();
         let txn = ctx.begin();
         let mut names: Vec<u64> = ops
             .iter()
@@ -627,10 +779,317 @@ impl Dataset {
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         self.bg.wait_idle();
-        for p in &self.partitions {
-            p.primary.compact_all()?;
+        for t in self.trees() {
+            t.compact_all()?;
         }
         Ok(())
+    }
+
+    /// Build a new secondary index over the existing records (bulk load of
+    /// sorted entries) and start maintaining it. Writers are paused for the
+    /// duration (they hold the DDL lock shared). Returns the definition with
+    /// its assigned id; the caller records it in the catalog.
+    pub(crate) fn add_index(&self, mut def: IndexDef) -> Result<IndexDef> {
+        def.validate()?;
+        let _ddl = self.ddl.write();
+        let cur = self.indexes.read().clone();
+        if cur.defs.iter().any(|d| d.name == def.name) {
+            return Err(Error::IndexExists {
+                dataset: self.def.name.clone(),
+                index: def.name,
+            });
+        }
+        def.id = cur.defs.iter().map(|d| d.id).max().unwrap_or(0) + 1;
+        // Every record below this LSN is in the primary; log records for the
+        // new index only come after it.
+        let mark = self.txn.wal.end_lsn();
+        let mut trees = Vec::with_capacity(self.partitions.len());
+        let mut count_def = self.def.clone();
+        count_def.indexes = cur.defs.clone();
+        count_def.indexes.push(def.clone());
+        for (p, part) in self.partitions.iter().enumerate() {
+            let pdir = self.dir.join(format!("p{p}")).join(&def.name);
+            if pdir.exists() {
+                std::fs::remove_dir_all(&pdir).map_err(|e| Error::io(&pdir, e))?;
+            }
+            let tree = Self::open_index_tree(
+                &count_def,
+                &self.dir,
+                p as u32,
+                &def,
+                &self.cache,
+                self.sync,
+            )?;
+            let snap = part.primary.snapshot();
+            let mut scan = part
+                .primary
+                .scan(&snap, Bound::Unbounded, Bound::Unbounded, false)?;
+            let mut keys: Vec<(Vec<u8>, u64)> = Vec::new();
+            while let Some((pk, e)) = scan.next_entry()? {
+                let rec = value::decode_value(&e.value)?;
+                let k = def.entry_key(&rec, &pk).map_err(|err| {
+                    let shown = value::decode_key(&pk)
+                        .map(|k| value::key_to_string(&k))
+                        .unwrap_or_default();
+                    Error::invalid(
+                        None,
+                        format!("cannot build index `{}`: record {shown}: {err}", def.name),
+                    )
+                })?;
+                if let Some(k) = k {
+                    keys.push((k, e.seq));
+                }
+            }
+            keys.sort_unstable();
+            keys.dedup_by(|a, b| a.0 == b.0);
+            tree.bulk_load(
+                keys.into_iter()
+                    .map(|(k, seq)| (k, Entry::put(seq, Vec::new()))),
+                mark,
+            )?;
+            tree.set_log_sync(self.txn.clone());
+            trees.push(tree);
+        }
+        for t in &trees {
+            self.group.add_tree(t.clone());
+            self.bg.schedule_merge(t.clone());
+        }
+        let mut next = IndexSet {
+            defs: cur.defs.clone(),
+            trees: cur.trees.clone(),
+        };
+        next.defs.push(def.clone());
+        next.trees.push(trees);
+        *self.indexes.write() = Arc::new(next);
+        Ok(def)
+    }
+
+    /// Stop maintaining a secondary index and delete its files.
+    pub(crate) fn remove_index(&self, name: &str) -> Result<()> {
+        let _ddl = self.ddl.write();
+        let cur = self.indexes.read().clone();
+        let Some(i) = cur.defs.iter().position(|d| d.name == name) else {
+            return Err(Error::NoSuchIndex {
+                dataset: self.def.name.clone(),
+                index: name.to_owned(),
+            });
+        };
+        let mut next = IndexSet {
+            defs: cur.defs.clone(),
+            trees: cur.trees.clone(),
+        };
+        next.defs.remove(i);
+        let trees = next.trees.remove(i);
+        *self.indexes.write() = Arc::new(next);
+        for t in &trees {
+            self.group.remove_tree(t);
+        }
+        self.bg.wait_idle();
+        drop(trees);
+        drop(cur);
+        for p in 0..self.partitions.len() {
+            let pdir = self.dir.join(format!("p{p}")).join(name);
+            if pdir.exists() {
+                std::fs::remove_dir_all(&pdir).map_err(|e| Error::io(&pdir, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn index_by_name(&self, name: &str) -> Result<(usize, Arc<IndexSet>)> {
+        let set = self.indexes.read().clone();
+        match set.defs.iter().position(|d| d.name == name) {
+            Some(i) => Ok((i, set)),
+            None => Err(Error::NoSuchIndex {
+                dataset: self.def.name.clone(),
+                index: name.to_owned(),
+            }),
+        }
+    }
+
+    /// Encoded byte bounds of the index entries whose secondary key (or key
+    /// prefix, for composite indexes) lies within `lo`..`hi`.
+    fn index_bounds(
+        &self,
+        d: &IndexDef,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<KeyRange> {
+        let enc = |vals: &[Value]| -> Result<Vec<u8>> {
+            if vals.len() > d.fields.len() {
+                return Err(Error::invalid(
+                    None,
+                    format!(
+                        "index `{}` has {} field(s), the bound has {}",
+                        d.name,
+                        d.fields.len(),
+                        vals.len()
+                    ),
+                ));
+            }
+            let mut out = Vec::new();
+            for (f, v) in d.fields.iter().zip(vals) {
+                let v = match self.def.field_type(f) {
+                    Some(t) => value::coerce(f, t, v.clone())?,
+                    None => v.clone(),
+                };
+                value::encode_key_part(&v, &mut out)?;
+            }
+            Ok(out)
+        };
+        let lo = match lo {
+            Bound::Included(v) => Bound::Included(enc(v)?),
+            Bound::Excluded(v) => Bound::Included(value::prefix_upper_bound(&enc(v)?)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let hi = match hi {
+            Bound::Included(v) => Bound::Excluded(value::prefix_upper_bound(&enc(v)?)),
+            Bound::Excluded(v) => Bound::Excluded(enc(v)?),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        Ok((lo, hi))
+    }
+
+    /// Raw index entries (entry key) within bounds, across partitions.
+    fn index_entries(
+        &self,
+        set: &IndexSet,
+        i: usize,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+    ) -> Result<Vec<Vec<u8>>> {
+        let lo_ref = match lo {
+            Bound::Included(k) => Bound::Included(k.as_slice()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let mut out = Vec::new();
+        for t in &set.trees[i] {
+            let snap = t.snapshot();
+            let mut sc = t.scan(&snap, lo_ref, hi.clone(), false)?;
+            while let Some((k, _)) = sc.next_entry()? {
+                out.push(k);
+            }
+        }
+        // Partitions each return their entries in order; merge them.
+        if set.trees[i].len() > 1 {
+            out.sort_unstable();
+        }
+        Ok(out)
+    }
+
+    fn in_bounds(k: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+        let above = match lo {
+            Bound::Included(l) => k >= l.as_slice(),
+            Bound::Excluded(l) => k > l.as_slice(),
+            Bound::Unbounded => true,
+        };
+        let below = match hi {
+            Bound::Included(h) => k <= h.as_slice(),
+            Bound::Excluded(h) => k < h.as_slice(),
+            Bound::Unbounded => true,
+        };
+        above && below
+    }
+
+    /// Fetch the record of `pk` through the primary (read committed) and keep
+    /// it if its current secondary key still satisfies the bounds.
+    fn validate_hit(
+        &self,
+        d: &IndexDef,
+        pk: &[u8],
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+    ) -> Result<Option<Value>> {
+        let Some(bytes) = self.get_raw(pk)? else {
+            return Ok(None);
+        };
+        let rec = value::decode_value(&bytes)?;
+        match d.entry_key(&rec, pk).ok().flatten() {
+            Some(k) if Self::in_bounds(&k, lo, hi) => Ok(Some(rec)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Records whose indexed field(s) lie within `lo`..`hi`, through the
+    /// secondary index `index` (non-index-only path): collect the candidate
+    /// primary keys, sort them, fetch each from the primary index under an
+    /// instant lock and re-check the predicate. At most `limit` records, in
+    /// primary-key order.
+    pub fn index_range(
+        &self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+        limit: Option<usize>,
+    ) -> Result<Vec<Value>> {
+        let (i, set) = self.index_by_name(index)?;
+        let d = &set.defs[i];
+        let (lo, hi) = self.index_bounds(d, lo, hi)?;
+        let mut pks: Vec<Vec<u8>> = self
+            .index_entries(&set, i, &lo, &hi)?
+            .into_iter()
+            .map(|k| d.split_entry(&k).map(|(_, pk)| pk))
+            .collect::<Result<_>>()?;
+        pks.sort_unstable();
+        pks.dedup();
+        let mut out = Vec::new();
+        for pk in pks {
+            if limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+            if let Some(rec) = self.validate_hit(d, &pk, &lo, &hi)? {
+                out.push(rec);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Index-only query: (secondary key, primary key) pairs within bounds,
+    /// without fetching records when possible. Each hit's key is tried with an
+    /// instant S lock; granted (and no abort meanwhile) means the entry is
+    /// committed and is returned directly; refused means a writer is in
+    /// flight, and the hit is validated through the primary index.
+    pub fn index_range_keys(
+        &self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+        limit: Option<usize>,
+    ) -> Result<Vec<IndexHit>> {
+        let (i, set) = self.index_by_name(index)?;
+        let d = &set.defs[i];
+        let (lo, hi) = self.index_bounds(d, lo, hi)?;
+        let epoch = self.txn.abort_epoch();
+        let entries = self.index_entries(&set, i, &lo, &hi)?;
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for k in entries {
+            if limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+            let (sk, pk) = d.split_entry(&k)?;
+            let name = LockManager::name(self.id, &pk);
+            if self.txn.locks.try_s_instant(name) && self.txn.abort_epoch() == epoch {
+                if seen.insert(pk.clone()) {
+                    out.push(IndexHit {
+                        sk,
+                        pk: value::decode_key(&pk)?,
+                    });
+                }
+                continue;
+            }
+            if let Some(rec) = self.validate_hit(d, &pk, &lo, &hi)?
+                && let Some(sk) = d.key_values(&rec)?
+                && seen.insert(pk.clone())
+            {
+                out.push(IndexHit {
+                    sk,
+                    pk: value::decode_key(&pk)?,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// Flush all in-memory components and wait for the flushes.
@@ -638,8 +1097,13 @@ impl Dataset {
         self.group.flush_all()
     }
 
+    /// Every LSM tree of the dataset: primaries, then each secondary index.
     pub fn trees(&self) -> Vec<Arc<LsmTree>> {
-        self.partitions.iter().map(|p| p.primary.clone()).collect()
+        let mut v: Vec<Arc<LsmTree>> = self.partitions.iter().map(|p| p.primary.clone()).collect();
+        for t in &self.indexes.read().trees {
+            v.extend(t.iter().cloned());
+        }
+        v
     }
 
     pub fn stats(&self) -> DatasetStats {
@@ -648,7 +1112,7 @@ impl Dataset {
             partitions: self.def.partitions,
             memory_budget: self.def.memory_budget,
             primary_key: self.def.primary_key.clone(),
-            indexes: self.partitions.iter().map(|p| p.primary.stats()).collect(),
+            indexes: self.trees().iter().map(|t| t.stats()).collect(),
         }
     }
 }

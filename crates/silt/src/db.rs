@@ -324,6 +324,36 @@ impl Database {
         std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))
     }
 
+    /// Create a secondary index on a dataset; existing records are indexed by
+    /// a bulk build. Recorded in the catalog.
+    pub fn create_index(
+        &self,
+        dataset: &str,
+        def: crate::index::IndexDef,
+    ) -> Result<crate::index::IndexDef> {
+        self.check_open()?;
+        let ds = self.dataset(dataset)?;
+        let mut cat = self.catalog.lock();
+        let def = ds.add_index(def)?;
+        if let Some(d) = cat.datasets.iter_mut().find(|d| d.name == dataset) {
+            d.indexes.push(def.clone());
+        }
+        self.save_catalog(&cat)?;
+        Ok(def)
+    }
+
+    /// Drop a secondary index and delete its files.
+    pub fn drop_index(&self, dataset: &str, index: &str) -> Result<()> {
+        self.check_open()?;
+        let ds = self.dataset(dataset)?;
+        let mut cat = self.catalog.lock();
+        ds.remove_index(index)?;
+        if let Some(d) = cat.datasets.iter_mut().find(|d| d.name == dataset) {
+            d.indexes.retain(|i| i.name != index);
+        }
+        self.save_catalog(&cat)
+    }
+
     /// Block until no flush or merge is queued or running.
     pub fn wait_idle(&self) -> Result<()> {
         self.bg.wait_idle();
@@ -410,6 +440,9 @@ fn checkpoint(
     let mut last = last.lock();
     let target = txn.wal.end_lsn();
     let datasets: Vec<Arc<Dataset>> = datasets.read().values().cloned().collect();
+    // The mark must never lie beyond the durable end of the log (in any
+    // durability mode), or a crash could leave the log ending below it.
+    txn.wal.sync()?;
     for ds in &datasets {
         // A write that got its LSN before `target` may still be on its way
         // into a memtable; the barrier waits for it.
@@ -505,10 +538,7 @@ fn recover(
         let Some(ds) = by_id.get(&dataset) else {
             continue;
         };
-        if index != 0 {
-            continue;
-        }
-        let Some(tree) = ds.primary_tree(partition as usize) else {
+        if partition >= ds.def().partitions {
             return Err(crate::error::Error::corrupt(
                 wal_dir,
                 format!(
@@ -516,6 +546,10 @@ fn recover(
                     ds.name()
                 ),
             ));
+        }
+        // An index dropped after the record was written has nothing to redo.
+        let Some(tree) = ds.tree_for(index, partition as usize) else {
+            continue;
         };
         let floor = *disk_lsn
             .entry((dataset, partition, index))

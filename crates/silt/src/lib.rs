@@ -8,6 +8,7 @@
 pub mod dataset;
 pub mod db;
 pub mod error;
+pub mod index;
 pub mod lsm;
 pub mod schema;
 pub mod storage;
@@ -15,9 +16,12 @@ pub mod txn;
 pub mod txn_ctx;
 pub mod value;
 
-pub use dataset::{BatchOptions, BatchReport, Dataset, DatasetScan, DatasetStats, WriteMode};
+pub use dataset::{
+    BatchOptions, BatchReport, Dataset, DatasetScan, DatasetStats, IndexHit, WriteMode,
+};
 pub use db::{Database, DbOptions, DbStats, RecoverySummary};
 pub use error::{Error, Result};
+pub use index::{IndexDef, IndexKind};
 pub use schema::DatasetDef;
 pub use txn::Durability;
 pub use value::{FieldType, Value};

@@ -33,6 +33,9 @@ pub struct DatasetDef {
     pub block_size: usize,
     /// Bloom filter false-positive rate on the primary key.
     pub bloom_fpr: f64,
+    /// Secondary indexes (maintained by `Database::create_index` / `drop_index`).
+    #[serde(default)]
+    pub indexes: Vec<crate::index::IndexDef>,
 }
 
 impl DatasetDef {
@@ -49,6 +52,7 @@ impl DatasetDef {
             compression: Compression::Lz4,
             block_size: 4096,
             bloom_fpr: 0.01,
+            indexes: Vec::new(),
         }
     }
 

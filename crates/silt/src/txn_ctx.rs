@@ -100,8 +100,12 @@ impl TxnContext {
 }
 
 impl LogSync for TxnContext {
+    /// Before a flush installs a component: fsync the log in every durability
+    /// mode (log before data). Otherwise, after an OS crash in `batched`/`none`
+    /// mode, a component could carry LSNs beyond the end of the surviving log,
+    /// new records would reuse those LSNs, and redo would skip them.
     fn sync_log(&self) -> Result<()> {
-        self.wal.flush()
+        self.wal.sync().map(|_| ())
     }
 }
 

@@ -52,7 +52,21 @@ fn crash_child() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
-    let db = Arc::new(Database::open(&dir, db_opts(pad > 0)).expect("child open"));
+    // The parent test process runs two phases at once: while one phase forks
+    // a writer, the forked copy briefly shares the other phase's open LOCK
+    // file description (until exec closes it), so a flock can outlive the
+    // parent's close by a moment. Retry briefly.
+    let mut tries = 0;
+    let db = loop {
+        match Database::open(&dir, db_opts(pad > 0)) {
+            Ok(db) => break Arc::new(db),
+            Err(silt::Error::Locked { .. }) if tries < 200 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("child open: {e}"),
+        }
+    };
     let ds = match db.dataset("t") {
         Ok(ds) => ds,
         Err(_) => db
@@ -138,6 +152,7 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
     let mut total_acks = 0usize;
     let mut redone = 0u64;
     let mut torn = 0usize;
+    let mut history: BTreeMap<i64, Vec<String>> = BTreeMap::new();
     for cycle in 0..cycles {
         rng ^= rng << 13;
         rng ^= rng >> 7;
@@ -154,7 +169,9 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
             .env("SILT_CRASH_PAD", pad.to_string())
             .env("SILT_CRASH_SEED", (cycle as u64 + 1 + seed0).to_string())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.with_extension("child-stderr")).expect("stderr file"),
+            ))
             .spawn()
             .expect("spawn writer");
         let stdout = child.stdout.take().expect("child stdout");
@@ -172,7 +189,9 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
         let start = Instant::now();
         while start.elapsed() < kill_after {
             if let Ok(Some(st)) = child.try_wait() {
-                panic!("writer exited early with {st} in cycle {cycle}");
+                let err =
+                    std::fs::read_to_string(dir.with_extension("child-stderr")).unwrap_or_default();
+                panic!("writer exited early with {st} in cycle {cycle}: {err}");
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -192,6 +211,10 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
                 key: f[3].parse().expect("key"),
                 val: f[4].parse().expect("val"),
             };
+            history
+                .entry(p.key)
+                .or_default()
+                .push(format!("c{cycle} {}", f[0..].join(" ")));
             if f[0] == "BEGIN" {
                 inflight.insert(t, p);
             } else {
@@ -247,7 +270,8 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
             }
             // Only an unacknowledged in-flight operation may have landed.
             let p = inflight_keys.get(&k).unwrap_or_else(|| {
-                panic!("cycle {cycle}: key {k} is {got:?}, acknowledged state is {want:?}")
+                let h = history.get(&k).map(|v| v[v.len().saturating_sub(12)..].join("\n")).unwrap_or_default();
+                panic!("cycle {cycle}: key {k} is {got:?}, acknowledged state is {want:?}; history:\n{h}")
             });
             let mut alt = model.clone();
             apply(&mut alt, *p, "ok");
