@@ -69,15 +69,20 @@ fn crash_child() {
     };
     let ds = match db.dataset("t") {
         Ok(ds) => ds,
-        Err(_) => db
-            .create_dataset(
-                DatasetDef::new("t", &["id"])
-                    .field("id", FieldType::Int)
-                    .memory_budget(1 << 20)
-                    .partitions(2)
-                    .policy(MergePolicy::parse("tiered(3)").expect("policy")),
-            )
-            .expect("create"),
+        Err(_) => {
+            let ds = db
+                .create_dataset(
+                    DatasetDef::new("t", &["id"])
+                        .field("id", FieldType::Int)
+                        .memory_budget(1 << 20)
+                        .partitions(2)
+                        .policy(MergePolicy::parse("tiered(3)").expect("policy")),
+                )
+                .expect("create");
+            db.create_index("t", silt::IndexDef::btree("by_v", &["v"]))
+                .expect("create index");
+            ds
+        }
     };
     let out = Arc::new(std::sync::Mutex::new(std::io::stdout()));
     let mut handles = Vec::new();
@@ -281,6 +286,25 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
                 "cycle {cycle}: key {k} is neither the acknowledged nor the in-flight state"
             );
         }
+        // The secondary index agrees with the primary: same (v, id) pairs.
+        let mut from_index: Vec<(i64, i64)> = ds
+            .index_range_keys(
+                "by_v",
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                None,
+            )
+            .expect("index scan")
+            .iter()
+            .map(|h| (h.sk[0].as_i64().expect("v"), h.pk[0].as_i64().expect("id")))
+            .collect();
+        from_index.sort_unstable();
+        let mut from_primary: Vec<(i64, i64)> = seen.iter().map(|(k, v)| (*v, *k)).collect();
+        from_primary.sort_unstable();
+        assert_eq!(
+            from_index, from_primary,
+            "cycle {cycle}: index by_v disagrees with the primary"
+        );
         // The database is now the truth for in-flight keys.
         for k in inflight_keys.keys() {
             match seen.get(k) {
