@@ -206,7 +206,11 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
         // Replay acknowledged operations; remember each thread's in-flight one.
         let mut inflight: BTreeMap<u64, Pending> = BTreeMap::new();
         for l in &lines {
-            let f: Vec<&str> = l.split_whitespace().collect();
+            // With --nocapture, libtest prints "test crash_child ... " and the
+            // child's first line follows on the same line: find the marker.
+            let start = ["BEGIN ", "ACK "].iter().filter_map(|m| l.find(m)).min();
+            let Some(start) = start else { continue };
+            let f: Vec<&str> = l[start..].split_whitespace().collect();
             if f.len() < 5 || (f[0] != "BEGIN" && f[0] != "ACK") {
                 continue;
             }
