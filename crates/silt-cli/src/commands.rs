@@ -1,7 +1,8 @@
 //! The small commands: create-dataset, get, scan, delete, compact, stats,
-//! drop-dataset.
+//! drop-dataset. The index commands are in `index`.
 
 use crate::error::{CliError, CliResult};
+use crate::index;
 use crate::load::spinner_style;
 use crate::stats::{self, Totals};
 use crate::util::{bytes, duration, parse_key, plural, scan_bounds};
@@ -9,7 +10,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget};
 use silt::lsm::policy::MergePolicy;
 use silt::storage::Compression;
 use silt::value::key_to_string;
-use silt::{Database, DatasetDef, DbStats, FieldType};
+use silt::{Database, DatasetDef, DbStats, FieldType, IndexDef};
 use std::io::{BufWriter, Write};
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,8 @@ pub struct CreateOptions<'a> {
     pub memory_mb: Option<u64>,
     pub policy: Option<&'a str>,
     pub compression: Option<&'a str>,
+    /// `--index NAME:FIELD[,FIELD...]` specifications.
+    pub indexes: &'a [String],
 }
 
 /// Build a dataset definition from command-line options.
@@ -72,11 +75,30 @@ pub fn dataset_def(o: &CreateOptions) -> CliResult<DatasetDef> {
         def = def.compression(Compression::parse(c)?);
     }
     def.validate()?;
+    index_specs(o, &def)?;
     Ok(def)
+}
+
+/// The btree indexes asked for with `--index`, checked against the key
+/// fields and each other.
+fn index_specs(o: &CreateOptions, def: &DatasetDef) -> CliResult<Vec<IndexDef>> {
+    let mut out: Vec<IndexDef> = Vec::with_capacity(o.indexes.len());
+    for spec in o.indexes {
+        let idef = index::parse_index_spec(spec, &def.policy)?;
+        if out.iter().any(|d| d.name == idef.name) {
+            return Err(CliError::Usage(format!(
+                "index `{}` is given twice with --index",
+                idef.name
+            )));
+        }
+        out.push(idef);
+    }
+    Ok(out)
 }
 
 pub fn create_dataset(db: &Database, o: &CreateOptions) -> CliResult<()> {
     let def = dataset_def(o)?;
+    let indexes = index_specs(o, &def)?;
     db.create_dataset(def.clone())?;
     let fields = if def.fields.is_empty() {
         "none declared".to_owned()
@@ -98,6 +120,15 @@ pub fn create_dataset(db: &Database, o: &CreateOptions) -> CliResult<()> {
         def.policy,
         compression_name(def.compression)
     );
+    for idef in indexes {
+        let created = db.create_index(&def.name, idef)?;
+        println!(
+            "  index {}: {}, merge policy {}",
+            created.name,
+            index::describe(&created),
+            created.policy
+        );
+    }
     Ok(())
 }
 
@@ -218,7 +249,12 @@ pub fn stats(db: &Database, name: Option<&str>, json: bool) -> CliResult<()> {
         serde_json::to_string_pretty(&st)
             .map_err(|e| CliError::Failed(format!("cannot render stats as JSON: {e}")))?
     } else {
-        stats::render(&st)
+        let defs = st
+            .datasets
+            .iter()
+            .filter_map(|d| Some((d.name.clone(), db.dataset(&d.name).ok()?.index_defs())))
+            .collect();
+        stats::render(&st, &defs)
     };
     let mut out = stdout();
     writeln!(out, "{}", text.trim_end()).map_err(CliError::from_stdout)?;

@@ -418,7 +418,7 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
     step(8, "Stats");
     let st = db.stats();
     for d in &st.datasets {
-        for line in stats::render_dataset(d).lines() {
+        for line in stats::render_dataset(d, &[]).lines() {
             println!("   {line}");
         }
     }

@@ -3,6 +3,7 @@
 mod commands;
 mod demo;
 mod error;
+mod index;
 mod load;
 mod stats;
 mod util;
@@ -19,6 +20,8 @@ Examples:
   silt load tweets tweets.jsonl
   silt get tweets 42
   silt scan tweets --from 100 --to 200 --limit 10
+  silt create-index tweets by_user --field user_id
+  silt query tweets --index by_user --eq 42
   silt stats
 
 Exit codes: 0 success; 1 not found (record, dataset, database) or an engine
@@ -87,8 +90,12 @@ Merge policies (--policy):
   no-merge             never merge
 Sizes take B, KB, MB, GB or TB suffixes (binary multiples).
 
+--index NAME:FIELD[,FIELD...] creates a btree secondary index right after the
+dataset, with the dataset's merge policy (see `silt create-index --help`).
+
 Examples:
   silt create-dataset tweets --key id --field id:int --field text:string --field lat:double --field lon:double
+  silt create-dataset people --key id --field id:int --field age:int --index by_age:age --index by_city_age:city,age
   silt create-dataset events --key user,ts --field user:string --field ts:int --partitions 4 --policy 'tiered(4)'
   silt create-dataset logs --key id --memory-mb 128 --policy 'leveled(4,10,64MB)' --compression zstd";
 
@@ -125,6 +132,50 @@ Examples:
   silt scan tweets --from 1000 --to 2000
   silt scan events --from alice --to alice > alice.jsonl";
 
+const CREATE_INDEX_HELP: &str = "\
+Index types (--type):
+  btree     LSM B+-tree on one field or a composite of fields (entries
+            <field values, primary key>, no uniqueness); equality, prefix
+            and range queries with `silt query`
+  rtree, keyword, ngram   spatial and text indexes: coming, not available yet
+
+Existing records are indexed by a bulk build; from then on every write
+maintains the index in the same transaction as the record. A record missing an
+indexed field (or holding null there) is not indexed. The merge policy
+defaults to the dataset's; the forms are listed in `silt create-dataset --help`.
+
+Examples:
+  silt create-index tweets by_user --field user_id
+  silt create-index events by_kind_ts --type btree --field kind --field ts --policy 'tiered(4)'";
+
+const QUERY_HELP: &str = "\
+--eq V... gives values for the first index fields (all of them, or a prefix of
+a composite index): the records whose fields equal them. --from and --to bound
+a range, both inclusive, either may be omitted, and may also give a prefix
+(--to 5 includes every (5, ...)). With none of them the whole index is read.
+Values are typed like `silt get` keys, then converted to the fields' declared
+types.
+
+Records are printed as JSON Lines in primary key order: each one is fetched
+from the primary index and checked again against the condition. With
+--index-only the index entries alone are printed, in index order, as
+{\"sk\": [field values], \"pk\": [primary key]}, without reading the records.
+A summary goes to standard error: results, milliseconds, the access path and
+the disk components read (index components scanned, primary lookups).
+
+Examples:
+  silt query tweets --index by_user --eq 42
+  silt query tweets --index by_time --from 1700000000 --to 1700086400 --limit 100
+  silt query events --index by_kind_ts --eq click --index-only";
+
+const DROP_INDEX_HELP: &str = "\
+Stops maintaining the index and deletes its files; the records are not
+touched. Queries through the index fail afterwards. There is no undo: create
+it again to rebuild it.
+
+Example:
+  silt drop-index tweets by_user";
+
 const DELETE_HELP: &str = "\
 Exits with 1 if there was no record with that key.
 
@@ -134,8 +185,9 @@ Examples:
 
 const COMPACT_HELP: &str = "\
 Flushes the dataset's in-memory components, waits for running merges, then
-merges every partition's disk components into one (one per level range under
-a leveled policy), dropping deleted and overwritten versions.
+merges the disk components of every partition's primary index and of each
+secondary index into one (one per level range under a leveled policy),
+dropping deleted and overwritten versions. The counts shown cover all of them.
 
 Example:
   silt compact tweets";
@@ -200,6 +252,32 @@ enum Command {
         /// Block compression: lz4, zstd or none [default: lz4].
         #[arg(long, value_name = "CODEC")]
         compression: Option<String>,
+        /// Also create a btree secondary index on FIELD (a composite one on FIELD,FIELD2...); repeatable.
+        #[arg(long = "index", value_name = "NAME:FIELD[,FIELD...]")]
+        indexes: Vec<String>,
+    },
+
+    /// Create a secondary index on a dataset and build it over the existing records.
+    #[command(after_help = CREATE_INDEX_HELP)]
+    CreateIndex {
+        /// Dataset name.
+        dataset: String,
+        /// Index name (letters, digits, `_` and `-`).
+        name: String,
+        /// Index type: btree (rtree, keyword and ngram are coming).
+        #[arg(long = "type", value_name = "TYPE", default_value = "btree")]
+        kind: String,
+        /// Indexed field, in key order; repeat (or separate with commas) for a composite index.
+        #[arg(
+            long = "field",
+            value_name = "FIELD",
+            value_delimiter = ',',
+            required = true
+        )]
+        fields: Vec<String>,
+        /// Merge policy of the index, e.g. `tiered(4)` [default: the dataset's policy].
+        #[arg(long, value_name = "SPEC")]
+        policy: Option<String>,
     },
 
     /// Load records from a JSON Lines or CSV file (or standard input) into a dataset.
@@ -249,6 +327,37 @@ enum Command {
         limit: Option<u64>,
     },
 
+    /// Print the records whose indexed fields equal values or lie in a range, through a secondary index.
+    #[command(after_help = QUERY_HELP)]
+    Query {
+        /// Dataset name.
+        dataset: String,
+        /// Secondary index to use.
+        #[arg(long, value_name = "NAME", required = true)]
+        index: String,
+        /// Equal to these values, one per index field or a prefix.
+        #[arg(
+            long,
+            num_args = 1..,
+            allow_negative_numbers = true,
+            value_name = "V",
+            conflicts_with_all = ["from", "to"]
+        )]
+        eq: Vec<String>,
+        /// Lowest value(s) (inclusive), one per index field or a prefix.
+        #[arg(long, num_args = 1.., allow_negative_numbers = true, value_name = "V")]
+        from: Vec<String>,
+        /// Highest value(s) (inclusive), one per index field or a prefix.
+        #[arg(long, num_args = 1.., allow_negative_numbers = true, value_name = "V")]
+        to: Vec<String>,
+        /// Print at most N results.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+        /// Print the index entries {"sk": [...], "pk": [...]} without fetching the records.
+        #[arg(long)]
+        index_only: bool,
+    },
+
     /// Delete one record by primary key and say whether it existed.
     #[command(after_help = DELETE_HELP)]
     Delete {
@@ -274,6 +383,15 @@ enum Command {
         /// Print the raw statistics as JSON.
         #[arg(long)]
         json: bool,
+    },
+
+    /// Delete a secondary index and its files (the records stay).
+    #[command(after_help = DROP_INDEX_HELP)]
+    DropIndex {
+        /// Dataset name.
+        dataset: String,
+        /// Index name.
+        name: String,
     },
 
     /// Delete a dataset and all its files.
@@ -315,6 +433,7 @@ fn run(cli: Cli) -> CliResult<()> {
             memory_mb,
             policy,
             compression,
+            indexes,
         } => {
             let opts = commands::CreateOptions {
                 name,
@@ -324,6 +443,7 @@ fn run(cli: Cli) -> CliResult<()> {
                 memory_mb: *memory_mb,
                 policy: policy.as_deref(),
                 compression: compression.as_deref(),
+                indexes,
             };
             // Check the definition before creating a database directory for it.
             commands::dataset_def(&opts)?;
@@ -363,6 +483,57 @@ fn run(cli: Cli) -> CliResult<()> {
         } => {
             let db = open(false)?;
             commands::scan(&db, name, from, to, *limit)?;
+            Ok(db.close()?)
+        }
+        Command::CreateIndex {
+            dataset,
+            name,
+            kind,
+            fields,
+            policy,
+        } => {
+            // Check the type before opening the database.
+            index::parse_kind(kind)?;
+            let db = open(false)?;
+            index::create_index(
+                &db,
+                &index::CreateIndexOptions {
+                    dataset,
+                    name,
+                    kind,
+                    fields,
+                    policy: policy.as_deref(),
+                },
+            )?;
+            Ok(db.close()?)
+        }
+        Command::Query {
+            dataset,
+            index,
+            eq,
+            from,
+            to,
+            limit,
+            index_only,
+        } => {
+            let db = open(false)?;
+            index::query(
+                &db,
+                &index::QueryOptions {
+                    dataset,
+                    index,
+                    eq,
+                    from,
+                    to,
+                    limit: *limit,
+                    index_only: *index_only,
+                },
+            )?;
+            Ok(db.close()?)
+        }
+        Command::DropIndex { dataset, name } => {
+            let db = open(false)?;
+            index::drop_index(&db, dataset, name)?;
             Ok(db.close()?)
         }
         Command::Delete { name, key } => {

@@ -3,12 +3,16 @@
 use crate::util::{bytes, count};
 use silt::lsm::TreeStats;
 use silt::storage::CacheStats;
-use silt::{DatasetStats, DbStats};
+use silt::{DatasetStats, DbStats, IndexDef};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// Show per-index columns up to this many indexes; beyond, only the total.
-const MAX_INDEX_COLUMNS: usize = 4;
+/// With only a primary index, show per-partition columns up to this many
+/// partitions; beyond, only the total.
+const MAX_PARTITION_COLUMNS: usize = 4;
+/// With secondary indexes, show per-index columns up to this many indexes
+/// (the primary included); beyond, only the total.
+const MAX_INDEX_COLUMNS: usize = 6;
 
 /// Sums over the indexes of a dataset.
 #[derive(Default)]
@@ -146,9 +150,43 @@ fn rows_for(columns: &[Totals]) -> Vec<Row> {
     ]
 }
 
-/// Render a dataset: a header line, then a metrics table with one column per
-/// index (when there are few) and a total.
-pub fn render_dataset(ds: &DatasetStats) -> String {
+/// The trees of a dataset grouped by index: (index name, trees over the
+/// partitions), the primary first, then the secondary indexes in order.
+fn group_by_index(ds: &DatasetStats) -> Vec<(String, Vec<&TreeStats>)> {
+    let mut groups: Vec<(String, Vec<&TreeStats>)> = Vec::new();
+    for t in &ds.indexes {
+        let short = short_index_name(&ds.name, &t.name);
+        // `p0/by_age` -> `by_age`; a name of another shape is its own group.
+        let index = short
+            .split_once('/')
+            .filter(|(p, _)| {
+                p.strip_prefix('p')
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .map_or(short.as_str(), |(_, i)| i)
+            .to_owned();
+        match groups.iter_mut().find(|(n, _)| *n == index) {
+            Some((_, trees)) => trees.push(t),
+            None => groups.push((index, vec![t])),
+        }
+    }
+    groups
+}
+
+/// Sums over some trees of a dataset.
+pub fn totals_of(trees: &[&TreeStats]) -> Totals {
+    let mut t = Totals::default();
+    for i in trees {
+        t.add(i);
+    }
+    t
+}
+
+/// Render a dataset: a header line (and one per secondary index), then a
+/// metrics table. With only a primary index there is one column per
+/// partition (when there are few) and a total; with secondary indexes, one
+/// column per index (summed over the partitions) and a total.
+pub fn render_dataset(ds: &DatasetStats, defs: &[IndexDef]) -> String {
     let mut out = String::new();
     let policy = ds.indexes.first().map(|i| i.policy.as_str()).unwrap_or("-");
     let _ = writeln!(
@@ -161,13 +199,51 @@ pub fn render_dataset(ds: &DatasetStats) -> String {
         bytes(ds.memory_budget),
         policy
     );
+    for d in defs {
+        let _ = writeln!(
+            out,
+            "  index {}: {} on {} (policy {})",
+            d.name,
+            d.kind,
+            d.fields.join(", "),
+            d.policy
+        );
+    }
+    let groups = group_by_index(ds);
     let mut headers: Vec<String> = Vec::new();
     let mut columns: Vec<Totals> = Vec::new();
-    let show_each = ds.indexes.len() > 1 && ds.indexes.len() <= MAX_INDEX_COLUMNS;
-    if show_each {
-        for i in &ds.indexes {
-            headers.push(short_index_name(&ds.name, &i.name));
-            columns.push(Totals::of(std::slice::from_ref(i)));
+    let mut note = None;
+    if groups.len() > 1 {
+        if groups.len() <= MAX_INDEX_COLUMNS {
+            for (name, trees) in &groups {
+                headers.push(name.clone());
+                columns.push(totals_of(trees));
+            }
+            if ds.partitions > 1 {
+                note = Some(format!(
+                    "(index columns sum {} partitions; `silt stats {} --json` shows each one)",
+                    ds.partitions, ds.name
+                ));
+            }
+        } else {
+            note = Some(format!(
+                "({} indexes summed; `silt stats {} --json` shows each one)",
+                groups.len(),
+                ds.name
+            ));
+        }
+    } else if ds.indexes.len() > 1 {
+        if ds.indexes.len() <= MAX_PARTITION_COLUMNS {
+            for i in &ds.indexes {
+                headers.push(short_index_name(&ds.name, &i.name));
+                columns.push(Totals::of(std::slice::from_ref(i)));
+            }
+        } else {
+            note = Some(format!(
+                "({} partitions summed; `silt stats {} --json` shows each one)",
+                ds.indexes.len(),
+                ds.name
+            ));
         }
     }
     headers.push(if ds.indexes.len() > 1 {
@@ -208,13 +284,8 @@ pub fn render_dataset(ds: &DatasetStats) -> String {
         }
         out.push('\n');
     }
-    if ds.indexes.len() > MAX_INDEX_COLUMNS {
-        let _ = writeln!(
-            out,
-            "  ({} indexes summed; `silt stats {} --json` shows each one)",
-            ds.indexes.len(),
-            ds.name
-        );
+    if let Some(n) = note {
+        let _ = writeln!(out, "  {n}");
     }
     out
 }
@@ -239,15 +310,17 @@ pub fn render_cache(c: &CacheStats) -> String {
     )
 }
 
-/// The whole `silt stats` output.
-pub fn render(stats: &DbStats) -> String {
+/// The whole `silt stats` output; `defs` gives each dataset's secondary
+/// index definitions.
+pub fn render(stats: &DbStats, defs: &BTreeMap<String, Vec<IndexDef>>) -> String {
     let mut out = format!("database {}\n", stats.path.display());
     if stats.datasets.is_empty() {
         out.push_str("no datasets; create one with `silt create-dataset`\n");
     }
     for ds in &stats.datasets {
         out.push('\n');
-        out.push_str(&render_dataset(ds));
+        let none = Vec::new();
+        out.push_str(&render_dataset(ds, defs.get(&ds.name).unwrap_or(&none)));
     }
     out.push('\n');
     out.push_str(&render_cache(&stats.block_cache));

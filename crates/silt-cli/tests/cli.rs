@@ -300,12 +300,15 @@ fn every_command_has_help_with_an_example() {
     assert!(r.stdout.contains("Examples:"), "{}", r.stdout);
     for sub in [
         "create-dataset",
+        "create-index",
         "load",
         "get",
         "scan",
+        "query",
         "delete",
         "compact",
         "stats",
+        "drop-index",
         "drop-dataset",
         "demo",
     ] {
@@ -332,6 +335,21 @@ fn every_command_has_help_with_an_example() {
         "no-merge",
     ] {
         assert!(r.stdout.contains(form), "{form}: {}", r.stdout);
+    }
+    let r = expect(&db, &["create-index", "--help"], 0);
+    for needle in ["btree", "rtree", "keyword", "ngram", "coming"] {
+        assert!(r.stdout.contains(needle), "{needle}: {}", r.stdout);
+    }
+    let r = expect(&db, &["query", "--help"], 0);
+    for needle in [
+        "--eq",
+        "--from",
+        "--to",
+        "--limit",
+        "--index-only",
+        "\"sk\"",
+    ] {
+        assert!(r.stdout.contains(needle), "{needle}: {}", r.stdout);
     }
     // Help never creates the database.
     assert!(!db.exists());
@@ -609,4 +627,571 @@ fn load_edge_cases() {
     let r = expect(&db, &["scan", "t", "--limit", "0"], 0);
     assert!(r.stdout.is_empty());
     assert!(r.stderr.contains("0 records"), "{}", r.stderr);
+}
+
+/// The `id` fields of JSON Lines output.
+fn ids(stdout: &str) -> Vec<i64> {
+    stdout
+        .lines()
+        .map(|l| {
+            json(l)["id"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("no id: {l}"))
+        })
+        .collect()
+}
+
+/// The primary keys of `--index-only` output, with their secondary keys.
+fn hits(stdout: &str) -> Vec<(serde_json::Value, i64)> {
+    stdout
+        .lines()
+        .map(|l| {
+            let v = json(l);
+            assert_eq!(v.as_object().map(|o| o.len()), Some(2), "{l}");
+            (
+                v["sk"].clone(),
+                v["pk"][0].as_i64().unwrap_or_else(|| panic!("no pk: {l}")),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn secondary_indexes_create_query_maintain_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    expect(
+        &db,
+        &[
+            "create-dataset",
+            "people",
+            "--key",
+            "id",
+            "--field",
+            "id:int,name:string,age:int,city:string,score:double",
+            "--partitions",
+            "2",
+        ],
+        0,
+    );
+    // 60 people: age 20 + id % 7, city by id % 3, score id / 2; every tenth
+    // one has no age (not indexed by an age index).
+    let cities = ["oslo", "rome", "lyon"];
+    let people: Vec<(i64, Option<i64>, &str)> = (1..=60)
+        .map(|i| {
+            let age = (i % 10 != 0).then_some(20 + i % 7);
+            (i, age, cities[(i % 3) as usize])
+        })
+        .collect();
+    let input = dir.path().join("people.jsonl");
+    let text: String = people
+        .iter()
+        .map(|(id, age, city)| match age {
+            Some(a) => format!(
+                "{{\"id\": {id}, \"name\": \"p{id}\", \"age\": {a}, \"city\": \"{city}\", \"score\": {}}}\n",
+                *id as f64 / 2.0
+            ),
+            None => format!("{{\"id\": {id}, \"name\": \"p{id}\", \"city\": \"{city}\"}}\n"),
+        })
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let r = expect(&db, &["load", "people", input.to_str().unwrap()], 0);
+    assert!(r.stdout.contains("loaded 60 records"), "{}", r.stdout);
+
+    // Bulk build over the loaded records: those without an age are skipped.
+    let with_age = people.iter().filter(|p| p.1.is_some()).count();
+    let r = expect(
+        &db,
+        &[
+            "create-index",
+            "people",
+            "by_age",
+            "--type",
+            "btree",
+            "--field",
+            "age",
+        ],
+        0,
+    );
+    assert!(
+        r.stdout
+            .contains("created index `by_age` on dataset `people`"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!("bulk-built {with_age} entries")),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("fields: age"), "{}", r.stdout);
+    // A composite index; the policy is the dataset's unless given.
+    let r = expect(
+        &db,
+        &[
+            "create-index",
+            "people",
+            "by_city_age",
+            "--field",
+            "city",
+            "--field",
+            "age",
+            "--policy",
+            "tiered(4)",
+        ],
+        0,
+    );
+    assert!(r.stdout.contains("tiered(4)"), "{}", r.stdout);
+    assert!(r.stdout.contains("fields: city, age"), "{}", r.stdout);
+
+    let expected = |pred: &dyn Fn(i64, Option<i64>, &str) -> bool| -> Vec<i64> {
+        people
+            .iter()
+            .filter(|(id, age, city)| pred(*id, *age, city))
+            .map(|p| p.0)
+            .collect()
+    };
+
+    // Equality: records in primary key order, count in the summary.
+    let r = expect(
+        &db,
+        &["query", "people", "--index", "by_age", "--eq", "22"],
+        0,
+    );
+    let want = expected(&|_, a, _| a == Some(22));
+    assert!(!want.is_empty());
+    assert_eq!(ids(&r.stdout), want);
+    for l in r.stdout.lines() {
+        let v = json(l);
+        assert_eq!(v["age"], 22);
+        assert!(v["name"].is_string(), "whole records: {l}");
+    }
+    assert!(
+        r.stderr.contains(&format!("{} records in ", want.len())),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("access path: index by_age (validated through the primary)"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("disk components scanned"), "{}", r.stderr);
+    assert!(r.stderr.contains("primary: "), "{}", r.stderr);
+
+    // Range, inclusive at both ends; open-ended; limited.
+    let r = expect(
+        &db,
+        &[
+            "query", "people", "--index", "by_age", "--from", "21", "--to", "23",
+        ],
+        0,
+    );
+    assert_eq!(
+        ids(&r.stdout),
+        expected(&|_, a, _| a.is_some_and(|a| (21..=23).contains(&a)))
+    );
+    let r = expect(
+        &db,
+        &["query", "people", "--index", "by_age", "--from", "25"],
+        0,
+    );
+    assert_eq!(
+        ids(&r.stdout),
+        expected(&|_, a, _| a.is_some_and(|a| a >= 25))
+    );
+    let r = expect(
+        &db,
+        &["query", "people", "--index", "by_age", "--to", "20"],
+        0,
+    );
+    assert_eq!(ids(&r.stdout), expected(&|_, a, _| a == Some(20)));
+    let r = expect(&db, &["query", "people", "--index", "by_age"], 0);
+    assert_eq!(r.stdout.lines().count(), with_age);
+    let r = expect(
+        &db,
+        &[
+            "query", "people", "--index", "by_age", "--from", "21", "--limit", "4",
+        ],
+        0,
+    );
+    assert_eq!(r.stdout.lines().count(), 4);
+    assert!(r.stderr.contains("4 records in "), "{}", r.stderr);
+    let r = expect(
+        &db,
+        &["query", "people", "--index", "by_age", "--eq", "99"],
+        0,
+    );
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(r.stderr.contains("0 records in "), "{}", r.stderr);
+
+    // Composite index: a prefix equality and a range within the prefix.
+    let r = expect(
+        &db,
+        &["query", "people", "--index", "by_city_age", "--eq", "rome"],
+        0,
+    );
+    assert_eq!(
+        ids(&r.stdout),
+        expected(&|_, a, c| c == "rome" && a.is_some())
+    );
+    let r = expect(
+        &db,
+        &[
+            "query",
+            "people",
+            "--index",
+            "by_city_age",
+            "--from",
+            "rome",
+            "22",
+            "--to",
+            "rome",
+            "24",
+        ],
+        0,
+    );
+    assert_eq!(
+        ids(&r.stdout),
+        expected(&|_, a, c| c == "rome" && a.is_some_and(|a| (22..=24).contains(&a)))
+    );
+    let r = expect(
+        &db,
+        &[
+            "query",
+            "people",
+            "--index",
+            "by_city_age",
+            "--eq",
+            "rome",
+            "22",
+        ],
+        0,
+    );
+    assert_eq!(
+        ids(&r.stdout),
+        expected(&|_, a, c| c == "rome" && a == Some(22))
+    );
+
+    // Index-only: {"sk", "pk"} in index order, nothing else.
+    let r = expect(
+        &db,
+        &[
+            "query",
+            "people",
+            "--index",
+            "by_city_age",
+            "--eq",
+            "lyon",
+            "--index-only",
+        ],
+        0,
+    );
+    let got = hits(&r.stdout);
+    let mut want: Vec<(serde_json::Value, i64)> = people
+        .iter()
+        .filter_map(|(id, a, c)| {
+            a.filter(|_| *c == "lyon")
+                .map(|a| (serde_json::json!(["lyon", a]), *id))
+        })
+        .collect();
+    want.sort_by_key(|(sk, id)| (sk[1].as_i64(), *id));
+    assert_eq!(got, want);
+    assert!(
+        r.stderr.contains(&format!("{} entries in ", want.len())),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("access path: index-only"), "{}", r.stderr);
+
+    // Maintenance: an upsert moves a record, a delete removes it, a new
+    // record appears.
+    let upd = dir.path().join("upd.jsonl");
+    std::fs::write(
+        &upd,
+        concat!(
+            "{\"id\": 1, \"name\": \"p1\", \"age\": 99, \"city\": \"oslo\"}\n",
+            "{\"id\": 100, \"name\": \"p100\", \"age\": 99, \"city\": \"rome\"}\n",
+            "{\"id\": 10, \"name\": \"p10\", \"age\": 99, \"city\": \"lyon\"}\n",
+        ),
+    )
+    .unwrap();
+    expect(
+        &db,
+        &["load", "people", upd.to_str().unwrap(), "--mode", "upsert"],
+        0,
+    );
+    let r = expect(
+        &db,
+        &["query", "people", "--index", "by_age", "--eq", "99"],
+        0,
+    );
+    assert_eq!(ids(&r.stdout), vec![1, 10, 100]);
+    // Person 1 was 21 (20 + 1 % 7): no longer found there.
+    let r = expect(
+        &db,
+        &["query", "people", "--index", "by_age", "--eq", "21"],
+        0,
+    );
+    let mut want21 = expected(&|_, a, _| a == Some(21));
+    assert!(want21.contains(&1));
+    want21.retain(|id| *id != 1);
+    assert_eq!(ids(&r.stdout), want21);
+    let r = expect(
+        &db,
+        &[
+            "query",
+            "people",
+            "--index",
+            "by_age",
+            "--eq",
+            "99",
+            "--index-only",
+        ],
+        0,
+    );
+    assert_eq!(
+        hits(&r.stdout),
+        vec![
+            (serde_json::json!([99]), 1),
+            (serde_json::json!([99]), 10),
+            (serde_json::json!([99]), 100)
+        ]
+    );
+    expect(&db, &["delete", "people", "10"], 0);
+    let r = expect(
+        &db,
+        &["query", "people", "--index", "by_age", "--eq", "99"],
+        0,
+    );
+    assert_eq!(ids(&r.stdout), vec![1, 100]);
+    let r = expect(
+        &db,
+        &[
+            "query",
+            "people",
+            "--index",
+            "by_city_age",
+            "--eq",
+            "oslo",
+            "99",
+            "--index-only",
+        ],
+        0,
+    );
+    assert_eq!(hits(&r.stdout), vec![(serde_json::json!(["oslo", 99]), 1)]);
+
+    // Stats: one column per index in the table; the JSON lists every tree.
+    let r = expect(&db, &["stats", "people"], 0);
+    assert!(
+        r.stdout.contains("index by_age: btree on age"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("index by_city_age: btree on city, age"),
+        "{}",
+        r.stdout
+    );
+    let header = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("total"))
+        .unwrap_or_else(|| panic!("no header: {}", r.stdout));
+    let cols: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(cols, vec!["primary", "by_age", "by_city_age", "total"]);
+    let r = expect(&db, &["stats", "people", "--json"], 0);
+    let st = json(&r.stdout);
+    let names: Vec<&str> = st["datasets"][0]["indexes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for n in [
+        "people/p0/primary",
+        "people/p1/primary",
+        "people/p0/by_age",
+        "people/p1/by_age",
+        "people/p0/by_city_age",
+        "people/p1/by_city_age",
+    ] {
+        assert!(names.contains(&n), "{n}: {names:?}");
+    }
+
+    // Errors: bound longer than the index, wrongly typed value, duplicate
+    // index, unknown type, no such dataset.
+    let r = expect(
+        &db,
+        &["query", "people", "--index", "by_age", "--eq", "1", "2"],
+        2,
+    );
+    assert!(r.stderr.contains("1 field (age)"), "{}", r.stderr);
+    let r = expect(
+        &db,
+        &["query", "people", "--index", "by_age", "--eq", "old"],
+        2,
+    );
+    assert!(r.stderr.contains("`age`"), "{}", r.stderr);
+    let r = expect(
+        &db,
+        &["create-index", "people", "by_age", "--field", "age"],
+        2,
+    );
+    assert!(r.stderr.contains("already exists"), "{}", r.stderr);
+    let r = expect(
+        &db,
+        &[
+            "create-index",
+            "people",
+            "geo",
+            "--type",
+            "rtree",
+            "--field",
+            "age",
+        ],
+        2,
+    );
+    assert!(r.stderr.contains("not available yet"), "{}", r.stderr);
+    let r = expect(
+        &db,
+        &[
+            "create-index",
+            "people",
+            "x",
+            "--type",
+            "hash",
+            "--field",
+            "age",
+        ],
+        2,
+    );
+    assert!(r.stderr.contains("available: btree"), "{}", r.stderr);
+    expect(&db, &["create-index", "people", "x"], 2);
+    expect(
+        &db,
+        &[
+            "query", "people", "--index", "by_age", "--eq", "1", "--from", "0",
+        ],
+        2,
+    );
+    expect(&db, &["query", "nobody", "--index", "by_age"], 1);
+
+    // Drop: the index is gone, queries through it say so; the records stay.
+    let r = expect(&db, &["drop-index", "people", "by_age"], 0);
+    assert!(r.stdout.contains("dropped index `by_age`"), "{}", r.stdout);
+    let r = expect(
+        &db,
+        &["query", "people", "--index", "by_age", "--eq", "99"],
+        1,
+    );
+    assert!(
+        r.stderr
+            .contains("no index named `by_age` on dataset `people`"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("by_city_age"), "{}", r.stderr);
+    let r = expect(&db, &["drop-index", "people", "by_age"], 1);
+    assert!(r.stderr.contains("no index named `by_age`"), "{}", r.stderr);
+    expect(&db, &["get", "people", "1"], 0);
+    let r = expect(&db, &["stats", "people", "--json"], 0);
+    assert!(!r.stdout.contains("by_age\""), "{}", r.stdout);
+    // The remaining index still answers.
+    let r = expect(
+        &db,
+        &[
+            "query",
+            "people",
+            "--index",
+            "by_city_age",
+            "--eq",
+            "rome",
+            "99",
+        ],
+        0,
+    );
+    assert_eq!(ids(&r.stdout), vec![100]);
+}
+
+#[test]
+fn create_dataset_with_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // A bad index spec is refused before the database is created.
+    let r = expect(
+        &db,
+        &["create-dataset", "t", "--key", "id", "--index", "by_x"],
+        2,
+    );
+    assert!(r.stderr.contains("NAME:FIELD"), "{}", r.stderr);
+    assert!(!db.exists());
+    expect(
+        &db,
+        &[
+            "create-dataset",
+            "t",
+            "--key",
+            "id",
+            "--index",
+            "a:x",
+            "--index",
+            "a:y",
+        ],
+        2,
+    );
+    assert!(!db.exists());
+    let r = expect(
+        &db,
+        &[
+            "create-dataset",
+            "t",
+            "--key",
+            "id",
+            "--field",
+            "id:int,x:int",
+            "--index",
+            "by_x:x",
+            "--index",
+            "by_xy:x,y",
+        ],
+        0,
+    );
+    assert!(r.stdout.contains("index by_x: btree on x"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("index by_xy: btree on x, y"),
+        "{}",
+        r.stdout
+    );
+    let input = dir.path().join("t.jsonl");
+    std::fs::write(
+        &input,
+        "{\"id\": 1, \"x\": 5, \"y\": \"b\"}\n{\"id\": 2, \"x\": 5, \"y\": \"a\"}\n{\"id\": 3, \"x\": 6}\n",
+    )
+    .unwrap();
+    expect(&db, &["load", "t", input.to_str().unwrap()], 0);
+    let r = expect(&db, &["query", "t", "--index", "by_x", "--eq", "5"], 0);
+    assert_eq!(ids(&r.stdout), vec![1, 2]);
+    // The undeclared y: "a" is text either way.
+    let r = expect(
+        &db,
+        &[
+            "query",
+            "t",
+            "--index",
+            "by_xy",
+            "--eq",
+            "5",
+            "a",
+            "--index-only",
+        ],
+        0,
+    );
+    assert_eq!(hits(&r.stdout), vec![(serde_json::json!([5, "a"]), 2)]);
+    // Record 3 has no y: only in by_x.
+    let r = expect(&db, &["query", "t", "--index", "by_xy", "--index-only"], 0);
+    assert_eq!(r.stdout.lines().count(), 2);
+    let r = expect(&db, &["query", "t", "--index", "by_x", "--from", "6"], 0);
+    assert_eq!(ids(&r.stdout), vec![3]);
 }
