@@ -324,5 +324,33 @@ pub fn render(stats: &DbStats, defs: &BTreeMap<String, Vec<IndexDef>>) -> String
     }
     out.push('\n');
     out.push_str(&render_cache(&stats.block_cache));
+    out.push_str(&render_log(stats));
     out
+}
+
+/// The write-ahead log, group commit and the last recovery.
+pub fn render_log(stats: &DbStats) -> String {
+    let w = &stats.wal;
+    let per_fsync = if w.fsyncs == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.1}", w.commits as f64 / w.fsyncs as f64)
+    };
+    let r = &stats.last_recovery;
+    format!(
+        "log ({} durability; counters of this process): {} records, {} commits, {} fsyncs ({} commits per fsync), {} written, durable up to LSN {}\n\
+         last recovery: {} log records scanned from LSN {}, {} re-applied, {} uncommitted ignored, {} ms\n",
+        stats.durability,
+        count(w.records),
+        count(w.commits),
+        count(w.fsyncs),
+        per_fsync,
+        bytes(w.bytes),
+        w.durable_lsn,
+        count(r.records_scanned),
+        r.from_lsn,
+        count(r.records_redone),
+        count(r.records_uncommitted),
+        r.millis
+    )
 }
