@@ -1,5 +1,6 @@
 //! Records build-time facts for the machine header: the compiler that built the
-//! harness and the RocksDB and rusqlite versions pinned in this crate's Cargo.lock.
+//! harness, the RocksDB and rusqlite versions pinned in this crate's Cargo.lock,
+//! and the Silt commit the core crates were built from.
 use std::{env, fs, path::Path, process::Command};
 
 fn main() {
@@ -31,6 +32,20 @@ fn main() {
     println!("cargo:rustc-env=SILT_BENCH_ROCKSDB_CRATE_VERSION={rocksdb_crate}");
     let rusqlite = package_version(&text, "rusqlite").unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=SILT_BENCH_RUSQLITE_CRATE_VERSION={rusqlite}");
+
+    // The Silt commit: rerun when the core sources or the checked-out commit change.
+    let root = Path::new(&manifest_dir).join("..");
+    println!("cargo:rerun-if-changed={}", root.join("crates").display());
+    for git_path in [".git/HEAD", ".git/refs/heads"] {
+        let p = root.join(git_path);
+        if p.exists() {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
+    }
+    println!(
+        "cargo:rustc-env=SILT_BENCH_SILT_COMMIT={}",
+        silt_commit(&root)
+    );
 }
 
 /// Finds `version = "..."` of `[[package]] name = "<name>"` in a Cargo.lock.
@@ -48,4 +63,28 @@ fn package_version(lock: &str, name: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// `git rev-parse --short HEAD` of the repository at `root`, `-dirty` when
+/// `crates/` has uncommitted changes; "unknown" outside a git checkout.
+fn silt_commit(root: &Path) -> String {
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git")
+            .current_dir(root)
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let Some(commit) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "unknown".into();
+    };
+    let dirty = git(&["status", "--porcelain", "--", "crates"]).is_some_and(|s| !s.is_empty());
+    if dirty {
+        format!("{commit}-dirty")
+    } else {
+        commit
+    }
 }

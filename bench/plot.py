@@ -102,7 +102,7 @@ def panel(ax, rows, title, log, colors, targets=False):
             ax.yaxis.set_major_formatter(EngFormatter(sep=""))
         ax.set_ylim(top=ax.get_ylim()[1] * 1.08)
     if targets:
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="best")
     ax.grid(axis="y", alpha=0.3)
 
 

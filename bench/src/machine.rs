@@ -215,30 +215,10 @@ fn df_device(dir: &Path) -> Option<String> {
     line.split_whitespace().next().map(str::to_string)
 }
 
-/// The short commit of the Silt repository this harness was built from, with
-/// `-dirty` when the core crates have uncommitted changes.
+/// The short commit of the Silt repository this harness was **built** from, with
+/// `-dirty` when the core crates had uncommitted changes then (recorded by
+/// `build.rs`, which reruns whenever `crates/` changes: asking git at run time
+/// would mislabel a binary built before the latest commits).
 fn silt_commit() -> String {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let git = |args: &[&str]| -> Option<String> {
-        let out = Command::new("git")
-            .current_dir(dir)
-            .args(args)
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
-    let Some(commit) = git(&["rev-parse", "--short", "HEAD"]) else {
-        return "unknown".into();
-    };
-    let top = git(&["rev-parse", "--show-toplevel"]).unwrap_or_default();
-    let crates = Path::new(&top).join("crates");
-    let dirty = git(&["status", "--porcelain", "--", &crates.to_string_lossy()])
-        .is_some_and(|s| !s.is_empty());
-    if dirty {
-        format!("{commit}-dirty")
-    } else {
-        commit
-    }
+    env!("SILT_BENCH_SILT_COMMIT").to_string()
 }

@@ -47,7 +47,16 @@ pub fn generate(results_dir: &Path, out: &Path) -> Result<usize> {
         None => md.push_str("_No `limits.json` yet: run `silt-bench limits`._\n\n"),
     }
 
-    let files = csv_files(results_dir)?;
+    // In `silt-bench list` order (the core benchmark first), then any other file by name.
+    let order: Vec<&str> = workloads::all().iter().map(|w| w.name()).collect();
+    let mut files = csv_files(results_dir)?;
+    files.sort_by_key(|p| {
+        let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned());
+        let pos = stem
+            .as_deref()
+            .and_then(|n| order.iter().position(|w| *w == n));
+        (pos.unwrap_or(usize::MAX), p.clone())
+    });
     let link_prefix = relative_link(out, results_dir);
     for path in &files {
         let file = ResultFile::read(path)?;

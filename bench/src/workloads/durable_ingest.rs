@@ -187,7 +187,8 @@ impl Workload for DurableIngest {
 /// What one writer thread did.
 struct ThreadResult {
     commits: u64,
-    lat_ns: Vec<u32>,
+    /// Per-commit latencies in microseconds (u32: up to 71 minutes).
+    lat_us: Vec<u32>,
     finished: Instant,
 }
 
@@ -229,7 +230,7 @@ fn drive(
                         seed ^ 0x005e_ed0f_da7a ^ (t as u64).wrapping_mul(0x2545_f491_4f6c_dd1d),
                     );
                     let mut value = [0u8; VALUE_BYTES];
-                    let mut lat_ns = Vec::with_capacity(1 << 16);
+                    let mut lat_us = Vec::with_capacity(1 << 16);
                     barrier.wait();
                     let end = Instant::now() + dur;
                     let mut i = 0u64;
@@ -240,12 +241,12 @@ fn drive(
                         }
                         rng.fill_bytes(&mut value);
                         w.put(key(seed, t, i), &value)?;
-                        lat_ns.push(u32::try_from(start.elapsed().as_nanos()).unwrap_or(u32::MAX));
+                        lat_us.push(u32::try_from(start.elapsed().as_micros()).unwrap_or(u32::MAX));
                         i += 1;
                     }
                     Ok(ThreadResult {
                         commits: i,
-                        lat_ns,
+                        lat_us,
                         finished: Instant::now(),
                     })
                 })
@@ -275,13 +276,13 @@ fn drive(
         .max()
         .unwrap_or_default()
         .as_secs_f64();
-    let mut lat_ns: Vec<u32> = results.into_iter().flat_map(|r| r.lat_ns).collect();
-    lat_ns.sort_unstable();
+    let mut lat_us: Vec<u32> = results.into_iter().flat_map(|r| r.lat_us).collect();
+    lat_us.sort_unstable();
     let commits_s = commits as f64 / elapsed;
-    let p50 = percentile(&lat_ns, 50.0) / 1e6;
-    let p99 = percentile(&lat_ns, 99.0) / 1e6;
+    let p50 = percentile(&lat_us, 50.0) / 1e3;
+    let p99 = percentile(&lat_us, 99.0) / 1e3;
     let mean_ms =
-        lat_ns.iter().map(|&v| f64::from(v)).sum::<f64>() / lat_ns.len().max(1) as f64 / 1e6;
+        lat_us.iter().map(|&v| f64::from(v)).sum::<f64>() / lat_us.len().max(1) as f64 / 1e3;
     let limit = ctx.limits.fsyncs_per_s;
 
     let mut rows = vec![
@@ -301,7 +302,7 @@ fn drive(
             sys,
             &format!("{threads} thr.max latency"),
             "ms",
-            lat_ns.last().map_or(f64::NAN, |&v| f64::from(v) / 1e6),
+            lat_us.last().map_or(f64::NAN, |&v| f64::from(v) / 1e3),
         ),
         ResultRow::new(
             sys,

@@ -365,12 +365,14 @@ impl Database {
         Ok(())
     }
 
-    /// Flush every dataset's in-memory components.
+    /// Flush every dataset's in-memory components, then take a checkpoint
+    /// (so the log they needed can be deleted).
     pub fn flush(&self) -> Result<()> {
-        for ds in self.datasets.read().values() {
+        let all: Vec<Arc<Dataset>> = self.datasets.read().values().cloned().collect();
+        for ds in all {
             ds.flush()?;
         }
-        Ok(())
+        self.checkpoint().map(|_| ())
     }
 
     pub fn stats(&self) -> DbStats {

@@ -88,6 +88,9 @@ pub const MAX_PAYLOAD_BYTES: usize = 256 << 20;
 pub const DEFAULT_FILE_SIZE_LIMIT: u64 = 64 << 20;
 /// Default [`WalOptions::tail_buffer_limit`].
 pub const DEFAULT_TAIL_BUFFER_LIMIT: usize = 32 << 20;
+/// In `Sync` mode, buffered records without a durability request are written
+/// once this many bytes accumulate.
+const EAGER_WRITE_BYTES: usize = 1 << 20;
 /// Interval of `Durability::Batched` when parsed from plain `"batched"`.
 pub const DEFAULT_BATCH_INTERVAL_MS: u64 = 10;
 /// Name of the checkpoint file inside the directory given to [`write_checkpoint`].
@@ -929,6 +932,12 @@ struct Tail {
     acked_lsn: u64,
     /// `Wal::sync` callers want an fsync covering this LSN.
     sync_target: u64,
+    /// Someone waits for the buffered records to become durable (a COMMIT or
+    /// WAIT callback, or a `wait_durable` caller). In `Sync` mode the flusher
+    /// writes and fsyncs only then: UPDATE records alone wait in the buffer
+    /// for their COMMIT, so a single writer pays one fsync per transaction,
+    /// not one for its UPDATE and another for its COMMIT.
+    want_durable: bool,
     failed: Option<String>,
     closing: bool,
 }
@@ -1097,7 +1106,13 @@ impl Flusher {
             if tail.failed.is_some() {
                 return Action::Abandon;
             }
-            if !tail.buf.is_empty() {
+            let eager = !matches!(shared.durability, Durability::Sync)
+                || tail.want_durable
+                || tail.closing
+                || tail.sync_target > shared.synced_lsn.load(Ordering::Acquire)
+                || tail.buf.len() >= EAGER_WRITE_BYTES.min(shared.tail_limit / 2);
+            if !tail.buf.is_empty() && eager {
+                tail.want_durable = false;
                 self.batch.clear();
                 std::mem::swap(&mut tail.buf, &mut self.batch);
                 let records = std::mem::take(&mut tail.buf_records);
@@ -1381,6 +1396,7 @@ impl Wal {
                 callbacks: VecDeque::new(),
                 acked_lsn: end_lsn,
                 sync_target: 0,
+                want_durable: false,
                 failed: None,
                 closing: false,
             }),
@@ -1451,6 +1467,9 @@ impl Wal {
                 break;
             }
             shared.stats.tail_full_waits.fetch_add(1, Ordering::Relaxed);
+            // The flusher must drain the buffer even without a durability request.
+            tail.want_durable = true;
+            shared.work.notify_one();
             shared.space.wait(&mut tail);
         }
         let lsn = tail.next_lsn;
@@ -1460,11 +1479,16 @@ impl Wal {
         tail.next_lsn += frame.len() as u64;
         shared.end_lsn.store(tail.next_lsn, Ordering::Release);
         let tail_len = tail.buf.len() as u64;
-        if let Some(cb) = cb {
+        let wakes = if let Some(cb) = cb {
             let end_lsn = tail.next_lsn;
             tail.callbacks.push_back(Pending { end_lsn, cb });
-        }
-        if was_empty {
+            let first = !tail.want_durable;
+            tail.want_durable = true;
+            first
+        } else {
+            was_empty || tail.buf.len() >= EAGER_WRITE_BYTES.min(shared.tail_limit / 2)
+        };
+        if wakes {
             shared.work.notify_one();
         }
         drop(tail);
@@ -1563,6 +1587,10 @@ impl Wal {
             }
             if let Some(reason) = &tail.failed {
                 return Err(failed_error(reason));
+            }
+            if !tail.want_durable {
+                tail.want_durable = true;
+                shared.work.notify_one();
             }
             shared.durable.wait(&mut tail);
         }
