@@ -29,12 +29,16 @@ pub struct DbOptions {
     pub merge_threads: usize,
     /// fsync component files and metadata (turn off only in tests).
     pub sync: bool,
-    /// When a commit is acknowledged: `sync` (default) after its COMMIT is
-    /// fsynced; `batched(ms)` once in the log buffer, fsync at most every ms
-    /// (an OS crash or power loss may lose the last interval of acknowledged
-    /// commits; a process crash loses nothing written to the OS); `none` never
-    /// fsyncs the log (bulk loads: an OS crash may lose everything not yet in a
-    /// flushed component).
+    /// When a commit is acknowledged:
+    /// - `sync` (default): after its COMMIT is fsynced (group commit); locks
+    ///   are held until then. Nothing acknowledged is ever lost.
+    /// - `batched(ms)`: as soon as the COMMIT is in the log buffer; the log is
+    ///   written to the OS within 5 ms and fsynced at most every `ms`. A
+    ///   process crash may lose the last ~5 ms of acknowledged commits; an OS
+    ///   crash or power loss the last `ms` too.
+    /// - `none`: as `batched` but never fsynced by the log (bulk loads you can
+    ///   redo): an OS crash may lose everything since the last component flush
+    ///   (flushes and checkpoints fsync the log first, so what they cover is safe).
     pub durability: Durability,
     /// Take a checkpoint when this many log bytes accumulated since the last one.
     pub checkpoint_interval_bytes: u64,

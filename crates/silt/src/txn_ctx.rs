@@ -50,9 +50,26 @@ impl TxnContext {
     }
 
     /// Append the COMMIT of `txn`, let it leave the memtables it wrote, and
-    /// return a handle that resolves once the COMMIT is durable. The log
-    /// flusher releases the transaction's locks at that moment.
+    /// return a handle that resolves once the COMMIT is durable.
+    ///
+    /// `sync`: the log flusher releases the transaction's locks when the
+    /// COMMIT is fsynced, and the writer is acknowledged then (the paper's
+    /// protocol). `batched` / `none`: the writer is acknowledged as soon as
+    /// the COMMIT is in the log buffer, so its locks are released at once too:
+    /// holding them until a later fsync would only delay other writers of the
+    /// same keys without making anything more durable.
     pub(crate) fn commit(self: &Arc<Self>, txn: u64, mems: &[Arc<MemTable>]) -> CommitHandle {
+        if !matches!(self.durability, Durability::Sync) {
+            let r = self.wal.append(&crate::txn::LogRecord::Commit { txn });
+            for m in mems {
+                m.leave();
+            }
+            self.locks.release_all(txn);
+            return CommitHandle {
+                rx: None,
+                append_err: r.err(),
+            };
+        }
         let (tx, rx) = crossbeam_channel::bounded(1);
         let ctx = self.clone();
         let r = self.wal.append_commit(
@@ -66,7 +83,7 @@ impl TxnContext {
             m.leave();
         }
         CommitHandle {
-            rx,
+            rx: Some(rx),
             append_err: r.err(),
         }
     }
@@ -87,6 +104,11 @@ impl TxnContext {
     /// Wait until the log is durable at its current end (Algorithm 1's WAIT:
     /// every commit this thread appended is then durable and its locks released).
     pub(crate) fn wait_for_commits(&self, txn: u64) -> Result<()> {
+        if !matches!(self.durability, Durability::Sync) {
+            // Locks are released when the COMMIT is appended in these modes:
+            // this thread holds none already.
+            return Ok(());
+        }
         let (tx, rx) = crossbeam_channel::bounded(1);
         self.wal.append_wait(
             txn,
@@ -111,7 +133,8 @@ impl LogSync for TxnContext {
 
 /// A commit whose durability may still be pending.
 pub struct CommitHandle {
-    rx: crossbeam_channel::Receiver<Result<()>>,
+    /// None when the commit was acknowledged at append time (non-sync modes).
+    rx: Option<crossbeam_channel::Receiver<Result<()>>>,
     append_err: Option<Error>,
 }
 
@@ -121,9 +144,12 @@ impl CommitHandle {
         if let Some(e) = self.append_err {
             return Err(e);
         }
-        self.rx
-            .recv()
-            .map_err(|_| Error::Closed("the log flusher stopped".into()))?
+        match self.rx {
+            Some(rx) => rx
+                .recv()
+                .map_err(|_| Error::Closed("the log flusher stopped".into()))?,
+            None => Ok(()),
+        }
     }
 
     /// Acknowledge according to the durability mode: `sync` waits for the

@@ -91,6 +91,11 @@ pub const DEFAULT_TAIL_BUFFER_LIMIT: usize = 32 << 20;
 /// In `Sync` mode, buffered records without a durability request are written
 /// once this many bytes accumulate.
 const EAGER_WRITE_BYTES: usize = 1 << 20;
+/// `Batched` / `None` modes: the flusher writes buffered records to the OS at
+/// least this often (so a process crash loses at most this much of
+/// acknowledged commits in those modes) or when `LAZY_WRITE_BYTES` accumulate.
+const LAZY_WRITE_MS: u64 = 5;
+const LAZY_WRITE_BYTES: usize = 256 << 10;
 /// Interval of `Durability::Batched` when parsed from plain `"batched"`.
 pub const DEFAULT_BATCH_INTERVAL_MS: u64 = 10;
 /// Name of the checkpoint file inside the directory given to [`write_checkpoint`].
@@ -938,6 +943,9 @@ struct Tail {
     /// for their COMMIT, so a single writer pays one fsync per transaction,
     /// not one for its UPDATE and another for its COMMIT.
     want_durable: bool,
+    /// When the oldest record in `buf` was appended: buffered records are
+    /// written at the latest `LAZY_WRITE_MS` after it.
+    first_buffered: Option<Instant>,
     failed: Option<String>,
     closing: bool,
 }
@@ -1106,13 +1114,22 @@ impl Flusher {
             if tail.failed.is_some() {
                 return Action::Abandon;
             }
-            let eager = !matches!(shared.durability, Durability::Sync)
-                || tail.want_durable
+            let threshold = if matches!(shared.durability, Durability::Sync) {
+                EAGER_WRITE_BYTES
+            } else {
+                LAZY_WRITE_BYTES
+            }
+            .min(shared.tail_limit / 2);
+            let eager = tail.want_durable
                 || tail.closing
                 || tail.sync_target > shared.synced_lsn.load(Ordering::Acquire)
-                || tail.buf.len() >= EAGER_WRITE_BYTES.min(shared.tail_limit / 2);
+                || tail.buf.len() >= threshold
+                || tail
+                    .first_buffered
+                    .is_some_and(|t| t.elapsed() >= Duration::from_millis(LAZY_WRITE_MS));
             if !tail.buf.is_empty() && eager {
                 tail.want_durable = false;
+                tail.first_buffered = None;
                 self.batch.clear();
                 std::mem::swap(&mut tail.buf, &mut self.batch);
                 let records = std::mem::take(&mut tail.buf_records);
@@ -1122,19 +1139,30 @@ impl Flusher {
                     records,
                 };
             }
+            if tail.buf.is_empty() {
+                // Nothing buffered: a stale request refers to records already written.
+                tail.want_durable = false;
+            }
             if tail.sync_target > shared.synced_lsn.load(Ordering::Acquire) {
                 return Action::Sync;
             }
             if tail.closing {
                 return Action::Exit;
             }
+            let lazy = tail
+                .first_buffered
+                .map(|t| t + Duration::from_millis(LAZY_WRITE_MS));
             if let (true, Durability::Batched { interval_ms }) = (self.unsynced, shared.durability)
             {
                 let deadline = self.last_sync + Duration::from_millis(interval_ms);
                 if Instant::now() >= deadline {
                     return Action::Sync;
                 }
-                shared.work.wait_until(&mut tail, deadline);
+                shared
+                    .work
+                    .wait_until(&mut tail, lazy.map_or(deadline, |l| l.min(deadline)));
+            } else if let Some(lazy) = lazy {
+                shared.work.wait_until(&mut tail, lazy);
             } else {
                 shared.work.wait(&mut tail);
             }
@@ -1397,6 +1425,7 @@ impl Wal {
                 acked_lsn: end_lsn,
                 sync_target: 0,
                 want_durable: false,
+                first_buffered: None,
                 failed: None,
                 closing: false,
             }),
@@ -1479,14 +1508,28 @@ impl Wal {
         tail.next_lsn += frame.len() as u64;
         shared.end_lsn.store(tail.next_lsn, Ordering::Release);
         let tail_len = tail.buf.len() as u64;
+        if was_empty {
+            tail.first_buffered = Some(Instant::now());
+        }
+        let threshold = if matches!(shared.durability, Durability::Sync) {
+            EAGER_WRITE_BYTES
+        } else {
+            LAZY_WRITE_BYTES
+        }
+        .min(shared.tail_limit / 2);
+        let crossed = tail.buf.len() >= threshold && tail.buf.len() - frame.len() < threshold;
         let wakes = if let Some(cb) = cb {
             let end_lsn = tail.next_lsn;
             tail.callbacks.push_back(Pending { end_lsn, cb });
-            let first = !tail.want_durable;
+            let first = !tail.want_durable || was_empty;
             tail.want_durable = true;
             first
+        } else if matches!(shared.durability, Durability::Sync) {
+            // An UPDATE waits for its COMMIT (which asks for durability).
+            crossed
         } else {
-            was_empty || tail.buf.len() >= EAGER_WRITE_BYTES.min(shared.tail_limit / 2)
+            // Batched / none: the first record starts the lazy-write timer.
+            was_empty || crossed
         };
         if wakes {
             shared.work.notify_one();
