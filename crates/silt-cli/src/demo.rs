@@ -429,7 +429,7 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
         t.write_amplification()
     );
     println!(
-        "   => {} disk components on {}; gets include the duplicate-key check of every insert",
+        "   => {} disk components on {}; the duplicate-key checks of the inserts are counted apart from gets (key_checks in `silt stats --json`)",
         count(t.components),
         plural(u64::from(o.partitions), "partition", "partitions")
     );
