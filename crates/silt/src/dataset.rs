@@ -110,6 +110,16 @@ struct IndexSet {
 /// Encoded (lower, upper) bounds of a key range.
 type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
+/// A resolved index query: the index set, the index's position, the encoded
+/// bounds and the matching entry keys.
+type IndexQuery = (
+    Arc<IndexSet>,
+    usize,
+    Bound<Vec<u8>>,
+    Bound<Vec<u8>>,
+    Vec<Vec<u8>>,
+);
+
 /// One hit of an index-only query: the secondary key and the primary key.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IndexHit {
@@ -1011,6 +1021,20 @@ impl Dataset {
         }
     }
 
+    /// Resolve an index by name, encode the bounds and collect the matching
+    /// entry keys from every partition (shared by both access paths).
+    fn index_query(
+        &self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+    ) -> Result<IndexQuery> {
+        let (i, set) = self.index_by_name(index)?;
+        let (lo, hi) = self.index_bounds(&set.defs[i], lo, hi)?;
+        let entries = self.index_entries(&set, i, &lo, &hi)?;
+        Ok((set, i, lo, hi, entries))
+    }
+
     /// Records whose indexed field(s) lie within `lo`..`hi`, through the
     /// secondary index `index` (non-index-only path): collect the candidate
     /// primary keys, sort them, fetch each from the primary index under an
@@ -1023,11 +1047,9 @@ impl Dataset {
         hi: Bound<&[Value]>,
         limit: Option<usize>,
     ) -> Result<Vec<Value>> {
-        let (i, set) = self.index_by_name(index)?;
+        let (set, i, lo, hi, entries) = self.index_query(index, lo, hi)?;
         let d = &set.defs[i];
-        let (lo, hi) = self.index_bounds(d, lo, hi)?;
-        let mut pks: Vec<Vec<u8>> = self
-            .index_entries(&set, i, &lo, &hi)?
+        let mut pks: Vec<Vec<u8>> = entries
             .into_iter()
             .map(|k| d.split_entry(&k).map(|(_, pk)| pk))
             .collect::<Result<_>>()?;
@@ -1057,11 +1079,9 @@ impl Dataset {
         hi: Bound<&[Value]>,
         limit: Option<usize>,
     ) -> Result<Vec<IndexHit>> {
-        let (i, set) = self.index_by_name(index)?;
-        let d = &set.defs[i];
-        let (lo, hi) = self.index_bounds(d, lo, hi)?;
         let epoch = self.txn.abort_epoch();
-        let entries = self.index_entries(&set, i, &lo, &hi)?;
+        let (set, i, lo, hi, entries) = self.index_query(index, lo, hi)?;
+        let d = &set.defs[i];
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for k in entries {
