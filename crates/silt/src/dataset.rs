@@ -3,13 +3,13 @@
 //! lookups and ordered scans that fan out over the partitions.
 
 use crate::error::{Error, Result};
-use crate::index::IndexDef;
+use crate::index::{IndexDef, ReconcileOption};
 use crate::lsm::background::Background;
 use crate::lsm::memtable::MemTable;
 use crate::lsm::tree::{Scheduler, TreeScan};
-use crate::lsm::{LsmTree, MemoryGroup, TreeConfig, TreeStats};
+use crate::lsm::{LsmTree, MemoryGroup, TreeConfig, TreeKind, TreeStats};
 use crate::schema::{DatasetDef, MAX_RECORD_BYTES};
-use crate::storage::{BlockCache, Entry, WriterOptions};
+use crate::storage::{BlockCache, Entry, EntryKind, WriterOptions};
 use crate::txn::{LockManager, LogOp, LogRecord};
 use crate::txn_ctx::TxnContext;
 use crate::value::{self, Value};
@@ -21,6 +21,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use xxhash_rust::xxh3::xxh3_64;
+
+#[path = "dataset_query.rs"]
+mod query;
+pub use query::{JoinPredicate, JoinResults, Query, QueryHit, QueryOptions, QueryResults, QueryStats};
 
 /// What a batch write does with each record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +89,9 @@ struct Undo {
     mem: Arc<MemTable>,
     key: Vec<u8>,
     prior: Option<Entry>,
+    /// Restore `prior` as the memtable's exact former content (secondary
+    /// indexes) rather than writing a newer version (primary).
+    exact: bool,
 }
 
 /// Per-transaction bookkeeping while it runs.
@@ -180,6 +187,7 @@ impl Dataset {
                     sync,
                 },
                 memtable_bytes: (def.memory_budget / n_trees).max(1),
+                kind: TreeKind::default(),
             };
             let primary = LsmTree::open(cfg, cache.clone())?;
             primary.set_log_sync(txn.clone());
@@ -259,6 +267,7 @@ impl Dataset {
                 sync,
             },
             memtable_bytes: (def.memory_budget / n_trees.max(1)).max(1),
+            kind: idef.tree_kind(),
         };
         LsmTree::open(cfg, cache.clone())
     }
@@ -425,7 +434,8 @@ impl Dataset {
         // Secondary index changes, computed before anything is written so that
         // a record whose indexed field cannot be indexed is refused cleanly.
         // Eager maintenance as AsterixDB: the old record's entries are removed.
-        let mut sec_ops: Vec<(usize, Vec<u8>, bool)> = Vec::new();
+        // (index, key, put?, value)
+        let mut sec_ops: Vec<(usize, Vec<u8>, bool, Vec<u8>)> = Vec::new();
         if has_sec {
             let old_rec = match &prior {
                 Some(e) if !e.is_delete() => Some(value::decode_value(&e.value)?),
@@ -436,21 +446,30 @@ impl Dataset {
                 WriteOp::Delete(_) => None,
             };
             for (i, d) in idx.defs.iter().enumerate() {
-                let old_k = old_rec
-                    .as_ref()
-                    .and_then(|r| d.entry_key(r, key).ok().flatten());
-                let new_k = match &new_rec {
-                    Some(r) => d.entry_key(r, key)?,
-                    None => None,
+                let old_e = match &old_rec {
+                    Some(r) => d.entries(r, key).unwrap_or_default(),
+                    None => Vec::new(),
                 };
-                if old_k == new_k {
+                let new_e = match &new_rec {
+                    Some(r) => d.entries(r, key)?,
+                    None => Vec::new(),
+                };
+                if old_e == new_e {
                     continue;
                 }
-                if let Some(o) = old_k {
-                    sec_ops.push((i, o, false));
+                // With deleted-key reconciliation a delete hides every entry of
+                // the primary key in older components, so all new entries are
+                // rewritten; with antimatter only the changed ones.
+                let rewrite_all = d.reconcile_mode() == ReconcileOption::DeletedKeys;
+                for (k, v) in &old_e {
+                    if !new_e.iter().any(|(nk, _)| nk == k) {
+                        sec_ops.push((i, k.clone(), false, v.clone()));
+                    }
                 }
-                if let Some(n) = new_k {
-                    sec_ops.push((i, n, true));
+                for (k, v) in new_e {
+                    if rewrite_all || !old_e.iter().any(|(ok, ov)| *ok == k && *ov == v) {
+                        sec_ops.push((i, k, true, v));
+                    }
                 }
             }
         }
@@ -484,17 +503,23 @@ impl Dataset {
                 mem,
                 key: key.to_vec(),
                 prior: prior.filter(|e| !e.is_delete()),
+                exact: false,
             });
         }
-        for (i, skey, put) in sec_ops {
+        for (i, skey, put, sval) in sec_ops {
             let stree = &idx.trees[i][pidx];
-            let (e, lop) = if put {
-                (Entry::put(seq, Vec::new()), LogOp::Put)
+            let (kind, lop) = if put {
+                (EntryKind::Put, LogOp::Put)
             } else {
-                (Entry::delete(seq), LogOp::Delete)
+                (EntryKind::Delete, LogOp::Delete)
+            };
+            let e = Entry {
+                seq,
+                kind,
+                value: sval.clone(),
             };
             let index_id = idx.defs[i].id;
-            let (mem, cost) = stree.put_logged(&skey, e, || {
+            let (mem, cost, mem_prior) = stree.put_logged_prior(&skey, e, || {
                 wal.append(&LogRecord::Update {
                     txn,
                     dataset: self.id,
@@ -503,7 +528,7 @@ impl Dataset {
                     op: lop,
                     key: skey.clone(),
                     seq,
-                    value: Vec::new(),
+                    value: sval,
                 })
             })?;
             work.mems.push(mem.clone());
@@ -511,7 +536,8 @@ impl Dataset {
             work.undo.push(Undo {
                 mem,
                 key: skey,
-                prior: (!put).then(|| Entry::put(seq, Vec::new())),
+                prior: mem_prior,
+                exact: true,
             });
         }
         Ok(true)
@@ -521,6 +547,10 @@ impl Dataset {
     /// first (no compensation log records: redo skips uncommitted work).
     fn undo(&self, work: &mut TxnWork) {
         for u in work.undo.drain(..).rev() {
+            if u.exact {
+                u.mem.restore(&u.key, u.prior);
+                continue;
+            }
             let seq = self.next_seq();
             let e = match u.prior {
                 Some(p) => Entry::put(seq, p.value),
@@ -834,10 +864,10 @@ impl Dataset {
             let mut scan = part
                 .primary
                 .scan(&snap, Bound::Unbounded, Bound::Unbounded, false)?;
-            let mut keys: Vec<(Vec<u8>, u64)> = Vec::new();
+            let mut keys: Vec<(Vec<u8>, u64, Vec<u8>)> = Vec::new();
             while let Some((pk, e)) = scan.next_entry()? {
                 let rec = value::decode_value(&e.value)?;
-                let k = def.entry_key(&rec, &pk).map_err(|err| {
+                let ents = def.entries(&rec, &pk).map_err(|err| {
                     let shown = value::decode_key(&pk)
                         .map(|k| value::key_to_string(&k))
                         .unwrap_or_default();
@@ -846,15 +876,12 @@ impl Dataset {
                         format!("cannot build index `{}`: record {shown}: {err}", def.name),
                     )
                 })?;
-                if let Some(k) = k {
-                    keys.push((k, e.seq));
-                }
+                keys.extend(ents.into_iter().map(|(k, v)| (k, e.seq, v)));
             }
-            keys.sort_unstable();
+            keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             keys.dedup_by(|a, b| a.0 == b.0);
             tree.bulk_load(
-                keys.into_iter()
-                    .map(|(k, seq)| (k, Entry::put(seq, Vec::new()))),
+                keys.into_iter().map(|(k, seq, v)| (k, Entry::put(seq, v))),
                 mark,
             )?;
             tree.set_log_sync(self.txn.clone());

@@ -566,7 +566,12 @@ fn recover(
         }
         let entry = match op {
             LogOp::Put => Entry::put(seq, value),
-            LogOp::Delete => Entry::delete(seq),
+            // Antimatter of a spatial index carries the deleted bounds.
+            LogOp::Delete => Entry {
+                seq,
+                kind: crate::storage::EntryKind::Delete,
+                value,
+            },
         };
         ds.bump_seq(seq);
         let cost = tree.put(&key, entry, lsn + 1);

@@ -8,6 +8,7 @@
 pub mod dataset;
 pub mod db;
 pub mod error;
+pub mod geo;
 pub mod index;
 pub mod lsm;
 pub mod schema;
@@ -17,11 +18,12 @@ pub mod txn_ctx;
 pub mod value;
 
 pub use dataset::{
-    BatchOptions, BatchReport, Dataset, DatasetScan, DatasetStats, IndexHit, WriteMode,
+    BatchOptions, BatchReport, Dataset, DatasetScan, DatasetStats, IndexHit, JoinPredicate,
+    Query, QueryHit, QueryOptions, QueryResults, QueryStats, WriteMode,
 };
 pub use db::{Database, DbOptions, DbStats, RecoverySummary};
 pub use error::{Error, Result};
-pub use index::{IndexDef, IndexKind};
+pub use index::{IndexDef, IndexKind, IndexOptions, ReconcileOption};
 pub use schema::DatasetDef;
 pub use txn::Durability;
-pub use value::{FieldType, Value};
+pub use value::{FieldType, Geometry, Value};

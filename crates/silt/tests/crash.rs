@@ -30,10 +30,24 @@ fn db_opts(small_files: bool) -> DbOptions {
     }
 }
 
+/// Where record version `v` is: spread over the globe, a function of `v`.
+fn loc_of(v: i64) -> (f64, f64) {
+    let lon = (v.wrapping_mul(7).rem_euclid(3600)) as f64 / 10.0 - 180.0;
+    let lat = (v.wrapping_mul(13).rem_euclid(1700)) as f64 / 10.0 - 85.0;
+    (lon, lat)
+}
+
+fn words_of(v: i64) -> String {
+    format!("w{} W{}", v.rem_euclid(5), v.rem_euclid(7) + 5)
+}
+
 fn record(k: i64, v: i64, pad: usize) -> Value {
+    let (lon, lat) = loc_of(v);
     Value::Object(vec![
         ("id".into(), Value::Int(k)),
         ("v".into(), Value::Int(v)),
+        ("loc".into(), Value::Geometry(silt::Geometry::point(lon, lat))),
+        ("msg".into(), Value::String(words_of(v))),
         ("pad".into(), Value::String("p".repeat(pad))),
     ])
 }
@@ -81,6 +95,19 @@ fn crash_child() {
                 .expect("create");
             db.create_index("t", silt::IndexDef::btree("by_v", &["v"]))
                 .expect("create index");
+            db.create_index(
+                "t",
+                silt::IndexDef::rtree("loc_am", "loc").reconcile(silt::ReconcileOption::Antimatter),
+            )
+            .expect("create rtree");
+            db.create_index(
+                "t",
+                silt::IndexDef::rtree("loc_dk", "loc")
+                    .reconcile(silt::ReconcileOption::DeletedKeys),
+            )
+            .expect("create rtree");
+            db.create_index("t", silt::IndexDef::keyword("words", "msg"))
+                .expect("create keyword index");
             ds
         }
     };
@@ -309,6 +336,7 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
             from_index, from_primary,
             "cycle {cycle}: index by_v disagrees with the primary"
         );
+        check_spatial_and_text(&ds, &seen, cycle);
         // The database is now the truth for in-flight keys.
         for k in inflight_keys.keys() {
             match seen.get(k) {
@@ -327,6 +355,64 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
         "crash torture: {cycles} kills, {total_acks} acknowledged operations, {redone} records redone, {torn} torn log tails cut, {} live keys",
         model.len()
     );
+}
+
+/// The R-trees (both variants) and the keyword index agree with the
+/// primary: index-only answers (straight from the index entries, since no
+/// writer runs) equal brute force over the recovered records.
+fn check_spatial_and_text(ds: &Arc<silt::Dataset>, seen: &BTreeMap<i64, i64>, cycle: usize) {
+    use silt::{Geometry, Query, QueryOptions};
+    let o = QueryOptions {
+        index_only: true,
+        limit: None,
+    };
+    let ids = |index: &str, q: &Query| -> Vec<i64> {
+        let mut v: Vec<i64> = ds
+            .query(index, q, o)
+            .expect("query")
+            .map(|h| h.expect("hit").pk[0].as_i64().expect("id"))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let boxes = [
+        [-180.0, -90.0, 180.0, 90.0],
+        [-180.0, -90.0, 0.0, 0.0],
+        [0.0, 0.0, 180.0, 90.0],
+        [-30.5, -20.0, 60.25, 45.0],
+        [150.0, -50.0, -150.0, 50.0],
+    ];
+    for b in boxes {
+        let want: Vec<i64> = seen
+            .iter()
+            .filter(|(_, v)| {
+                let (x, y) = loc_of(**v);
+                let in_x = if b[0] <= b[2] {
+                    b[0] <= x && x <= b[2]
+                } else {
+                    x >= b[0] || x <= b[2]
+                };
+                in_x && b[1] <= y && y <= b[3]
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        let q = Query::Intersects(Geometry::rect(b[0], b[1], b[2], b[3]));
+        for index in ["loc_am", "loc_dk"] {
+            assert_eq!(ids(index, &q), want, "cycle {cycle}: {index} box {b:?}");
+        }
+    }
+    for w in ["w0", "w3", "w9"] {
+        let want: Vec<i64> = seen
+            .iter()
+            .filter(|(_, v)| words_of(**v).to_lowercase().split(' ').any(|t| t == w))
+            .map(|(k, _)| *k)
+            .collect();
+        let q = Query::Text {
+            text: w.into(),
+            all: true,
+        };
+        assert_eq!(ids("words", &q), want, "cycle {cycle}: keyword {w}");
+    }
 }
 
 /// Append a partial frame (a length prefix promising more bytes than follow,

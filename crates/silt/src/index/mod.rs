@@ -6,6 +6,9 @@
 //! access paths.
 
 use crate::error::{Error, Result};
+use crate::geo::hilbert::Space;
+use crate::geo::text::{keyword_tokens, ngram_tokens};
+use crate::lsm::kind::{BoundsKind, PkSplit, Reconcile, TreeKind, encode_bounds};
 use crate::lsm::policy::MergePolicy;
 use crate::schema::validate_name;
 use crate::value::{self, Value};
@@ -18,14 +21,27 @@ pub enum IndexKind {
     /// LSM B+-tree on one field or a composite of fields: entries
     /// ⟨secondary key, primary key⟩, antimatter on delete, no uniqueness.
     Btree,
+    /// LSM R-tree on one geometry field: entries ⟨Hilbert value of the
+    /// centre, primary key⟩ → bounds (a point, or the MBR of a rectangle or
+    /// polygon, refined exactly against the record).
+    Rtree,
+    /// LSM inverted index of the words of a text field (Unicode letters and
+    /// digits, case-folded): entries ⟨word, primary key⟩.
+    Keyword,
+    /// LSM inverted index of the n-grams of a text field (case-folded):
+    /// entries ⟨gram, primary key⟩; answers substring queries.
+    Ngram,
 }
 
 impl IndexKind {
     pub fn parse(s: &str) -> Result<IndexKind> {
         match s.to_ascii_lowercase().as_str() {
             "btree" | "b-tree" | "bplustree" => Ok(IndexKind::Btree),
+            "rtree" | "r-tree" | "spatial" => Ok(IndexKind::Rtree),
+            "keyword" | "inverted" | "text" | "fulltext" => Ok(IndexKind::Keyword),
+            "ngram" | "n-gram" => Ok(IndexKind::Ngram),
             other => Err(Error::Config(format!(
-                "unknown index type `{other}`; available: btree"
+                "unknown index type `{other}`; available: btree, rtree, keyword, ngram"
             ))),
         }
     }
@@ -35,8 +51,54 @@ impl std::fmt::Display for IndexKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             IndexKind::Btree => "btree",
+            IndexKind::Rtree => "rtree",
+            IndexKind::Keyword => "keyword",
+            IndexKind::Ngram => "ngram",
         })
     }
+}
+
+/// How an R-tree or inverted index reconciles deletes (seed 000 §2.3 and
+/// §3.5 compare the two for the R-tree).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReconcileOption {
+    /// "AMLSM": antimatter entries with the deleted entry's key and bounds,
+    /// reconciled while merging in Hilbert (key) order.
+    Antimatter,
+    /// A deleted-key B+-tree with a bloom filter per disk component.
+    DeletedKeys,
+}
+
+impl ReconcileOption {
+    pub fn parse(s: &str) -> Result<ReconcileOption> {
+        match s.to_ascii_lowercase().replace('-', "_").as_str() {
+            "antimatter" | "amlsm" => Ok(ReconcileOption::Antimatter),
+            "deleted_keys" | "deleted_key" | "dkbtree" | "deleted_key_btree" => {
+                Ok(ReconcileOption::DeletedKeys)
+            }
+            other => Err(Error::Config(format!(
+                "unknown reconciliation `{other}`; use `antimatter` (AMLSM) or `deleted_keys` (deleted-key B+-tree)"
+            ))),
+        }
+    }
+}
+
+/// Kind-specific options of an index.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IndexOptions {
+    /// R-tree and inverted indexes. Default: antimatter for the R-tree (the
+    /// faster variant in seed 000), deleted keys for inverted indexes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconcile: Option<ReconcileOption>,
+    /// n-gram length (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gram: Option<usize>,
+    /// R-tree: the rectangle mapped onto the Hilbert curve, [min x, min y,
+    /// max x, max y]; default the whole lon/lat world. Geometries outside it
+    /// are still indexed correctly (their centres clamp to its edge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space: Option<[f64; 4]>,
 }
 
 /// A secondary index as the catalog records it.
@@ -50,7 +112,12 @@ pub struct IndexDef {
     /// Indexed fields, in key order.
     pub fields: Vec<String>,
     pub policy: MergePolicy,
+    #[serde(default)]
+    pub options: IndexOptions,
 }
+
+/// Default n-gram length.
+pub const DEFAULT_GRAM: usize = 3;
 
 impl IndexDef {
     pub fn btree(name: &str, fields: &[&str]) -> IndexDef {
@@ -60,6 +127,81 @@ impl IndexDef {
             kind: IndexKind::Btree,
             fields: fields.iter().map(|s| (*s).to_owned()).collect(),
             policy: MergePolicy::default(),
+            options: IndexOptions::default(),
+        }
+    }
+
+    /// An R-tree on a geometry field (antimatter reconciliation).
+    pub fn rtree(name: &str, field: &str) -> IndexDef {
+        IndexDef {
+            kind: IndexKind::Rtree,
+            ..IndexDef::btree(name, &[field])
+        }
+    }
+
+    /// A keyword inverted index on a text field.
+    pub fn keyword(name: &str, field: &str) -> IndexDef {
+        IndexDef {
+            kind: IndexKind::Keyword,
+            ..IndexDef::btree(name, &[field])
+        }
+    }
+
+    /// An n-gram inverted index on a text field.
+    pub fn ngram(name: &str, field: &str, n: usize) -> IndexDef {
+        let mut d = IndexDef {
+            kind: IndexKind::Ngram,
+            ..IndexDef::btree(name, &[field])
+        };
+        d.options.gram = Some(n);
+        d
+    }
+
+    pub fn reconcile(mut self, r: ReconcileOption) -> Self {
+        self.options.reconcile = Some(r);
+        self
+    }
+
+    /// The reconciliation this index uses.
+    pub fn reconcile_mode(&self) -> ReconcileOption {
+        match (self.kind, self.options.reconcile) {
+            (IndexKind::Btree, _) => ReconcileOption::Antimatter,
+            (_, Some(r)) => r,
+            (IndexKind::Rtree, None) => ReconcileOption::Antimatter,
+            (_, None) => ReconcileOption::DeletedKeys,
+        }
+    }
+
+    pub fn gram(&self) -> usize {
+        self.options.gram.unwrap_or(DEFAULT_GRAM)
+    }
+
+    /// The Hilbert space of an R-tree.
+    pub fn space(&self) -> Space {
+        match self.options.space {
+            Some([a, b, c, d]) => Space {
+                min_x: a,
+                min_y: b,
+                max_x: c,
+                max_y: d,
+            },
+            None => Space::WORLD,
+        }
+    }
+
+    /// The LSM tree kind this index is stored as.
+    pub fn tree_kind(&self) -> TreeKind {
+        TreeKind {
+            spatial: self.kind == IndexKind::Rtree,
+            reconcile: match self.reconcile_mode() {
+                ReconcileOption::Antimatter => Reconcile::Antimatter,
+                ReconcileOption::DeletedKeys => Reconcile::DeletedKeys,
+            },
+            pk: match self.kind {
+                IndexKind::Btree => PkSplit::AfterParts(self.fields.len()),
+                IndexKind::Rtree => PkSplit::Prefix(8),
+                IndexKind::Keyword | IndexKind::Ngram => PkSplit::AfterParts(1),
+            },
         }
     }
 
@@ -78,6 +220,41 @@ impl IndexDef {
         if self.fields.is_empty() {
             return Err(Error::Config(format!(
                 "index `{}` needs at least one field",
+                self.name
+            )));
+        }
+        if self.kind != IndexKind::Btree && self.fields.len() != 1 {
+            return Err(Error::Config(format!(
+                "a {} index indexes exactly one field; index `{}` names {}",
+                self.kind,
+                self.name,
+                self.fields.len()
+            )));
+        }
+        if self.kind == IndexKind::Btree && self.options.reconcile.is_some() {
+            return Err(Error::Config(
+                "B+-tree indexes always reconcile with antimatter; `reconcile` applies to rtree, keyword and ngram".into(),
+            ));
+        }
+        if self.options.gram.is_some() && self.kind != IndexKind::Ngram {
+            return Err(Error::Config("`gram` applies to ngram indexes only".into()));
+        }
+        if !(1..=32).contains(&self.gram()) {
+            return Err(Error::Config(format!(
+                "n-gram length must be between 1 and 32, got {}",
+                self.gram()
+            )));
+        }
+        if let Some([a, b, c, d]) = self.options.space
+            && !(a.is_finite() && b.is_finite() && c.is_finite() && d.is_finite() && a < c && b < d)
+        {
+            return Err(Error::Config(format!(
+                "the R-tree space must be finite with min < max, got [{a}, {b}, {c}, {d}]"
+            )));
+        }
+        if self.reconcile_mode() == ReconcileOption::DeletedKeys && self.policy.is_leveled() {
+            return Err(Error::Config(format!(
+                "index `{}`: the leveled merge policy needs antimatter reconciliation (a deleted-key tree hides entries of any key range); use `reconcile = antimatter` or another policy",
                 self.name
             )));
         }
@@ -106,6 +283,88 @@ impl IndexDef {
             }
         }
         Ok(Some(out))
+    }
+
+    /// Every (entry key, entry value) a record contributes, sorted by key.
+    /// B+-tree: one ⟨sk‖pk⟩ (none if a field is missing or null). R-tree: one
+    /// ⟨hilbert‖pk⟩ → bounds. Inverted: one ⟨token‖pk⟩ per distinct token.
+    pub fn entries(&self, record: &Value, pk: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        match self.kind {
+            IndexKind::Btree => Ok(self
+                .entry_key(record, pk)?
+                .map(|k| (k, Vec::new()))
+                .into_iter()
+                .collect()),
+            IndexKind::Rtree => {
+                let field = &self.fields[0];
+                let g = match record.get(field) {
+                    None | Some(Value::Null) => return Ok(Vec::new()),
+                    Some(Value::Geometry(g)) => g,
+                    Some(v) => {
+                        return Err(Error::invalid(
+                            Some(field),
+                            format!(
+                                "the rtree index `{}` needs a geometry (GeoJSON, WKT, [x, y] or {{x, y}}; declare the field's type as geometry to convert text), got {}",
+                                self.name,
+                                v.type_name()
+                            ),
+                        ));
+                    }
+                };
+                let (x0, y0, x1, y1) = g.mbr();
+                let bk = match g {
+                    crate::value::Geometry::Point { .. } => BoundsKind::Point,
+                    crate::value::Geometry::Rect { .. } => BoundsKind::Rect,
+                    crate::value::Geometry::Polygon { .. } => BoundsKind::Mbr,
+                };
+                let h = self.space().hilbert_value((x0 + x1) / 2.0, (y0 + y1) / 2.0);
+                let mut k = Vec::with_capacity(8 + pk.len());
+                k.extend_from_slice(&h.to_be_bytes());
+                k.extend_from_slice(pk);
+                Ok(vec![(k, encode_bounds(&[x0, y0, x1, y1], bk))])
+            }
+            IndexKind::Keyword | IndexKind::Ngram => {
+                let field = &self.fields[0];
+                let text = match record.get(field) {
+                    None | Some(Value::Null) => return Ok(Vec::new()),
+                    Some(Value::String(s)) => s,
+                    Some(v) => {
+                        return Err(Error::invalid(
+                            Some(field),
+                            format!(
+                                "the {} index `{}` needs a string, got {}",
+                                self.kind,
+                                self.name,
+                                v.type_name()
+                            ),
+                        ));
+                    }
+                };
+                let tokens = self.tokens(text);
+                let mut out = Vec::with_capacity(tokens.len());
+                for t in tokens {
+                    let mut k = Vec::with_capacity(t.len() + 2 + pk.len());
+                    value::encode_key_part(&Value::String(t), &mut k)?;
+                    k.extend_from_slice(pk);
+                    out.push((k, Vec::new()));
+                }
+                out.sort_unstable();
+                Ok(out)
+            }
+        }
+    }
+
+    /// Tokens of a text under this (inverted) index.
+    pub fn tokens(&self, text: &str) -> Vec<String> {
+        match self.kind {
+            IndexKind::Ngram => ngram_tokens(text, self.gram()),
+            _ => keyword_tokens(text),
+        }
+    }
+
+    /// The primary key inside an entry key.
+    pub fn entry_pk<'a>(&self, entry: &'a [u8]) -> Result<&'a [u8]> {
+        self.tree_kind().pk.pk(entry)
     }
 
     /// The index entry key of a record: encoded secondary key ‖ encoded

@@ -8,8 +8,12 @@
 //! thread on the allocator's locks; values now live in 1 MiB chunks and keys of
 //! up to 16 bytes need no allocation at all.
 
+use super::kind::{BoundsKind, Rect, decode_bounds_kind};
 use crate::storage::{Entry, EntryKind};
 use parking_lot::RwLock;
+use rstar::primitives::{GeomWithData, Rectangle};
+use rstar::{AABB, RTree, RTreeNode, RTreeObject};
+use std::collections::BinaryHeap;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BTreeMap;
 use std::collections::VecDeque;
@@ -84,10 +88,40 @@ struct Slot {
     len: u32,
 }
 
+/// (entry key, antimatter?, what the bounds stand for)
+type MemGeom = GeomWithData<Rectangle<[f64; 2]>, (Box<[u8]>, bool, BoundsKind)>;
+
+fn mem_geom(key: &[u8], kind: EntryKind, value: &[u8]) -> Option<MemGeom> {
+    let (r, bk) = decode_bounds_kind(value)?;
+    Some(GeomWithData::new(
+        Rectangle::from_corners([r[0], r[1]], [r[2], r[3]]),
+        (key.into(), kind == EntryKind::Delete, bk),
+    ))
+}
+
+fn rect_of(e: &AABB<[f64; 2]>) -> Rect {
+    let (lo, hi) = (e.lower(), e.upper());
+    [lo[0], lo[1], hi[0], hi[1]]
+}
+
+/// One hit of a spatial search in memory or on disk.
+#[derive(Clone, Debug)]
+pub struct SpatialEntry {
+    pub key: Vec<u8>,
+    pub delete: bool,
+    pub bounds: Rect,
+    pub bounds_kind: BoundsKind,
+}
+
+/// Extra memory per entry of a spatial memtable (the rstar node share and the key copy).
+const SPATIAL_OVERHEAD: u64 = 96;
+
 #[derive(Debug, Default)]
 struct Inner {
     map: BTreeMap<MemKey, Slot>,
     chunks: Vec<Vec<u8>>,
+    /// Spatial trees only: an R-tree over every entry's bounds (antimatter included).
+    spatial: Option<RTree<MemGeom>>,
 }
 
 impl Inner {
@@ -159,9 +193,97 @@ impl MemTable {
         }
     }
 
+    /// A memtable whose entries' values are bounds (see `kind::encode_bounds`),
+    /// mirrored in an in-memory R-tree for spatial search.
+    pub fn new_spatial() -> Self {
+        let m = MemTable::new();
+        m.inner.write().spatial = Some(RTree::new());
+        m
+    }
+
+    /// Entries whose bounds intersect `q` (antimatter included).
+    pub fn spatial_search(&self, q: &Rect, out: &mut Vec<SpatialEntry>) {
+        let g = self.inner.read();
+        let Some(t) = &g.spatial else {
+            return;
+        };
+        let env = AABB::from_corners([q[0], q[1]], [q[2], q[3]]);
+        for o in t.locate_in_envelope_intersecting(&env) {
+            out.push(SpatialEntry {
+                key: o.data.0.to_vec(),
+                delete: o.data.1,
+                bounds: rect_of(&o.envelope()),
+                bounds_kind: o.data.2,
+            });
+        }
+    }
+
+    /// The `n` entries nearest by `dist` (antimatter included), nearest
+    /// first. `dist` must be a lower bound of the distance of everything
+    /// inside a rectangle (and exact for an entry's own bounds).
+    pub fn nearest(&self, n: usize, dist: &dyn Fn(&Rect) -> f64) -> Vec<(f64, SpatialEntry)> {
+        struct Item<'a> {
+            d: f64,
+            node: &'a RTreeNode<MemGeom>,
+        }
+        impl PartialEq for Item<'_> {
+            fn eq(&self, o: &Self) -> bool {
+                self.d.total_cmp(&o.d).is_eq()
+            }
+        }
+        impl Eq for Item<'_> {}
+        impl PartialOrd for Item<'_> {
+            fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
+                Some(self.cmp(o))
+            }
+        }
+        impl Ord for Item<'_> {
+            fn cmp(&self, o: &Self) -> CmpOrdering {
+                o.d.total_cmp(&self.d)
+            }
+        }
+        let g = self.inner.read();
+        let mut out = Vec::new();
+        let Some(t) = &g.spatial else {
+            return out;
+        };
+        let mut heap = BinaryHeap::new();
+        for c in t.root().children() {
+            heap.push(Item {
+                d: dist(&rect_of(&c.envelope())),
+                node: c,
+            });
+        }
+        while let Some(Item { d, node }) = heap.pop() {
+            if out.len() >= n {
+                break;
+            }
+            match node {
+                RTreeNode::Leaf(o) => out.push((
+                    d,
+                    SpatialEntry {
+                        key: o.data.0.to_vec(),
+                        delete: o.data.1,
+                        bounds: rect_of(&o.envelope()),
+                        bounds_kind: o.data.2,
+                    },
+                )),
+                RTreeNode::Parent(p) => {
+                    for c in p.children() {
+                        heap.push(Item {
+                            d: dist(&rect_of(&c.envelope())),
+                            node: c,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Insert; returns the number of bytes accounted to the memory budget.
     pub fn insert(&self, key: &[u8], e: Entry, lsn: u64) -> u64 {
-        let cost = key.len() as u64 + e.value.len() as u64 + ENTRY_OVERHEAD;
+        let mut cost = key.len() as u64 + e.value.len() as u64 + ENTRY_OVERHEAD;
         let seq = e.seq;
         let mk = MemKey::new(key);
         {
@@ -177,8 +299,22 @@ impl MemTable {
                     off,
                     len: e.value.len() as u32,
                 };
-                if inner.map.insert(mk, slot).is_none() {
+                let old = inner.map.insert(mk, slot);
+                if old.is_none() {
                     self.len.fetch_add(1, Ordering::Relaxed);
+                }
+                if inner.spatial.is_some() {
+                    cost += SPATIAL_OVERHEAD + key.len() as u64;
+                    let old_geom = old.and_then(|o| mem_geom(key, o.kind, inner.value(&o)));
+                    let new_geom = mem_geom(key, e.kind, &e.value);
+                    if let Some(t) = inner.spatial.as_mut() {
+                        if let Some(og) = old_geom {
+                            t.remove(&og);
+                        }
+                        if let Some(ng) = new_geom {
+                            t.insert(ng);
+                        }
+                    }
                 }
             }
         }
@@ -190,6 +326,50 @@ impl MemTable {
             self.max_lsn.fetch_max(lsn, Ordering::Relaxed);
         }
         cost
+    }
+
+    /// Put back exactly what `key` held before a write (`None`: remove it).
+    /// Only for undo: the caller holds the lock that protects `key` and is a
+    /// registered writer, so no one else changed it meanwhile.
+    pub fn restore(&self, key: &[u8], prior: Option<Entry>) {
+        let mk = MemKey::new(key);
+        let mut g = self.inner.write();
+        let inner = &mut *g;
+        let old = inner.map.remove(&mk);
+        let old_geom = old
+            .as_ref()
+            .and_then(|o| mem_geom(key, o.kind, inner.value(o)));
+        if let (Some(t), Some(og)) = (inner.spatial.as_mut(), old_geom) {
+            t.remove(&og);
+        }
+        match prior {
+            Some(e) => {
+                let (chunk, off) = inner.store(&e.value);
+                inner.map.insert(
+                    mk,
+                    Slot {
+                        seq: e.seq,
+                        kind: e.kind,
+                        chunk,
+                        off,
+                        len: e.value.len() as u32,
+                    },
+                );
+                if let (Some(t), Some(ng)) =
+                    (inner.spatial.as_mut(), mem_geom(key, e.kind, &e.value))
+                {
+                    t.insert(ng);
+                }
+                if old.is_none() {
+                    self.len.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            None => {
+                if old.is_some() {
+                    self.len.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Entry> {

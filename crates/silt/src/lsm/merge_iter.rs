@@ -73,6 +73,11 @@ impl MergeIter {
 
     /// The newest version of the next key (antimatter included).
     pub fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Entry)>> {
+        Ok(self.next_ranked()?.map(|(k, e, _)| (k, e)))
+    }
+
+    /// Like [`next_entry`](Self::next_entry), with the rank of the source it came from.
+    pub fn next_ranked(&mut self) -> Result<Option<(Vec<u8>, Entry, usize)>> {
         let Some(top) = self.heap.pop() else {
             return Ok(None);
         };
@@ -85,6 +90,6 @@ impl MergeIter {
             self.heap.pop();
             self.advance(rank)?;
         }
-        Ok(Some((top.key, top.entry)))
+        Ok(Some((top.key, top.entry, top.rank)))
     }
 }

@@ -2,11 +2,14 @@
 //! reconciliation, merge policies and the background scheduler.
 
 pub mod background;
+pub mod kind;
 pub mod memtable;
 pub mod merge_iter;
 pub mod policy;
+pub mod spatial;
 pub mod tree;
 
 pub use background::{Background, MemoryGroup};
+pub use kind::{PkSplit, Reconcile, TreeKind};
 pub use memtable::MemTable;
 pub use tree::{LsmTree, Snapshot, TreeConfig, TreeStats};

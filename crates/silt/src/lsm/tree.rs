@@ -15,6 +15,7 @@
 //! At open, files not in the manifest (orphans of an unfinished flush or merge,
 //! components that a finished merge replaced) and temporary files are removed.
 
+use super::kind::{ComponentBuilder, TreeKind, deleted_contains, has_deleted, open_component};
 use super::memtable::{MemIter, MemTable};
 use super::merge_iter::{MergeIter, Source};
 use super::policy::{ComponentInfo, MergeDecision, MergePolicy, PolicyContext};
@@ -22,9 +23,7 @@ use crate::error::{Error, Result};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
 use crate::storage::fsutil::{create_dir_all, write_atomic};
-use crate::storage::{
-    BlockCache, ComponentMeta, ComponentReader, ComponentWriter, Entry, WriterOptions,
-};
+use crate::storage::{BlockCache, ComponentMeta, ComponentReader, Entry, WriterOptions};
 use parking_lot::{Condvar, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use std::ops::Bound;
@@ -43,6 +42,8 @@ pub struct TreeConfig {
     pub writer: WriterOptions,
     /// Size of one full in-memory component, the unit merge policies reason in.
     pub memtable_bytes: u64,
+    /// B+-tree, R-tree or inverted index; antimatter or deleted-key reconciliation.
+    pub kind: TreeKind,
 }
 
 /// Counters of one index (monotonic since open).
@@ -205,7 +206,10 @@ impl LsmTree {
             let ent = ent.map_err(|e| Error::io(&cfg.dir, e))?;
             let p = ent.path();
             let name = ent.file_name().to_string_lossy().into_owned();
-            let stale = if let Some(stem) = name.strip_suffix(".sc") {
+            let stale = if let Some(stem) = name
+                .strip_suffix(".dk.sc")
+                .or_else(|| name.strip_suffix(".sc"))
+            {
                 u64::from_str_radix(stem, 16).map_or(true, |id| !keep.contains(&id))
             } else {
                 name.ends_with(".tmp")
@@ -224,12 +228,13 @@ impl LsmTree {
                     "component listed in the index MANIFEST is missing; the index directory was modified or damaged",
                 ));
             }
-            disk.push(Arc::new(ComponentReader::open(&p, cache.clone())?));
+            disk.push(open_component(&p, cache.clone(), &cfg.kind)?);
         }
+        let active = Arc::new(Self::new_memtable(&cfg.kind));
         let tree = LsmTree {
             cfg,
             state: RwLock::new(TreeState {
-                active: Arc::new(MemTable::new()),
+                active,
                 immutables: Vec::new(),
                 disk: Arc::new(disk),
             }),
@@ -258,6 +263,18 @@ impl LsmTree {
 
     pub fn name(&self) -> &str {
         &self.cfg.name
+    }
+
+    fn new_memtable(kind: &TreeKind) -> MemTable {
+        if kind.spatial {
+            MemTable::new_spatial()
+        } else {
+            MemTable::new()
+        }
+    }
+
+    pub fn kind(&self) -> &TreeKind {
+        &self.cfg.kind
     }
 
     pub fn config(&self) -> &TreeConfig {
@@ -318,6 +335,26 @@ impl LsmTree {
         Ok((st.active.clone(), cost))
     }
 
+    /// [`put_logged`](Self::put_logged) that also returns what the memtable
+    /// held at `key` before (for exact undo).
+    pub fn put_logged_prior(
+        &self,
+        key: &[u8],
+        entry: Entry,
+        log: impl FnOnce() -> Result<u64>,
+    ) -> Result<(Arc<MemTable>, u64, Option<Entry>)> {
+        let st = self.state.read();
+        let lsn = log()?;
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .user_bytes
+            .fetch_add((key.len() + entry.value.len()) as u64, Ordering::Relaxed);
+        st.active.enter();
+        let prior = st.active.get(key);
+        let cost = st.active.insert(key, entry, lsn + 1);
+        Ok((st.active.clone(), cost, prior))
+    }
+
     /// Bulk-load sorted, distinct entries as one new disk component placed as
     /// the oldest (the index-build path of `create index`). `lsn_mark` is the
     /// LSN mark the component reflects (see [`disk_lsn`](Self::disk_lsn)).
@@ -332,19 +369,16 @@ impl LsmTree {
         meta.min_lsn = lsn_mark;
         meta.max_lsn = lsn_mark;
         let path = component_path(&self.cfg.dir, meta.id);
-        let mut w = ComponentWriter::create(&path, meta, self.cfg.writer.clone())?;
+        let mut w = ComponentBuilder::create(&path, meta, self.cfg.writer.clone(), self.cfg.kind)?;
         for (k, e) in entries {
             w.add(&k, e.kind, e.seq, &e.value)?;
         }
-        if w.entries() == 0 {
-            w.abandon();
+        let Some(reader) = w.finish(&self.cache)? else {
             return Ok(());
-        }
-        let meta = w.finish()?;
+        };
         self.counters
             .bytes_flushed
-            .fetch_add(meta.file_bytes, Ordering::Relaxed);
-        let reader = Arc::new(ComponentReader::open(&path, self.cache.clone())?);
+            .fetch_add(reader.meta().file_bytes, Ordering::Relaxed);
         let _m = self.manifest_lock.lock();
         let new_disk = {
             let mut st = self.state.write();
@@ -469,14 +503,25 @@ impl LsmTree {
         for m in &snap.mems {
             sources.push(Source::Mem(MemIter::new(m.clone(), lo)));
         }
+        let mut newer_deleted: Vec<Vec<Arc<ComponentReader>>> = vec![Vec::new(); sources.len()];
+        let dk = self.cfg.kind.deleted_keys();
         let mut touched = 0;
-        for c in snap.disk.iter() {
+        for (p, c) in snap.disk.iter().enumerate() {
             let meta = c.meta();
             if meta.entries == 0 || !range_overlaps(meta, lo, &hi) {
                 continue;
             }
             touched += 1;
             sources.push(Source::Disk(c.iter(lo, true)?));
+            newer_deleted.push(if dk {
+                snap.disk[..p]
+                    .iter()
+                    .filter(|d| has_deleted(d))
+                    .cloned()
+                    .collect()
+            } else {
+                Vec::new()
+            });
         }
         self.counters
             .scan_components
@@ -486,6 +531,8 @@ impl LsmTree {
             hi,
             with_antimatter,
             done: false,
+            newer_deleted,
+            kind: self.cfg.kind,
         })
     }
 
@@ -501,7 +548,8 @@ impl LsmTree {
                     return Ok(None);
                 }
                 if st.immutables.is_empty() {
-                    let full = std::mem::replace(&mut st.active, Arc::new(MemTable::new()));
+                    let fresh = Arc::new(Self::new_memtable(&self.cfg.kind));
+                    let full = std::mem::replace(&mut st.active, fresh);
                     st.immutables.insert(0, full.clone());
                     return Ok(Some(full));
                 }
@@ -579,13 +627,16 @@ impl LsmTree {
         let reader = if mem.is_empty() {
             None
         } else {
-            let mut w = ComponentWriter::create(&path, meta, self.cfg.writer.clone())?;
+            let mut w =
+                ComponentBuilder::create(&path, meta, self.cfg.writer.clone(), self.cfg.kind)?;
             mem.for_each(|k, kind, seq, v| w.add(k, kind, seq, v))?;
-            let meta = w.finish()?;
-            self.counters
-                .bytes_flushed
-                .fetch_add(meta.file_bytes, Ordering::Relaxed);
-            Some(Arc::new(ComponentReader::open(&path, self.cache.clone())?))
+            let r = w.finish(&self.cache)?;
+            if let Some(r) = &r {
+                self.counters
+                    .bytes_flushed
+                    .fetch_add(r.meta().file_bytes, Ordering::Relaxed);
+            }
+            r
         };
         {
             let _m = self.manifest_lock.lock();
@@ -683,7 +734,11 @@ impl LsmTree {
     pub fn compact_all(self: &Arc<Self>) -> Result<()> {
         let _g = self.merge_lock.lock();
         let disk = self.state.read().disk.clone();
-        if disk.len() <= 1 && disk.iter().all(|c| c.meta().tombstones == 0) {
+        if disk.len() <= 1
+            && disk
+                .iter()
+                .all(|c| c.meta().tombstones == 0 && !has_deleted(c))
+        {
             return Ok(());
         }
         let level = disk.iter().map(|c| c.meta().level).max().unwrap_or(0);
@@ -719,20 +774,27 @@ impl LsmTree {
             .iter()
             .rposition(|c| input_ids.contains(&c.meta().id))
             .unwrap_or(0);
+        let dk = self.cfg.kind.deleted_keys();
         let drop_antimatter = !disk[last_input_pos + 1..].iter().any(|c| {
             let m = c.meta();
-            !input_ids.contains(&m.id) && m.min_key <= hi_key && m.max_key >= lo_key
+            // A deleted primary key may hide an entry under any key.
+            !input_ids.contains(&m.id) && (dk || (m.min_key <= hi_key && m.max_key >= lo_key))
         });
         // Sources in list order = newest first.
-        let mut sources = Vec::with_capacity(inputs.len());
-        for c in disk.iter().filter(|c| input_ids.contains(&c.meta().id)) {
+        let ordered: Vec<Arc<ComponentReader>> = disk
+            .iter()
+            .filter(|c| input_ids.contains(&c.meta().id))
+            .cloned()
+            .collect();
+        let mut sources = Vec::with_capacity(ordered.len());
+        for c in &ordered {
             sources.push(Source::Disk(c.iter(Bound::Unbounded, false)?));
         }
         let mut it = MergeIter::new(sources)?;
         let split_bytes = match &self.cfg.policy {
             MergePolicy::Leveled {
                 target_file_bytes, ..
-            } if level > 0 => *target_file_bytes,
+            } if level > 0 && !dk => *target_file_bytes,
             _ => u64::MAX,
         };
         let (min_flush, max_flush) = inputs.iter().fold((u64::MAX, 0), |(a, b), c| {
@@ -741,56 +803,86 @@ impl LsmTree {
         let (min_lsn, max_lsn) = inputs.iter().fold((u64::MAX, 0), |(a, b), c| {
             (a.min(c.meta().min_lsn), b.max(c.meta().max_lsn))
         });
+        let new_builder = || -> Result<ComponentBuilder> {
+            let mut meta = self.new_meta(level);
+            meta.min_flush_id = min_flush;
+            meta.max_flush_id = max_flush;
+            meta.min_lsn = if min_lsn == u64::MAX { 0 } else { min_lsn };
+            meta.max_lsn = max_lsn;
+            let p = component_path(&self.cfg.dir, meta.id);
+            ComponentBuilder::create(&p, meta, self.cfg.writer.clone(), self.cfg.kind)
+        };
         let mut outputs: Vec<Arc<ComponentReader>> = Vec::new();
-        let mut writer: Option<(ComponentWriter, PathBuf)> = None;
+        let mut writer: Option<ComponentBuilder> = None;
         let mut written = 0u64;
-        let finish = |w: ComponentWriter,
-                      p: PathBuf,
+        let finish = |w: ComponentBuilder,
                       outs: &mut Vec<Arc<ComponentReader>>,
                       written: &mut u64|
          -> Result<()> {
-            if w.entries() == 0 {
-                w.abandon();
-                return Ok(());
+            if let Some(r) = w.finish(&self.cache)? {
+                *written += r.meta().file_bytes;
+                if let Some(d) = r.ext.get().and_then(|x| x.deleted.as_ref()) {
+                    *written += d.meta().file_bytes;
+                }
+                outs.push(r);
             }
-            let meta = w.finish()?;
-            *written += meta.file_bytes;
-            outs.push(Arc::new(ComponentReader::open(&p, self.cache.clone())?));
             Ok(())
         };
+        let with_dk: Vec<usize> = (0..ordered.len())
+            .filter(|&i| has_deleted(&ordered[i]))
+            .collect();
         let result: Result<()> = (|| {
-            while let Some((k, e)) = it.next_entry()? {
+            while let Some((k, e, rank)) = it.next_ranked()? {
                 if drop_antimatter && e.is_delete() {
                     continue;
                 }
-                if writer.is_none() {
-                    let mut meta = self.new_meta(level);
-                    meta.min_flush_id = min_flush;
-                    meta.max_flush_id = max_flush;
-                    meta.min_lsn = if min_lsn == u64::MAX { 0 } else { min_lsn };
-                    meta.max_lsn = max_lsn;
-                    let p = component_path(&self.cfg.dir, meta.id);
-                    writer = Some((
-                        ComponentWriter::create(&p, meta, self.cfg.writer.clone())?,
-                        p,
-                    ));
+                if dk && with_dk.first().is_some_and(|&f| f < rank) {
+                    let pk = self.cfg.kind.pk.pk(&k)?;
+                    let mut hidden = false;
+                    for &i in with_dk.iter().take_while(|&&i| i < rank) {
+                        if deleted_contains(&ordered[i], pk)? {
+                            hidden = true;
+                            break;
+                        }
+                    }
+                    if hidden {
+                        continue;
+                    }
                 }
-                if let Some((w, _)) = writer.as_mut() {
+                if writer.is_none() {
+                    writer = Some(new_builder()?);
+                }
+                if let Some(w) = writer.as_mut() {
                     w.add(&k, e.kind, e.seq, &e.value)?;
                     if w.bytes_written() >= split_bytes
-                        && let Some((w, p)) = writer.take()
+                        && let Some(w) = writer.take()
                     {
-                        finish(w, p, &mut outputs, &mut written)?;
+                        finish(w, &mut outputs, &mut written)?;
                     }
                 }
             }
-            if let Some((w, p)) = writer.take() {
-                finish(w, p, &mut outputs, &mut written)?;
+            if dk && !drop_antimatter && !with_dk.is_empty() {
+                if writer.is_none() {
+                    writer = Some(new_builder()?);
+                }
+                if let Some(w) = writer.as_mut() {
+                    for &i in &with_dk {
+                        if let Some(d) = ordered[i].ext.get().and_then(|x| x.deleted.as_ref()) {
+                            let mut di = d.iter(Bound::Unbounded, false)?;
+                            while let Some((pk, _)) = di.next_entry()? {
+                                w.add_deleted(&pk);
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some(w) = writer.take() {
+                finish(w, &mut outputs, &mut written)?;
             }
             Ok(())
         })();
         if let Err(e) = result {
-            if let Some((w, _)) = writer.take() {
+            if let Some(w) = writer.take() {
                 w.abandon();
             }
             for o in &outputs {
@@ -942,12 +1034,15 @@ pub struct TreeScan {
     hi: Bound<Vec<u8>>,
     with_antimatter: bool,
     done: bool,
+    /// Per source: the newer disk components with deleted-key trees.
+    newer_deleted: Vec<Vec<Arc<ComponentReader>>>,
+    kind: TreeKind,
 }
 
 impl TreeScan {
     pub fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Entry)>> {
         while !self.done {
-            let Some((k, e)) = self.inner.next_entry()? else {
+            let Some((k, e, rank)) = self.inner.next_ranked()? else {
                 self.done = true;
                 break;
             };
@@ -962,6 +1057,21 @@ impl TreeScan {
             }
             if e.is_delete() && !self.with_antimatter {
                 continue;
+            }
+            if let Some(newer) = self.newer_deleted.get(rank)
+                && !newer.is_empty()
+            {
+                let pk = self.kind.pk.pk(&k)?;
+                let mut hidden = false;
+                for c in newer {
+                    if deleted_contains(c, pk)? {
+                        hidden = true;
+                        break;
+                    }
+                }
+                if hidden {
+                    continue;
+                }
             }
             return Ok(Some((k, e)));
         }
@@ -1024,6 +1134,7 @@ mod tests {
                     ..Default::default()
                 },
                 memtable_bytes: 2048,
+                kind: TreeKind::default(),
             },
             cache.clone(),
         )

@@ -147,6 +147,7 @@ pub struct ComponentWriter {
     meta: ComponentMeta,
     last_key: Option<Vec<u8>>,
     scratch: Vec<u8>,
+    aux: Vec<u8>,
 }
 
 impl ComponentWriter {
@@ -174,6 +175,7 @@ impl ComponentWriter {
             meta,
             last_key: None,
             scratch: Vec::new(),
+            aux: Vec::new(),
         })
     }
 
@@ -216,6 +218,24 @@ impl ComponentWriter {
 
     pub fn entries(&self) -> u64 {
         self.meta.entries
+    }
+
+    /// Data blocks written so far. An entry whose [`add`](Self::add) raised
+    /// this count is the last entry of the block just written.
+    pub fn blocks(&self) -> u64 {
+        self.meta.blocks
+    }
+
+    /// Index-kind specific metadata set before [`finish`](Self::finish).
+    pub fn meta_mut(&mut self) -> &mut ComponentMeta {
+        &mut self.meta
+    }
+
+    /// Index-kind specific bytes (e.g. the upper levels of a packed R-tree),
+    /// stored in their own checksummed block and returned by
+    /// [`ComponentReader::aux`].
+    pub fn set_aux(&mut self, aux: Vec<u8>) {
+        self.aux = aux;
     }
 
     /// Bytes written so far (approximate file size).
@@ -283,6 +303,12 @@ impl ComponentWriter {
                 .encode(&mut bloom_raw);
         }
         let (bloom_off, bloom_len) = self.write_block(&bloom_raw, Compression::None)?;
+        let aux = std::mem::take(&mut self.aux);
+        let (aux_off, aux_len) = if aux.is_empty() {
+            (0, 0)
+        } else {
+            self.write_block(&aux, Compression::None)?
+        };
         // file_bytes is known only after the meta block; record the size without it
         // (the exact size is re-read from the filesystem at open).
         let meta_pos = self.offset;
@@ -297,6 +323,7 @@ impl ComponentWriter {
             (index_off, index_len),
             (bloom_off, bloom_len),
             (meta_off, meta_len),
+            (aux_off, aux_len),
         ] {
             footer.extend_from_slice(&o.to_le_bytes());
             footer.extend_from_slice(&(l as u32).to_le_bytes());
@@ -361,6 +388,10 @@ pub struct ComponentReader {
     cache: Arc<BlockCache>,
     /// When set, the file is deleted once the last reference is dropped.
     obsolete: AtomicBool,
+    aux: Vec<u8>,
+    /// Structures an index kind attaches after open (packed R-tree levels,
+    /// the deleted-key B+-tree), see `lsm::kind`.
+    pub(crate) ext: std::sync::OnceLock<crate::lsm::kind::ComponentExt>,
 }
 
 impl std::fmt::Debug for ComponentReader {
@@ -476,7 +507,7 @@ impl ComponentReader {
                 format!("unsupported format version {version}"),
             ));
         }
-        let mut ranges = [(0u64, 0u32); 3];
+        let mut ranges = [(0u64, 0u32); 4];
         for (i, r) in ranges.iter_mut().enumerate() {
             let p = 12 + i * 12;
             let mut o = [0u8; 8];
@@ -495,6 +526,11 @@ impl ComponentReader {
         let index_raw = read_block(ranges[0])?;
         let bloom_raw = read_block(ranges[1])?;
         let meta_raw = read_block(ranges[2])?;
+        let aux = if ranges[3].1 == 0 {
+            Vec::new()
+        } else {
+            read_block(ranges[3])?
+        };
         let mut meta: ComponentMeta = serde_json::from_slice(&meta_raw)
             .map_err(|e| Error::corrupt(path, format!("meta block: {e}")))?;
         meta.file_bytes = size;
@@ -552,7 +588,45 @@ impl ComponentReader {
             meta,
             cache,
             obsolete: AtomicBool::new(false),
+            aux,
+            ext: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The deleted-key B+-tree of a deleted-key index component (keys are
+    /// the deleted primary keys), if it has one.
+    pub fn deleted_keys(&self) -> Option<&Arc<ComponentReader>> {
+        self.ext.get().and_then(|x| x.deleted.as_ref())
+    }
+
+    /// The index-kind specific block written with [`ComponentWriter::set_aux`]
+    /// (empty if none).
+    pub fn aux(&self) -> &[u8] {
+        &self.aux
+    }
+
+    /// Decode every entry of block `i` (through the cache), calling `f` with
+    /// (key, kind, seq, value) until it returns false.
+    pub fn for_each_in_block(
+        &self,
+        i: usize,
+        mut f: impl FnMut(&[u8], EntryKind, u64, &[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let b = self.block(i, true)?;
+        let mut e = RawEntry::default();
+        let mut pos = 0;
+        while pos < b.entries_end() {
+            pos = b
+                .decode_at(pos, &mut e)
+                .map_err(|m| Error::corrupt(&self.path, format!("block {i}: {m}")))?;
+            let kind = EntryKind::from_u8(e.kind).ok_or_else(|| {
+                Error::corrupt(&self.path, format!("unknown entry kind {}", e.kind))
+            })?;
+            if !f(&e.key, kind, e.seq, b.value(&e))? {
+                break;
+            }
+        }
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -570,6 +644,9 @@ impl ComponentReader {
     /// Mark the file for deletion when the last reference goes away.
     pub fn mark_obsolete(&self) {
         self.obsolete.store(true, Ordering::Release);
+        if let Some(d) = self.ext.get().and_then(|x| x.deleted.as_ref()) {
+            d.mark_obsolete();
+        }
     }
 
     fn index_key(&self, i: usize) -> &[u8] {

@@ -179,6 +179,28 @@ pub fn decode_key(bytes: &[u8]) -> Result<Vec<Value>> {
     Ok(parts)
 }
 
+/// Byte length of the first `n` parts of an encoded key tuple (an error if
+/// the key has fewer parts or is malformed).
+pub fn key_parts_len(bytes: &[u8], n: usize) -> Result<usize> {
+    let mut pos = 0;
+    for i in 0..n {
+        if pos >= bytes.len() {
+            return Err(Error::corrupt(
+                "<key>",
+                format!("bad encoded key: {i} part(s), expected at least {n}"),
+            ));
+        }
+        let (_, next) = decode_part(bytes, pos).map_err(|(at, reason)| {
+            Error::corrupt(
+                "<key>",
+                format!("bad encoded key: {reason} at byte {at} (part {})", i + 1),
+            )
+        })?;
+        pos = next;
+    }
+    Ok(pos)
+}
+
 /// The exclusive upper bound of all keys whose tuple starts with the tuple
 /// encoded in `prefix`: `prefix ++ [0xFF]`. The range `prefix..upper` holds
 /// exactly the keys extending that tuple (including the tuple itself).

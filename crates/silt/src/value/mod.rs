@@ -39,7 +39,7 @@ pub use geometry::{Geometry, check_geographic};
 pub use json::{from_json, parse_json_record, to_json};
 pub use key::{
     KEY_PREFIX_END, MAX_KEY_BYTES, compare_key_parts, compare_keys, decode_key, encode_key,
-    encode_key_part, key_to_string, prefix_upper_bound,
+    encode_key_part, key_parts_len, key_to_string, prefix_upper_bound,
 };
 
 use geometry::canonical_bits;

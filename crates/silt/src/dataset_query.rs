@@ -1,0 +1,788 @@
+//! Access paths through secondary indexes: B+-tree ranges, spatial
+//! intersection, distance and kNN on R-trees, text on inverted indexes, and
+//! the index nested-loop spatial join.
+//!
+//! Two forms, as in AsterixDB (seed 000 §3.4.3–3.5):
+//!
+//! - **non-index-only**: collect the candidate primary keys from every
+//!   partition's index, sort them, then fetch each record from the primary
+//!   index under an instant S lock and re-check the whole predicate against
+//!   the record (the index may be ahead of or behind the primary for records
+//!   whose writers are in flight);
+//! - **index-only**: answer from the index entries alone. Each hit's primary
+//!   key is tried with an instant S lock: if granted (and no transaction
+//!   aborted meanwhile) the entry is committed and is returned as is; if
+//!   refused a writer is in flight, and the hit is validated through the
+//!   primary instead. Entries that cannot decide the predicate by themselves
+//!   (the MBR of a polygon, an n-gram candidate) are always validated.
+//!
+//! Results are produced lazily by [`QueryResults`] (an iterator), so a limit
+//! stops the fetching early. Distances are great-circle metres on a sphere of
+//! radius [`crate::geo::sphere::EARTH_RADIUS_M`] and treat coordinates as
+//! longitude/latitude degrees.
+
+use super::{Dataset, IndexSet};
+use crate::error::{Error, Result};
+use crate::geo::{predicates, sphere, split_query_rect};
+use crate::index::{IndexDef, IndexKind};
+use crate::lsm::kind::{BoundsKind, Rect};
+use crate::lsm::memtable::SpatialEntry;
+use crate::lsm::spatial::{KnnCursor, SearchStats};
+use crate::txn::LockManager;
+use crate::value::{self, Geometry, Value};
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// A query against one secondary index.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Query {
+    /// B+-tree: the (first fields of the) secondary key within bounds.
+    Range {
+        lo: Bound<Vec<Value>>,
+        hi: Bound<Vec<Value>>,
+    },
+    /// R-tree: geometries intersecting this one (boundaries included). A
+    /// rectangle with `min_x > max_x` crosses the antimeridian: it covers
+    /// `[min_x, 180]` and `[-180, max_x]`.
+    Intersects(Geometry),
+    /// R-tree: geometries within `metres` (great-circle) of a point.
+    WithinDistance { lon: f64, lat: f64, metres: f64 },
+    /// R-tree: the `k` geometries nearest to a point (great-circle), nearest first.
+    Nearest { lon: f64, lat: f64, k: usize },
+    /// Keyword index: records containing all (or any) of the words of
+    /// `text`. N-gram index: records whose text contains `text` as a
+    /// substring (case-folded; `all` is ignored).
+    Text { text: String, all: bool },
+}
+
+impl Query {
+    fn name(&self) -> &'static str {
+        match self {
+            Query::Range { .. } => "range",
+            Query::Intersects(_) => "intersects",
+            Query::WithinDistance { .. } => "within-distance",
+            Query::Nearest { .. } => "nearest",
+            Query::Text { .. } => "text",
+        }
+    }
+}
+
+/// How to run a query.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QueryOptions {
+    /// Answer from the index alone where it can decide (see the module doc).
+    pub index_only: bool,
+    /// Stop after this many results.
+    pub limit: Option<usize>,
+}
+
+/// One result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryHit {
+    pub pk: Vec<Value>,
+    /// The record (always in non-index-only queries; in index-only queries
+    /// only when the hit had to be validated through the primary).
+    pub record: Option<Value>,
+    /// Great-circle distance in metres (distance and kNN queries).
+    pub distance_m: Option<f64>,
+}
+
+/// What a query touched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueryStats {
+    /// Index components (memory and disk, all partitions) searched.
+    pub components: u64,
+    /// Disk leaf blocks of R-tree components read.
+    pub blocks: u64,
+    /// Index entries that matched before reconciliation and refinement.
+    pub candidates: u64,
+    /// Hits fetched from the primary index.
+    pub fetched: u64,
+    /// Hits returned straight from the index (index-only path).
+    pub index_only: u64,
+}
+
+/// A candidate from the index.
+struct Cand {
+    pk: Vec<u8>,
+    /// Bounds of an R-tree entry.
+    bounds: Option<(Rect, BoundsKind)>,
+}
+
+enum Source {
+    /// Candidates in primary-key order.
+    List(VecDeque<Cand>),
+    /// kNN: one cursor per partition, merged by distance; refined hits wait
+    /// in `pending` until no candidate can come nearer.
+    Knn {
+        cursors: Vec<KnnCursor>,
+        heads: Vec<Option<(f64, SpatialEntry)>>,
+        pending: BinaryHeap<Pending>,
+    },
+}
+
+struct Pending {
+    d: f64,
+    hit: QueryHit,
+}
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        self.d.total_cmp(&o.d).is_eq()
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, o: &Self) -> CmpOrdering {
+        o.d.total_cmp(&self.d)
+    }
+}
+
+/// Streaming results of [`Dataset::query`].
+pub struct QueryResults {
+    ds: Arc<Dataset>,
+    def: IndexDef,
+    query: Query,
+    /// Query tokens (text queries).
+    tokens: Vec<String>,
+    opts: QueryOptions,
+    source: Source,
+    epoch: u64,
+    returned: usize,
+    stats: QueryStats,
+}
+
+impl QueryResults {
+    /// What the query touched so far.
+    pub fn stats(&self) -> QueryStats {
+        let mut s = self.stats;
+        if let Source::Knn { cursors, .. } = &self.source {
+            for c in cursors {
+                s.components += c.stats.components;
+                s.blocks += c.stats.blocks;
+                s.candidates += c.stats.candidates;
+            }
+        }
+        s
+    }
+
+    fn pk_values(pk: &[u8]) -> Result<Vec<Value>> {
+        value::decode_key(pk)
+    }
+
+    /// Decide a candidate: `Some(hit)` if it is an answer.
+    fn decide(&mut self, c: &Cand, dist: Option<f64>) -> Result<Option<QueryHit>> {
+        if self.opts.index_only && self.index_decides(c) {
+            let name = LockManager::name(self.ds.id, &c.pk);
+            if self.ds.txn.locks.try_s_instant(name) && self.ds.txn.abort_epoch() == self.epoch {
+                self.stats.index_only += 1;
+                return Ok(Some(QueryHit {
+                    pk: Self::pk_values(&c.pk)?,
+                    record: None,
+                    distance_m: dist,
+                }));
+            }
+        }
+        self.stats.fetched += 1;
+        let Some(bytes) = self.ds.get_raw(&c.pk)? else {
+            return Ok(None);
+        };
+        let rec = value::decode_value(&bytes)?;
+        let Some(d) = self.ds.record_matches(&self.def, &self.query, &self.tokens, &rec, &c.pk)?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(QueryHit {
+            pk: Self::pk_values(&c.pk)?,
+            record: Some(rec),
+            distance_m: d,
+        }))
+    }
+
+    /// Whether the entry alone decides the predicate (the candidate lists
+    /// were already filtered exactly for those that do).
+    fn index_decides(&self, c: &Cand) -> bool {
+        match self.def.kind {
+            IndexKind::Btree | IndexKind::Keyword => true,
+            IndexKind::Ngram => false,
+            IndexKind::Rtree => c.bounds.is_some_and(|(_, k)| k != BoundsKind::Mbr),
+        }
+    }
+
+    fn next_hit(&mut self) -> Result<Option<QueryHit>> {
+        loop {
+            match &mut self.source {
+                Source::List(list) => {
+                    let Some(c) = list.pop_front() else {
+                        return Ok(None);
+                    };
+                    let dist = self.list_distance(&c);
+                    if let Some(h) = self.decide(&c, dist)? {
+                        return Ok(Some(h));
+                    }
+                }
+                Source::Knn {
+                    cursors,
+                    heads,
+                    pending,
+                } => {
+                    // The nearest head over all partitions.
+                    let mut best: Option<usize> = None;
+                    for (i, h) in heads.iter().enumerate() {
+                        if let Some((d, _)) = h
+                            && best.is_none_or(|b| {
+                                heads[b].as_ref().is_some_and(|(bd, _)| d < bd)
+                            })
+                        {
+                            best = Some(i);
+                        }
+                    }
+                    let next_d = best.and_then(|b| heads[b].as_ref().map(|(d, _)| *d));
+                    if let Some(p) = pending.peek()
+                        && next_d.is_none_or(|d| p.d <= d)
+                    {
+                        let p = pending.pop().map(|p| p.hit);
+                        return Ok(p);
+                    }
+                    let Some(b) = best else {
+                        return Ok(None);
+                    };
+                    let Some((d, e)) = heads[b].take() else {
+                        return Ok(None);
+                    };
+                    heads[b] = cursors[b].next_entry()?;
+                    let pk = self.def.entry_pk(&e.key)?.to_vec();
+                    let c = Cand {
+                        pk,
+                        bounds: Some((e.bounds, e.bounds_kind)),
+                    };
+                    if let Some(mut h) = self.decide(&c, Some(d))? {
+                        let exact = h.distance_m.unwrap_or(d);
+                        h.distance_m = Some(exact);
+                        if let Source::Knn { pending, .. } = &mut self.source {
+                            pending.push(Pending { d: exact, hit: h });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn list_distance(&self, c: &Cand) -> Option<f64> {
+        match (&self.query, c.bounds) {
+            (Query::WithinDistance { lon, lat, .. }, Some((r, k))) if k != BoundsKind::Mbr => {
+                Some(sphere::min_dist_rect_m(*lon, *lat, &r))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Iterator for QueryResults {
+    type Item = Result<QueryHit>;
+
+    fn next(&mut self) -> Option<Result<QueryHit>> {
+        if self.opts.limit.is_some_and(|l| self.returned >= l) {
+            return None;
+        }
+        let limit_k = match self.query {
+            Query::Nearest { k, .. } => Some(k),
+            _ => None,
+        };
+        if limit_k.is_some_and(|k| self.returned >= k) {
+            return None;
+        }
+        match self.next_hit() {
+            Ok(Some(h)) => {
+                self.returned += 1;
+                Some(Ok(h))
+            }
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// The predicate of a spatial join.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum JoinPredicate {
+    /// The geometries intersect.
+    Intersects,
+    /// The indexed geometry is within this many metres of the probe (the
+    /// probe must be a point).
+    WithinDistance(f64),
+}
+
+/// Rectangles an R-tree search needs for a query geometry.
+fn query_rects(g: &Geometry) -> Vec<Rect> {
+    match g {
+        Geometry::Rect {
+            min_x,
+            min_y,
+            max_x,
+            max_y,
+        } => split_query_rect(&[*min_x, *min_y, *max_x, *max_y]),
+        other => {
+            let (a, b, c, d) = other.mbr();
+            vec![[a, b, c, d]]
+        }
+    }
+}
+
+/// The query geometry split at the antimeridian, for exact tests.
+fn query_parts(g: &Geometry) -> Vec<Geometry> {
+    match g {
+        Geometry::Rect { min_x, max_x, .. } if min_x > max_x => query_rects(g)
+            .into_iter()
+            .map(|r| Geometry::rect(r[0], r[1], r[2], r[3]))
+            .collect(),
+        other => vec![other.clone()],
+    }
+}
+
+fn bounds_geometry(r: &Rect, k: BoundsKind) -> Geometry {
+    match k {
+        BoundsKind::Point => Geometry::point(r[0], r[1]),
+        _ => Geometry::rect(r[0], r[1], r[2], r[3]),
+    }
+}
+
+fn check_point(lon: f64, lat: f64) -> Result<()> {
+    if !(lon.is_finite() && lat.is_finite()) || !(-90.0..=90.0).contains(&lat) {
+        return Err(Error::invalid(
+            None,
+            format!("query point ({lon}, {lat}) is not a valid longitude/latitude (latitude must be within [-90, 90])"),
+        ));
+    }
+    Ok(())
+}
+
+impl Dataset {
+    /// Run `query` through the secondary index `index`. See the module doc
+    /// for the two access paths; results stream, stopping at `opts.limit`.
+    pub fn query(
+        self: &Arc<Self>,
+        index: &str,
+        query: &Query,
+        opts: QueryOptions,
+    ) -> Result<QueryResults> {
+        let epoch = self.txn.abort_epoch();
+        let (i, set) = self.index_by_name(index)?;
+        let def = set.defs[i].clone();
+        let fits = matches!(
+            (def.kind, query),
+            (IndexKind::Btree, Query::Range { .. })
+                | (
+                    IndexKind::Rtree,
+                    Query::Intersects(_) | Query::WithinDistance { .. } | Query::Nearest { .. }
+                )
+                | (IndexKind::Keyword | IndexKind::Ngram, Query::Text { .. })
+        );
+        if !fits {
+            return Err(Error::invalid(
+                None,
+                format!(
+                    "index `{index}` is a {} index and cannot answer a {} query ({})",
+                    def.kind,
+                    query.name(),
+                    match def.kind {
+                        IndexKind::Btree => "use a range or equality query",
+                        IndexKind::Rtree => "use intersects, within-distance or nearest",
+                        _ => "use a text query",
+                    }
+                ),
+            ));
+        }
+        let mut stats = QueryStats::default();
+        let mut tokens = Vec::new();
+        let source = match query {
+            Query::Range { lo, hi } => {
+                let as_ref = |b: &Bound<Vec<Value>>| -> Bound<Vec<Value>> { b.clone() };
+                let (lo, hi) = (as_ref(lo), as_ref(hi));
+                let lo_s = match &lo {
+                    Bound::Included(v) => Bound::Included(v.as_slice()),
+                    Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+                    Bound::Unbounded => Bound::Unbounded,
+                };
+                let hi_s = match &hi {
+                    Bound::Included(v) => Bound::Included(v.as_slice()),
+                    Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+                    Bound::Unbounded => Bound::Unbounded,
+                };
+                let (elo, ehi) = self.index_bounds(&def, lo_s, hi_s)?;
+                let entries = self.index_entries(&set, i, &elo, &ehi)?;
+                stats.candidates = entries.len() as u64;
+                stats.components += self.tree_components(&set, i);
+                let mut pks = Vec::with_capacity(entries.len());
+                for k in entries {
+                    pks.push(def.entry_pk(&k)?.to_vec());
+                }
+                pks.sort_unstable();
+                pks.dedup();
+                Source::List(pks.into_iter().map(|pk| Cand { pk, bounds: None }).collect())
+            }
+            Query::Intersects(g) => {
+                let parts = query_parts(g);
+                for p in &parts {
+                    p.validate()?;
+                }
+                let rects = query_rects(g);
+                let hits = self.spatial_candidates(&set, i, &rects, &mut stats)?;
+                let mut out = Vec::new();
+                for (pk, e) in hits {
+                    // Exact bounds decide now; an MBR waits for the record.
+                    if e.bounds_kind != BoundsKind::Mbr {
+                        let eg = bounds_geometry(&e.bounds, e.bounds_kind);
+                        if !parts.iter().any(|q| predicates::intersects(&eg, q)) {
+                            continue;
+                        }
+                    }
+                    out.push(Cand {
+                        pk,
+                        bounds: Some((e.bounds, e.bounds_kind)),
+                    });
+                }
+                Source::List(out.into())
+            }
+            Query::WithinDistance { lon, lat, metres } => {
+                check_point(*lon, *lat)?;
+                if !(metres.is_finite() && *metres >= 0.0) {
+                    return Err(Error::invalid(
+                        None,
+                        format!("the distance must be a finite number of metres >= 0, got {metres}"),
+                    ));
+                }
+                let rects = sphere::circle_bboxes(*lon, *lat, *metres);
+                let hits = self.spatial_candidates(&set, i, &rects, &mut stats)?;
+                let mut out = Vec::new();
+                for (pk, e) in hits {
+                    if e.bounds_kind != BoundsKind::Mbr
+                        && sphere::min_dist_rect_m(*lon, *lat, &e.bounds) > *metres
+                    {
+                        continue;
+                    }
+                    out.push(Cand {
+                        pk,
+                        bounds: Some((e.bounds, e.bounds_kind)),
+                    });
+                }
+                Source::List(out.into())
+            }
+            Query::Nearest { lon, lat, k } => {
+                check_point(*lon, *lat)?;
+                let (lon, lat) = (*lon, *lat);
+                let mut cursors = Vec::new();
+                if *k > 0 {
+                    for t in &set.trees[i] {
+                        let dist: Box<dyn Fn(&Rect) -> f64 + Send + Sync> =
+                            Box::new(move |r: &Rect| sphere::min_dist_rect_m(lon, lat, r));
+                        cursors.push(t.knn(t.snapshot(), dist)?);
+                    }
+                }
+                let mut heads = Vec::with_capacity(cursors.len());
+                for c in &mut cursors {
+                    heads.push(c.next_entry()?);
+                }
+                Source::Knn {
+                    cursors,
+                    heads,
+                    pending: BinaryHeap::new(),
+                }
+            }
+            Query::Text { text, all } => {
+                tokens = def.tokens(text);
+                if tokens.is_empty() {
+                    return Err(Error::invalid(
+                        None,
+                        format!("the text query `{text}` has no words to search for"),
+                    ));
+                }
+                stats.components += self.tree_components(&set, i);
+                let short_gram = def.kind == IndexKind::Ngram
+                    && text.to_lowercase().chars().count() < def.gram();
+                let mut acc: Option<BTreeSet<Vec<u8>>> = None;
+                for t in &tokens {
+                    let mut lo = Vec::new();
+                    value::encode_key_part(&Value::String(t.clone()), &mut lo)?;
+                    let hi = if short_gram {
+                        // Every gram that starts with the pattern: drop the
+                        // string terminator (0x00 0x01) and bound by 0xFF,
+                        // which UTF-8 never contains.
+                        lo.truncate(lo.len() - 2);
+                        let mut h = lo.clone();
+                        h.push(0xFF);
+                        h
+                    } else {
+                        value::prefix_upper_bound(&lo)
+                    };
+                    let entries = self.index_entries(
+                        &set,
+                        i,
+                        &Bound::Included(lo),
+                        &Bound::Excluded(hi),
+                    )?;
+                    stats.candidates += entries.len() as u64;
+                    let mut pks = BTreeSet::new();
+                    for k in entries {
+                        pks.insert(def.entry_pk(&k)?.to_vec());
+                    }
+                    let intersect = *all || def.kind == IndexKind::Ngram;
+                    acc = Some(match acc {
+                        None => pks,
+                        Some(a) if intersect => a.intersection(&pks).cloned().collect(),
+                        Some(mut a) => {
+                            a.extend(pks);
+                            a
+                        }
+                    });
+                }
+                Source::List(
+                    acc.unwrap_or_default()
+                        .into_iter()
+                        .map(|pk| Cand { pk, bounds: None })
+                        .collect(),
+                )
+            }
+        };
+        Ok(QueryResults {
+            ds: self.clone(),
+            def,
+            query: query.clone(),
+            tokens,
+            opts,
+            source,
+            epoch,
+            returned: 0,
+            stats,
+        })
+    }
+
+    fn tree_components(&self, set: &IndexSet, i: usize) -> u64 {
+        set.trees[i]
+            .iter()
+            .map(|t| {
+                let s = t.snapshot();
+                (s.mems.iter().filter(|m| !m.is_empty()).count() + s.disk.len()) as u64
+            })
+            .sum()
+    }
+
+    /// Live R-tree entries intersecting `rects` from every partition, as
+    /// (primary key, entry) sorted by primary key.
+    fn spatial_candidates(
+        &self,
+        set: &IndexSet,
+        i: usize,
+        rects: &[Rect],
+        stats: &mut QueryStats,
+    ) -> Result<Vec<(Vec<u8>, SpatialEntry)>> {
+        let def = &set.defs[i];
+        let mut ss = SearchStats::default();
+        let mut out = Vec::new();
+        for t in &set.trees[i] {
+            for e in t.search_spatial(&t.snapshot(), rects, &mut ss)? {
+                out.push((def.entry_pk(&e.key)?.to_vec(), e));
+            }
+        }
+        stats.components += ss.components;
+        stats.blocks += ss.blocks;
+        stats.candidates += ss.candidates;
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.dedup_by(|a, b| a.0 == b.0);
+        Ok(out)
+    }
+
+    /// Re-check a query against a fetched record: `None` if it does not
+    /// match, else `Some(distance)` (the distance for distance queries).
+    pub(crate) fn record_matches(
+        &self,
+        def: &IndexDef,
+        q: &Query,
+        tokens: &[String],
+        rec: &Value,
+        pk: &[u8],
+    ) -> Result<Option<Option<f64>>> {
+        let field = &def.fields[0];
+        let geom = || match rec.get(field) {
+            Some(Value::Geometry(g)) => Some(g),
+            _ => None,
+        };
+        Ok(match q {
+            Query::Range { lo, hi } => {
+                let lo_s = match lo {
+                    Bound::Included(v) => Bound::Included(v.as_slice()),
+                    Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+                    Bound::Unbounded => Bound::Unbounded,
+                };
+                let hi_s = match hi {
+                    Bound::Included(v) => Bound::Included(v.as_slice()),
+                    Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+                    Bound::Unbounded => Bound::Unbounded,
+                };
+                let (elo, ehi) = self.index_bounds(def, lo_s, hi_s)?;
+                match def.entry_key(rec, pk).ok().flatten() {
+                    Some(k) if Dataset::in_bounds(&k, &elo, &ehi) => Some(None),
+                    _ => None,
+                }
+            }
+            Query::Intersects(g) => match geom() {
+                Some(rg) if query_parts(g).iter().any(|p| predicates::intersects(rg, p)) => {
+                    Some(None)
+                }
+                _ => None,
+            },
+            Query::WithinDistance { lon, lat, metres } => match geom() {
+                Some(rg) => {
+                    let d = predicates::distance_m(rg, *lon, *lat);
+                    (d <= *metres).then_some(Some(d))
+                }
+                None => None,
+            },
+            Query::Nearest { lon, lat, .. } => {
+                geom().map(|rg| Some(predicates::distance_m(rg, *lon, *lat)))
+            }
+            Query::Text { text, all } => {
+                let Some(Value::String(s)) = rec.get(field) else {
+                    return Ok(None);
+                };
+                let ok = if def.kind == IndexKind::Ngram {
+                    s.to_lowercase().contains(&text.to_lowercase())
+                } else {
+                    let have = def.tokens(s);
+                    if *all {
+                        tokens.iter().all(|t| have.binary_search(t).is_ok())
+                    } else {
+                        tokens.iter().any(|t| have.binary_search(t).is_ok())
+                    }
+                };
+                ok.then_some(None)
+            }
+        })
+    }
+
+    /// Index nested-loop spatial join: for each probe `(id, geometry)`, search
+    /// `index` and yield `(id, hit)` for every match. Lazy: probes are run
+    /// one at a time as results are consumed.
+    pub fn spatial_join<I>(
+        self: &Arc<Self>,
+        index: &str,
+        probes: I,
+        pred: JoinPredicate,
+        opts: QueryOptions,
+    ) -> Result<JoinResults<I::IntoIter>>
+    where
+        I: IntoIterator<Item = (Value, Geometry)>,
+    {
+        let (i, set) = self.index_by_name(index)?;
+        if set.defs[i].kind != IndexKind::Rtree {
+            return Err(Error::invalid(
+                None,
+                format!("a spatial join needs an rtree index; `{index}` is a {} index", set.defs[i].kind),
+            ));
+        }
+        Ok(JoinResults {
+            ds: self.clone(),
+            index: index.to_owned(),
+            probes: probes.into_iter(),
+            pred,
+            opts: QueryOptions {
+                limit: None,
+                ..opts
+            },
+            limit: opts.limit,
+            current: None,
+            returned: 0,
+            stats: QueryStats::default(),
+        })
+    }
+}
+
+/// Streaming results of [`Dataset::spatial_join`].
+pub struct JoinResults<I> {
+    ds: Arc<Dataset>,
+    index: String,
+    probes: I,
+    pred: JoinPredicate,
+    opts: QueryOptions,
+    limit: Option<usize>,
+    current: Option<(Value, QueryResults)>,
+    returned: usize,
+    stats: QueryStats,
+}
+
+impl<I> JoinResults<I> {
+    /// What the join touched so far (finished probes plus the current one).
+    pub fn stats(&self) -> QueryStats {
+        let mut s = self.stats;
+        if let Some((_, r)) = &self.current {
+            let c = r.stats();
+            s.components += c.components;
+            s.blocks += c.blocks;
+            s.candidates += c.candidates;
+            s.fetched += c.fetched;
+            s.index_only += c.index_only;
+        }
+        s
+    }
+}
+
+impl<I: Iterator<Item = (Value, Geometry)>> Iterator for JoinResults<I> {
+    type Item = Result<(Value, QueryHit)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.limit.is_some_and(|l| self.returned >= l) {
+            return None;
+        }
+        loop {
+            if let Some((id, r)) = &mut self.current {
+                match r.next() {
+                    Some(Ok(h)) => {
+                        self.returned += 1;
+                        return Some(Ok((id.clone(), h)));
+                    }
+                    Some(Err(e)) => return Some(Err(e)),
+                    None => {
+                        let c = r.stats();
+                        self.stats.components += c.components;
+                        self.stats.blocks += c.blocks;
+                        self.stats.candidates += c.candidates;
+                        self.stats.fetched += c.fetched;
+                        self.stats.index_only += c.index_only;
+                        self.current = None;
+                    }
+                }
+            }
+            let (id, g) = self.probes.next()?;
+            let q = match (self.pred, &g) {
+                (JoinPredicate::Intersects, _) => Query::Intersects(g),
+                (JoinPredicate::WithinDistance(m), Geometry::Point { x, y }) => {
+                    Query::WithinDistance {
+                        lon: *x,
+                        lat: *y,
+                        metres: m,
+                    }
+                }
+                (JoinPredicate::WithinDistance(_), other) => {
+                    return Some(Err(Error::invalid(
+                        None,
+                        format!(
+                            "a within-distance join needs point probes; probe {} is a {}",
+                            value::key_to_string(std::slice::from_ref(&id)),
+                            other.type_name()
+                        ),
+                    )));
+                }
+            };
+            match self.ds.query(&self.index, &q, self.opts) {
+                Ok(r) => self.current = Some((id, r)),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}

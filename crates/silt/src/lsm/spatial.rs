@@ -1,0 +1,352 @@
+//! Spatial search over an LSM R-tree: every in-memory component's `rstar`
+//! tree and every disk component's packed R-tree, reconciled.
+//!
+//! Reconciliation. With antimatter (AMLSM), a delete is an antimatter entry
+//! with the same key and bounds as the entry it cancels, so the same search
+//! finds both; for each key only the newest component's version counts. With
+//! deleted-key trees, an entry from a disk component is also dropped when a
+//! newer disk component's deleted-key tree holds its primary key (memory
+//! components still use antimatter, see `kind`).
+//!
+//! kNN is a best-first search over all components at once (one priority
+//! queue holding memtable entries, packed R-tree nodes and leaf entries,
+//! ordered by a distance that is a lower bound for nodes and exact for
+//! entries), so it reads only the nodes nearer than the k-th answer.
+
+use super::kind::{Rect, decode_bounds_kind, deleted_contains, intersects};
+use super::memtable::SpatialEntry;
+use super::tree::{LsmTree, Snapshot};
+use crate::error::Result;
+use crate::storage::EntryKind;
+use crate::storage::bloom::key_hash;
+use crate::storage::component::Probe;
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::{BinaryHeap, HashSet};
+use std::sync::atomic::Ordering;
+
+/// What a search touched, for `EXPLAIN`-style output and read amplification.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SearchStats {
+    /// Components (memory and disk) whose structure was searched.
+    pub components: u64,
+    /// Disk leaf blocks read.
+    pub blocks: u64,
+    /// Entries (antimatter included) that matched before reconciliation.
+    pub candidates: u64,
+}
+
+impl SearchStats {
+    pub fn add(&mut self, o: &SearchStats) {
+        self.components += o.components;
+        self.blocks += o.blocks;
+        self.candidates += o.candidates;
+    }
+}
+
+impl LsmTree {
+    /// Live entries whose bounds intersect any of `rects`, in key order.
+    pub fn search_spatial(
+        &self,
+        snap: &Snapshot,
+        rects: &[Rect],
+        stats: &mut SearchStats,
+    ) -> Result<Vec<SpatialEntry>> {
+        self.counters.scans.fetch_add(1, Ordering::Relaxed);
+        let nm = snap.mems.len();
+        let mut hits: Vec<(usize, SpatialEntry)> = Vec::new();
+        let mut tmp = Vec::new();
+        for (rank, m) in snap.mems.iter().enumerate() {
+            if m.is_empty() {
+                continue;
+            }
+            stats.components += 1;
+            for q in rects {
+                tmp.clear();
+                m.spatial_search(q, &mut tmp);
+                hits.extend(tmp.drain(..).map(|e| (rank, e)));
+            }
+        }
+        let mut blocks = Vec::new();
+        let mut touched = 0;
+        for (p, c) in snap.disk.iter().enumerate() {
+            let Some(t) = c.ext.get().and_then(|x| x.rtree.as_ref()) else {
+                continue;
+            };
+            blocks.clear();
+            for q in rects {
+                t.blocks_intersecting(q, &mut blocks);
+            }
+            if blocks.is_empty() {
+                continue;
+            }
+            touched += 1;
+            blocks.sort_unstable();
+            blocks.dedup();
+            stats.blocks += blocks.len() as u64;
+            for &b in &blocks {
+                c.for_each_in_block(b, |k, kind, _, v| {
+                    if let Some((r, bk)) = decode_bounds_kind(v)
+                        && rects.iter().any(|q| intersects(q, &r))
+                    {
+                        hits.push((
+                            nm + p,
+                            SpatialEntry {
+                                key: k.to_vec(),
+                                delete: kind == EntryKind::Delete,
+                                bounds: r,
+                                bounds_kind: bk,
+                            },
+                        ));
+                    }
+                    Ok(true)
+                })?;
+            }
+        }
+        stats.components += touched;
+        stats.candidates += hits.len() as u64;
+        self.counters
+            .scan_components
+            .fetch_add(touched, Ordering::Relaxed);
+        hits.sort_by(|a, b| a.1.key.cmp(&b.1.key).then(a.0.cmp(&b.0)));
+        hits.dedup_by(|later, first| later.1.key == first.1.key);
+        let dk = self.kind().deleted_keys();
+        let mut out = Vec::with_capacity(hits.len());
+        for (rank, e) in hits {
+            if e.delete {
+                continue;
+            }
+            if dk && rank > nm {
+                let pk = self.kind().pk.pk(&e.key)?;
+                let mut hidden = false;
+                for c in &snap.disk[..rank - nm] {
+                    if deleted_contains(c, pk)? {
+                        hidden = true;
+                        break;
+                    }
+                }
+                if hidden {
+                    continue;
+                }
+            }
+            out.push(e);
+        }
+        Ok(out)
+    }
+
+    /// Best-first nearest-neighbour cursor. `dist` gives, for a rectangle, a
+    /// lower bound of the distance from the query to anything inside it (and
+    /// the exact distance for an entry's own bounds when those are the
+    /// geometry, i.e. points and rectangles).
+    pub fn knn(
+        &self,
+        snap: Snapshot,
+        dist: Box<dyn Fn(&Rect) -> f64 + Send + Sync>,
+    ) -> Result<KnnCursor> {
+        self.counters.scans.fetch_add(1, Ordering::Relaxed);
+        let nm = snap.mems.len();
+        let mut cur = KnnCursor {
+            heap: BinaryHeap::new(),
+            pushed: vec![HashSet::new(); nm],
+            seen: HashSet::new(),
+            kind: *self.kind(),
+            stats: SearchStats::default(),
+            dist,
+            snap,
+        };
+        for m in 0..nm {
+            if !cur.snap.mems[m].is_empty() {
+                cur.stats.components += 1;
+                cur.fetch_mem(m, 64);
+            }
+        }
+        for c in 0..cur.snap.disk.len() {
+            let Some(t) = cur.snap.disk[c].ext.get().and_then(|x| x.rtree.as_ref()) else {
+                continue;
+            };
+            cur.stats.components += 1;
+            let top = t.top_level();
+            for i in 0..t.nodes(top) {
+                let d = (cur.dist)(&t.mbr(top, i));
+                if d.is_finite() {
+                    cur.heap.push(KItem {
+                        d,
+                        what: KWhat::Node {
+                            comp: c,
+                            level: top,
+                            idx: i,
+                        },
+                    });
+                }
+            }
+        }
+        self.counters
+            .scan_components
+            .fetch_add(cur.stats.components, Ordering::Relaxed);
+        Ok(cur)
+    }
+}
+
+enum KWhat {
+    Node { comp: usize, level: usize, idx: usize },
+    Entry { rank: usize, e: SpatialEntry },
+    MemMore { mem: usize, n: usize },
+}
+
+struct KItem {
+    d: f64,
+    what: KWhat,
+}
+
+impl PartialEq for KItem {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == CmpOrdering::Equal
+    }
+}
+impl Eq for KItem {}
+impl PartialOrd for KItem {
+    fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for KItem {
+    // Max-heap: reverse, nearest on top; at equal distance entries before
+    // nodes (an entry found at distance d is final before expanding more).
+    fn cmp(&self, o: &Self) -> CmpOrdering {
+        let rank = |w: &KWhat| match w {
+            KWhat::Entry { .. } => 0,
+            _ => 1,
+        };
+        o.d.total_cmp(&self.d)
+            .then(rank(&o.what).cmp(&rank(&self.what)))
+    }
+}
+
+/// Yields live entries in increasing distance.
+pub struct KnnCursor {
+    snap: Snapshot,
+    dist: Box<dyn Fn(&Rect) -> f64 + Send + Sync>,
+    heap: BinaryHeap<KItem>,
+    /// Per memtable: keys already queued.
+    pushed: Vec<HashSet<Vec<u8>>>,
+    /// Keys already returned.
+    seen: HashSet<Vec<u8>>,
+    kind: super::kind::TreeKind,
+    pub stats: SearchStats,
+}
+
+impl KnnCursor {
+    fn fetch_mem(&mut self, m: usize, n: usize) {
+        let batch = self.snap.mems[m].nearest(n, &*self.dist);
+        let full = batch.len() >= n;
+        let last = batch.last().map(|(d, _)| *d);
+        for (d, e) in batch {
+            if self.pushed[m].insert(e.key.clone()) {
+                self.stats.candidates += 1;
+                self.heap.push(KItem {
+                    d,
+                    what: KWhat::Entry { rank: m, e },
+                });
+            }
+        }
+        if full && let Some(d) = last {
+            self.heap.push(KItem {
+                d,
+                what: KWhat::MemMore { mem: m, n: n * 2 },
+            });
+        }
+    }
+
+    /// Whether a newer component than `rank` holds `key` (any version) or,
+    /// with deleted-key trees, deletes its primary key.
+    fn superseded(&self, rank: usize, key: &[u8]) -> Result<bool> {
+        let nm = self.snap.mems.len();
+        for m in &self.snap.mems[..rank.min(nm)] {
+            if m.get(key).is_some() {
+                return Ok(true);
+            }
+        }
+        if rank > nm {
+            let h = key_hash(key);
+            let pk = if self.kind.deleted_keys() {
+                Some(self.kind.pk.pk(key)?)
+            } else {
+                None
+            };
+            for c in &self.snap.disk[..rank - nm] {
+                if let Probe::Found(_) = c.probe(key, h)? {
+                    return Ok(true);
+                }
+                if let Some(pk) = pk
+                    && deleted_contains(c, pk)?
+                {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// The next live entry and its distance, nearest first.
+    pub fn next_entry(&mut self) -> Result<Option<(f64, SpatialEntry)>> {
+        let nm = self.snap.mems.len();
+        while let Some(item) = self.heap.pop() {
+            match item.what {
+                KWhat::MemMore { mem, n } => self.fetch_mem(mem, n),
+                KWhat::Node { comp, level, idx } => {
+                    let c = self.snap.disk[comp].clone();
+                    let Some(t) = c.ext.get().and_then(|x| x.rtree.as_ref()) else {
+                        continue;
+                    };
+                    if level == 0 {
+                        self.stats.blocks += 1;
+                        let mut found = Vec::new();
+                        c.for_each_in_block(idx, |k, kind, _, v| {
+                            if let Some((r, bk)) = decode_bounds_kind(v) {
+                                found.push(SpatialEntry {
+                                    key: k.to_vec(),
+                                    delete: kind == EntryKind::Delete,
+                                    bounds: r,
+                                    bounds_kind: bk,
+                                });
+                            }
+                            Ok(true)
+                        })?;
+                        for e in found {
+                            let d = (self.dist)(&e.bounds);
+                            self.stats.candidates += 1;
+                            self.heap.push(KItem {
+                                d,
+                                what: KWhat::Entry {
+                                    rank: nm + comp,
+                                    e,
+                                },
+                            });
+                        }
+                    } else {
+                        for ch in t.children(level, idx) {
+                            let d = (self.dist)(&t.mbr(level - 1, ch));
+                            if d.is_finite() {
+                                self.heap.push(KItem {
+                                    d,
+                                    what: KWhat::Node {
+                                        comp,
+                                        level: level - 1,
+                                        idx: ch,
+                                    },
+                                });
+                            }
+                        }
+                    }
+                }
+                KWhat::Entry { rank, e } => {
+                    if e.delete || self.seen.contains(&e.key) || self.superseded(rank, &e.key)? {
+                        continue;
+                    }
+                    self.seen.insert(e.key.clone());
+                    return Ok(Some((item.d, e)));
+                }
+            }
+        }
+        Ok(None)
+    }
+}

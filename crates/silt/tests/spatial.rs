@@ -1,0 +1,423 @@
+//! R-tree and inverted secondary indexes against a brute-force scan of a
+//! model: random inserts, upserts and deletes with flushes, merges and
+//! reopens; every query kind (intersect, within-distance, kNN, keyword all /
+//! any, n-gram substring), index-only and validated, for both reconciliation
+//! variants (antimatter and deleted-key B+-trees).
+
+use proptest::prelude::*;
+use silt::geo::sphere;
+use silt::lsm::policy::MergePolicy;
+use silt::{
+    Database, DatasetDef, DbOptions, Durability, FieldType, Geometry, IndexDef, Query,
+    QueryOptions, ReconcileOption, Value,
+};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn opts() -> DbOptions {
+    DbOptions {
+        durability: Durability::None,
+        sync: false,
+        block_cache_bytes: 1 << 20,
+        ..Default::default()
+    }
+}
+
+const WORDS: [&str; 6] = ["alpha", "Beta", "gamma", "delta", "café", "zeta"];
+
+#[derive(Clone, Debug, PartialEq)]
+struct Rec {
+    geom: Geometry,
+    text: String,
+}
+
+fn record(id: i64, r: &Rec) -> Value {
+    Value::Object(vec![
+        ("id".into(), Value::Int(id)),
+        ("loc".into(), Value::Geometry(r.geom.clone())),
+        ("msg".into(), Value::String(r.text.clone())),
+        ("pad".into(), Value::String("x".repeat((id % 97) as usize))),
+    ])
+}
+
+/// Points and small rectangles on a coarse grid near the antimeridian and
+/// the origin, so that queries hit several and ties happen.
+fn coord() -> impl Strategy<Value = (f64, f64)> {
+    (-20i32..=20, -20i32..=20).prop_map(|(x, y)| {
+        let lon = if x < 0 {
+            180.0 + f64::from(x) * 0.25
+        } else {
+            f64::from(x) * 0.25
+        };
+        (lon, f64::from(y) * 0.25)
+    })
+}
+
+fn geom() -> impl Strategy<Value = Geometry> {
+    let coord = coord();
+    prop_oneof![
+        3 => coord.prop_map(|(x, y)| Geometry::point(x, y)),
+        1 => (self::coord(), 0u8..4, 0u8..4).prop_map(|((x, y), w, h)| {
+            let x1 = (x + f64::from(w) * 0.25).min(180.0);
+            Geometry::rect(x, y, x1, y + f64::from(h) * 0.25)
+        }),
+    ]
+}
+
+fn text() -> impl Strategy<Value = String> {
+    proptest::collection::vec(0usize..WORDS.len(), 0..4).prop_map(|v| {
+        v.into_iter()
+            .map(|i| WORDS[i])
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Upsert(i64, Rec),
+    Insert(i64, Rec),
+    Delete(i64),
+    Flush,
+    Compact,
+    Reopen,
+    Check(Check),
+}
+
+#[derive(Clone, Debug)]
+enum Check {
+    Box([f64; 4]),
+    Near(f64, f64, f64),
+    Knn(f64, f64, usize),
+    Words(Vec<usize>, bool),
+    Sub(String),
+}
+
+fn check() -> impl Strategy<Value = Check> {
+    prop_oneof![
+        (-181.0f64..181.0, -6.0f64..6.0, 0.0f64..8.0, 0.0f64..6.0).prop_map(|(x, y, w, h)| {
+            // min_x > max_x when the box wraps past 180: antimeridian-crossing.
+            let x0 = x.clamp(-180.0, 180.0);
+            let mut x1 = x0 + w;
+            if x1 > 180.0 {
+                x1 -= 360.0;
+            }
+            Check::Box([x0, y, x1, y + h])
+        }),
+        (-180.0f64..180.0, -6.0f64..6.0, 0.0f64..400_000.0)
+            .prop_map(|(x, y, r)| Check::Near(x, y, r)),
+        (-180.0f64..180.0, -6.0f64..6.0, 1usize..12).prop_map(|(x, y, k)| Check::Knn(x, y, k)),
+        (proptest::collection::vec(0usize..WORDS.len(), 1..3), any::<bool>())
+            .prop_map(|(w, all)| Check::Words(w, all)),
+        prop_oneof![Just("amm"), Just("CAF"), Just("a g")]
+            .prop_map(|s| Check::Sub(s.to_string())),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let rec = || (geom(), text()).prop_map(|(geom, text)| Rec { geom, text });
+    prop_oneof![
+        6 => (0i64..120, rec()).prop_map(|(k, r)| Op::Upsert(k, r)),
+        2 => (0i64..120, rec()).prop_map(|(k, r)| Op::Insert(k, r)),
+        3 => (0i64..120).prop_map(Op::Delete),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        1 => Just(Op::Reopen),
+        4 => check().prop_map(Op::Check),
+    ]
+}
+
+fn create(dir: &Path, rec: ReconcileOption, policy: &str) -> Database {
+    let db = Database::open(dir, opts()).unwrap();
+    db.create_dataset(
+        DatasetDef::new("tweets", &["id"])
+            .field("id", FieldType::Int)
+            .field("loc", FieldType::Geometry)
+            .memory_budget(1 << 20)
+            .block_size(512)
+            .partitions(2)
+            .policy(MergePolicy::parse(policy).unwrap()),
+    )
+    .unwrap();
+    let p = MergePolicy::parse(policy).unwrap();
+    db.create_index("tweets", IndexDef::rtree("loc", "loc").reconcile(rec).policy(p.clone()))
+        .unwrap();
+    db.create_index("tweets", IndexDef::keyword("words", "msg").reconcile(rec).policy(p.clone()))
+        .unwrap();
+    db.create_index("tweets", IndexDef::ngram("grams", "msg", 3).reconcile(rec).policy(p))
+        .unwrap();
+    db
+}
+
+fn split(b: &[f64; 4]) -> Vec<[f64; 4]> {
+    if b[0] > b[2] {
+        vec![[b[0], b[1], 180.0, b[3]], [-180.0, b[1], b[2], b[3]]]
+    } else {
+        vec![*b]
+    }
+}
+
+fn mbr(g: &Geometry) -> [f64; 4] {
+    let (a, b, c, d) = g.mbr();
+    [a, b, c, d]
+}
+
+fn boxes_meet(a: &[f64; 4], b: &[f64; 4]) -> bool {
+    a[0] <= b[2] && b[0] <= a[2] && a[1] <= b[3] && b[1] <= a[3]
+}
+
+/// Brute-force distance: points by haversine, rectangles by the exact
+/// point-to-box distance.
+fn dist(g: &Geometry, x: f64, y: f64) -> f64 {
+    match g {
+        Geometry::Point { x: px, y: py } => sphere::haversine_m(x, y, *px, *py),
+        other => sphere::min_dist_rect_m(x, y, &mbr(other)),
+    }
+}
+
+fn tokens(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn ids(hits: &[silt::QueryHit]) -> Vec<i64> {
+    let mut v: Vec<i64> = hits.iter().map(|h| h.pk[0].as_i64().unwrap()).collect();
+    v.sort_unstable();
+    v
+}
+
+fn run_check(db: &Database, model: &BTreeMap<i64, Rec>, c: &Check) -> Result<(), TestCaseError> {
+    let ds = db.dataset("tweets").unwrap();
+    for index_only in [false, true] {
+        let o = QueryOptions {
+            index_only,
+            limit: None,
+        };
+        match c {
+            Check::Box(b) => {
+                let q = Query::Intersects(Geometry::rect(b[0], b[1], b[2], b[3]));
+                let got: Vec<_> = ds.query("loc", &q, o).unwrap().map(|h| h.unwrap()).collect();
+                let want: Vec<i64> = model
+                    .iter()
+                    .filter(|(_, r)| split(b).iter().any(|p| boxes_meet(&mbr(&r.geom), p)))
+                    .map(|(k, _)| *k)
+                    .collect();
+                prop_assert_eq!(ids(&got), want, "box {:?} index_only {}", b, index_only);
+            }
+            Check::Near(x, y, r) => {
+                let q = Query::WithinDistance {
+                    lon: *x,
+                    lat: *y,
+                    metres: *r,
+                };
+                let got: Vec<_> = ds.query("loc", &q, o).unwrap().map(|h| h.unwrap()).collect();
+                // Exclude knife-edge cases from the comparison.
+                let want: Vec<i64> = model
+                    .iter()
+                    .filter(|(_, rec)| dist(&rec.geom, *x, *y) <= *r)
+                    .map(|(k, _)| *k)
+                    .collect();
+                let got_ids = ids(&got);
+                for (k, rec) in model {
+                    let d = dist(&rec.geom, *x, *y);
+                    if (d - r).abs() < 1e-3 {
+                        continue;
+                    }
+                    prop_assert_eq!(
+                        got_ids.contains(k),
+                        want.contains(k),
+                        "near ({}, {}) r {} id {} d {} index_only {}",
+                        x,
+                        y,
+                        r,
+                        k,
+                        d,
+                        index_only
+                    );
+                }
+            }
+            Check::Knn(x, y, k) => {
+                let q = Query::Nearest {
+                    lon: *x,
+                    lat: *y,
+                    k: *k,
+                };
+                let got: Vec<_> = ds.query("loc", &q, o).unwrap().map(|h| h.unwrap()).collect();
+                let mut want: Vec<f64> = model.values().map(|r| dist(&r.geom, *x, *y)).collect();
+                want.sort_by(f64::total_cmp);
+                want.truncate(*k);
+                prop_assert_eq!(got.len(), want.len(), "knn count");
+                for (h, w) in got.iter().zip(&want) {
+                    let d = h.distance_m.unwrap();
+                    prop_assert!((d - w).abs() < 1e-3, "knn distance {} vs {} (index_only {})", d, w, index_only);
+                    let id = h.pk[0].as_i64().unwrap();
+                    let real = dist(&model[&id].geom, *x, *y);
+                    prop_assert!((real - d).abs() < 1e-3, "knn hit {} is at {} not {}", id, real, d);
+                }
+                let ds_: Vec<f64> = got.iter().map(|h| h.distance_m.unwrap()).collect();
+                prop_assert!(ds_.windows(2).all(|w| w[0] <= w[1] + 1e-9), "knn not sorted: {:?}", ds_);
+            }
+            Check::Words(w, all) => {
+                let words: Vec<&str> = w.iter().map(|i| WORDS[*i]).collect();
+                let q = Query::Text {
+                    text: words.join(" "),
+                    all: *all,
+                };
+                let got: Vec<_> = ds.query("words", &q, o).unwrap().map(|h| h.unwrap()).collect();
+                let qt = tokens(&words.join(" "));
+                let want: Vec<i64> = model
+                    .iter()
+                    .filter(|(_, r)| {
+                        let have = tokens(&r.text);
+                        if *all {
+                            qt.iter().all(|t| have.contains(t))
+                        } else {
+                            qt.iter().any(|t| have.contains(t))
+                        }
+                    })
+                    .map(|(k, _)| *k)
+                    .collect();
+                prop_assert_eq!(ids(&got), want, "words {:?} all {}", words, all);
+            }
+            Check::Sub(s) => {
+                let q = Query::Text {
+                    text: s.clone(),
+                    all: true,
+                };
+                let got: Vec<_> = ds.query("grams", &q, o).unwrap().map(|h| h.unwrap()).collect();
+                let want: Vec<i64> = model
+                    .iter()
+                    .filter(|(_, r)| r.text.to_lowercase().contains(&s.to_lowercase()))
+                    .map(|(k, _)| *k)
+                    .collect();
+                prop_assert_eq!(ids(&got), want, "substring {:?}", s);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run(ops: &[Op], rec: ReconcileOption, policy: &str) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = create(dir.path(), rec, policy);
+    let mut model: BTreeMap<i64, Rec> = BTreeMap::new();
+    for op in ops {
+        let ds = db.dataset("tweets").unwrap();
+        match op {
+            Op::Upsert(k, r) => {
+                ds.upsert(record(*k, r)).unwrap();
+                model.insert(*k, r.clone());
+            }
+            Op::Insert(k, r) => {
+                let res = ds.insert(record(*k, r));
+                if model.contains_key(k) {
+                    prop_assert!(res.is_err());
+                } else {
+                    res.unwrap();
+                    model.insert(*k, r.clone());
+                }
+            }
+            Op::Delete(k) => {
+                prop_assert_eq!(ds.delete(&[Value::Int(*k)]).unwrap(), model.remove(k).is_some());
+            }
+            Op::Flush => ds.flush().unwrap(),
+            Op::Compact => ds.compact().unwrap(),
+            Op::Reopen => {
+                drop(ds);
+                db.close().unwrap();
+                drop(db);
+                db = Database::open(dir.path(), opts()).unwrap();
+            }
+            Op::Check(c) => run_check(&db, &model, c)?,
+        }
+    }
+    for c in [
+        Check::Box([-180.0, -90.0, 180.0, 90.0]),
+        Check::Knn(179.9, 0.0, 200),
+        Check::Words(vec![0, 1, 2, 3, 4, 5], false),
+    ] {
+        run_check(&db, &model, &c)?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    #[test]
+    fn antimatter_indexes_match_brute_force(ops in proptest::collection::vec(op(), 1..160)) {
+        run(&ops, ReconcileOption::Antimatter, "tiered(3)")?;
+    }
+
+    #[test]
+    fn deleted_key_indexes_match_brute_force(ops in proptest::collection::vec(op(), 1..160)) {
+        run(&ops, ReconcileOption::DeletedKeys, "prefix(8KB,3)")?;
+    }
+}
+
+/// Bulk build over existing data, then queries; the deleted-key file of a
+/// component and merges dropping it at the bottom.
+#[test]
+fn index_built_on_existing_data_and_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), opts()).unwrap();
+    db.create_dataset(
+        DatasetDef::new("t", &["id"])
+            .field("id", FieldType::Int)
+            .field("loc", FieldType::Geometry)
+            .memory_budget(1 << 20)
+            .block_size(512),
+    )
+    .unwrap();
+    let ds = db.dataset("t").unwrap();
+    for i in 0..500i64 {
+        let r = Rec {
+            geom: Geometry::point(f64::from(i as i32 % 50) * 0.1, f64::from(i as i32 / 50) * 0.1),
+            text: format!("w{} common", i % 7),
+        };
+        ds.insert(record(i, &r)).unwrap();
+    }
+    db.create_index("t", IndexDef::rtree("loc", "loc").reconcile(ReconcileOption::DeletedKeys))
+        .unwrap();
+    db.create_index("t", IndexDef::keyword("kw", "msg")).unwrap();
+    let q = Query::Intersects(Geometry::rect(0.0, 0.0, 0.45, 0.45));
+    let n = ds.query("loc", &q, QueryOptions::default()).unwrap().count();
+    assert_eq!(n, 25);
+    for i in 0..100i64 {
+        ds.delete(&[Value::Int(i)]).unwrap();
+    }
+    ds.flush().unwrap();
+    // Ids y * 50 + x for x, y in 0..5; 0..=4 and 50..=54 were deleted.
+    let n = ds.query("loc", &q, QueryOptions::default()).unwrap().count();
+    assert_eq!(n, 15);
+    let kw = Query::Text {
+        text: "w3".into(),
+        all: true,
+    };
+    assert_eq!(ds.query("kw", &kw, QueryOptions::default()).unwrap().count(), 57);
+    ds.compact().unwrap();
+    let st = ds.stats();
+    let loc: Vec<_> = st.indexes.iter().filter(|t| t.name.ends_with("/loc")).collect();
+    assert_eq!(loc[0].components.len(), 1);
+    assert_eq!(ds.query("loc", &q, QueryOptions::default()).unwrap().count(), 15);
+    let lim = QueryOptions {
+        index_only: false,
+        limit: Some(3),
+    };
+    assert_eq!(ds.query("loc", &q, lim).unwrap().count(), 3);
+    // Wrong query kind for the index: a clear error.
+    let err = ds
+        .query("kw", &q, QueryOptions::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("keyword index"), "{err}");
+    db.drop_index("t", "loc").unwrap();
+    assert!(ds.query("loc", &q, QueryOptions::default()).is_err());
+}
