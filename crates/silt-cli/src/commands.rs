@@ -22,7 +22,7 @@ pub struct CreateOptions<'a> {
     pub memory_mb: Option<u64>,
     pub policy: Option<&'a str>,
     pub compression: Option<&'a str>,
-    /// `--index NAME:FIELD[,FIELD...]` specifications.
+    /// `--index NAME:FIELD[,FIELD...]` or `NAME:TYPE:FIELD` specifications.
     pub indexes: &'a [String],
 }
 
@@ -79,12 +79,12 @@ pub fn dataset_def(o: &CreateOptions) -> CliResult<DatasetDef> {
     Ok(def)
 }
 
-/// The btree indexes asked for with `--index`, checked against the key
-/// fields and each other.
+/// The indexes asked for with `--index`, checked against the declared field
+/// types and each other.
 fn index_specs(o: &CreateOptions, def: &DatasetDef) -> CliResult<Vec<IndexDef>> {
     let mut out: Vec<IndexDef> = Vec::with_capacity(o.indexes.len());
     for spec in o.indexes {
-        let idef = index::parse_index_spec(spec, &def.policy)?;
+        let idef = index::parse_index_spec(spec, def)?;
         if out.iter().any(|d| d.name == idef.name) {
             return Err(CliError::Usage(format!(
                 "index `{}` is given twice with --index",

@@ -2,14 +2,19 @@
 //! geotagged tweet-like records.
 
 use crate::error::{CliError, CliResult};
+use crate::index::{describe, index_totals};
 use crate::load::spinner_style;
+use crate::query::stats_text;
 use crate::stats::{self, Totals};
 use crate::util::{bytes, count, duration, mb_per_sec, plural, rate};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use silt::lsm::policy::MergePolicy;
-use silt::{Database, Dataset, DatasetDef, DbOptions, FieldType, Value};
+use silt::{
+    Database, Dataset, DatasetDef, DbOptions, FieldType, Geometry, IndexDef, Query, QueryHit,
+    QueryOptions, ReconcileOption, Value,
+};
 use std::ops::Bound;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -119,8 +124,7 @@ impl TweetGen {
             ("user_id".into(), Value::Int(user_id)),
             ("created_at".into(), Value::Int(self.created_at)),
             ("text".into(), Value::String(text)),
-            ("lon".into(), Value::Double(lon)),
-            ("lat".into(), Value::Double(lat)),
+            ("loc".into(), Value::Geometry(Geometry::point(lon, lat))),
         ])
     }
 }
@@ -220,15 +224,14 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
         .field("user_id", FieldType::Int)
         .field("created_at", FieldType::Int)
         .field("text", FieldType::String)
-        .field("lon", FieldType::Double)
-        .field("lat", FieldType::Double)
+        .field("loc", FieldType::Point)
         .partitions(o.partitions)
         .memory_budget(memory_budget)
         .policy(policy);
     let ds = db.create_dataset(def)?;
     step(1, "Create a dataset");
     println!(
-        "   `{DATASET}`: key id; fields user_id:int, created_at:int, text:string, lon:double, lat:double"
+        "   `{DATASET}`: key id; fields user_id:int, created_at:int, text:string, loc:point (longitude, latitude)"
     );
     println!(
         "   {}, memory budget {} (small on purpose, so that the load flushes and merges), merge policy {}",
@@ -349,8 +352,15 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
     }
     range_scan(&ds, Bound::Unbounded, Bound::Unbounded, 0)?;
 
-    // 5. Delete.
-    step(5, "Delete, then get");
+    // 5. Secondary indexes.
+    step(
+        5,
+        "Secondary indexes: an R-tree on the location, a keyword index on the text",
+    );
+    secondary_indexes(&db, &ds)?;
+
+    // 6. Delete.
+    step(6, "Delete, then get");
     let victim = at(41);
     let t = Instant::now();
     let existed = ds.delete(&[Value::Int(victim)])?;
@@ -370,8 +380,8 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
         }
     );
 
-    // 6. Upsert.
-    step(6, "Upsert (replace a record)");
+    // 7. Upsert.
+    step(7, "Upsert (replace a record)");
     let target = at(42);
     if let Some(old) = ds.get(&[Value::Int(target)])? {
         println!("   before: {old}");
@@ -390,8 +400,8 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
         None => println!("   after:  not found?!"),
     }
 
-    // 7. Compact.
-    step(7, "Compact (merge every partition into one component)");
+    // 8. Compact.
+    step(8, "Compact (merge every partition into one component)");
     let before = footprint(&ds);
     let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(10))
         .with_style(spinner_style())
@@ -414,11 +424,11 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
         duration(compact_time)
     );
 
-    // 8. Stats.
-    step(8, "Stats");
+    // 9. Stats.
+    step(9, "Stats");
     let st = db.stats();
     for d in &st.datasets {
-        for line in stats::render_dataset(d, &[]).lines() {
+        for line in stats::render_dataset(d, &ds.index_defs()).lines() {
             println!("   {line}");
         }
     }
@@ -436,12 +446,117 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
     drop(ds);
     db.close()?;
     println!(
-        "\nDone in {}. Explore the data:\n  silt --db {dir} scan {DATASET} --from {lo} --to {hi}\n  silt --db {dir} get {DATASET} {target}\n  silt --db {dir} stats",
+        "\nDone in {}. Explore the data:\n  silt --db {dir} scan {DATASET} --from {lo} --to {hi}\n  silt --db {dir} get {DATASET} {target}\n  silt --db {dir} query {DATASET} --index {NEAR} --near {lon},{lat} --within-m 500 --index-only\n  silt --db {dir} query {DATASET} --index {WORDS_INDEX} --text \"sunset beach\" --limit 5\n  silt --db {dir} stats",
         duration(total_start.elapsed()),
         lo = at(999),
         hi = at(1008),
-        dir = o.dir.display()
+        dir = o.dir.display(),
+        lon = EIFFEL.0,
+        lat = EIFFEL.1,
     );
+    Ok(())
+}
+
+/// The demo's R-tree and keyword indexes.
+const NEAR: &str = "near";
+const WORDS_INDEX: &str = "words";
+/// Where the nearest-neighbour query looks: the Eiffel Tower (lon, lat).
+const EIFFEL: (f64, f64) = (2.2945, 48.8584);
+
+/// Bulk-build an R-tree on `loc` and a keyword index on `text`, then run a
+/// k-nearest-neighbour and a keyword query through them.
+fn secondary_indexes(db: &Database, ds: &std::sync::Arc<Dataset>) -> CliResult<()> {
+    let policy = ds.def().policy.clone();
+    let mut words = IndexDef::keyword(WORDS_INDEX, "text");
+    if policy.is_leveled() {
+        // Deleted-key reconciliation (the keyword default) cannot be leveled.
+        words = words.reconcile(ReconcileOption::Antimatter);
+    }
+    for def in [IndexDef::rtree(NEAR, "loc"), words] {
+        let t = Instant::now();
+        let def = db.create_index(DATASET, def.policy(policy.clone()))?;
+        let el = t.elapsed();
+        let (tot, _) = index_totals(ds, &def.name);
+        println!(
+            "   index `{}`, {}: bulk-built {} in {} ({} on disk)",
+            def.name,
+            describe(&def),
+            plural(tot.entries + tot.memory_entries, "entry", "entries"),
+            duration(el),
+            bytes(tot.disk_bytes)
+        );
+    }
+
+    let (lon, lat) = EIFFEL;
+    let k = 5;
+    let t = Instant::now();
+    let mut res = ds.query(
+        NEAR,
+        &Query::Nearest { lon, lat, k },
+        QueryOptions::default(),
+    )?;
+    let hits: Vec<QueryHit> = res.by_ref().collect::<silt::Result<_>>()?;
+    let el = t.elapsed();
+    println!(
+        "   the {k} tweets nearest to the Eiffel Tower ({lon}, {lat}), nearest first, in {}: {}",
+        duration(el),
+        stats_text(&res.stats(), silt::IndexKind::Rtree)
+    );
+    for h in &hits {
+        let field = |f: &str| h.record.as_ref().and_then(|r| r.get(f)).cloned();
+        println!(
+            "     {:>5.0} m  id {}: {}",
+            h.distance_m.unwrap_or(f64::NAN),
+            field("id").unwrap_or(Value::Null),
+            field("text").unwrap_or(Value::Null)
+        );
+    }
+
+    let text = "sunset beach";
+    let q = Query::Text {
+        text: text.to_owned(),
+        all: true,
+    };
+    let t = Instant::now();
+    let mut res = ds.query(
+        WORDS_INDEX,
+        &q,
+        QueryOptions {
+            index_only: true,
+            limit: None,
+        },
+    )?;
+    let mut n = 0u64;
+    for h in res.by_ref() {
+        h?;
+        n += 1;
+    }
+    let el = t.elapsed();
+    println!(
+        "   tweets with both words of \"{text}\": {} in {}, index-only: {}",
+        count(n),
+        duration(el),
+        stats_text(&res.stats(), silt::IndexKind::Keyword)
+    );
+    let t = Instant::now();
+    let mut res = ds.query(
+        WORDS_INDEX,
+        &q,
+        QueryOptions {
+            index_only: false,
+            limit: Some(2),
+        },
+    )?;
+    let first: Vec<QueryHit> = res.by_ref().collect::<silt::Result<_>>()?;
+    println!(
+        "   the first 2 records, fetched and checked through the primary index in {}:",
+        duration(t.elapsed())
+    );
+    for h in first {
+        if let Some(r) = h.record {
+            println!("     {r}");
+        }
+    }
     Ok(())
 }
 

@@ -1,30 +1,48 @@
-//! Secondary index commands: create-index, drop-index, query.
+//! Secondary index commands: create-index and drop-index, and the index
+//! descriptions other commands show. `silt query` is in `query`.
 
 use crate::error::{CliError, CliResult};
-use crate::stats::totals_of;
-use crate::util::{bytes, count, duration, parse_key_part, plural};
+use crate::stats::{Totals, totals_of};
+use crate::util::{bytes, duration, parse_numbers, plural};
 use silt::lsm::TreeStats;
 use silt::lsm::policy::MergePolicy;
-use silt::{Database, Dataset, IndexDef, IndexKind, Value};
-use std::io::{BufWriter, Write};
-use std::ops::Bound;
+use silt::{Database, Dataset, DatasetDef, FieldType, IndexDef, IndexKind, ReconcileOption};
 use std::time::Instant;
 
-/// Index types that are planned but not available yet.
-const COMING_TYPES: [&str; 3] = ["rtree", "keyword", "ngram"];
-
-/// Parse `--type`, saying which types exist (and which are coming).
+/// Parse `--type` (or the TYPE of `--index NAME:TYPE:FIELD`).
 pub fn parse_kind(text: &str) -> CliResult<IndexKind> {
-    IndexKind::parse(text.trim()).map_err(|e| {
-        let lower = text.trim().to_ascii_lowercase();
-        if COMING_TYPES.contains(&lower.as_str()) {
-            CliError::Usage(format!(
-                "index type `{lower}` is not available yet; available: btree"
-            ))
-        } else {
-            CliError::Silt(e)
-        }
+    IndexKind::parse(text.trim()).map_err(|_| {
+        CliError::Usage(format!(
+            "unknown index type `{}`; available: btree (equality and ranges), rtree (geometries), keyword (words of a text), ngram (substrings of a text)",
+            text.trim()
+        ))
     })
+}
+
+/// Parse `--reconcile`.
+fn parse_reconcile(text: &str) -> CliResult<ReconcileOption> {
+    ReconcileOption::parse(text.trim()).map_err(|_| {
+        CliError::Usage(format!(
+            "unknown --reconcile `{}`; use antimatter (AMLSM: antimatter entries cancel deleted ones during merges) or deleted-keys (a deleted-key B+-tree with a bloom filter per component)",
+            text.trim()
+        ))
+    })
+}
+
+/// `a` or `an`, before the name of an index type.
+pub fn article(kind: IndexKind) -> &'static str {
+    match kind {
+        IndexKind::Rtree | IndexKind::Ngram => "an",
+        IndexKind::Btree | IndexKind::Keyword => "a",
+    }
+}
+
+/// The command-line name of a reconciliation mode.
+pub fn reconcile_name(r: ReconcileOption) -> &'static str {
+    match r {
+        ReconcileOption::Antimatter => "antimatter",
+        ReconcileOption::DeletedKeys => "deleted-keys",
+    }
 }
 
 /// The field names of `--field`, trimmed, empty ones refused.
@@ -46,42 +64,172 @@ fn field_names(fields: &[String]) -> CliResult<Vec<&str>> {
     }
     if out.is_empty() {
         return Err(CliError::Usage(
-            "an index needs at least one field: --field NAME (repeat for a composite index)".into(),
+            "an index needs at least one field: --field NAME (repeat for a composite btree index)"
+                .into(),
         ));
     }
     Ok(out)
 }
 
-/// Build an index definition from command-line parts; `policy` defaults to
-/// the dataset's merge policy.
+/// Kind-specific options of `create-index`, as typed.
+#[derive(Default)]
+pub struct IndexParams<'a> {
+    pub reconcile: Option<&'a str>,
+    pub gram: Option<usize>,
+    pub space: Option<&'a str>,
+    pub policy: Option<&'a str>,
+}
+
+/// Build an index definition from command-line parts; the merge policy
+/// defaults to the dataset's.
 pub fn index_def(
     name: &str,
     kind: IndexKind,
     fields: &[String],
-    policy: Option<&str>,
+    p: &IndexParams,
     default_policy: &MergePolicy,
 ) -> CliResult<IndexDef> {
     let fields = field_names(fields)?;
+    if kind != IndexKind::Btree && fields.len() != 1 {
+        return Err(CliError::Usage(format!(
+            "{} {kind} index indexes exactly one field, but {} are given ({}); create one index per field",
+            article(kind),
+            fields.len(),
+            fields.join(", ")
+        )));
+    }
+    if p.gram.is_some() && kind != IndexKind::Ngram {
+        return Err(CliError::Usage(format!(
+            "--gram sets the n-gram length of an ngram index; this is a {kind} index (use --type ngram)"
+        )));
+    }
+    if let Some(n) = p.gram
+        && !(1..=32).contains(&n)
+    {
+        return Err(CliError::Usage(format!(
+            "--gram {n}: the n-gram length must be between 1 and 32 (3, the default, suits most text)"
+        )));
+    }
+    if p.space.is_some() && kind != IndexKind::Rtree {
+        return Err(CliError::Usage(format!(
+            "--space sets the coordinate space of an rtree index; this is a {kind} index"
+        )));
+    }
+    if p.reconcile.is_some() && kind == IndexKind::Btree {
+        return Err(CliError::Usage(
+            "--reconcile applies to rtree, keyword and ngram indexes; a btree index always reconciles deletes with antimatter entries".into(),
+        ));
+    }
     let mut def = match kind {
         IndexKind::Btree => IndexDef::btree(name, &fields),
+        IndexKind::Rtree => IndexDef::rtree(name, fields[0]),
+        IndexKind::Keyword => IndexDef::keyword(name, fields[0]),
+        IndexKind::Ngram => {
+            IndexDef::ngram(name, fields[0], p.gram.unwrap_or(silt::index::DEFAULT_GRAM))
+        }
     };
-    def = def.policy(match policy {
-        Some(p) => MergePolicy::parse(p)?,
+    if let Some(r) = p.reconcile {
+        def = def.reconcile(parse_reconcile(r)?);
+    }
+    if let Some(s) = p.space {
+        let v = parse_numbers("--space", s, "MINX,MINY,MAXX,MAXY", "0,0,1000,1000")?;
+        let (a, b, c, d) = (v[0], v[1], v[2], v[3]);
+        if a >= c || b >= d {
+            return Err(CliError::Usage(format!(
+                "--space {s}: MINX must be below MAXX and MINY below MAXY (the order is MINX,MINY,MAXX,MAXY)"
+            )));
+        }
+        def.options.space = Some([a, b, c, d]);
+    }
+    let policy_given = p.policy.is_some();
+    def = def.policy(match p.policy {
+        Some(spec) => MergePolicy::parse(spec)?,
         None => default_policy.clone(),
     });
+    if def.reconcile_mode() == ReconcileOption::DeletedKeys && def.policy.is_leveled() {
+        return Err(CliError::Usage(format!(
+            "index `{name}` reconciles deletes with a deleted-key B+-tree{}, which the leveled merge policy{} cannot use; add --reconcile antimatter, or choose another policy, e.g. --policy 'tiered(4)'",
+            if p.reconcile.is_none() {
+                format!(" (the default for {kind} indexes)")
+            } else {
+                String::new()
+            },
+            if policy_given { "" } else { " (the dataset's)" }
+        )));
+    }
     def.validate()?;
     Ok(def)
 }
 
-/// Parse `create-dataset --index NAME:FIELD[,FIELD...]` into a btree index.
-pub fn parse_index_spec(spec: &str, default_policy: &MergePolicy) -> CliResult<IndexDef> {
-    let Some((name, fields)) = spec.split_once(':') else {
-        return Err(CliError::Usage(format!(
-            "--index `{spec}` is not NAME:FIELD[,FIELD...], e.g. --index by_age:age"
-        )));
+/// Check that the fields of an index can hold what the index needs, given
+/// the dataset's declared types, before any record is read.
+pub fn check_field_types(ds: &DatasetDef, def: &IndexDef) -> CliResult<()> {
+    for f in &def.fields {
+        let ty = ds.field_type(f);
+        match def.kind {
+            IndexKind::Btree => {
+                if let Some(t) = ty.filter(|t| t.is_geometry()) {
+                    return Err(CliError::Usage(format!(
+                        "field `{f}` is declared {t}; a btree index cannot order geometries: use --type rtree"
+                    )));
+                }
+            }
+            IndexKind::Rtree => match ty {
+                Some(t) if t.is_geometry() => {}
+                Some(t) => {
+                    return Err(CliError::Usage(format!(
+                        "field `{f}` is declared {t}; an rtree index needs a geometry field (declared point, rectangle, polygon or geometry)"
+                    )));
+                }
+                None => {
+                    return Err(CliError::Usage(format!(
+                        "field `{f}` of dataset `{}` has no declared type; an rtree index needs a field declared point, rectangle, polygon or geometry (e.g. `create-dataset ... --field {f}:point`), so that GeoJSON, WKT and [lon, lat] values are stored as geometries",
+                        ds.name
+                    )));
+                }
+            },
+            IndexKind::Keyword | IndexKind::Ngram => match ty {
+                None | Some(FieldType::String | FieldType::Any) => {}
+                Some(t) => {
+                    return Err(CliError::Usage(format!(
+                        "field `{f}` is declared {t}; {} {} index needs a text field (declared string, or undeclared)",
+                        article(def.kind),
+                        def.kind
+                    )));
+                }
+            },
+        }
+    }
+    Ok(())
+}
+
+/// Parse `create-dataset --index NAME:FIELD[,FIELD...]` (a btree index) or
+/// `--index NAME:TYPE:FIELD` (any type, default options).
+pub fn parse_index_spec(spec: &str, ds: &DatasetDef) -> CliResult<IndexDef> {
+    let bad = || {
+        CliError::Usage(format!(
+            "--index `{spec}` is not NAME:FIELD[,FIELD...] or NAME:TYPE:FIELD, e.g. --index by_age:age or --index loc:rtree:loc"
+        ))
     };
+    let parts: Vec<&str> = spec.split(':').collect();
+    let (name, kind, fields) = match parts.as_slice() {
+        [name, fields] => (*name, IndexKind::Btree, *fields),
+        [name, kind, fields] => (*name, parse_kind(kind)?, *fields),
+        _ => return Err(bad()),
+    };
+    if name.trim().is_empty() {
+        return Err(bad());
+    }
     let fields: Vec<String> = fields.split(',').map(str::to_owned).collect();
-    index_def(name.trim(), IndexKind::Btree, &fields, None, default_policy)
+    let def = index_def(
+        name.trim(),
+        kind,
+        &fields,
+        &IndexParams::default(),
+        &ds.policy,
+    )?;
+    check_field_types(ds, &def)?;
+    Ok(def)
 }
 
 /// The trees (one per partition) of index `index` of a dataset's stats.
@@ -98,12 +246,38 @@ fn index_trees<'a>(ds: &str, index: &str, trees: &'a [TreeStats]) -> Vec<&'a Tre
         .collect()
 }
 
-/// A one-line description of an index: `btree on age, name`.
-pub fn describe(def: &IndexDef) -> String {
-    format!("{} on {}", def.kind, def.fields.join(", "))
+/// The kind-specific options of an index, each as `NAME<sep>VALUE`:
+/// `gram 3`, `reconcile antimatter`, `space 0,0,100,100`.
+fn option_parts(def: &IndexDef, sep: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if def.kind == IndexKind::Ngram {
+        out.push(format!("gram{sep}{}", def.gram()));
+    }
+    if def.kind != IndexKind::Btree {
+        out.push(format!(
+            "reconcile{sep}{}",
+            reconcile_name(def.reconcile_mode())
+        ));
+    }
+    if let Some([a, b, c, d]) = def.options.space {
+        out.push(format!("space{sep}{a},{b},{c},{d}"));
+    }
+    out
 }
 
-fn find_def(ds: &Dataset, index: &str) -> CliResult<IndexDef> {
+/// A one-line description of an index: `btree on age, name`, `rtree on
+/// loc (reconcile antimatter)`, `ngram on text (gram 3, reconcile
+/// deleted-keys)`.
+pub fn describe(def: &IndexDef) -> String {
+    let opts = option_parts(def, " ");
+    let mut s = format!("{} on {}", def.kind, def.fields.join(", "));
+    if !opts.is_empty() {
+        s.push_str(&format!(" ({})", opts.join(", ")));
+    }
+    s
+}
+
+pub fn find_def(ds: &Dataset, index: &str) -> CliResult<IndexDef> {
     let defs = ds.index_defs();
     if let Some(d) = defs.iter().find(|d| d.name == index) {
         return Ok(d.clone());
@@ -136,13 +310,14 @@ pub struct CreateIndexOptions<'a> {
     pub name: &'a str,
     pub kind: &'a str,
     pub fields: &'a [String],
-    pub policy: Option<&'a str>,
+    pub params: IndexParams<'a>,
 }
 
 pub fn create_index(db: &Database, o: &CreateIndexOptions) -> CliResult<()> {
     let kind = parse_kind(o.kind)?;
     let ds = db.dataset(o.dataset)?;
-    let def = index_def(o.name, kind, o.fields, o.policy, &ds.def().policy)?;
+    let def = index_def(o.name, kind, o.fields, &o.params, &ds.def().policy)?;
+    check_field_types(ds.def(), &def)?;
     let start = Instant::now();
     let def = db.create_index(o.dataset, def)?;
     let el = start.elapsed();
@@ -150,23 +325,32 @@ pub fn create_index(db: &Database, o: &CreateIndexOptions) -> CliResult<()> {
     Ok(())
 }
 
+/// The storage totals of one index over all partitions, and its partition count.
+pub fn index_totals(ds: &Dataset, index: &str) -> (Totals, usize) {
+    let st = ds.stats();
+    let trees = index_trees(ds.name(), index, &st.indexes);
+    (totals_of(&trees), trees.len())
+}
+
 /// Print what a created index holds (entries, components) after its build.
 pub fn print_created(ds: &Dataset, def: &IndexDef, took: Option<std::time::Duration>) {
-    let st = ds.stats();
-    let trees = index_trees(ds.name(), &def.name, &st.indexes);
-    let t = totals_of(&trees);
+    let (t, partitions) = index_totals(ds, &def.name);
     let entries = t.entries + t.memory_entries;
     println!(
-        "created index `{}` on dataset `{}`{}\n  type: {}, fields: {}, merge policy: {}\n  bulk-built {} over {} ({}, {} on disk)",
+        "created index `{}` on dataset `{}`{}\n  type: {}, fields: {}{}, merge policy: {}\n  bulk-built {} over {} ({}, {} on disk)",
         def.name,
         ds.name(),
         took.map(|d| format!(" in {}", duration(d)))
             .unwrap_or_default(),
         def.kind,
         def.fields.join(", "),
+        option_parts(def, ": ")
+            .iter()
+            .map(|o| format!(", {o}"))
+            .collect::<String>(),
         def.policy,
         plural(entries, "entry", "entries"),
-        plural(trees.len() as u64, "partition", "partitions"),
+        plural(partitions as u64, "partition", "partitions"),
         plural(t.components, "component", "components"),
         bytes(t.disk_bytes),
     );
@@ -184,156 +368,5 @@ pub fn drop_index(db: &Database, dataset: &str, name: &str) -> CliResult<()> {
         plural(before.components, "component", "components"),
         bytes(before.disk_bytes)
     );
-    Ok(())
-}
-
-pub struct QueryOptions<'a> {
-    pub dataset: &'a str,
-    pub index: &'a str,
-    pub eq: &'a [String],
-    pub from: &'a [String],
-    pub to: &'a [String],
-    pub limit: Option<u64>,
-    pub index_only: bool,
-}
-
-/// Counters of the trees a query touches, read before and after it.
-#[derive(Clone, Copy, Default)]
-struct Touched {
-    /// Disk components of the index (all partitions).
-    index_components: u64,
-    /// Disk components the index scans opened (cumulative counter).
-    index_scanned: u64,
-    /// Point lookups in the primary index (cumulative counter).
-    primary_gets: u64,
-    /// Disk components those lookups probed (cumulative counter).
-    primary_probes: u64,
-}
-
-impl Touched {
-    fn read(ds: &Dataset, index: &str) -> Touched {
-        let st = ds.stats();
-        let mut t = Touched::default();
-        for tree in index_trees(ds.name(), index, &st.indexes) {
-            t.index_components += tree.components.len() as u64;
-            t.index_scanned += (tree.components_per_scan * tree.scans as f64).round() as u64;
-        }
-        for tree in index_trees(ds.name(), "primary", &st.indexes) {
-            t.primary_gets += tree.gets;
-            t.primary_probes += (tree.components_per_get * tree.gets as f64).round() as u64;
-        }
-        t
-    }
-}
-
-/// The values of a bound, typed like `get` keys against the index fields'
-/// declared types (the core then converts them to those types).
-fn bound_values(
-    ds: &Dataset,
-    def: &IndexDef,
-    texts: &[String],
-    what: &str,
-) -> CliResult<Vec<Value>> {
-    if texts.len() > def.fields.len() {
-        return Err(CliError::Usage(format!(
-            "{what} gives {} values but index `{}` has {} ({}); give at most one value per index field, in order",
-            texts.len(),
-            def.name,
-            plural(def.fields.len() as u64, "field", "fields"),
-            def.fields.join(", ")
-        )));
-    }
-    let sdef = ds.def();
-    Ok(texts
-        .iter()
-        .zip(&def.fields)
-        .map(|(t, f)| parse_key_part(t, sdef.field_type(f)))
-        .collect())
-}
-
-pub fn query(db: &Database, o: &QueryOptions) -> CliResult<()> {
-    let ds = db.dataset(o.dataset)?;
-    let def = find_def(&ds, o.index)?;
-    let (lo, hi) = if o.eq.is_empty() {
-        (
-            bound_values(&ds, &def, o.from, "--from")?,
-            bound_values(&ds, &def, o.to, "--to")?,
-        )
-    } else {
-        let v = bound_values(&ds, &def, o.eq, "--eq")?;
-        (v.clone(), v)
-    };
-    let has_lo = !o.eq.is_empty() || !o.from.is_empty();
-    let has_hi = !o.eq.is_empty() || !o.to.is_empty();
-    let lo_b = if has_lo {
-        Bound::Included(lo.as_slice())
-    } else {
-        Bound::Unbounded
-    };
-    let hi_b = if has_hi {
-        Bound::Included(hi.as_slice())
-    } else {
-        Bound::Unbounded
-    };
-    let limit = o.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
-
-    let before = Touched::read(&ds, o.index);
-    let start = Instant::now();
-    let lines: Vec<String> = if o.index_only {
-        ds.index_range_keys(o.index, lo_b, hi_b, limit)?
-            .into_iter()
-            .map(|h| {
-                Value::Object(vec![
-                    ("sk".to_owned(), Value::Array(h.sk)),
-                    ("pk".to_owned(), Value::Array(h.pk)),
-                ])
-                .to_string()
-            })
-            .collect()
-    } else {
-        ds.index_range(o.index, lo_b, hi_b, limit)?
-            .iter()
-            .map(Value::to_string)
-            .collect()
-    };
-    let el = start.elapsed();
-    let after = Touched::read(&ds, o.index);
-
-    let mut out = BufWriter::new(std::io::stdout().lock());
-    for l in &lines {
-        writeln!(out, "{l}").map_err(CliError::from_stdout)?;
-    }
-    out.flush().map_err(CliError::from_stdout)?;
-
-    let n = lines.len() as u64;
-    let (what, path) = if o.index_only {
-        (
-            plural(n, "entry", "entries"),
-            format!("index-only (index {})", def.name),
-        )
-    } else {
-        (
-            plural(n, "record", "records"),
-            format!("index {} (validated through the primary)", def.name),
-        )
-    };
-    let scanned = after.index_scanned.saturating_sub(before.index_scanned);
-    let gets = after.primary_gets.saturating_sub(before.primary_gets);
-    let probes = after.primary_probes.saturating_sub(before.primary_probes);
-    let mut summary = format!(
-        "{what} in {:.2} ms; access path: {path}; {}: {} of {} scanned",
-        el.as_secs_f64() * 1e3,
-        def.name,
-        count(scanned),
-        plural(after.index_components, "disk component", "disk components"),
-    );
-    if gets > 0 || !o.index_only {
-        summary.push_str(&format!(
-            "; primary: {} probing {}",
-            plural(gets, "lookup", "lookups"),
-            plural(probes, "disk component", "disk components")
-        ));
-    }
-    eprintln!("{summary}");
     Ok(())
 }

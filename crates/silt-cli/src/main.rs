@@ -5,11 +5,13 @@ mod demo;
 mod error;
 mod index;
 mod load;
+mod query;
 mod stats;
 mod util;
 
 use clap::{Parser, Subcommand};
 use error::{CliError, CliResult};
+use silt::lsm::policy::MergePolicy;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -22,6 +24,8 @@ Examples:
   silt scan tweets --from 100 --to 200 --limit 10
   silt create-index tweets by_user --field user_id
   silt query tweets --index by_user --eq 42
+  silt create-index places loc --type rtree --field loc
+  silt query places --index loc --near 2.35,48.86 --k 5
   silt stats
 
 Exit codes: 0 success; 1 not found (record, dataset, database) or an engine
@@ -91,12 +95,15 @@ Merge policies (--policy):
 Sizes take B, KB, MB, GB or TB suffixes (binary multiples).
 
 --index NAME:FIELD[,FIELD...] creates a btree secondary index right after the
-dataset, with the dataset's merge policy (see `silt create-index --help`).
+dataset; --index NAME:TYPE:FIELD one of another type (rtree, keyword, ngram)
+with its default options. Both use the dataset's merge policy; for other
+options use `silt create-index` (see its --help).
 
 Examples:
   silt create-dataset tweets --key id --field id:int --field text:string --field lat:double --field lon:double
   silt create-dataset people --key id --field id:int --field age:int --index by_age:age --index by_city_age:city,age
   silt create-dataset events --key user,ts --field user:string --field ts:int --partitions 4 --policy 'tiered(4)'
+  silt create-dataset places --key id --field id:int,loc:point,name:string --index loc:rtree:loc --index words:keyword:name
   silt create-dataset logs --key id --memory-mb 128 --policy 'leveled(4,10,64MB)' --compression zstd";
 
 const LOAD_HELP: &str = "\
@@ -135,9 +142,30 @@ Examples:
 const CREATE_INDEX_HELP: &str = "\
 Index types (--type):
   btree     LSM B+-tree on one field or a composite of fields (entries
-            <field values, primary key>, no uniqueness); equality, prefix
-            and range queries with `silt query`
-  rtree, keyword, ngram   spatial and text indexes: coming, not available yet
+            <field values, primary key>, no uniqueness): equality, prefix and
+            range queries (`silt query --eq/--from/--to`)
+  rtree     LSM R-tree on one geometry field (declared point, rectangle,
+            polygon or geometry; GeoJSON, WKT and [lon, lat] values are
+            converted when loaded): intersection, distance, k-nearest and
+            spatial join queries (`--bbox`, `--intersects`, `--near`, `--join`).
+            Entries are ordered by the Hilbert value of each geometry's centre
+            in --space (default the lon/lat world -180,-90,180,90; geometries
+            outside it are still found)
+  keyword   LSM inverted index of the words of a text field (runs of letters
+            and digits, case-insensitive): `--text` finds records with all (or
+            any) of the words
+  ngram     LSM inverted index of the n-grams (--gram N letters, default 3) of
+            a text field: `--text` finds records containing a substring
+
+How an rtree, keyword or ngram index reconciles deleted and replaced records
+(--reconcile):
+  antimatter     an antimatter entry cancels the old one when they meet in a
+                 merge (AMLSM); the default for rtree
+  deleted-keys   the deleted primary keys go to a deleted-key B+-tree with a
+                 bloom filter per component, checked by every search; the
+                 default for keyword and ngram. Cannot be used with a leveled
+                 merge policy
+A btree index always uses antimatter.
 
 Existing records are indexed by a bulk build; from then on every write
 maintains the index in the same transaction as the record. A record missing an
@@ -146,27 +174,82 @@ defaults to the dataset's; the forms are listed in `silt create-dataset --help`.
 
 Examples:
   silt create-index tweets by_user --field user_id
-  silt create-index events by_kind_ts --type btree --field kind --field ts --policy 'tiered(4)'";
+  silt create-index events by_kind_ts --type btree --field kind --field ts --policy 'tiered(4)'
+  silt create-index places loc --type rtree --field loc
+  silt create-index places loc_dk --type rtree --field loc --reconcile deleted-keys
+  silt create-index plants grid --type rtree --field pos --space 0,0,1000,1000
+  silt create-index tweets words --type keyword --field text
+  silt create-index tweets grams --type ngram --field text --gram 3";
 
 const QUERY_HELP: &str = "\
---eq V... gives values for the first index fields (all of them, or a prefix of
-a composite index): the records whose fields equal them. --from and --to bound
-a range, both inclusive, either may be omitted, and may also give a prefix
-(--to 5 includes every (5, ...)). With none of them the whole index is read.
-Values are typed like `silt get` keys, then converted to the fields' declared
-types.
+One access path per query; the index's type says which flags apply:
 
-Records are printed as JSON Lines in primary key order: each one is fetched
-from the primary index and checked again against the condition. With
---index-only the index entries alone are printed, in index order, as
-{\"sk\": [field values], \"pk\": [primary key]}, without reading the records.
-A summary goes to standard error: results, milliseconds, the access path and
-the disk components read (index components scanned, primary lookups).
+  btree    --eq V...             records whose index fields equal the values
+                                 (all fields, or a prefix of a composite index)
+           --from V... --to V... a range, both ends inclusive, either may be
+                                 omitted, and may give a prefix (--to 5 includes
+                                 every (5, ...)); with none of --eq, --from
+                                 and --to the whole index is read. Values are
+                                 typed like `silt get` keys, then converted to
+                                 the fields' declared types
+  rtree    --bbox MINX,MINY,MAXX,MAXY
+                                 geometries intersecting the box (edges
+                                 included). MINX > MAXX means the box crosses
+                                 the antimeridian: --bbox 170,-10,-170,10 covers
+                                 longitudes 170..180 and -180..-170
+           --intersects GEOMETRY geometries intersecting a WKT or GeoJSON
+                                 geometry (also [x, y] or [minx, miny, maxx, maxy])
+           --near LON,LAT --within-m METRES
+                                 geometries within that great-circle distance
+           --near LON,LAT --k K  the K nearest geometries, nearest first
+           --join OTHER --join-field FIELD [--within-m METRES]
+                                 spatial join: every record of dataset OTHER
+                                 whose FIELD holds a geometry probes the index;
+                                 each pair it finds is printed with the probe's
+                                 primary key. With --within-m the probes must
+                                 be points (others are skipped and counted)
+  keyword  --text \"WORDS\" [--any] records containing all the words (any of
+                                 them with --any); words are runs of letters
+                                 and digits, case-insensitive
+  ngram    --text \"TEXT\"         records whose text contains TEXT as a
+                                 substring, case-insensitive
+Coordinates are longitude, latitude in degrees (longitude first); distances
+are great-circle metres.
+
+Output, as JSON Lines on standard output:
+  - by default each matching record is fetched from the primary index and the
+    condition is checked again against it (the index may be behind or ahead
+    of a write in flight); records come in primary key order (nearest first
+    for --k). Distance queries add \"_distance_m\" to each record;
+  - with --index-only the index entries answer where they can decide alone
+    (points and rectangles, btree and keyword entries), printed as
+    {\"pk\": [primary key]} plus \"distance_m\" when known. A hit that had to
+    be checked against its record (a polygon's bounding box, an n-gram
+    candidate, a key a writer holds) also carries \"record\";
+  - a join prints {\"probe\": <OTHER's primary key>, ...} followed by what the
+    query would print for the hit (a record field named `probe` is replaced).
+--limit N stops after N results (pairs for a join).
+
+A summary goes to standard error: results, milliseconds, the access path
+(validated through the primary, or index-only) and what the query touched:
+index components (memory and disk, all partitions), R-tree leaf blocks read
+from disk, candidate entries, records fetched from the primary index, and hits
+answered from the index alone.
 
 Examples:
   silt query tweets --index by_user --eq 42
   silt query tweets --index by_time --from 1700000000 --to 1700086400 --limit 100
-  silt query events --index by_kind_ts --eq click --index-only";
+  silt query events --index by_kind_ts --eq click --index-only
+  silt query places --index loc --bbox -10,35,30,60
+  silt query places --index loc --bbox 170,-20,-170,20
+  silt query places --index loc --intersects 'POLYGON((2 48, 3 48, 3 49, 2 49, 2 48))'
+  silt query places --index loc --intersects '{\"type\": \"Point\", \"coordinates\": [2.35, 48.86]}'
+  silt query places --index loc --near 2.35,48.86 --within-m 1500
+  silt query places --index loc --near 2.35,48.86 --k 5 --index-only
+  silt query tweets --index words --text \"coffee morning\"
+  silt query tweets --index words --text \"coffee tea\" --any --limit 10
+  silt query tweets --index grams --text \"offe\"
+  silt query places --index loc --join cities --join-field centre --within-m 5000";
 
 const DROP_INDEX_HELP: &str = "\
 Stops maintaining the index and deletes its files; the records are not
@@ -212,9 +295,11 @@ Example:
 
 const DEMO_HELP: &str = "\
 Generates a deterministic data set of geotagged tweet-like records (id,
-user_id with a skewed distribution, created_at, text, lon/lat clustered around
-20 cities), loads it with a progress bar, runs random point lookups, range
-scans, a delete and an upsert, compacts, and prints timings and statistics.
+user_id with a skewed distribution, created_at, text, a loc point clustered
+around 20 cities), loads it with a progress bar, runs random point lookups and
+range scans, bulk-builds an R-tree and a keyword index and queries them (the 5
+tweets nearest to a point, the tweets with two words), deletes and upserts a
+record, compacts, and prints timings and statistics.
 The directory (--dir; --db is not used) is wiped first: it must be absent,
 empty, or a Silt database that no other process holds.
 
@@ -252,8 +337,8 @@ enum Command {
         /// Block compression: lz4, zstd or none [default: lz4].
         #[arg(long, value_name = "CODEC")]
         compression: Option<String>,
-        /// Also create a btree secondary index on FIELD (a composite one on FIELD,FIELD2...); repeatable.
-        #[arg(long = "index", value_name = "NAME:FIELD[,FIELD...]")]
+        /// Also create a btree secondary index on FIELD (a composite one on FIELD,FIELD2...), or NAME:TYPE:FIELD of another type; repeatable.
+        #[arg(long = "index", value_name = "NAME:[TYPE:]FIELD[,FIELD...]")]
         indexes: Vec<String>,
     },
 
@@ -264,10 +349,10 @@ enum Command {
         dataset: String,
         /// Index name (letters, digits, `_` and `-`).
         name: String,
-        /// Index type: btree (rtree, keyword and ngram are coming).
+        /// Index type: btree, rtree, keyword or ngram (see below).
         #[arg(long = "type", value_name = "TYPE", default_value = "btree")]
         kind: String,
-        /// Indexed field, in key order; repeat (or separate with commas) for a composite index.
+        /// Indexed field; for a composite btree index repeat it (or separate with commas), in key order.
         #[arg(
             long = "field",
             value_name = "FIELD",
@@ -275,6 +360,15 @@ enum Command {
             required = true
         )]
         fields: Vec<String>,
+        /// How deletes are reconciled (rtree, keyword, ngram): antimatter or deleted-keys [default: antimatter for rtree, deleted-keys otherwise].
+        #[arg(long, value_name = "MODE")]
+        reconcile: Option<String>,
+        /// N-gram length of an ngram index (1-32) [default: 3].
+        #[arg(long, value_name = "N")]
+        gram: Option<usize>,
+        /// Coordinate space of an rtree index, mapped onto its Hilbert curve [default: -180,-90,180,90].
+        #[arg(long, value_name = "MINX,MINY,MAXX,MAXY", allow_hyphen_values = true)]
+        space: Option<String>,
         /// Merge policy of the index, e.g. `tiered(4)` [default: the dataset's policy].
         #[arg(long, value_name = "SPEC")]
         policy: Option<String>,
@@ -327,7 +421,7 @@ enum Command {
         limit: Option<u64>,
     },
 
-    /// Print the records whose indexed fields equal values or lie in a range, through a secondary index.
+    /// Find records through a secondary index: key ranges, geometries, distances, nearest neighbours, words, substrings, spatial joins.
     #[command(after_help = QUERY_HELP)]
     Query {
         /// Dataset name.
@@ -341,19 +435,84 @@ enum Command {
             num_args = 1..,
             allow_negative_numbers = true,
             value_name = "V",
-            conflicts_with_all = ["from", "to"]
+            conflicts_with_all = ["from", "to"],
+            help_heading = "btree"
         )]
         eq: Vec<String>,
         /// Lowest value(s) (inclusive), one per index field or a prefix.
-        #[arg(long, num_args = 1.., allow_negative_numbers = true, value_name = "V")]
+        #[arg(
+            long,
+            num_args = 1..,
+            allow_negative_numbers = true,
+            value_name = "V",
+            help_heading = "btree"
+        )]
         from: Vec<String>,
         /// Highest value(s) (inclusive), one per index field or a prefix.
-        #[arg(long, num_args = 1.., allow_negative_numbers = true, value_name = "V")]
+        #[arg(
+            long,
+            num_args = 1..,
+            allow_negative_numbers = true,
+            value_name = "V",
+            help_heading = "btree"
+        )]
         to: Vec<String>,
+        /// Geometries intersecting this box; MINX > MAXX crosses the antimeridian.
+        #[arg(
+            long,
+            value_name = "MINX,MINY,MAXX,MAXY",
+            allow_hyphen_values = true,
+            help_heading = "rtree"
+        )]
+        bbox: Option<String>,
+        /// Geometries intersecting this WKT or GeoJSON geometry.
+        #[arg(
+            long,
+            value_name = "GEOMETRY",
+            allow_hyphen_values = true,
+            help_heading = "rtree"
+        )]
+        intersects: Option<String>,
+        /// The point of a distance (--within-m) or nearest-neighbour (--k) query.
+        #[arg(
+            long,
+            value_name = "LON,LAT",
+            allow_hyphen_values = true,
+            help_heading = "rtree"
+        )]
+        near: Option<String>,
+        /// Within this great-circle distance of --near (or of each --join probe).
+        #[arg(
+            long,
+            value_name = "METRES",
+            allow_negative_numbers = true,
+            help_heading = "rtree"
+        )]
+        within_m: Option<f64>,
+        /// The K geometries nearest to --near, nearest first.
+        #[arg(long, value_name = "K", help_heading = "rtree")]
+        k: Option<u64>,
+        /// Spatial join with the records of this dataset (needs --join-field).
+        #[arg(long, value_name = "OTHER_DATASET", help_heading = "rtree")]
+        join: Option<String>,
+        /// The geometry field of the --join dataset whose values probe the index.
+        #[arg(long, value_name = "FIELD", help_heading = "rtree")]
+        join_field: Option<String>,
+        /// keyword: records with all these words; ngram: records containing this text.
+        #[arg(
+            long,
+            value_name = "TEXT",
+            allow_hyphen_values = true,
+            help_heading = "keyword and ngram"
+        )]
+        text: Option<String>,
+        /// keyword: records with any of the --text words instead of all of them.
+        #[arg(long, help_heading = "keyword and ngram")]
+        any: bool,
         /// Print at most N results.
         #[arg(long, value_name = "N")]
         limit: Option<u64>,
-        /// Print the index entries {"sk": [...], "pk": [...]} without fetching the records.
+        /// Answer from the index entries where they decide alone: print {"pk": [...]} lines.
         #[arg(long)]
         index_only: bool,
     },
@@ -401,7 +560,7 @@ enum Command {
         name: String,
     },
 
-    /// Run a guided tour on a generated data set: load, lookups, scans, delete, upsert, compact, stats.
+    /// Run a guided tour on a generated data set: load, lookups, scans, spatial and keyword indexes, delete, upsert, compact, stats.
     #[command(after_help = DEMO_HELP)]
     Demo {
         /// Number of records to generate.
@@ -490,10 +649,21 @@ fn run(cli: Cli) -> CliResult<()> {
             name,
             kind,
             fields,
+            reconcile,
+            gram,
+            space,
             policy,
         } => {
-            // Check the type before opening the database.
-            index::parse_kind(kind)?;
+            let params = index::IndexParams {
+                reconcile: reconcile.as_deref(),
+                gram: *gram,
+                space: space.as_deref(),
+                policy: policy.as_deref(),
+            };
+            // Check the flags before opening the database (the field types
+            // and the dataset's merge policy are checked once it is open).
+            let k = index::parse_kind(kind)?;
+            index::index_def(name, k, fields, &params, &MergePolicy::default())?;
             let db = open(false)?;
             index::create_index(
                 &db,
@@ -502,7 +672,7 @@ fn run(cli: Cli) -> CliResult<()> {
                     name,
                     kind,
                     fields,
-                    policy: policy.as_deref(),
+                    params,
                 },
             )?;
             Ok(db.close()?)
@@ -513,18 +683,36 @@ fn run(cli: Cli) -> CliResult<()> {
             eq,
             from,
             to,
+            bbox,
+            intersects,
+            near,
+            within_m,
+            k,
+            join,
+            join_field,
+            text,
+            any,
             limit,
             index_only,
         } => {
             let db = open(false)?;
-            index::query(
+            query::query(
                 &db,
-                &index::QueryOptions {
+                &query::QueryArgs {
                     dataset,
                     index,
                     eq,
                     from,
                     to,
+                    bbox: bbox.as_deref(),
+                    intersects: intersects.as_deref(),
+                    near: near.as_deref(),
+                    within_m: *within_m,
+                    k: *k,
+                    text: text.as_deref(),
+                    any: *any,
+                    join: join.as_deref(),
+                    join_field: join_field.as_deref(),
                     limit: *limit,
                     index_only: *index_only,
                 },

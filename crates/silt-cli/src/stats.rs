@@ -202,10 +202,9 @@ pub fn render_dataset(ds: &DatasetStats, defs: &[IndexDef]) -> String {
     for d in defs {
         let _ = writeln!(
             out,
-            "  index {}: {} on {} (policy {})",
+            "  index {}: {}, policy {}",
             d.name,
-            d.kind,
-            d.fields.join(", "),
+            crate::index::describe(d),
             d.policy
         );
     }

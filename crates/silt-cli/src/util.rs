@@ -105,6 +105,32 @@ pub fn scan_bounds(
     Ok((lo, hi))
 }
 
+/// Comma-separated numbers of a flag such as `--bbox MINX,MINY,MAXX,MAXY`:
+/// exactly as many as `form` names, each finite. `example` is a valid value
+/// shown in errors.
+pub fn parse_numbers(flag: &str, text: &str, form: &str, example: &str) -> CliResult<Vec<f64>> {
+    let want = form.split(',').count();
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    if parts.len() != want {
+        return Err(CliError::Usage(format!(
+            "{flag} `{text}` has {} but needs {want}: {flag} {form}, e.g. {flag} {example}",
+            plural(parts.len() as u64, "value", "values")
+        )));
+    }
+    let mut out = Vec::with_capacity(want);
+    for (p, name) in parts.iter().zip(form.split(',')) {
+        match p.parse::<f64>() {
+            Ok(v) if v.is_finite() => out.push(v),
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "{flag} `{text}`: {name} `{p}` is not a finite number; the form is {flag} {form}, e.g. {flag} {example}"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// `1234567` -> `1,234,567`.
 pub fn count(n: u64) -> String {
     let s = n.to_string();
@@ -190,6 +216,18 @@ mod tests {
         assert_eq!(duration(Duration::from_millis(1500)), "1.50 s");
         assert_eq!(plural(1, "record", "records"), "1 record");
         assert_eq!(plural(2, "record", "records"), "2 records");
+    }
+
+    #[test]
+    fn numbers() {
+        let f = |t: &str| parse_numbers("--near", t, "LON,LAT", "2.35,48.86");
+        assert_eq!(f("2.5, -3").ok(), Some(vec![2.5, -3.0]));
+        let e = f("1").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("has 1 value but needs 2"), "{e}");
+        let e = f("1,x").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("LAT `x` is not a finite number"), "{e}");
+        assert!(f("1,inf").is_err());
+        assert!(f("1,2,3").is_err());
     }
 
     #[test]

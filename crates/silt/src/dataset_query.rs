@@ -354,7 +354,7 @@ fn bounds_geometry(r: &Rect, k: BoundsKind) -> Geometry {
 }
 
 fn check_point(lon: f64, lat: f64) -> Result<()> {
-    if !(lon.is_finite() && lat.is_finite()) || !(-90.0..=90.0).contains(&lat) {
+    if !lon.is_finite() || !(-90.0..=90.0).contains(&lat) {
         return Err(Error::invalid(
             None,
             format!("query point ({lon}, {lat}) is not a valid longitude/latitude (latitude must be within [-90, 90])"),

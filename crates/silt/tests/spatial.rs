@@ -421,3 +421,176 @@ fn index_built_on_existing_data_and_dropped() {
     db.drop_index("t", "loc").unwrap();
     assert!(ds.query("loc", &q, QueryOptions::default()).is_err());
 }
+
+/// Polygons are indexed by their MBR and refined exactly; polygon queries;
+/// the index nested-loop spatial join; limits.
+#[test]
+fn polygons_refinement_and_spatial_join() {
+    use silt::JoinPredicate;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), opts()).unwrap();
+    db.create_dataset(
+        DatasetDef::new("parks", &["id"])
+            .field("id", FieldType::Int)
+            .field("loc", FieldType::Geometry),
+    )
+    .unwrap();
+    db.create_index("parks", IndexDef::rtree("loc", "loc")).unwrap();
+    let ds = db.dataset("parks").unwrap();
+    // A triangle whose MBR is [0,0]-[10,10]; the point (8, 2) is inside the
+    // triangle, (2, 8) is in the MBR but outside it.
+    let tri = Geometry::Polygon {
+        exterior: vec![(0.0, 0.0), (10.0, 0.0), (10.0, 10.0), (0.0, 0.0)],
+        holes: vec![],
+    };
+    ds.insert(record(
+        1,
+        &Rec {
+            geom: tri,
+            text: String::new(),
+        },
+    ))
+    .unwrap();
+    ds.insert(record(
+        2,
+        &Rec {
+            geom: Geometry::point(2.0, 8.0),
+            text: String::new(),
+        },
+    ))
+    .unwrap();
+    ds.insert(record(
+        3,
+        &Rec {
+            geom: Geometry::rect(20.0, 20.0, 21.0, 21.0),
+            text: String::new(),
+        },
+    ))
+    .unwrap();
+    let o = QueryOptions::default();
+    let io = QueryOptions {
+        index_only: true,
+        limit: None,
+    };
+    let hits = |q: &Query, o: QueryOptions| -> Vec<i64> {
+        let mut v: Vec<i64> = ds
+            .query("loc", q, o)
+            .unwrap()
+            .map(|h| h.unwrap().pk[0].as_i64().unwrap())
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    for flush in [false, true] {
+        if flush {
+            ds.flush().unwrap();
+        }
+        // A point query inside the MBR but outside the triangle.
+        let q = Query::Intersects(Geometry::point(2.0, 8.0));
+        assert_eq!(hits(&q, o), vec![2]);
+        assert_eq!(hits(&q, io), vec![2], "index-only validates the polygon");
+        let q = Query::Intersects(Geometry::point(8.0, 2.0));
+        assert_eq!(hits(&q, o), vec![1]);
+        assert_eq!(hits(&q, io), vec![1]);
+        // A polygon query.
+        let qp = Geometry::Polygon {
+            exterior: vec![(1.0, 7.0), (3.0, 7.0), (3.0, 9.0), (1.0, 9.0), (1.0, 7.0)],
+            holes: vec![],
+        };
+        assert_eq!(hits(&Query::Intersects(qp), o), vec![2]);
+        // Distance from a point to the triangle: (5, 6) is 1/sqrt(2) degrees
+        // off the hypotenuse (~ 78 km), and 2.0 degrees from point 2.
+        let near = |m: f64| Query::WithinDistance {
+            lon: 5.0,
+            lat: 6.0,
+            metres: m,
+        };
+        assert_eq!(hits(&near(50_000.0), o), Vec::<i64>::new());
+        assert_eq!(hits(&near(100_000.0), o), vec![1]);
+        assert_eq!(hits(&near(100_000.0), io), vec![1]);
+        // kNN orders by the exact distance, not the MBR's (0 for the triangle's).
+        let knn: Vec<(i64, f64)> = ds
+            .query(
+                "loc",
+                &Query::Nearest {
+                    lon: 2.0,
+                    lat: 9.0,
+                    k: 3,
+                },
+                o,
+            )
+            .unwrap()
+            .map(|h| {
+                let h = h.unwrap();
+                (h.pk[0].as_i64().unwrap(), h.distance_m.unwrap())
+            })
+            .collect();
+        assert_eq!(knn.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2, 1, 3]);
+        assert!(knn[0].1 > 100_000.0 && knn[1].1 > knn[0].1);
+    }
+    // Spatial join: probe points against the index.
+    let probes = vec![
+        (Value::String("a".into()), Geometry::point(8.0, 2.0)),
+        (Value::String("b".into()), Geometry::point(2.0, 8.0)),
+        (Value::String("c".into()), Geometry::point(50.0, 50.0)),
+        (Value::String("d".into()), Geometry::rect(0.0, 0.0, 30.0, 30.0)),
+    ];
+    let mut pairs: Vec<(String, i64)> = ds
+        .spatial_join("loc", probes.clone(), JoinPredicate::Intersects, o)
+        .unwrap()
+        .map(|r| {
+            let (id, h) = r.unwrap();
+            (id.as_str().unwrap().to_owned(), h.pk[0].as_i64().unwrap())
+        })
+        .collect();
+    pairs.sort();
+    let want: Vec<(String, i64)> = [("a", 1), ("b", 2), ("d", 1), ("d", 2), ("d", 3)]
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), *b))
+        .collect();
+    assert_eq!(pairs, want);
+    let within: Vec<(String, i64)> = ds
+        .spatial_join(
+            "loc",
+            probes[..3].to_vec(),
+            JoinPredicate::WithinDistance(300_000.0),
+            QueryOptions {
+                index_only: false,
+                limit: Some(2),
+            },
+        )
+        .unwrap()
+        .map(|r| {
+            let (id, h) = r.unwrap();
+            (id.as_str().unwrap().to_owned(), h.pk[0].as_i64().unwrap())
+        })
+        .collect();
+    assert_eq!(within.len(), 2, "the limit applies to the whole join");
+    // A within-distance join needs point probes.
+    let bad = ds
+        .spatial_join(
+            "loc",
+            probes[3..].to_vec(),
+            JoinPredicate::WithinDistance(1.0),
+            o,
+        )
+        .unwrap()
+        .next()
+        .unwrap();
+    assert!(bad.is_err());
+    // Invalid query input is refused with a clear error.
+    let e = ds
+        .query(
+            "loc",
+            &Query::Nearest {
+                lon: 0.0,
+                lat: 95.0,
+                k: 3,
+            },
+            o,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("latitude"), "{e}");
+}
