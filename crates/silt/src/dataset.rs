@@ -24,7 +24,9 @@ use xxhash_rust::xxh3::xxh3_64;
 
 #[path = "dataset_query.rs"]
 mod query;
-pub use query::{JoinPredicate, JoinResults, Query, QueryHit, QueryOptions, QueryResults, QueryStats};
+pub use query::{
+    JoinPredicate, JoinResults, Query, QueryHit, QueryOptions, QueryResults, QueryStats,
+};
 
 /// What a batch write does with each record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

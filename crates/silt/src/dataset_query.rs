@@ -194,7 +194,9 @@ impl QueryResults {
             return Ok(None);
         };
         let rec = value::decode_value(&bytes)?;
-        let Some(d) = self.ds.record_matches(&self.def, &self.query, &self.tokens, &rec, &c.pk)?
+        let Some(d) = self
+            .ds
+            .record_matches(&self.def, &self.query, &self.tokens, &rec, &c.pk)?
         else {
             return Ok(None);
         };
@@ -236,9 +238,7 @@ impl QueryResults {
                     let mut best: Option<usize> = None;
                     for (i, h) in heads.iter().enumerate() {
                         if let Some((d, _)) = h
-                            && best.is_none_or(|b| {
-                                heads[b].as_ref().is_some_and(|(bd, _)| d < bd)
-                            })
+                            && best.is_none_or(|b| heads[b].as_ref().is_some_and(|(bd, _)| d < bd))
                         {
                             best = Some(i);
                         }
@@ -357,7 +357,9 @@ fn check_point(lon: f64, lat: f64) -> Result<()> {
     if !lon.is_finite() || !(-90.0..=90.0).contains(&lat) {
         return Err(Error::invalid(
             None,
-            format!("query point ({lon}, {lat}) is not a valid longitude/latitude (latitude must be within [-90, 90])"),
+            format!(
+                "query point ({lon}, {lat}) is not a valid longitude/latitude (latitude must be within [-90, 90])"
+            ),
         ));
     }
     Ok(())
@@ -425,7 +427,11 @@ impl Dataset {
                 }
                 pks.sort_unstable();
                 pks.dedup();
-                Source::List(pks.into_iter().map(|pk| Cand { pk, bounds: None }).collect())
+                Source::List(
+                    pks.into_iter()
+                        .map(|pk| Cand { pk, bounds: None })
+                        .collect(),
+                )
             }
             Query::Intersects(g) => {
                 let parts = query_parts(g);
@@ -455,7 +461,9 @@ impl Dataset {
                 if !(metres.is_finite() && *metres >= 0.0) {
                     return Err(Error::invalid(
                         None,
-                        format!("the distance must be a finite number of metres >= 0, got {metres}"),
+                        format!(
+                            "the distance must be a finite number of metres >= 0, got {metres}"
+                        ),
                     ));
                 }
                 let rects = sphere::circle_bboxes(*lon, *lat, *metres);
@@ -496,7 +504,7 @@ impl Dataset {
                 }
             }
             Query::Text { text, all } => {
-                tokens = def.tokens(text);
+                tokens = def.query_tokens(text);
                 if tokens.is_empty() {
                     return Err(Error::invalid(
                         None,
@@ -505,7 +513,8 @@ impl Dataset {
                 }
                 stats.components += self.tree_components(&set, i);
                 let short_gram = def.kind == IndexKind::Ngram
-                    && text.to_lowercase().chars().count() < def.gram();
+                    && tokens.len() == 1
+                    && tokens[0].chars().count() < def.gram();
                 let mut acc: Option<BTreeSet<Vec<u8>>> = None;
                 for t in &tokens {
                     let mut lo = Vec::new();
@@ -521,12 +530,8 @@ impl Dataset {
                     } else {
                         value::prefix_upper_bound(&lo)
                     };
-                    let entries = self.index_entries(
-                        &set,
-                        i,
-                        &Bound::Included(lo),
-                        &Bound::Excluded(hi),
-                    )?;
+                    let entries =
+                        self.index_entries(&set, i, &Bound::Included(lo), &Bound::Excluded(hi))?;
                     stats.candidates += entries.len() as u64;
                     let mut pks = BTreeSet::new();
                     for k in entries {
@@ -652,7 +657,9 @@ impl Dataset {
                     return Ok(None);
                 };
                 let ok = if def.kind == IndexKind::Ngram {
-                    s.to_lowercase().contains(&text.to_lowercase())
+                    // Per-character lowercasing, as the tokenizer does.
+                    let fold = |t: &str| t.chars().flat_map(char::to_lowercase).collect::<String>();
+                    fold(s).contains(&fold(text))
                 } else {
                     let have = def.tokens(s);
                     if *all {
@@ -683,7 +690,10 @@ impl Dataset {
         if set.defs[i].kind != IndexKind::Rtree {
             return Err(Error::invalid(
                 None,
-                format!("a spatial join needs an rtree index; `{index}` is a {} index", set.defs[i].kind),
+                format!(
+                    "a spatial join needs an rtree index; `{index}` is a {} index",
+                    set.defs[i].kind
+                ),
             ));
         }
         Ok(JoinResults {

@@ -18,8 +18,8 @@ pub mod txn_ctx;
 pub mod value;
 
 pub use dataset::{
-    BatchOptions, BatchReport, Dataset, DatasetScan, DatasetStats, IndexHit, JoinPredicate,
-    Query, QueryHit, QueryOptions, QueryResults, QueryStats, WriteMode,
+    BatchOptions, BatchReport, Dataset, DatasetScan, DatasetStats, IndexHit, JoinPredicate, Query,
+    QueryHit, QueryOptions, QueryResults, QueryStats, WriteMode,
 };
 pub use db::{Database, DbOptions, DbStats, RecoverySummary};
 pub use error::{Error, Result};

@@ -99,9 +99,9 @@ fn queries_during_ingest_see_only_committed_matching_records() {
             while !stop.load(Ordering::Relaxed) {
                 n += 1;
                 let id = (r.next() % IDS as u64) as i64;
-                if n % 7 == 0 {
+                if n.is_multiple_of(7) {
                     ds.delete(&[Value::Int(id)]).unwrap();
-                } else if n % 11 == 0 {
+                } else if n.is_multiple_of(11) {
                     // An aborted transaction: upserts that move records into
                     // the poison zone, then a record the R-tree refuses.
                     let mut batch = Vec::new();
@@ -147,8 +147,11 @@ fn queries_during_ingest_see_only_committed_matching_records() {
                     for index in ["am", "dk"] {
                         // Nothing is ever committed in the poison zone.
                         let poison = Query::Intersects(Geometry::rect(-180.0, 65.0, 180.0, 90.0));
-                        let leaked: Vec<_> =
-                            ds.query(index, &poison, o).unwrap().map(|h| h.unwrap()).collect();
+                        let leaked: Vec<_> = ds
+                            .query(index, &poison, o)
+                            .unwrap()
+                            .map(|h| h.unwrap())
+                            .collect();
                         assert!(leaked.is_empty(), "{index}: uncommitted hits {leaked:?}");
                         // A random box: every validated record lies inside it.
                         let (x, y) = (r.f(-170.0, 160.0), r.f(-60.0, 40.0));
@@ -189,7 +192,8 @@ fn queries_during_ingest_see_only_committed_matching_records() {
                         text: "poison".into(),
                         all: true,
                     };
-                    let leaked: Vec<_> = ds.query("kw", &t, o).unwrap().map(|h| h.unwrap()).collect();
+                    let leaked: Vec<_> =
+                        ds.query("kw", &t, o).unwrap().map(|h| h.unwrap()).collect();
                     assert!(leaked.is_empty(), "keyword: uncommitted hits {leaked:?}");
                 }
                 queries.fetch_add(1, Ordering::Relaxed);

@@ -46,7 +46,10 @@ fn record(k: i64, v: i64, pad: usize) -> Value {
     Value::Object(vec![
         ("id".into(), Value::Int(k)),
         ("v".into(), Value::Int(v)),
-        ("loc".into(), Value::Geometry(silt::Geometry::point(lon, lat))),
+        (
+            "loc".into(),
+            Value::Geometry(silt::Geometry::point(lon, lat)),
+        ),
         ("msg".into(), Value::String(words_of(v))),
         ("pad".into(), Value::String("p".repeat(pad))),
     ])

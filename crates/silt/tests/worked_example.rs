@@ -9,8 +9,8 @@
 //! inverted index records deletes in a deleted-key B+-tree per component.
 
 use silt::lsm::LsmTree;
-use silt::lsm::merge_iter::{MergeIter, Source};
 use silt::lsm::memtable::MemIter;
+use silt::lsm::merge_iter::{MergeIter, Source};
 use silt::lsm::policy::MergePolicy;
 use silt::{
     Database, DatasetDef, DbOptions, Durability, FieldType, Geometry, IndexDef, ReconcileOption,
@@ -31,14 +31,19 @@ fn rec(id: i64, age: i64, xy: f64, msg: &str) -> Value {
 /// One component, printed as the figures do: `<key...>` for an entry,
 /// `<-,key...>` for antimatter, and `del{pk...}` for its deleted-key tree.
 fn show(tree: &Arc<LsmTree>, entries: Vec<(Vec<u8>, bool)>, deleted: Vec<Vec<u8>>) -> String {
-    let name = tree.name().rsplit('/').next().unwrap_or_default().to_owned();
+    let name = tree
+        .name()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     let mut parts = Vec::new();
     for (k, del) in entries {
         let shown = match name.as_str() {
             "primary" => silt::value::key_to_string(&silt::value::decode_key(&k).unwrap()),
             "Loc" => {
                 let pk = silt::value::decode_key(&k[8..]).unwrap();
-                format!("{}", silt::value::key_to_string(&pk))
+                silt::value::key_to_string(&pk)
             }
             _ => {
                 let s = silt::value::key_to_string(&silt::value::decode_key(&k).unwrap());
@@ -74,8 +79,8 @@ fn state(tree: &Arc<LsmTree>) -> (String, Vec<String>) {
     let memory = show(tree, mem, Vec::new());
     let mut disk = Vec::new();
     for c in snap.disk.iter() {
-        let mut it = MergeIter::new(vec![Source::Disk(c.iter(Bound::Unbounded, false).unwrap())])
-            .unwrap();
+        let mut it =
+            MergeIter::new(vec![Source::Disk(c.iter(Bound::Unbounded, false).unwrap())]).unwrap();
         let mut ents = Vec::new();
         while let Some((k, e)) = it.next_entry().unwrap() {
             ents.push((k, e.is_delete()));
@@ -202,7 +207,10 @@ fn seed_000_section_2_3_5() {
             (
                 "Msg",
                 "",
-                &["<\"cat\", 3> del{2}", "<\"cat\", 1> <\"cat\", 2> <\"dog\", 2>"],
+                &[
+                    "<\"cat\", 3> del{2}",
+                    "<\"cat\", 1> <\"cat\", 2> <\"dog\", 2>",
+                ],
             ),
         ],
     );
@@ -232,7 +240,11 @@ fn seed_000_section_2_3_5() {
             // R-tree entries sort by the Hilbert value of the point: (40, 40)
             // comes before (30, 30) on the curve.
             ("Loc", "<4> <-,3>", &["<1> <3>"]),
-            ("Msg", "<-,\"cat\", 3> <\"dog\", 4>", &["<\"cat\", 1> <\"cat\", 3>"]),
+            (
+                "Msg",
+                "<-,\"cat\", 3> <\"dog\", 4>",
+                &["<\"cat\", 1> <\"cat\", 3>"],
+            ),
         ],
     );
     // And the queries see exactly R1 and R4.
@@ -247,7 +259,10 @@ fn seed_000_section_2_3_5() {
         v
     };
     assert_eq!(
-        ids("Loc", Query::Intersects(Geometry::rect(0.0, 0.0, 50.0, 50.0))),
+        ids(
+            "Loc",
+            Query::Intersects(Geometry::rect(0.0, 0.0, 50.0, 50.0))
+        ),
         vec![1, 4]
     );
     assert_eq!(

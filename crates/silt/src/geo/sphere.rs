@@ -2,9 +2,9 @@
 //!
 //! The Earth is modelled as a sphere of radius [`EARTH_RADIUS_M`]; longitudes
 //! and latitudes are in degrees. Compared with the WGS 84 ellipsoid, spherical
-//! great-circle distances are off by up to about 0.5 % (at most ~0.3 % in
-//! mid latitudes); all of Silt's distance predicates, bounds and covering
-//! boxes use this same model, so they agree with each other exactly.
+//! great-circle distances are off by up to about 0.5 %. All of Silt's
+//! distance predicates, bounds and covering boxes use this same model, so
+//! they agree with each other exactly.
 //!
 //! * [`haversine_m`]: great-circle distance between two points.
 //! * [`min_dist_rect_m`]: exact distance from a point to a lon/lat box, the
@@ -175,9 +175,15 @@ pub fn circle_bboxes(lon: f64, lat: f64, radius_m: f64) -> Vec<Rect> {
     let west = centre - half;
     let east = centre + half;
     if west < -180.0 {
-        vec![[west + 360.0, min_y, 180.0, max_y], [-180.0, min_y, east, max_y]]
+        vec![
+            [west + 360.0, min_y, 180.0, max_y],
+            [-180.0, min_y, east, max_y],
+        ]
     } else if east > 180.0 {
-        vec![[west, min_y, 180.0, max_y], [-180.0, min_y, east - 360.0, max_y]]
+        vec![
+            [west, min_y, 180.0, max_y],
+            [-180.0, min_y, east - 360.0, max_y],
+        ]
     } else {
         vec![[west, min_y, east, max_y]]
     }
@@ -225,7 +231,11 @@ mod tests {
         assert!(close(haversine_m(0.0, 0.0, 0.0, 1.0), 111_195.08, 0.01));
         assert!(close(DEG_M, 111_195.08, 0.01));
         assert!(close(haversine_m(0.0, 0.0, 1.0, 0.0), DEG_M, 1e-6));
-        assert!(close(haversine_m(179.0, 0.0, -179.0, 0.0), 2.0 * DEG_M, 1e-6));
+        assert!(close(
+            haversine_m(179.0, 0.0, -179.0, 0.0),
+            2.0 * DEG_M,
+            1e-6
+        ));
         assert!(close(haversine_m(10.0, 60.0, 10.0, 60.0), 0.0, 1e-9));
         // Antipodes: half the circumference.
         let half = std::f64::consts::PI * EARTH_RADIUS_M;
@@ -274,10 +284,18 @@ mod tests {
         assert!(close(min_dist_rect_m(123.0, 90.0, &r), 70.0 * DEG_M, 1e-6));
         let polar = [100.0, 80.0, 110.0, 90.0];
         assert_eq!(min_dist_rect_m(-50.0, 90.0, &polar), 0.0);
-        assert!(close(min_dist_rect_m(-80.0, 85.0, &polar), 5.0 * DEG_M, 1e-6));
+        assert!(close(
+            min_dist_rect_m(-80.0, 85.0, &polar),
+            5.0 * DEG_M,
+            1e-6
+        ));
         // Over the pole: the box's edge at longitude 100 is 180 degrees of
         // longitude away; the nearest point is the pole itself.
-        assert!(close(min_dist_rect_m(-80.0, 70.0, &polar), 20.0 * DEG_M, 1e-6));
+        assert!(close(
+            min_dist_rect_m(-80.0, 70.0, &polar),
+            20.0 * DEG_M,
+            1e-6
+        ));
         // Full longitude range and degenerate/invalid input.
         assert!(close(
             min_dist_rect_m(33.0, -50.0, &crate::geo::WORLD),
@@ -381,7 +399,13 @@ mod tests {
             return Ok(());
         }
         let (sampled, gap) = sampled_min(lon, lat, r);
-        prop_assert!(d <= sampled + 1e-6, "d {} sampled {} box {:?}", d, sampled, r);
+        prop_assert!(
+            d <= sampled + 1e-6,
+            "d {} sampled {} box {:?}",
+            d,
+            sampled,
+            r
+        );
         prop_assert!(
             d >= sampled - gap - 1e-6,
             "d {} sampled {} gap {} box {:?}",
@@ -408,9 +432,8 @@ mod tests {
             1 => 175.0..180.0f64,
             1 => -180.0..-175.0f64,
         ];
-        (lon.clone(), lon, lat.clone(), lat).prop_map(|(a, b, c, d)| {
-            [a.min(b), c.min(d), a.max(b), c.max(d)]
-        })
+        (lon.clone(), lon, lat.clone(), lat)
+            .prop_map(|(a, b, c, d)| [a.min(b), c.min(d), a.max(b), c.max(d)])
     }
 
     fn point_strategy() -> impl Strategy<Value = (f64, f64)> {

@@ -61,10 +61,14 @@ pub fn keyword_tokens(text: &str) -> Vec<String> {
 /// N-gram tokens of `text`, for the n-gram inverted index.
 ///
 /// The text is lowercased (per character, see the module documentation) and
-/// every window of `n` consecutive characters (characters, not bytes;
-/// spaces and punctuation included) is a token. A non-empty text of fewer
-/// than `n` characters yields itself (lowercased) as its only token; the
-/// empty text yields nothing. The result is sorted and deduplicated.
+/// the `n` characters starting at every position (characters, not bytes;
+/// spaces and punctuation included) are a token; near the end of the text
+/// the window is cut short, so the last `n - 1` positions yield shorter
+/// "tail" grams (a text of fewer than `n` characters yields its suffixes).
+/// Hence every substring of the text that is shorter than `n` is a prefix of
+/// some token, which lets a short pattern be answered by a prefix scan of
+/// the index, and every substring of length >= `n` contains full grams.
+/// The result is sorted and deduplicated; the empty text yields nothing.
 ///
 /// `n` must be at least 1; callers validate it (an index definition with
 /// `n = 0` is rejected). So that this function never panics, `n = 0` is
@@ -72,32 +76,41 @@ pub fn keyword_tokens(text: &str) -> Vec<String> {
 pub fn ngram_tokens(text: &str, n: usize) -> Vec<String> {
     let n = n.max(1);
     let chars: Vec<char> = lowercase_chars(text).collect();
-    if chars.is_empty() {
-        return Vec::new();
-    }
+    let set: BTreeSet<String> = (0..chars.len())
+        .map(|i| {
+            chars[i..(i + n).min(chars.len())]
+                .iter()
+                .collect::<String>()
+        })
+        .collect();
+    set.into_iter().collect()
+}
+
+/// The grams a substring search for `pattern` must find.
+///
+/// For a lowercased pattern of at least `n` characters: its full `n`-grams
+/// (tail grams of the pattern are not needed: they are prefixes of grams of
+/// the text and the full grams already cover every character). Every text
+/// that contains the pattern has all of these among its [`ngram_tokens`],
+/// so the index lookup is a sound filter and candidates still need a final
+/// substring check. A shorter (non-empty) pattern yields itself, to be
+/// looked up as a *prefix* of the index's tokens. An empty pattern yields
+/// no grams.
+pub fn ngram_query_tokens(pattern: &str, n: usize) -> Vec<String> {
+    let n = n.max(1);
+    let chars: Vec<char> = lowercase_chars(pattern).collect();
     if chars.len() < n {
-        return vec![chars.into_iter().collect()];
+        return if chars.is_empty() {
+            Vec::new()
+        } else {
+            vec![chars.into_iter().collect()]
+        };
     }
     let set: BTreeSet<String> = chars
         .windows(n)
         .map(|w| w.iter().collect::<String>())
         .collect();
     set.into_iter().collect()
-}
-
-/// The grams a substring search for `pattern` must find: the same as
-/// [`ngram_tokens`] on the pattern.
-///
-/// When the lowercased pattern has at least `n` characters, every text that
-/// contains it (case-insensitively, in the sense of the per-character
-/// lowercase mapping) has all of these grams among its [`ngram_tokens`], so
-/// the index lookup is a sound filter and the candidates still need a final
-/// substring check. A pattern shorter than `n` characters yields itself,
-/// which only matches texts that are themselves that short; a substring
-/// search for such a pattern cannot use the index and must scan. An empty
-/// pattern yields no grams.
-pub fn ngram_query_tokens(pattern: &str, n: usize) -> Vec<String> {
-    ngram_tokens(pattern, n)
 }
 
 #[cfg(test)]
@@ -120,7 +133,10 @@ mod tests {
         assert_eq!(keyword_tokens(""), Vec::<String>::new());
         assert_eq!(keyword_tokens(" ,.;-- "), Vec::<String>::new());
         assert_eq!(keyword_tokens("route66 ROUTE66"), v(&["route66"]));
-        assert_eq!(keyword_tokens("e-mail_address"), v(&["address", "e", "mail"]));
+        assert_eq!(
+            keyword_tokens("e-mail_address"),
+            v(&["address", "e", "mail"])
+        );
         // Other scripts: CJK and Cyrillic letters are alphanumeric.
         assert_eq!(keyword_tokens("東京 Москва"), v(&["москва", "東京"]));
         // Per-character lowercase: capital sigma is always σ.
@@ -147,19 +163,24 @@ mod tests {
 
     #[test]
     fn ngrams_basic() {
-        assert_eq!(ngram_tokens("Hello", 3), v(&["ell", "hel", "llo"]));
-        assert_eq!(ngram_tokens("aaaa", 2), v(&["aa"]));
-        assert_eq!(ngram_tokens("ab", 3), v(&["ab"]));
-        assert_eq!(ngram_tokens("AB", 2), v(&["ab"]));
+        // Full grams plus the shorter tail grams of the last n - 1 positions.
+        assert_eq!(
+            ngram_tokens("Hello", 3),
+            v(&["ell", "hel", "llo", "lo", "o"])
+        );
+        assert_eq!(ngram_tokens("aaaa", 2), v(&["a", "aa"]));
+        assert_eq!(ngram_tokens("ab", 3), v(&["ab", "b"]));
+        assert_eq!(ngram_tokens("AB", 2), v(&["ab", "b"]));
         assert_eq!(ngram_tokens("", 3), Vec::<String>::new());
-        assert_eq!(ngram_tokens("a b", 2), v(&[" b", "a "]));
+        assert_eq!(ngram_tokens("a b", 2), v(&[" b", "a ", "b"]));
         // Windows are by character: "Café" has 4 chars, 5 bytes.
-        assert_eq!(ngram_tokens("Café", 2), v(&["af", "ca", "fé"]));
-        assert_eq!(ngram_tokens("CAFÉ", 4), v(&["café"]));
-        assert_eq!(ngram_tokens("東京都", 2), v(&["京都", "東京"]));
+        assert_eq!(ngram_tokens("Café", 2), v(&["af", "ca", "fé", "é"]));
+        assert_eq!(ngram_tokens("CAFÉ", 4), v(&["afé", "café", "fé", "é"]));
+        assert_eq!(ngram_tokens("東京都", 2), v(&["京都", "東京", "都"]));
         // n = 0 behaves like n = 1 instead of panicking.
         assert_eq!(ngram_tokens("aba", 0), v(&["a", "b"]));
         assert_eq!(ngram_query_tokens("xYz", 2), v(&["xy", "yz"]));
+        assert_eq!(ngram_query_tokens("Q", 3), v(&["q"]));
     }
 
     proptest! {
@@ -210,6 +231,10 @@ mod tests {
                     prop_assert_eq!(q.chars().count(), n);
                     prop_assert!(grams.contains(&q), "{q:?} not in {grams:?}");
                 }
+            } else if lowered > 0 {
+                // A short pattern is a prefix of some gram.
+                let q = &ngram_query_tokens(&pattern, n)[0];
+                prop_assert!(grams.iter().any(|g| g.starts_with(q.as_str())), "{q:?} prefixes none of {grams:?}");
             }
         }
     }

@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::geo::hilbert::Space;
-use crate::geo::text::{keyword_tokens, ngram_tokens};
+use crate::geo::text::{keyword_tokens, ngram_query_tokens, ngram_tokens};
 use crate::lsm::kind::{BoundsKind, PkSplit, Reconcile, TreeKind, encode_bounds};
 use crate::lsm::policy::MergePolicy;
 use crate::schema::validate_name;
@@ -311,6 +311,13 @@ impl IndexDef {
                         ));
                     }
                 };
+                g.validate()
+                    .map_err(|e| Error::invalid(Some(field), e.to_string()))?;
+                // The default space is the lon/lat world: coordinates must be
+                // longitudes and latitudes. A custom space indexes planar data.
+                if self.options.space.is_none() {
+                    value::check_geographic_field(field, g)?;
+                }
                 let (x0, y0, x1, y1) = g.mbr();
                 let bk = match g {
                     crate::value::Geometry::Point { .. } => BoundsKind::Point,
@@ -354,10 +361,19 @@ impl IndexDef {
         }
     }
 
-    /// Tokens of a text under this (inverted) index.
+    /// Tokens a record's text contributes to this (inverted) index.
     pub fn tokens(&self, text: &str) -> Vec<String> {
         match self.kind {
             IndexKind::Ngram => ngram_tokens(text, self.gram()),
+            _ => keyword_tokens(text),
+        }
+    }
+
+    /// Tokens a query text looks up (n-gram: the pattern's full grams, or the
+    /// pattern itself as a gram prefix when it is shorter than n).
+    pub fn query_tokens(&self, text: &str) -> Vec<String> {
+        match self.kind {
+            IndexKind::Ngram => ngram_query_tokens(text, self.gram()),
             _ => keyword_tokens(text),
         }
     }

@@ -40,7 +40,12 @@ use std::sync::Arc;
 pub type Rect = [f64; 4];
 
 /// A rectangle that contains nothing and intersects nothing.
-pub const EMPTY_RECT: Rect = [f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY];
+pub const EMPTY_RECT: Rect = [
+    f64::INFINITY,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    f64::NEG_INFINITY,
+];
 
 /// Edges inclusive.
 pub fn intersects(a: &Rect, b: &Rect) -> bool {
@@ -48,7 +53,12 @@ pub fn intersects(a: &Rect, b: &Rect) -> bool {
 }
 
 pub fn union(a: &Rect, b: &Rect) -> Rect {
-    [a[0].min(b[0]), a[1].min(b[1]), a[2].max(b[2]), a[3].max(b[3])]
+    [
+        a[0].min(b[0]),
+        a[1].min(b[1]),
+        a[2].max(b[2]),
+        a[3].max(b[3]),
+    ]
 }
 
 /// How the entries of different components are reconciled.
@@ -467,9 +477,15 @@ mod tests {
     #[test]
     fn bounds_roundtrip() {
         let r = [1.5, -2.0, 3.0, 4.25];
-        assert_eq!(decode_bounds(&encode_bounds(&r, BoundsKind::Rect)), Some((r, false)));
+        assert_eq!(
+            decode_bounds(&encode_bounds(&r, BoundsKind::Rect)),
+            Some((r, false))
+        );
         let p = [7.0, 8.0, 7.0, 8.0];
-        assert_eq!(decode_bounds(&encode_bounds(&p, BoundsKind::Point)), Some((p, true)));
+        assert_eq!(
+            decode_bounds(&encode_bounds(&p, BoundsKind::Point)),
+            Some((p, true))
+        );
         assert_eq!(
             decode_bounds_kind(&encode_bounds(&r, BoundsKind::Mbr)),
             Some((r, BoundsKind::Mbr))

@@ -187,9 +187,19 @@ impl LsmTree {
 }
 
 enum KWhat {
-    Node { comp: usize, level: usize, idx: usize },
-    Entry { rank: usize, e: SpatialEntry },
-    MemMore { mem: usize, n: usize },
+    Node {
+        comp: usize,
+        level: usize,
+        idx: usize,
+    },
+    Entry {
+        rank: usize,
+        e: SpatialEntry,
+    },
+    MemMore {
+        mem: usize,
+        n: usize,
+    },
 }
 
 struct KItem {
@@ -316,10 +326,7 @@ impl KnnCursor {
                             self.stats.candidates += 1;
                             self.heap.push(KItem {
                                 d,
-                                what: KWhat::Entry {
-                                    rank: nm + comp,
-                                    e,
-                                },
+                                what: KWhat::Entry { rank: nm + comp, e },
                             });
                         }
                     } else {
