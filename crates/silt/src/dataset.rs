@@ -3,7 +3,7 @@
 //! lookups and ordered scans that fan out over the partitions.
 
 use crate::error::{Error, Result};
-use crate::index::{IndexDef, ReconcileOption};
+use crate::index::{IndexDef, IndexKind, ReconcileOption};
 use crate::lsm::background::Background;
 use crate::lsm::memtable::MemTable;
 use crate::lsm::tree::{Scheduler, TreeScan};
@@ -263,7 +263,13 @@ impl Dataset {
             dir: dir.join(format!("p{p}")).join(&idef.name),
             policy: idef.policy.clone(),
             writer: WriterOptions {
-                block_size: def.block_size,
+                // R-tree leaves are data blocks: smaller leaves prune better
+                // (a kNN or small-box search decodes whole leaves).
+                block_size: if idef.kind == IndexKind::Rtree {
+                    idef.leaf_bytes()
+                } else {
+                    def.block_size
+                },
                 compression: def.compression,
                 bloom_fpr: def.bloom_fpr,
                 sync,

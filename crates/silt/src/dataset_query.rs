@@ -27,7 +27,7 @@ use crate::geo::{predicates, sphere, split_query_rect};
 use crate::index::{IndexDef, IndexKind};
 use crate::lsm::kind::{BoundsKind, Rect};
 use crate::lsm::memtable::SpatialEntry;
-use crate::lsm::spatial::{KnnCursor, SearchStats};
+use crate::lsm::spatial::{KnnCursor, KnnMetric, SearchStats};
 use crate::txn::LockManager;
 use crate::value::{self, Geometry, Value};
 use std::cmp::Ordering as CmpOrdering;
@@ -258,15 +258,29 @@ impl QueryResults {
                     };
                     heads[b] = cursors[b].next_entry()?;
                     let pk = self.def.entry_pk(&e.key)?.to_vec();
+                    let Query::Nearest { lon, lat, .. } = self.query else {
+                        return Ok(None);
+                    };
+                    // Metres from the entry's bounds: exact for points and
+                    // rectangles (the record check replaces it for polygons).
+                    let entry_m = match e.bounds_kind {
+                        BoundsKind::Point => {
+                            sphere::haversine_m(lon, lat, e.bounds[0], e.bounds[1])
+                        }
+                        _ => sphere::min_dist_rect_m(lon, lat, &e.bounds),
+                    };
                     let c = Cand {
                         pk,
                         bounds: Some((e.bounds, e.bounds_kind)),
                     };
-                    if let Some(mut h) = self.decide(&c, Some(d))? {
-                        let exact = h.distance_m.unwrap_or(d);
+                    if let Some(mut h) = self.decide(&c, Some(entry_m))? {
+                        let exact = h.distance_m.unwrap_or(entry_m);
                         h.distance_m = Some(exact);
+                        // Held until no candidate can come nearer (keys are
+                        // haversines, see `NearOrder`); never below `d`.
+                        let key = sphere::NearOrder::m_to_key(exact).max(d);
                         if let Source::Knn { pending, .. } = &mut self.source {
-                            pending.push(Pending { d: exact, hit: h });
+                            pending.push(Pending { d: key, hit: h });
                         }
                     }
                 }
@@ -305,6 +319,23 @@ impl Iterator for QueryResults {
             }
             Ok(None) => None,
             Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// Great-circle order around the query point for the R-tree kNN search.
+struct SphereMetric(sphere::NearOrder);
+
+impl KnnMetric for SphereMetric {
+    fn bound(&self, r: &Rect) -> f64 {
+        self.0.rect_bound(r)
+    }
+    fn key(&self, r: &Rect, kind: BoundsKind) -> f64 {
+        match kind {
+            BoundsKind::Point => self.0.point_key(r[0], r[1]),
+            // Exact for a rectangle; for a polygon's MBR a lower bound of the
+            // polygon's distance (`predicates::distance_m` never goes below it).
+            BoundsKind::Rect | BoundsKind::Mbr => self.0.rect_key(r),
         }
     }
 }
@@ -487,10 +518,10 @@ impl Dataset {
                 let (lon, lat) = (*lon, *lat);
                 let mut cursors = Vec::new();
                 if *k > 0 {
+                    let metric: Arc<dyn KnnMetric> =
+                        Arc::new(SphereMetric(sphere::NearOrder::new(lon, lat)));
                     for t in &set.trees[i] {
-                        let dist: Box<dyn Fn(&Rect) -> f64 + Send + Sync> =
-                            Box::new(move |r: &Rect| sphere::min_dist_rect_m(lon, lat, r));
-                        cursors.push(t.knn(t.snapshot(), dist)?);
+                        cursors.push(t.knn(t.snapshot(), metric.clone())?);
                     }
                 }
                 let mut heads = Vec::with_capacity(cursors.len());

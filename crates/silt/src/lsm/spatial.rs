@@ -13,7 +13,7 @@
 //! ordered by a distance that is a lower bound for nodes and exact for
 //! entries), so it reads only the nodes nearer than the k-th answer.
 
-use super::kind::{Rect, decode_bounds_kind, deleted_contains, intersects};
+use super::kind::{BoundsKind, Rect, decode_bounds_kind, deleted_contains, intersects};
 use super::memtable::SpatialEntry;
 use super::tree::{LsmTree, Snapshot};
 use crate::error::Result;
@@ -41,6 +41,16 @@ impl SearchStats {
         self.blocks += o.blocks;
         self.candidates += o.candidates;
     }
+}
+
+/// The order of a nearest-neighbour search: keys that grow with the
+/// distance from the query.
+pub trait KnnMetric: Send + Sync {
+    /// A lower bound of the key of anything inside `r` (tree nodes).
+    fn bound(&self, r: &Rect) -> f64;
+    /// The key of an entry: exact for points and rectangles, a lower bound
+    /// for the MBR of a polygon.
+    fn key(&self, r: &Rect, kind: BoundsKind) -> f64;
 }
 
 impl LsmTree {
@@ -133,15 +143,8 @@ impl LsmTree {
         Ok(out)
     }
 
-    /// Best-first nearest-neighbour cursor. `dist` gives, for a rectangle, a
-    /// lower bound of the distance from the query to anything inside it (and
-    /// the exact distance for an entry's own bounds when those are the
-    /// geometry, i.e. points and rectangles).
-    pub fn knn(
-        &self,
-        snap: Snapshot,
-        dist: Box<dyn Fn(&Rect) -> f64 + Send + Sync>,
-    ) -> Result<KnnCursor> {
+    /// Best-first nearest-neighbour cursor ordered by `metric`.
+    pub fn knn(&self, snap: Snapshot, metric: std::sync::Arc<dyn KnnMetric>) -> Result<KnnCursor> {
         self.counters.scans.fetch_add(1, Ordering::Relaxed);
         let nm = snap.mems.len();
         let mut cur = KnnCursor {
@@ -150,13 +153,13 @@ impl LsmTree {
             seen: HashSet::new(),
             kind: *self.kind(),
             stats: SearchStats::default(),
-            dist,
+            metric,
             snap,
         };
         for m in 0..nm {
             if !cur.snap.mems[m].is_empty() {
                 cur.stats.components += 1;
-                cur.fetch_mem(m, 64);
+                cur.fetch_mem(m, 16);
             }
         }
         for c in 0..cur.snap.disk.len() {
@@ -166,7 +169,7 @@ impl LsmTree {
             cur.stats.components += 1;
             let top = t.top_level();
             for i in 0..t.nodes(top) {
-                let d = (cur.dist)(&t.mbr(top, i));
+                let d = cur.metric.bound(&t.mbr(top, i));
                 if d.is_finite() {
                     cur.heap.push(KItem {
                         d,
@@ -234,7 +237,7 @@ impl Ord for KItem {
 /// Yields live entries in increasing distance.
 pub struct KnnCursor {
     snap: Snapshot,
-    dist: Box<dyn Fn(&Rect) -> f64 + Send + Sync>,
+    metric: std::sync::Arc<dyn KnnMetric>,
     heap: BinaryHeap<KItem>,
     /// Per memtable: keys already queued.
     pushed: Vec<HashSet<Vec<u8>>>,
@@ -246,7 +249,7 @@ pub struct KnnCursor {
 
 impl KnnCursor {
     fn fetch_mem(&mut self, m: usize, n: usize) {
-        let batch = self.snap.mems[m].nearest(n, &*self.dist);
+        let batch = self.snap.mems[m].nearest(n, &*self.metric);
         let full = batch.len() >= n;
         let last = batch.last().map(|(d, _)| *d);
         for (d, e) in batch {
@@ -322,7 +325,7 @@ impl KnnCursor {
                             Ok(true)
                         })?;
                         for e in found {
-                            let d = (self.dist)(&e.bounds);
+                            let d = self.metric.key(&e.bounds, e.bounds_kind);
                             self.stats.candidates += 1;
                             self.heap.push(KItem {
                                 d,
@@ -331,7 +334,7 @@ impl KnnCursor {
                         }
                     } else {
                         for ch in t.children(level, idx) {
-                            let d = (self.dist)(&t.mbr(level - 1, ch));
+                            let d = self.metric.bound(&t.mbr(level - 1, ch));
                             if d.is_finite() {
                                 self.heap.push(KItem {
                                     d,
