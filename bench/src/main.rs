@@ -6,6 +6,7 @@ mod machine;
 mod plot;
 mod report;
 mod results;
+mod spatial;
 mod systems;
 mod util;
 mod workloads;

@@ -114,6 +114,26 @@ impl DiskCounters {
     }
 }
 
+/// The resident set size of this process (`VmRSS` of `/proc/self/status`), bytes.
+pub fn rss_bytes() -> Option<u64> {
+    let text = fs::read_to_string("/proc/self/status").ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Gives the heap memory freed so far back to the OS (glibc's `malloc_trim`), so
+/// that an RSS difference taken afterwards measures what comes next rather than
+/// memory reused from an earlier system.
+pub fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers; it only releases free pages of
+    // glibc's own heap and is safe to call at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Total length of all regular files below `dir`.
 pub fn dir_size(dir: &Path) -> Result<u64> {
     let mut total = 0;

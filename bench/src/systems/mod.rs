@@ -1,20 +1,30 @@
 //! The systems under test. [`System`] is what every system has (a label and a
 //! description of its configuration); each workload family adds a capability
 //! trait with the operations it drives ([`KvStore`] for single-writer key-value
-//! workloads, [`SharedKv`] for many writer threads; the spatial, text and SQL
-//! workloads add their own next to them).
+//! workloads, [`SharedKv`] for many writer threads, [`SpatialStore`] for the
+//! spatial workloads; the text and SQL workloads add their own next to them).
 
 pub mod json_stats;
+pub mod py_rtree;
 pub mod rocks;
 #[cfg(feature = "silt")]
 pub mod silt;
+#[cfg(feature = "silt")]
+pub mod silt_spatial;
 pub mod sqlite;
+pub mod sqlite_spatial;
 
-use std::path::Path;
+use std::{ops::Range, path::Path};
 
 use anyhow::Result;
 
-use crate::results::ResultRow;
+use crate::{
+    results::ResultRow,
+    spatial::{
+        data::{Answer, TweetData},
+        geo::Rect,
+    },
+};
 
 /// Every system under test.
 pub trait System {
@@ -171,4 +181,32 @@ impl KvSystemSpec {
             KvSystemSpec::Sqlite => Ok(Box::new(sqlite::SqliteKv::open(dir, cfg)?)),
         }
     }
+}
+
+/// A store of tweet-like records (id, user_id, ts, text, point location) with a
+/// spatial index on the location: the systems of the `spatial-rtree` workload.
+pub trait SpatialStore: System {
+    /// Inserts records `range` of `data` as one batch (Silt: one `write_batch`;
+    /// SQLite: one transaction).
+    fn insert_batch(&mut self, data: &TweetData, range: Range<usize>) -> Result<()>;
+    /// Deletes the record with this id; true when it existed.
+    fn delete(&mut self, id: i64) -> Result<bool>;
+    /// Makes the ingested data settle in its on-disk form (Silt: flush + wait for
+    /// merges; SQLite: checkpoint the WAL into the database file).
+    fn settle(&mut self) -> Result<()>;
+    /// Full compaction (Silt: `compact()`, one component per index; SQLite: `VACUUM`).
+    fn compact(&mut self) -> Result<()>;
+    /// The records whose location is in `r` (edges included, `r[0] > r[2]`
+    /// crosses the antimeridian). `fetch`: read each whole record (Silt
+    /// non-index-only, SQLite R*Tree joined to the main table); otherwise answer
+    /// from the index alone (Silt index-only, SQLite R*Tree table alone).
+    fn rect(&mut self, r: &Rect, fetch: bool) -> Result<Answer>;
+    /// The `k` records nearest to (lon, lat) by great-circle distance, nearest
+    /// first: (id, metres). `fetch` as for [`SpatialStore::rect`].
+    fn knn(&mut self, lon: f64, lat: f64, k: usize, fetch: bool) -> Result<Vec<(i64, f64)>>;
+    /// The system's own counters as `Stat` rows (metric names prefixed by `phase`).
+    fn stats(&mut self, phase: &str) -> Result<Vec<ResultRow>>;
+    /// One line on how this system answers kNN queries and compacts.
+    fn methods(&self) -> String;
+    fn close(self: Box<Self>) -> Result<()>;
 }

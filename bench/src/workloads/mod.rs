@@ -4,6 +4,7 @@
 
 pub mod durable_ingest;
 pub mod kv_ingest_lookup;
+pub mod spatial_rtree;
 
 use std::{cell::RefCell, collections::BTreeSet, fmt, path::PathBuf};
 
@@ -85,6 +86,7 @@ pub fn all() -> Vec<Box<dyn Workload>> {
     vec![
         Box::new(kv_ingest_lookup::KvIngestLookup),
         Box::new(durable_ingest::DurableIngest),
+        Box::new(spatial_rtree::SpatialRtree),
     ]
 }
 

@@ -1,0 +1,174 @@
+//! The Python `rtree` package (libspatialindex) as an index-only peer of the
+//! spatial workloads: the harness writes the records' locations and the queries
+//! to files and runs `bench/py/rtree_queries.py` with the Python of the bench
+//! virtualenv (`bench/.venv`, made by `bench/setup.sh`; `$SILT_BENCH_PYTHON`
+//! overrides it), which bulk-loads an in-memory index, times every query and
+//! prints its results as JSON.
+
+use std::{
+    fs,
+    io::{BufWriter, Write},
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::spatial::data::{Queries, TweetData};
+
+/// Per-selectivity results of the script.
+#[derive(Clone, Debug, Deserialize)]
+pub struct PySel {
+    pub label: String,
+    pub queries: usize,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub mean_count: f64,
+    pub counts: Vec<u64>,
+    pub sums: Vec<i64>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct PyKnn {
+    pub queries: usize,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub mean_candidates: f64,
+    pub dists: Vec<Vec<f64>>,
+}
+
+/// What `rtree_queries.py` writes.
+#[derive(Clone, Debug, Deserialize)]
+pub struct PyResult {
+    pub points: usize,
+    pub load_s: f64,
+    pub maxrss_kb: f64,
+    pub sels: Vec<PySel>,
+    pub knn: PyKnn,
+}
+
+#[derive(Serialize)]
+struct QueryFile<'a> {
+    k: usize,
+    check: usize,
+    sels: Vec<QuerySel<'a>>,
+    knn: Vec<[f64; 2]>,
+}
+
+#[derive(Serialize)]
+struct QuerySel<'a> {
+    label: String,
+    rects: &'a [[f64; 4]],
+}
+
+/// A Python with `rtree` importable.
+pub struct PyRtree {
+    python: PathBuf,
+    /// `rtree X, libspatialindex Y, Python Z`.
+    pub versions: String,
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("py/rtree_queries.py")
+}
+
+impl PyRtree {
+    /// Finds the virtualenv's Python and checks that it can import `rtree`;
+    /// `Err(reason)` says why the peer can't run and how to fix it.
+    pub fn find() -> std::result::Result<Self, String> {
+        let python = std::env::var_os("SILT_BENCH_PYTHON")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+        if !python.exists() {
+            return Err(format!(
+                "no Python at {} (run bench/setup.sh to create the venv with rtree, or set SILT_BENCH_PYTHON)",
+                python.display()
+            ));
+        }
+        let out = Command::new(&python)
+            .args([
+                "-c",
+                "import sys, rtree; from rtree import index; \
+                 print(rtree.__version__, index.core.rt.SIDX_Version().decode(), sys.version.split()[0])",
+            ])
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} cannot import rtree (run bench/setup.sh, or `{} -m pip install -r bench/requirements.txt`): {}",
+                python.display(),
+                python.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: Vec<&str> = text.split_whitespace().collect();
+        let versions = match v.as_slice() {
+            [r, s, p] => format!("rtree {r}, libspatialindex {s}, Python {p}"),
+            _ => format!("rtree ({})", text.trim()),
+        };
+        Ok(Self { python, versions })
+    }
+
+    /// Writes the inputs into `dir`, runs the script and reads its results.
+    pub fn run(&self, dir: &Path, data: &TweetData, q: &Queries, check: usize) -> Result<PyResult> {
+        let points = dir.join("points.bin");
+        {
+            let f = fs::File::create(&points)
+                .with_context(|| format!("creating {}", points.display()))?;
+            let mut w = BufWriter::new(f);
+            for i in 0..data.len() {
+                w.write_all(&data.id(i).to_le_bytes())?;
+                w.write_all(&data.lon[i].to_le_bytes())?;
+                w.write_all(&data.lat[i].to_le_bytes())?;
+            }
+            w.flush()
+                .with_context(|| format!("writing {}", points.display()))?;
+        }
+        let queries = dir.join("queries.json");
+        let file = QueryFile {
+            k: q.k,
+            check,
+            sels: q
+                .sels
+                .iter()
+                .map(|s| QuerySel {
+                    label: s.label(),
+                    rects: &s.rects,
+                })
+                .collect(),
+            knn: q.knn.iter().map(|&(x, y)| [x, y]).collect(),
+        };
+        fs::write(&queries, serde_json::to_vec(&file)?)
+            .with_context(|| format!("writing {}", queries.display()))?;
+        let out = dir.join("rtree-results.json");
+        let status = Command::new(&self.python)
+            .arg(script())
+            .arg(&points)
+            .arg(&queries)
+            .arg(&out)
+            .status()
+            .with_context(|| format!("running {}", script().display()))?;
+        if !status.success() {
+            bail!("{} failed ({status})", script().display());
+        }
+        let text =
+            fs::read_to_string(&out).with_context(|| format!("reading {}", out.display()))?;
+        let res: PyResult =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", out.display()))?;
+        if res.points != data.len() {
+            bail!(
+                "the Python peer loaded {} points instead of {}",
+                res.points,
+                data.len()
+            );
+        }
+        for f in [&points, &queries, &out] {
+            let _ = fs::remove_file(f);
+        }
+        Ok(res)
+    }
+}

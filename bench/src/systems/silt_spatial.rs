@@ -1,0 +1,252 @@
+//! Silt with an R-tree secondary index, through its public dataset API: one
+//! dataset `tweets` (primary key `id`; fields user_id, ts, loc, text), an
+//! R-tree `loc` on the point field `loc` (antimatter or deleted-key
+//! reconciliation), records written with `write_batch` (insert mode, one
+//! record-level transaction per record), queries with `Dataset::query`.
+
+use std::{ops::Range, path::Path, sync::Arc};
+
+use anyhow::{Context, Result, bail};
+use silt::{
+    BatchOptions, Database, DatasetDef, DbOptions, Durability, FieldType, Geometry, IndexDef,
+    Query, QueryOptions, ReconcileOption, Value, WriteMode,
+};
+
+use super::{SpatialStore, System, json_stats::flatten_stats};
+use crate::{
+    results::ResultRow,
+    spatial::{
+        data::{Answer, TweetData},
+        geo::Rect,
+    },
+};
+
+/// Memory for the in-memory components of the dataset (primary + R-tree).
+pub const MEMORY_BUDGET: u64 = 64 << 20;
+pub const BLOCK_CACHE: u64 = 256 << 20;
+const DATASET: &str = "tweets";
+const INDEX: &str = "loc";
+
+pub struct SiltSpatial {
+    label: String,
+    reconcile: ReconcileOption,
+    options: String,
+    db: Option<Database>,
+    ds: Option<Arc<silt::Dataset>>,
+    /// Text bytes read by non-index-only queries (kept so the reads aren't optimized away).
+    pub text_bytes_read: u64,
+}
+
+impl SiltSpatial {
+    pub fn open(dir: &Path, label: &str, reconcile: ReconcileOption) -> Result<Self> {
+        let opts = DbOptions {
+            block_cache_bytes: BLOCK_CACHE,
+            durability: Durability::None,
+            ..Default::default()
+        };
+        let options = format!("{opts:?}");
+        let db = Database::open(dir, opts)
+            .with_context(|| format!("opening Silt at {}", dir.display()))?;
+        let def = DatasetDef::new(DATASET, &["id"])
+            .field("id", FieldType::Int)
+            .field("user_id", FieldType::Int)
+            .field("ts", FieldType::Int)
+            .field("loc", FieldType::Point)
+            .field("text", FieldType::String)
+            .memory_budget(MEMORY_BUDGET);
+        db.create_dataset(def)
+            .context("creating Silt dataset tweets")?;
+        db.create_index(DATASET, IndexDef::rtree(INDEX, "loc").reconcile(reconcile))
+            .context("creating Silt R-tree index loc")?;
+        let ds = db.dataset(DATASET).context("opening Silt dataset tweets")?;
+        Ok(Self {
+            label: label.to_string(),
+            reconcile,
+            options,
+            db: Some(db),
+            ds: Some(ds),
+            text_bytes_read: 0,
+        })
+    }
+
+    fn db(&self) -> Result<&Database> {
+        self.db.as_ref().context("Silt database already closed")
+    }
+
+    fn ds(&self) -> Result<&Arc<silt::Dataset>> {
+        self.ds.as_ref().context("Silt dataset already closed")
+    }
+
+    /// The id of a hit's primary key.
+    fn pk_id(pk: &[Value]) -> Result<i64> {
+        match pk {
+            [Value::Int(id)] => Ok(*id),
+            other => bail!("Silt returned an unexpected primary key {other:?}"),
+        }
+    }
+
+    fn read_record(&mut self, rec: Option<&Value>) -> Result<()> {
+        let rec = rec.context("a non-index-only Silt hit came without its record")?;
+        match rec.get("text") {
+            Some(Value::String(s)) => {
+                self.text_bytes_read += std::hint::black_box(s.len()) as u64;
+                Ok(())
+            }
+            other => bail!("Silt record without its text: {other:?}"),
+        }
+    }
+}
+
+fn record(data: &TweetData, i: usize) -> Value {
+    Value::Object(vec![
+        ("id".into(), Value::Int(data.id(i))),
+        ("user_id".into(), Value::Int(data.user_id[i])),
+        ("ts".into(), Value::Int(data.ts[i])),
+        (
+            "loc".into(),
+            Value::Geometry(Geometry::point(data.lon[i], data.lat[i])),
+        ),
+        ("text".into(), Value::String(data.text(i).to_string())),
+    ])
+}
+
+impl System for SiltSpatial {
+    fn name(&self) -> &str {
+        &self.label
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "Silt (this repo): dataset tweets(id int primary key, user_id int, ts int, loc point, text string), \
+             R-tree index loc ({} reconciliation), default merge policy, memory budget {} MiB, block cache {} MiB, \
+             WAL on, durability none (no fsync per write), write_batch in insert mode; {}",
+            match self.reconcile {
+                ReconcileOption::Antimatter => "antimatter",
+                ReconcileOption::DeletedKeys => "deleted-key B+-tree",
+            },
+            MEMORY_BUDGET >> 20,
+            BLOCK_CACHE >> 20,
+            self.options
+        )
+    }
+}
+
+impl SpatialStore for SiltSpatial {
+    fn insert_batch(&mut self, data: &TweetData, range: Range<usize>) -> Result<()> {
+        let n = range.len();
+        let first = range.start;
+        let records: Vec<Value> = range.map(|i| record(data, i)).collect();
+        let opts = BatchOptions {
+            mode: WriteMode::Insert,
+            ..BatchOptions::default()
+        };
+        let report = self
+            .ds()?
+            .write_batch(records, opts)
+            .with_context(|| format!("Silt write_batch of records {first}.."))?;
+        if let Some((pos, e)) = report.failed.first() {
+            bail!("Silt: inserting record {} failed: {e}", first + pos);
+        }
+        if report.committed != n {
+            bail!("Silt: committed {} of {n} records", report.committed);
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, id: i64) -> Result<bool> {
+        self.ds()?
+            .delete(&[Value::Int(id)])
+            .with_context(|| format!("Silt delete of id {id}"))
+    }
+
+    fn settle(&mut self) -> Result<()> {
+        let db = self.db()?;
+        db.flush().context("Silt flush")?;
+        db.wait_idle().context("Silt wait_idle")
+    }
+
+    fn compact(&mut self) -> Result<()> {
+        self.ds()?.compact().context("Silt compact")?;
+        let db = self.db()?;
+        db.flush().context("Silt flush")?;
+        db.wait_idle().context("Silt wait_idle")
+    }
+
+    fn rect(&mut self, r: &Rect, fetch: bool) -> Result<Answer> {
+        let q = Query::Intersects(Geometry::rect(r[0], r[1], r[2], r[3]));
+        let opts = QueryOptions {
+            index_only: !fetch,
+            limit: None,
+        };
+        let ds = self.ds()?.clone();
+        let mut a = Answer::default();
+        for hit in ds.query(INDEX, &q, opts).context("Silt rectangle query")? {
+            let h = hit.context("Silt rectangle query")?;
+            if fetch {
+                self.read_record(h.record.as_ref())?;
+            }
+            a.add(Self::pk_id(&h.pk)?);
+        }
+        Ok(a)
+    }
+
+    fn knn(&mut self, lon: f64, lat: f64, k: usize, fetch: bool) -> Result<Vec<(i64, f64)>> {
+        let q = Query::Nearest { lon, lat, k };
+        let opts = QueryOptions {
+            index_only: !fetch,
+            limit: None,
+        };
+        let ds = self.ds()?.clone();
+        let mut out = Vec::with_capacity(k);
+        for hit in ds.query(INDEX, &q, opts).context("Silt kNN query")? {
+            let h = hit.context("Silt kNN query")?;
+            if fetch {
+                self.read_record(h.record.as_ref())?;
+            }
+            let d = h
+                .distance_m
+                .context("a Silt kNN hit came without its distance")?;
+            out.push((Self::pk_id(&h.pk)?, d));
+        }
+        Ok(out)
+    }
+
+    fn stats(&mut self, phase: &str) -> Result<Vec<ResultRow>> {
+        let json = serde_json::to_value(self.db()?.stats()).context("serializing Silt stats")?;
+        const KEEP: [&str; 8] = [
+            ".components",
+            ".components_size_bytes",
+            ".components_entries",
+            ".flushes",
+            ".merges",
+            ".write_amplification",
+            ".bytes_merged",
+            ".flush_stalls",
+        ];
+        Ok(flatten_stats(&json)
+            .into_iter()
+            .filter(|(name, _, _)| {
+                name.starts_with(DATASET) && KEEP.iter().any(|k| name.ends_with(k))
+            })
+            .map(|(name, value, unit)| {
+                ResultRow::stat(&self.label, &format!("{phase}.{name}"), &unit, value)
+            })
+            .collect())
+    }
+
+    fn methods(&self) -> String {
+        format!(
+            "{}: kNN = Query::Nearest (best-first search over every component, great-circle metres); \
+             compaction = Dataset::compact() (every index of every partition merged into one component)",
+            self.label
+        )
+    }
+
+    fn close(mut self: Box<Self>) -> Result<()> {
+        drop(self.ds.take());
+        if let Some(db) = self.db.take() {
+            db.close().context("closing Silt")?;
+        }
+        Ok(())
+    }
+}

