@@ -13,7 +13,7 @@ use std::time::Instant;
 pub fn parse_kind(text: &str) -> CliResult<IndexKind> {
     IndexKind::parse(text.trim()).map_err(|_| {
         CliError::Usage(format!(
-            "unknown index type `{}`; available: btree (equality and ranges), rtree (geometries), keyword (words of a text), ngram (substrings of a text)",
+            "unknown index type `{}`; available: btree (equality and ranges), rtree (geometries), keyword (words of a text), ngram (substrings of a text), and for the k most recent matches embedded, eager, lazy or composite",
             text.trim()
         ))
     })
@@ -32,8 +32,12 @@ fn parse_reconcile(text: &str) -> CliResult<ReconcileOption> {
 /// `a` or `an`, before the name of an index type.
 pub fn article(kind: IndexKind) -> &'static str {
     match kind {
-        IndexKind::Rtree | IndexKind::Ngram => "an",
-        IndexKind::Btree | IndexKind::Keyword => "a",
+        IndexKind::Rtree | IndexKind::Ngram | IndexKind::Embedded | IndexKind::Eager => "an",
+        IndexKind::Btree
+        | IndexKind::Keyword
+        | IndexKind::Lazy
+        | IndexKind::Composite
+        | IndexKind::Dhvb => "a",
     }
 }
 
@@ -78,6 +82,7 @@ pub struct IndexParams<'a> {
     pub gram: Option<usize>,
     pub space: Option<&'a str>,
     pub policy: Option<&'a str>,
+    pub bits_per_key: Option<f64>,
 }
 
 /// Build an index definition from command-line parts; the merge policy
@@ -90,7 +95,7 @@ pub fn index_def(
     default_policy: &MergePolicy,
 ) -> CliResult<IndexDef> {
     let fields = field_names(fields)?;
-    if kind != IndexKind::Btree && fields.len() != 1 {
+    if !kind.is_btree() && fields.len() != 1 {
         return Err(CliError::Usage(format!(
             "{} {kind} index indexes exactly one field, but {} are given ({}); create one index per field",
             article(kind),
@@ -110,24 +115,50 @@ pub fn index_def(
             "--gram {n}: the n-gram length must be between 1 and 32 (3, the default, suits most text)"
         )));
     }
-    if p.space.is_some() && kind != IndexKind::Rtree {
+    if p.space.is_some() && !matches!(kind, IndexKind::Rtree | IndexKind::Dhvb) {
         return Err(CliError::Usage(format!(
             "--space sets the coordinate space of an rtree index; this is a {kind} index"
         )));
     }
-    if p.reconcile.is_some() && kind == IndexKind::Btree {
-        return Err(CliError::Usage(
-            "--reconcile applies to rtree, keyword and ngram indexes; a btree index always reconciles deletes with antimatter entries".into(),
-        ));
+    if p.reconcile.is_some() && (kind.is_btree() || kind.is_recency()) {
+        return Err(CliError::Usage(format!(
+            "--reconcile applies to rtree, keyword and ngram indexes; {} {kind} index always reconciles deletes with antimatter entries",
+            article(kind)
+        )));
+    }
+    if let Some(b) = p.bits_per_key {
+        if kind != IndexKind::Embedded {
+            return Err(CliError::Usage(format!(
+                "--bits-per-key sets the bloom filters of an embedded index; this is {} {kind} index (use --type embedded)",
+                article(kind)
+            )));
+        }
+        if !(b.is_finite() && (1.0..=1000.0).contains(&b)) {
+            return Err(CliError::Usage(format!(
+                "--bits-per-key {b}: give a number of bits between 1 and 1000 (100, the default, is what the LevelDB++ study found best)"
+            )));
+        }
     }
     let mut def = match kind {
         IndexKind::Btree => IndexDef::btree(name, &fields),
         IndexKind::Rtree => IndexDef::rtree(name, fields[0]),
+        IndexKind::Dhvb => IndexDef {
+            kind,
+            ..IndexDef::rtree(name, fields[0])
+        },
         IndexKind::Keyword => IndexDef::keyword(name, fields[0]),
         IndexKind::Ngram => {
             IndexDef::ngram(name, fields[0], p.gram.unwrap_or(silt::index::DEFAULT_GRAM))
         }
+        IndexKind::Composite => IndexDef {
+            kind,
+            ..IndexDef::btree(name, &fields)
+        },
+        IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy => {
+            IndexDef::recency(name, kind, fields[0])
+        }
     };
+    def.options.bits_per_key = p.bits_per_key;
     if let Some(r) = p.reconcile {
         def = def.reconcile(parse_reconcile(r)?);
     }
@@ -167,14 +198,20 @@ pub fn check_field_types(ds: &DatasetDef, def: &IndexDef) -> CliResult<()> {
     for f in &def.fields {
         let ty = ds.field_type(f);
         match def.kind {
-            IndexKind::Btree => {
+            IndexKind::Btree
+            | IndexKind::Composite
+            | IndexKind::Embedded
+            | IndexKind::Eager
+            | IndexKind::Lazy => {
                 if let Some(t) = ty.filter(|t| t.is_geometry()) {
                     return Err(CliError::Usage(format!(
-                        "field `{f}` is declared {t}; a btree index cannot order geometries: use --type rtree"
+                        "field `{f}` is declared {t}; {} {} index cannot order geometries: use --type rtree",
+                        article(def.kind),
+                        def.kind
                     )));
                 }
             }
-            IndexKind::Rtree => match ty {
+            IndexKind::Rtree | IndexKind::Dhvb => match ty {
                 Some(t) if t.is_geometry() => {}
                 Some(t) => {
                     return Err(CliError::Usage(format!(
@@ -253,11 +290,14 @@ fn option_parts(def: &IndexDef, sep: &str) -> Vec<String> {
     if def.kind == IndexKind::Ngram {
         out.push(format!("gram{sep}{}", def.gram()));
     }
-    if def.kind != IndexKind::Btree {
+    if !(def.kind.is_btree() || def.kind.is_recency()) {
         out.push(format!(
             "reconcile{sep}{}",
             reconcile_name(def.reconcile_mode())
         ));
+    }
+    if def.kind == IndexKind::Embedded {
+        out.push(format!("bits per key{sep}{}", def.bits_per_key()));
     }
     if let Some([a, b, c, d]) = def.options.space {
         out.push(format!("space{sep}{a},{b},{c},{d}"));
@@ -334,6 +374,23 @@ pub fn index_totals(ds: &Dataset, index: &str) -> (Totals, usize) {
 
 /// Print what a created index holds (entries, components) after its build.
 pub fn print_created(ds: &Dataset, def: &IndexDef, took: Option<std::time::Duration>) {
+    if def.kind == IndexKind::Embedded {
+        let (t, partitions) = index_totals(ds, "primary");
+        println!(
+            "created index `{}` on dataset `{}`{}\n  type: embedded, field: {}, bits per key: {}\n  bloom filters and zone maps of `{}` built into the primary index's {} over {} ({} on disk); no index tree",
+            def.name,
+            ds.name(),
+            took.map(|d| format!(" in {}", duration(d)))
+                .unwrap_or_default(),
+            def.fields.join(", "),
+            def.bits_per_key(),
+            def.fields.join(", "),
+            plural(t.components, "component", "components"),
+            plural(partitions as u64, "partition", "partitions"),
+            bytes(t.disk_bytes),
+        );
+        return;
+    }
     let (t, partitions) = index_totals(ds, &def.name);
     let entries = t.entries + t.memory_entries;
     println!(

@@ -157,6 +157,24 @@ Index types (--type):
   ngram     LSM inverted index of the n-grams (--gram N letters, default 3) of
             a text field: `--text` finds records containing a substring
 
+LevelDB++ indexes for the K most recent matches (`silt query --recent --eq V
+--k K`, or --from A --to B), one field each; recency is the order of writes:
+  embedded  no index tree: the primary index's disk components carry a bloom
+            filter (--bits-per-key, default 100) and a min/max zone map of the
+            field per data block, and its memory component a sorted set.
+            Cheapest to maintain; a lookup reads the newest components first
+            and stops once the K newest matches are certain. Best when the
+            field follows time (e.g. created_at) or writes dominate
+  eager     key = value, entry = the value's whole posting list (newest
+            first), rewritten on every write of a record with that value: one
+            read per lookup, the costliest writes (writers of one value wait
+            for each other)
+  lazy      every write appends a posting without reading; merges
+            concatenate a value's fragments newest first. Lookups read the
+            newest fragments first and stop at K: best for small K
+  composite key = value + primary key (what btree stores); a recency query
+            reads every match and sorts them: best without a limit on K
+
 How an rtree, keyword or ngram index reconciles deleted and replaced records
 (--reconcile):
   antimatter     an antimatter entry cancels the old one when they meet in a
@@ -179,7 +197,12 @@ Examples:
   silt create-index places loc_dk --type rtree --field loc --reconcile deleted-keys
   silt create-index plants grid --type rtree --field pos --space 0,0,1000,1000
   silt create-index tweets words --type keyword --field text
-  silt create-index tweets grams --type ngram --field text --gram 3";
+  silt create-index tweets grams --type ngram --field text --gram 3
+  silt create-index tweets by_user_emb --type embedded --field user_id
+  silt create-index tweets by_time --type embedded --field created_at --bits-per-key 50
+  silt create-index tweets by_user_lazy --type lazy --field user_id
+  silt create-index tweets by_user_eager --type eager --field user_id
+  silt create-index tweets by_user_comp --type composite --field user_id";
 
 const QUERY_HELP: &str = "\
 One access path per query; the index's type says which flags apply:
@@ -213,6 +236,14 @@ One access path per query; the index's type says which flags apply:
                                  and digits, case-insensitive
   ngram    --text \"TEXT\"         records whose text contains TEXT as a
                                  substring, case-insensitive
+  embedded, eager, lazy, composite (and btree):
+           --recent --eq V [--k K]
+                                 the K most recent records whose field equals V,
+                                 newest first (all of them without --k)
+           --recent --from A --to B [--k K]
+                                 the same for a range (both ends inclusive,
+                                 either may be omitted). On embedded, eager and
+                                 lazy indexes --recent may be left out
 Coordinates are longitude, latitude in degrees (longitude first); distances
 are great-circle metres.
 
@@ -220,7 +251,8 @@ Output, as JSON Lines on standard output:
   - by default each matching record is fetched from the primary index and the
     condition is checked again against it (the index may be behind or ahead
     of a write in flight); records come in primary key order (nearest first
-    for --k). Distance queries add \"_distance_m\" to each record;
+    for --k, most recent first for --recent). Distance queries add
+    \"_distance_m\" to each record;
   - with --index-only the index entries answer where they can decide alone
     (points and rectangles, btree and keyword entries), printed as
     {\"pk\": [primary key]} plus \"distance_m\" when known. A hit that had to
@@ -249,7 +281,10 @@ Examples:
   silt query tweets --index words --text \"coffee morning\"
   silt query tweets --index words --text \"coffee tea\" --any --limit 10
   silt query tweets --index grams --text \"offe\"
-  silt query places --index loc --join cities --join-field centre --within-m 5000";
+  silt query places --index loc --join cities --join-field centre --within-m 5000
+  silt query tweets --index by_user_lazy --recent --eq 42 --k 10
+  silt query tweets --index by_time --recent --from 1420070400 --to 1420074000 --k 100
+  silt query tweets --index by_user_comp --recent --eq 42";
 
 const DROP_INDEX_HELP: &str = "\
 Stops maintaining the index and deletes its files; the records are not
@@ -372,6 +407,9 @@ enum Command {
         /// Merge policy of the index, e.g. `tiered(4)` [default: the dataset's policy].
         #[arg(long, value_name = "SPEC")]
         policy: Option<String>,
+        /// Bloom filter bits per value and block of an embedded index (1-1000) [default: 100].
+        #[arg(long, value_name = "BITS")]
+        bits_per_key: Option<f64>,
     },
 
     /// Load records from a JSON Lines or CSV file (or standard input) into a dataset.
@@ -489,9 +527,15 @@ enum Command {
             help_heading = "rtree"
         )]
         within_m: Option<f64>,
-        /// The K geometries nearest to --near, nearest first.
+        /// The K geometries nearest to --near, nearest first; with --recent, the K most recent matches.
         #[arg(long, value_name = "K", help_heading = "rtree")]
         k: Option<u64>,
+        /// The most recent matches of --eq or --from/--to first (with --k: only K of them).
+        #[arg(
+            long,
+            help_heading = "recency (embedded, eager, lazy, composite, btree)"
+        )]
+        recent: bool,
         /// Spatial join with the records of this dataset (needs --join-field).
         #[arg(long, value_name = "OTHER_DATASET", help_heading = "rtree")]
         join: Option<String>,
@@ -653,12 +697,14 @@ fn run(cli: Cli) -> CliResult<()> {
             gram,
             space,
             policy,
+            bits_per_key,
         } => {
             let params = index::IndexParams {
                 reconcile: reconcile.as_deref(),
                 gram: *gram,
                 space: space.as_deref(),
                 policy: policy.as_deref(),
+                bits_per_key: *bits_per_key,
             };
             // Check the flags before opening the database (the field types
             // and the dataset's merge policy are checked once it is open).
@@ -694,6 +740,7 @@ fn run(cli: Cli) -> CliResult<()> {
             any,
             limit,
             index_only,
+            recent,
         } => {
             let db = open(false)?;
             query::query(
@@ -715,6 +762,7 @@ fn run(cli: Cli) -> CliResult<()> {
                     join_field: join_field.as_deref(),
                     limit: *limit,
                     index_only: *index_only,
+                    recent: *recent,
                 },
             )?;
             Ok(db.close()?)

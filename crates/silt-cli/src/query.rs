@@ -1,7 +1,8 @@
 //! `silt query`: one access path through a secondary index per call (a
 //! btree range, an rtree intersection, distance, kNN or spatial join, a
-//! keyword or n-gram text search), results as JSON Lines, a summary of what
-//! the query touched on standard error.
+//! keyword or n-gram text search, the k most recent matches of an equality
+//! or range), results as JSON Lines, a summary of what the query touched on
+//! standard error.
 
 use crate::error::{CliError, CliResult};
 use crate::index::{article, describe, find_def};
@@ -36,12 +37,14 @@ pub struct QueryArgs<'a> {
     pub join_field: Option<&'a str>,
     pub limit: Option<u64>,
     pub index_only: bool,
+    pub recent: bool,
 }
 
 /// The flag groups of the access paths, in the order help lists them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Path {
     Range,
+    Recent,
     Bbox,
     Intersects,
     Near,
@@ -53,6 +56,7 @@ impl Path {
     fn flags(self) -> &'static str {
         match self {
             Path::Range => "--eq/--from/--to",
+            Path::Recent => "--recent",
             Path::Bbox => "--bbox",
             Path::Intersects => "--intersects",
             Path::Near => "--near",
@@ -64,16 +68,24 @@ impl Path {
     /// Whether an index of this kind answers this path.
     fn fits(self, kind: IndexKind) -> bool {
         match self {
-            Path::Range => kind == IndexKind::Btree,
-            Path::Bbox | Path::Intersects | Path::Near | Path::Join => kind == IndexKind::Rtree,
+            // Embedded, eager and lazy indexes answer ranges as recency
+            // queries without a limit.
+            Path::Range => kind.is_btree() || kind.is_recency(),
+            Path::Recent => kind.answers_recent(),
+            Path::Bbox | Path::Intersects | Path::Join => {
+                matches!(kind, IndexKind::Rtree | IndexKind::Dhvb)
+            }
+            // Distance works on both; kNN (--k) is checked by the core.
+            Path::Near => matches!(kind, IndexKind::Rtree | IndexKind::Dhvb),
             Path::Text => matches!(kind, IndexKind::Keyword | IndexKind::Ngram),
         }
     }
 
     fn needs(self) -> &'static str {
         match self {
-            Path::Range => "a btree index",
-            Path::Bbox | Path::Intersects | Path::Near | Path::Join => "an rtree index",
+            Path::Range => "a btree, composite, embedded, eager or lazy index",
+            Path::Recent => "a btree, composite, embedded, eager or lazy index",
+            Path::Bbox | Path::Intersects | Path::Near | Path::Join => "an rtree or dhvb index",
             Path::Text => "a keyword or ngram index",
         }
     }
@@ -86,8 +98,17 @@ fn flags_for(kind: IndexKind) -> &'static str {
         IndexKind::Rtree => {
             "--bbox MINX,MINY,MAXX,MAXY, --intersects GEOMETRY, --near LON,LAT with --within-m METRES or --k K, or --join OTHER --join-field FIELD"
         }
+        IndexKind::Dhvb => {
+            "--bbox MINX,MINY,MAXX,MAXY, --intersects GEOMETRY, --near LON,LAT --within-m METRES, or --join OTHER --join-field FIELD (no --k: kNN needs an rtree)"
+        }
         IndexKind::Keyword => "--text \"WORDS\" (all of them; any of them with --any)",
         IndexKind::Ngram => "--text \"TEXT\" (a substring)",
+        IndexKind::Composite => {
+            "--eq V..., or --from V... and/or --to V...; add --recent [--k K] for the K most recent matches"
+        }
+        IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy => {
+            "--recent with --eq V or --from A --to B, and --k K for the K most recent matches"
+        }
     }
 }
 
@@ -104,7 +125,9 @@ enum Plan {
 /// The access-path flag groups given.
 fn paths_given(a: &QueryArgs) -> Vec<Path> {
     let mut out = Vec::new();
-    if !(a.eq.is_empty() && a.from.is_empty() && a.to.is_empty()) {
+    if a.recent {
+        out.push(Path::Recent);
+    } else if !(a.eq.is_empty() && a.from.is_empty() && a.to.is_empty()) {
         out.push(Path::Range);
     }
     for (given, p) in [
@@ -142,9 +165,9 @@ fn check_flags(a: &QueryArgs) -> CliResult<Option<Path>> {
             "--within-m needs --near LON,LAT (the records within that distance of a point) or --join OTHER (the pairs within that distance)",
         ));
     }
-    if a.k.is_some() && path != Some(Path::Near) {
+    if a.k.is_some() && !matches!(path, Some(Path::Near | Path::Recent)) {
         return Err(usage(
-            "--k needs --near LON,LAT: it asks for the K records nearest to that point",
+            "--k needs --near LON,LAT (the K records nearest to that point) or --recent (the K most recent matches of --eq or --from/--to)",
         ));
     }
     if path == Some(Path::Near) {
@@ -275,11 +298,19 @@ fn plan(
     path: Option<Path>,
 ) -> CliResult<Plan> {
     let Some(path) = path else {
-        if def.kind == IndexKind::Btree {
+        if def.kind.is_btree() {
             // No bounds: the whole index.
             return Ok(Plan::Query(Query::Range {
                 lo: Bound::Unbounded,
                 hi: Bound::Unbounded,
+            }));
+        }
+        if def.kind.is_recency() {
+            // No bounds: every indexed record, newest first.
+            return Ok(Plan::Query(Query::Recent {
+                lo: Bound::Unbounded,
+                hi: Bound::Unbounded,
+                k: None,
             }));
         }
         return Err(usage(format!(
@@ -300,7 +331,7 @@ fn plan(
         )));
     }
     let q = match path {
-        Path::Range => {
+        Path::Range | Path::Recent => {
             let bound = |texts: &[String], what: &str| -> CliResult<Bound<Vec<Value>>> {
                 Ok(if texts.is_empty() {
                     Bound::Unbounded
@@ -308,17 +339,25 @@ fn plan(
                     Bound::Included(bound_values(ds, def, texts, what)?)
                 })
             };
-            if a.eq.is_empty() {
-                Query::Range {
-                    lo: bound(a.from, "--from")?,
-                    hi: bound(a.to, "--to")?,
-                }
+            let (lo, hi) = if a.eq.is_empty() {
+                (bound(a.from, "--from")?, bound(a.to, "--to")?)
             } else {
                 let v = bound(a.eq, "--eq")?;
-                Query::Range {
-                    lo: v.clone(),
-                    hi: v,
-                }
+                (v.clone(), v)
+            };
+            if path == Path::Recent || def.kind.is_recency() {
+                let k = match a.k {
+                    Some(0) => {
+                        return Err(usage(
+                            "--k 0 asks for no records; give --k 1 or more (the K most recent matches), or leave it out for all of them",
+                        ));
+                    }
+                    Some(k) => Some(usize::try_from(k).unwrap_or(usize::MAX)),
+                    None => None,
+                };
+                Query::Recent { lo, hi, k }
+            } else {
+                Query::Range { lo, hi }
             }
         }
         Path::Bbox => Query::Intersects(parse_bbox(a.bbox.unwrap_or_default())?),
@@ -527,6 +566,7 @@ pub fn query(db: &Database, a: &QueryArgs) -> CliResult<()> {
     let ds = db.dataset(a.dataset)?;
     let def = find_def(&ds, a.index)?;
     let plan = plan(db, &ds, &def, a, path)?;
+    let recent = matches!(plan, Plan::Query(Query::Recent { .. }));
     let opts = silt::QueryOptions {
         index_only: a.index_only,
         limit: a.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
@@ -624,7 +664,12 @@ pub fn query(db: &Database, a: &QueryArgs) -> CliResult<()> {
             ));
         }
     }
-    let path_text = if a.index_only {
+    let path_text = if recent {
+        format!(
+            "index {} ({}; most recent first, validated through the primary)",
+            def.name, def.kind
+        )
+    } else if a.index_only {
         if stats.fetched > 0 {
             format!(
                 "index-only (index {}; {} validated through the primary)",
@@ -660,6 +705,16 @@ pub fn stats_text(s: &QueryStats, kind: IndexKind) -> String {
     )];
     if kind == IndexKind::Rtree {
         parts.push(plural(s.blocks, "leaf block read", "leaf blocks read"));
+    }
+    if kind == IndexKind::Dhvb {
+        parts.push(plural(s.blocks, "next-match seek", "next-match seeks"));
+    }
+    if kind == IndexKind::Embedded {
+        parts.push(plural(
+            s.blocks,
+            "primary block read",
+            "primary blocks read",
+        ));
     }
     parts.push(plural(s.candidates, "candidate", "candidates"));
     parts.push(plural(s.fetched, "record fetched", "records fetched"));

@@ -1722,7 +1722,7 @@ fn spatial_and_text_query_errors() {
         ),
         (
             &["--index", "words", "--near", "1,2", "--k", "1"],
-            "needs an rtree index",
+            "needs an rtree or dhvb index",
         ),
         (
             &["--index", "words", "--text", "!!"],
@@ -1865,4 +1865,157 @@ fn spatial_and_text_query_errors() {
         assert!(r.stderr.contains(needle), "{spec}: {}", r.stderr);
     }
     assert!(!db2.exists());
+}
+
+#[test]
+fn recency_indexes_create_query_maintain() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    expect(
+        &db,
+        &[
+            "create-dataset",
+            "tweets",
+            "--key",
+            "id",
+            "--field",
+            "id:int,user_id:int,created_at:int",
+            "--partitions",
+            "2",
+        ],
+        0,
+    );
+    let input = dir.path().join("tweets.jsonl");
+    let mut lines = String::new();
+    for i in 1..=60 {
+        lines.push_str(&format!(
+            "{{\"id\": {i}, \"user_id\": {}, \"created_at\": {}}}\n",
+            i % 3,
+            1_000 + i
+        ));
+    }
+    std::fs::write(&input, lines).unwrap();
+    expect(&db, &["load", "tweets", input.to_str().unwrap()], 0);
+    for t in ["embedded", "eager", "lazy", "composite"] {
+        let r = expect(
+            &db,
+            &[
+                "create-index",
+                "tweets",
+                &format!("u_{t}"),
+                "--type",
+                t,
+                "--field",
+                "user_id",
+            ],
+            0,
+        );
+        assert!(r.stdout.contains(&format!("type: {t}")), "{}", r.stdout);
+    }
+    // A new record and an update move to the front; a delete leaves.
+    let more = dir.path().join("more.jsonl");
+    std::fs::write(
+        &more,
+        "{\"id\": 100, \"user_id\": 1, \"created_at\": 2000}\n{\"id\": 4, \"user_id\": 1, \"created_at\": 2001}\n",
+    )
+    .unwrap();
+    expect(
+        &db,
+        &["load", "tweets", more.to_str().unwrap(), "--mode", "upsert"],
+        0,
+    );
+    expect(&db, &["delete", "tweets", "58"], 0);
+    for t in ["embedded", "eager", "lazy", "composite"] {
+        let index = format!("u_{t}");
+        let r = expect(
+            &db,
+            &[
+                "query", "tweets", "--index", &index, "--recent", "--eq", "1", "--k", "3",
+            ],
+            0,
+        );
+        assert_eq!(ids(&r.stdout), vec![4, 100, 55], "{t}: {}", r.stdout);
+        assert!(r.stderr.contains("most recent first"), "{}", r.stderr);
+        // All of them, newest first.
+        let r = expect(
+            &db,
+            &[
+                "query", "tweets", "--index", &index, "--recent", "--eq", "1",
+            ],
+            0,
+        );
+        assert_eq!(ids(&r.stdout).len(), 20, "{t}");
+        let r = expect(
+            &db,
+            &[
+                "query", "tweets", "--index", &index, "--recent", "--from", "0", "--to", "1",
+                "--k", "2",
+            ],
+            0,
+        );
+        assert_eq!(ids(&r.stdout), vec![4, 100], "{t}");
+    }
+    // Embedded, eager and lazy indexes answer --eq as a recency query.
+    let r = expect(
+        &db,
+        &["query", "tweets", "--index", "u_lazy", "--eq", "2"],
+        0,
+    );
+    assert_eq!(ids(&r.stdout).first(), Some(&59));
+    let r = expect(
+        &db,
+        &[
+            "create-index",
+            "tweets",
+            "by_time",
+            "--type",
+            "embedded",
+            "--field",
+            "created_at",
+            "--bits-per-key",
+            "20",
+        ],
+        0,
+    );
+    assert!(r.stdout.contains("bits per key: 20"), "{}", r.stdout);
+    let r = expect(
+        &db,
+        &[
+            "query", "tweets", "--index", "by_time", "--recent", "--from", "1010", "--to", "1020",
+            "--k", "1",
+        ],
+        0,
+    );
+    assert_eq!(ids(&r.stdout), vec![20]);
+    // Errors say what to do.
+    let r = expect(
+        &db,
+        &[
+            "query", "tweets", "--index", "u_lazy", "--eq", "1", "--k", "3",
+        ],
+        2,
+    );
+    assert!(r.stderr.contains("--recent"), "{}", r.stderr);
+    let r = expect(
+        &db,
+        &[
+            "create-index",
+            "tweets",
+            "x",
+            "--type",
+            "lazy",
+            "--field",
+            "user_id",
+            "--bits-per-key",
+            "10",
+        ],
+        2,
+    );
+    assert!(r.stderr.contains("--type embedded"), "{}", r.stderr);
+    let r = expect(
+        &db,
+        &["query", "tweets", "--index", "u_eager", "--text", "a"],
+        2,
+    );
+    assert!(r.stderr.contains("--recent"), "{}", r.stderr);
 }

@@ -62,6 +62,13 @@ fn main() -> silt::Result<()> {
         ]));
         if batch.len() == 1000 {
             ds.write_batch(std::mem::take(&mut batch), BatchOptions::default())?;
+            if std::env::var("PROBE_DELETES").is_ok() {
+                for j in 0..10 {
+                    let victim =
+                        ((i as u64).wrapping_mul(2654435761).wrapping_add(j) % (i as u64)) as i64;
+                    ds.delete(&[Value::Int(victim)])?;
+                }
+            }
         }
     }
     ds.write_batch(batch, BatchOptions::default())?;

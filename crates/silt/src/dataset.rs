@@ -24,6 +24,8 @@ use xxhash_rust::xxh3::xxh3_64;
 
 #[path = "dataset_query.rs"]
 mod query;
+#[path = "dataset_recency.rs"]
+mod recency;
 pub use query::{
     JoinPredicate, JoinResults, Query, QueryHit, QueryOptions, QueryResults, QueryStats,
 };
@@ -102,6 +104,8 @@ struct TxnWork {
     mems: Vec<Arc<MemTable>>,
     undo: Vec<Undo>,
     cost: u64,
+    /// Largest eager-index value lock name held (see `recency`).
+    value_lock_max: Option<u64>,
 }
 
 struct Partition {
@@ -151,6 +155,8 @@ pub struct Dataset {
     ddl: parking_lot::RwLock<()>,
     cache: Arc<BlockCache>,
     sync: bool,
+    /// Attributes of the embedded indexes, shared by the primaries' hooks.
+    embedded: Arc<crate::recency::EmbeddedFields>,
 }
 
 /// Counters of a dataset, per index and partition.
@@ -202,6 +208,12 @@ impl Dataset {
         let mut set = IndexSet::default();
         for idef in &def.indexes {
             let mut trees = Vec::new();
+            if idef.kind == IndexKind::Embedded {
+                // No tree: the primaries carry it (hooks installed below).
+                set.defs.push(idef.clone());
+                set.trees.push(trees);
+                continue;
+            }
             for p in 0..def.partitions {
                 let t = Self::open_index_tree(&def, dir, p, idef, &cache, sync)?;
                 t.set_log_sync(txn.clone());
@@ -241,7 +253,9 @@ impl Dataset {
             ddl: parking_lot::RwLock::new(()),
             cache,
             sync,
+            embedded: Arc::default(),
         });
+        ds.sync_recency_hooks(&ds.def.indexes);
         // Components inherited from before a restart may warrant a merge.
         for t in ds.trees() {
             ds.bg.schedule_merge(t);
@@ -277,7 +291,9 @@ impl Dataset {
             memtable_bytes: (def.memory_budget / n_trees.max(1)).max(1),
             kind: idef.tree_kind(),
         };
-        LsmTree::open(cfg, cache.clone())
+        let tree = LsmTree::open(cfg, cache.clone())?;
+        crate::recency::install_tree_hooks(&tree, idef);
+        Ok(tree)
     }
 
     pub fn name(&self) -> &str {
@@ -444,6 +460,7 @@ impl Dataset {
         // Eager maintenance as AsterixDB: the old record's entries are removed.
         // (index, key, put?, value)
         let mut sec_ops: Vec<(usize, Vec<u8>, bool, Vec<u8>)> = Vec::new();
+        let mut rec_ops = Vec::new();
         if has_sec {
             let old_rec = match &prior {
                 Some(e) if !e.is_delete() => Some(value::decode_value(&e.value)?),
@@ -454,6 +471,10 @@ impl Dataset {
                 WriteOp::Delete(_) => None,
             };
             for (i, d) in idx.defs.iter().enumerate() {
+                if d.kind.is_recency() {
+                    // Maintained by `recency_prepare` / `recency_apply`.
+                    continue;
+                }
                 let old_e = match &old_rec {
                     Some(r) => d.entries(r, key).unwrap_or_default(),
                     None => Vec::new(),
@@ -480,6 +501,7 @@ impl Dataset {
                     }
                 }
             }
+            rec_ops = self.recency_prepare(txn, &idx, old_rec.as_ref(), new_rec.as_ref(), work)?;
         }
         let seq = self.next_seq();
         let (entry, log_op) = match op {
@@ -547,6 +569,9 @@ impl Dataset {
                 prior: mem_prior,
                 exact: true,
             });
+        }
+        if !rec_ops.is_empty() {
+            self.recency_apply(txn, pidx, seq, key, rec_ops, &idx, work)?;
         }
         Ok(true)
     }
@@ -839,6 +864,9 @@ impl Dataset {
     /// its assigned id; the caller records it in the catalog.
     pub(crate) fn add_index(&self, mut def: IndexDef) -> Result<IndexDef> {
         def.validate()?;
+        if def.kind == IndexKind::Embedded {
+            return self.add_embedded_index(def);
+        }
         let _ddl = self.ddl.write();
         let cur = self.indexes.read().clone();
         if cur.defs.iter().any(|d| d.name == def.name) {
@@ -886,6 +914,10 @@ impl Dataset {
                 })?;
                 keys.extend(ents.into_iter().map(|(k, v)| (k, e.seq, v)));
             }
+            if def.kind.posting_lists() {
+                // (value, seq, pk) postings -> one list per value.
+                keys = crate::recency::postings::group_for_bulk(keys);
+            }
             keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             keys.dedup_by(|a, b| a.0 == b.0);
             tree.bulk_load(
@@ -925,6 +957,7 @@ impl Dataset {
         };
         next.defs.remove(i);
         let trees = next.trees.remove(i);
+        self.sync_recency_hooks(&next.defs);
         *self.indexes.write() = Arc::new(next);
         for t in &trees {
             self.group.remove_tree(t);
@@ -1065,6 +1098,15 @@ impl Dataset {
         hi: Bound<&[Value]>,
     ) -> Result<IndexQuery> {
         let (i, set) = self.index_by_name(index)?;
+        if !set.defs[i].kind.is_btree() {
+            return Err(Error::invalid(
+                None,
+                format!(
+                    "index `{index}` is a {} index, not a btree; query it with `Dataset::query`",
+                    set.defs[i].kind
+                ),
+            ));
+        }
         let (lo, hi) = self.index_bounds(&set.defs[i], lo, hi)?;
         let entries = self.index_entries(&set, i, &lo, &hi)?;
         Ok((set, i, lo, hi, entries))

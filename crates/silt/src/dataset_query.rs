@@ -55,6 +55,17 @@ pub enum Query {
     /// `text`. N-gram index: records whose text contains `text` as a
     /// substring (case-folded; `all` is ignored).
     Text { text: String, all: bool },
+    /// The `k` most recent live records (all of them when `k` is `None`)
+    /// whose indexed field lies within bounds, newest first (recency = the
+    /// sequence number of the record's last write): LevelDB++'s
+    /// LOOKUP(A, a, K) with `lo = hi = Included([a])` and
+    /// RANGELOOKUP(A, a, b, K). Answered by embedded, eager, lazy,
+    /// composite and btree indexes (see `crate::recency`).
+    Recent {
+        lo: Bound<Vec<Value>>,
+        hi: Bound<Vec<Value>>,
+        k: Option<usize>,
+    },
 }
 
 impl Query {
@@ -65,6 +76,7 @@ impl Query {
             Query::WithinDistance { .. } => "within-distance",
             Query::Nearest { .. } => "nearest",
             Query::Text { .. } => "text",
+            Query::Recent { .. } => "recent",
         }
     }
 }
@@ -114,6 +126,8 @@ struct Cand {
 enum Source {
     /// Candidates in primary-key order.
     List(VecDeque<Cand>),
+    /// Results decided when the query started (recency queries).
+    Hits(VecDeque<QueryHit>),
     /// kNN: one cursor per partition, merged by distance; refined hits wait
     /// in `pending` until no candidate can come nearer.
     Knn {
@@ -211,15 +225,18 @@ impl QueryResults {
     /// were already filtered exactly for those that do).
     fn index_decides(&self, c: &Cand) -> bool {
         match self.def.kind {
-            IndexKind::Btree | IndexKind::Keyword => true,
-            IndexKind::Ngram => false,
-            IndexKind::Rtree => c.bounds.is_some_and(|(_, k)| k != BoundsKind::Mbr),
+            IndexKind::Btree | IndexKind::Keyword | IndexKind::Composite => true,
+            IndexKind::Ngram | IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy => false,
+            IndexKind::Rtree | IndexKind::Dhvb => {
+                c.bounds.is_some_and(|(_, k)| k != BoundsKind::Mbr)
+            }
         }
     }
 
     fn next_hit(&mut self) -> Result<Option<QueryHit>> {
         loop {
             match &mut self.source {
+                Source::Hits(hits) => return Ok(hits.pop_front()),
                 Source::List(list) => {
                     let Some(c) = list.pop_front() else {
                         return Ok(None);
@@ -276,9 +293,17 @@ impl QueryResults {
                     if let Some(mut h) = self.decide(&c, Some(entry_m))? {
                         let exact = h.distance_m.unwrap_or(entry_m);
                         h.distance_m = Some(exact);
+                        let key = sphere::NearOrder::m_to_key(exact);
+                        // Nearer than its entry says: the record moved after
+                        // the search began, so this entry is stale (its new
+                        // entry, if the search can see it, answers for it);
+                        // emitting it now could break the distance order.
+                        if key < d * (1.0 - 1e-9) {
+                            continue;
+                        }
                         // Held until no candidate can come nearer (keys are
-                        // haversines, see `NearOrder`); never below `d`.
-                        let key = sphere::NearOrder::m_to_key(exact).max(d);
+                        // haversines, see `NearOrder`).
+                        let key = key.max(d);
                         if let Source::Knn { pending, .. } = &mut self.source {
                             pending.push(Pending { d: key, hit: h });
                         }
@@ -321,6 +346,61 @@ impl Iterator for QueryResults {
             Err(e) => Some(Err(e)),
         }
     }
+}
+
+/// Next-match search of a Hilbert-ordered B+-tree (DHVB): scan while the
+/// entries' cells are inside the query rectangle's cells; on leaving, seek
+/// to the next Hilbert value whose cell is inside (`geo::hilbert_range`).
+/// Each seek is a new reconciled cursor over all components (counted in
+/// `blocks` as seeks).
+fn hilbert_search(
+    t: &Arc<crate::lsm::LsmTree>,
+    space: &crate::geo::hilbert::Space,
+    rects: &[Rect],
+    stats: &mut SearchStats,
+) -> Result<Vec<SpatialEntry>> {
+    use crate::geo::hilbert_range::{cell_rect, next_match};
+    use crate::lsm::kind::decode_bounds_kind;
+    let snap = t.snapshot();
+    stats.components +=
+        (snap.mems.iter().filter(|m| !m.is_empty()).count() + snap.disk.len()) as u64;
+    let mut out = Vec::new();
+    for r in rects {
+        let q = cell_rect(space, r);
+        let mut from = next_match(&q, 0);
+        while let Some(h) = from {
+            stats.blocks += 1;
+            let start = h.to_be_bytes();
+            let mut scan = t.scan(&snap, Bound::Included(&start[..]), Bound::Unbounded, false)?;
+            from = None;
+            while let Some((k, e)) = scan.next_entry()? {
+                let Some(hb) = k.get(..8) else { continue };
+                let mut b = [0u8; 8];
+                b.copy_from_slice(hb);
+                let hk = u64::from_be_bytes(b);
+                let (cx, cy): (u32, u32) = fast_hilbert::h2xy(hk, 32);
+                if !(q[0] <= cx && cx <= q[2] && q[1] <= cy && cy <= q[3]) {
+                    // Left the rectangle: jump to the next value inside.
+                    from = next_match(&q, hk);
+                    break;
+                }
+                if let Some((bounds, bk)) = decode_bounds_kind(&e.value) {
+                    stats.candidates += 1;
+                    if crate::lsm::kind::intersects(r, &bounds) {
+                        out.push(SpatialEntry {
+                            key: k,
+                            delete: false,
+                            bounds,
+                            bounds_kind: bk,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    out.dedup_by(|a, b| a.key == b.key);
+    Ok(out)
 }
 
 /// Great-circle order around the query point for the R-tree kNN search.
@@ -410,10 +490,22 @@ impl Dataset {
         let def = set.defs[i].clone();
         let fits = matches!(
             (def.kind, query),
-            (IndexKind::Btree, Query::Range { .. })
+            (IndexKind::Btree | IndexKind::Composite, Query::Range { .. })
+                | (
+                    IndexKind::Btree
+                        | IndexKind::Composite
+                        | IndexKind::Embedded
+                        | IndexKind::Eager
+                        | IndexKind::Lazy,
+                    Query::Recent { .. }
+                )
                 | (
                     IndexKind::Rtree,
                     Query::Intersects(_) | Query::WithinDistance { .. } | Query::Nearest { .. }
+                )
+                | (
+                    IndexKind::Dhvb,
+                    Query::Intersects(_) | Query::WithinDistance { .. }
                 )
                 | (IndexKind::Keyword | IndexKind::Ngram, Query::Text { .. })
         );
@@ -425,8 +517,13 @@ impl Dataset {
                     def.kind,
                     query.name(),
                     match def.kind {
-                        IndexKind::Btree => "use a range or equality query",
+                        IndexKind::Btree | IndexKind::Composite =>
+                            "use a range, equality or recent query",
+                        IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy =>
+                            "use a recent query (the k most recent matches)",
                         IndexKind::Rtree => "use intersects, within-distance or nearest",
+                        IndexKind::Dhvb =>
+                            "use intersects or within-distance (kNN needs an rtree index)",
                         _ => "use a text query",
                     }
                 ),
@@ -435,6 +532,16 @@ impl Dataset {
         let mut stats = QueryStats::default();
         let mut tokens = Vec::new();
         let source = match query {
+            Query::Recent { lo, hi, k } => {
+                let k = match (*k, opts.limit) {
+                    (Some(k), Some(l)) => Some(k.min(l)),
+                    (k, l) => k.or(l),
+                };
+                Source::Hits(
+                    self.recent_query(&set, i, lo, hi, k, epoch, &mut stats)?
+                        .into(),
+                )
+            }
             Query::Range { lo, hi } => {
                 let as_ref = |b: &Bound<Vec<Value>>| -> Bound<Vec<Value>> { b.clone() };
                 let (lo, hi) = (as_ref(lo), as_ref(hi));
@@ -622,7 +729,12 @@ impl Dataset {
         let mut ss = SearchStats::default();
         let mut out = Vec::new();
         for t in &set.trees[i] {
-            for e in t.search_spatial(&t.snapshot(), rects, &mut ss)? {
+            let found = if def.kind == IndexKind::Dhvb {
+                hilbert_search(t, &def.space(), rects, &mut ss)?
+            } else {
+                t.search_spatial(&t.snapshot(), rects, &mut ss)?
+            };
+            for e in found {
                 out.push((def.entry_pk(&e.key)?.to_vec(), e));
             }
         }
@@ -650,7 +762,7 @@ impl Dataset {
             _ => None,
         };
         Ok(match q {
-            Query::Range { lo, hi } => {
+            Query::Range { lo, hi } | Query::Recent { lo, hi, .. } => {
                 let lo_s = match lo {
                     Bound::Included(v) => Bound::Included(v.as_slice()),
                     Bound::Excluded(v) => Bound::Excluded(v.as_slice()),

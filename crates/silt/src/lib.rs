@@ -11,11 +11,13 @@ pub mod error;
 pub mod geo;
 pub mod index;
 pub mod lsm;
+pub mod recency;
 pub mod schema;
 pub mod storage;
 pub mod txn;
 pub mod txn_ctx;
 pub mod value;
+pub mod workload;
 
 pub use dataset::{
     BatchOptions, BatchReport, Dataset, DatasetScan, DatasetStats, IndexHit, JoinPredicate, Query,

@@ -125,7 +125,23 @@ fn check() -> impl Strategy<Value = Check> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let rec = || (geom(), text()).prop_map(|(geom, text)| Rec { geom, text });
+    ops_with(false)
+}
+
+/// Operations whose geometries are all points (for the DHVB-tree).
+fn point_op() -> impl Strategy<Value = Op> {
+    ops_with(true)
+}
+
+fn ops_with(points_only: bool) -> impl Strategy<Value = Op> {
+    let rec = move || {
+        let g = if points_only {
+            coord().prop_map(|(x, y)| Geometry::point(x, y)).boxed()
+        } else {
+            geom().boxed()
+        };
+        (g, text()).prop_map(|(geom, text)| Rec { geom, text })
+    };
     prop_oneof![
         6 => (0i64..120, rec()).prop_map(|(k, r)| Op::Upsert(k, r)),
         2 => (0i64..120, rec()).prop_map(|(k, r)| Op::Insert(k, r)),
@@ -137,7 +153,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn create(dir: &Path, rec: ReconcileOption, policy: &str) -> Database {
+fn create(dir: &Path, rec: ReconcileOption, policy: &str, points_only: bool) -> Database {
     let db = Database::open(dir, opts()).unwrap();
     db.create_dataset(
         DatasetDef::new("tweets", &["id"])
@@ -164,6 +180,11 @@ fn create(dir: &Path, rec: ReconcileOption, policy: &str) -> Database {
             .policy(p.clone()),
     )
     .unwrap();
+    if points_only {
+        let mut d = IndexDef::rtree("hil", "loc").policy(p.clone());
+        d.kind = silt::IndexKind::Dhvb;
+        db.create_index("tweets", d).unwrap();
+    }
     db.create_index(
         "tweets",
         IndexDef::ngram("grams", "msg", 3).reconcile(rec).policy(p),
@@ -217,6 +238,11 @@ fn ids(hits: &[silt::QueryHit]) -> Vec<i64> {
 
 fn run_check(db: &Database, model: &BTreeMap<i64, Rec>, c: &Check) -> Result<(), TestCaseError> {
     let ds = db.dataset("tweets").unwrap();
+    let spatial: Vec<&str> = if ds.index_defs().iter().any(|d| d.name == "hil") {
+        vec!["loc", "hil"]
+    } else {
+        vec!["loc"]
+    };
     for index_only in [false, true] {
         let o = QueryOptions {
             index_only,
@@ -224,53 +250,64 @@ fn run_check(db: &Database, model: &BTreeMap<i64, Rec>, c: &Check) -> Result<(),
         };
         match c {
             Check::Box(b) => {
-                let q = Query::Intersects(Geometry::rect(b[0], b[1], b[2], b[3]));
-                let got: Vec<_> = ds
-                    .query("loc", &q, o)
-                    .unwrap()
-                    .map(|h| h.unwrap())
-                    .collect();
-                let want: Vec<i64> = model
-                    .iter()
-                    .filter(|(_, r)| split(b).iter().any(|p| boxes_meet(&mbr(&r.geom), p)))
-                    .map(|(k, _)| *k)
-                    .collect();
-                prop_assert_eq!(ids(&got), want, "box {:?} index_only {}", b, index_only);
-            }
-            Check::Near(x, y, r) => {
-                let q = Query::WithinDistance {
-                    lon: *x,
-                    lat: *y,
-                    metres: *r,
-                };
-                let got: Vec<_> = ds
-                    .query("loc", &q, o)
-                    .unwrap()
-                    .map(|h| h.unwrap())
-                    .collect();
-                // Exclude knife-edge cases from the comparison.
-                let want: Vec<i64> = model
-                    .iter()
-                    .filter(|(_, rec)| dist(&rec.geom, *x, *y) <= *r)
-                    .map(|(k, _)| *k)
-                    .collect();
-                let got_ids = ids(&got);
-                for (k, rec) in model {
-                    let d = dist(&rec.geom, *x, *y);
-                    if (d - r).abs() < 1e-3 {
-                        continue;
-                    }
+                for index in &spatial {
+                    let q = Query::Intersects(Geometry::rect(b[0], b[1], b[2], b[3]));
+                    let got: Vec<_> = ds
+                        .query(index, &q, o)
+                        .unwrap()
+                        .map(|h| h.unwrap())
+                        .collect();
+                    let want: Vec<i64> = model
+                        .iter()
+                        .filter(|(_, r)| split(b).iter().any(|p| boxes_meet(&mbr(&r.geom), p)))
+                        .map(|(k, _)| *k)
+                        .collect();
                     prop_assert_eq!(
-                        got_ids.contains(k),
-                        want.contains(k),
-                        "near ({}, {}) r {} id {} d {} index_only {}",
-                        x,
-                        y,
-                        r,
-                        k,
-                        d,
+                        ids(&got),
+                        want,
+                        "{} box {:?} index_only {}",
+                        index,
+                        b,
                         index_only
                     );
+                }
+            }
+            Check::Near(x, y, r) => {
+                for index in &spatial {
+                    let q = Query::WithinDistance {
+                        lon: *x,
+                        lat: *y,
+                        metres: *r,
+                    };
+                    let got: Vec<_> = ds
+                        .query(index, &q, o)
+                        .unwrap()
+                        .map(|h| h.unwrap())
+                        .collect();
+                    // Exclude knife-edge cases from the comparison.
+                    let want: Vec<i64> = model
+                        .iter()
+                        .filter(|(_, rec)| dist(&rec.geom, *x, *y) <= *r)
+                        .map(|(k, _)| *k)
+                        .collect();
+                    let got_ids = ids(&got);
+                    for (k, rec) in model {
+                        let d = dist(&rec.geom, *x, *y);
+                        if (d - r).abs() < 1e-3 {
+                            continue;
+                        }
+                        prop_assert_eq!(
+                            got_ids.contains(k),
+                            want.contains(k),
+                            "near ({}, {}) r {} id {} d {} index_only {}",
+                            x,
+                            y,
+                            r,
+                            k,
+                            d,
+                            index_only
+                        );
+                    }
                 }
             }
             Check::Knn(x, y, k) => {
@@ -362,9 +399,14 @@ fn run_check(db: &Database, model: &BTreeMap<i64, Rec>, c: &Check) -> Result<(),
     Ok(())
 }
 
-fn run(ops: &[Op], rec: ReconcileOption, policy: &str) -> Result<(), TestCaseError> {
+fn run(
+    ops: &[Op],
+    rec: ReconcileOption,
+    policy: &str,
+    points_only: bool,
+) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let mut db = create(dir.path(), rec, policy);
+    let mut db = create(dir.path(), rec, policy, points_only);
     let mut model: BTreeMap<i64, Rec> = BTreeMap::new();
     for op in ops {
         let ds = db.dataset("tweets").unwrap();
@@ -414,12 +456,17 @@ proptest! {
 
     #[test]
     fn antimatter_indexes_match_brute_force(ops in proptest::collection::vec(op(), 1..160)) {
-        run(&ops, ReconcileOption::Antimatter, "tiered(3)")?;
+        run(&ops, ReconcileOption::Antimatter, "tiered(3)", false)?;
+    }
+
+    #[test]
+    fn dhvb_and_rtree_on_points_match_brute_force(ops in proptest::collection::vec(point_op(), 1..160)) {
+        run(&ops, ReconcileOption::Antimatter, "binomial(3)", true)?;
     }
 
     #[test]
     fn deleted_key_indexes_match_brute_force(ops in proptest::collection::vec(op(), 1..160)) {
-        run(&ops, ReconcileOption::DeletedKeys, "prefix(8KB,3)")?;
+        run(&ops, ReconcileOption::DeletedKeys, "prefix(8KB,3)", false)?;
     }
 }
 

@@ -21,6 +21,7 @@
 //! [`split_query_rect`].
 
 pub mod hilbert;
+pub mod hilbert_range;
 pub mod predicates;
 pub mod sphere;
 pub mod text;

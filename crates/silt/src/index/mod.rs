@@ -31,6 +31,29 @@ pub enum IndexKind {
     /// LSM inverted index of the n-grams of a text field (case-folded):
     /// entries ⟨gram, primary key⟩; answers substring queries.
     Ngram,
+    /// DHVB-tree (seed 000 §4.2): an LSM B+-tree on a point field ordered by
+    /// the point's stored 64-bit Hilbert value: entries ⟨Hilbert value,
+    /// primary key⟩ → point. Box and distance queries use the next-match
+    /// search (scan while inside the query's cells, else seek to the next
+    /// Hilbert value inside). Points only; no kNN (use an rtree).
+    Dhvb,
+    /// LevelDB++ "Embedded Index" on one field (seed 001 §3.3): no index
+    /// tree; the primary's disk components carry per-block bloom filters
+    /// and zone maps of the field, its memtables an in-memory secondary
+    /// structure. Answers recency queries (`Query::Recent`).
+    Embedded,
+    /// LevelDB++ "Eager" stand-alone index on one field: key = the value,
+    /// entry = the value's whole posting list (primary key, sequence
+    /// number), newest first, rewritten (read-modify-write) by every write.
+    Eager,
+    /// LevelDB++ "Lazy" stand-alone index on one field: every write appends
+    /// a posting without reading; the postings of a value form one fragment
+    /// per component, concatenated newest first by merges.
+    Lazy,
+    /// LevelDB++ "Composite" stand-alone index: key = secondary key ‖
+    /// primary key (what `btree` stores); answers recency queries by
+    /// scanning the key range, validating and sorting by recency.
+    Composite,
 }
 
 impl IndexKind {
@@ -40,8 +63,13 @@ impl IndexKind {
             "rtree" | "r-tree" | "spatial" => Ok(IndexKind::Rtree),
             "keyword" | "inverted" | "text" | "fulltext" => Ok(IndexKind::Keyword),
             "ngram" | "n-gram" => Ok(IndexKind::Ngram),
+            "dhvb" | "dhvb-tree" => Ok(IndexKind::Dhvb),
+            "embedded" => Ok(IndexKind::Embedded),
+            "eager" => Ok(IndexKind::Eager),
+            "lazy" => Ok(IndexKind::Lazy),
+            "composite" => Ok(IndexKind::Composite),
             other => Err(Error::Config(format!(
-                "unknown index type `{other}`; available: btree, rtree, keyword, ngram"
+                "unknown index type `{other}`; available: btree, rtree, dhvb, keyword, ngram, embedded, eager, lazy, composite"
             ))),
         }
     }
@@ -54,7 +82,45 @@ impl std::fmt::Display for IndexKind {
             IndexKind::Rtree => "rtree",
             IndexKind::Keyword => "keyword",
             IndexKind::Ngram => "ngram",
+            IndexKind::Dhvb => "dhvb",
+            IndexKind::Embedded => "embedded",
+            IndexKind::Eager => "eager",
+            IndexKind::Lazy => "lazy",
+            IndexKind::Composite => "composite",
         })
+    }
+}
+
+impl IndexKind {
+    /// Kinds maintained by `crate::recency` rather than by entries
+    /// ([`IndexDef::entries`]): embedded, eager and lazy.
+    pub fn is_recency(self) -> bool {
+        matches!(
+            self,
+            IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy
+        )
+    }
+
+    /// Kinds whose index entries are posting lists keyed by the value.
+    pub fn posting_lists(self) -> bool {
+        matches!(self, IndexKind::Eager | IndexKind::Lazy)
+    }
+
+    /// Kinds that answer `Query::Recent` (the k most recent matches).
+    pub fn answers_recent(self) -> bool {
+        matches!(
+            self,
+            IndexKind::Btree
+                | IndexKind::Composite
+                | IndexKind::Embedded
+                | IndexKind::Eager
+                | IndexKind::Lazy
+        )
+    }
+
+    /// Kinds whose entries are ⟨secondary key ‖ primary key⟩ (B+-trees).
+    pub fn is_btree(self) -> bool {
+        matches!(self, IndexKind::Btree | IndexKind::Composite)
     }
 }
 
@@ -106,6 +172,10 @@ pub struct IndexOptions {
     /// 1 KiB, 60 µs with 512 B).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leaf_bytes: Option<usize>,
+    /// Embedded indexes: bloom filter bits per distinct value and block
+    /// (default [`crate::lsm::block_filters::DEFAULT_BITS_PER_KEY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bits_per_key: Option<f64>,
 }
 
 /// Default R-tree leaf size.
@@ -167,6 +237,22 @@ impl IndexDef {
         d
     }
 
+    /// A LevelDB++ recency index (`embedded`, `eager`, `lazy` or
+    /// `composite`) on one field.
+    pub fn recency(name: &str, kind: IndexKind, field: &str) -> IndexDef {
+        IndexDef {
+            kind,
+            ..IndexDef::btree(name, &[field])
+        }
+    }
+
+    /// Bloom filter bits per value of an embedded index.
+    pub fn bits_per_key(&self) -> f64 {
+        self.options
+            .bits_per_key
+            .unwrap_or(crate::lsm::block_filters::DEFAULT_BITS_PER_KEY)
+    }
+
     pub fn reconcile(mut self, r: ReconcileOption) -> Self {
         self.options.reconcile = Some(r);
         self
@@ -175,7 +261,8 @@ impl IndexDef {
     /// The reconciliation this index uses.
     pub fn reconcile_mode(&self) -> ReconcileOption {
         match (self.kind, self.options.reconcile) {
-            (IndexKind::Btree, _) => ReconcileOption::Antimatter,
+            (IndexKind::Btree | IndexKind::Dhvb, _) => ReconcileOption::Antimatter,
+            (k, _) if k.is_recency() || k.is_btree() => ReconcileOption::Antimatter,
             (_, Some(r)) => r,
             (IndexKind::Rtree, None) => ReconcileOption::Antimatter,
             (_, None) => ReconcileOption::DeletedKeys,
@@ -212,8 +299,10 @@ impl IndexDef {
                 ReconcileOption::DeletedKeys => Reconcile::DeletedKeys,
             },
             pk: match self.kind {
-                IndexKind::Btree => PkSplit::AfterParts(self.fields.len()),
-                IndexKind::Rtree => PkSplit::Prefix(8),
+                IndexKind::Btree | IndexKind::Composite => PkSplit::AfterParts(self.fields.len()),
+                // Keys are values (posting lists), or there is no tree.
+                IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy => PkSplit::Whole,
+                IndexKind::Rtree | IndexKind::Dhvb => PkSplit::Prefix(8),
                 IndexKind::Keyword | IndexKind::Ngram => PkSplit::AfterParts(1),
             },
         }
@@ -237,7 +326,7 @@ impl IndexDef {
                 self.name
             )));
         }
-        if self.kind != IndexKind::Btree && self.fields.len() != 1 {
+        if !self.kind.is_btree() && self.fields.len() != 1 {
             return Err(Error::Config(format!(
                 "a {} index indexes exactly one field; index `{}` names {}",
                 self.kind,
@@ -245,10 +334,18 @@ impl IndexDef {
                 self.fields.len()
             )));
         }
-        if self.kind == IndexKind::Btree && self.options.reconcile.is_some() {
-            return Err(Error::Config(
-                "B+-tree indexes always reconcile with antimatter; `reconcile` applies to rtree, keyword and ngram".into(),
-            ));
+        if (self.kind.is_btree() || self.kind.is_recency()) && self.options.reconcile.is_some() {
+            return Err(Error::Config(format!(
+                "{} indexes always reconcile with antimatter; `reconcile` applies to rtree, keyword and ngram",
+                self.kind
+            )));
+        }
+        if let Some(b) = self.options.bits_per_key
+            && (self.kind != IndexKind::Embedded || !(1.0..=1000.0).contains(&b))
+        {
+            return Err(Error::Config(format!(
+                "`bits_per_key` applies to embedded indexes and must be between 1 and 1000, got {b}"
+            )));
         }
         if let Some(b) = self.options.leaf_bytes
             && (self.kind != IndexKind::Rtree || !(512..=(4 << 20)).contains(&b))
@@ -294,7 +391,8 @@ impl IndexDef {
                     return Err(Error::invalid(
                         Some(f),
                         format!(
-                            "the btree index `{}` needs a bool, number, string or binary here, got {}",
+                            "the {} index `{}` needs a bool, number, string or binary here, got {}",
+                            self.kind,
                             self.name,
                             v.type_name()
                         ),
@@ -309,14 +407,27 @@ impl IndexDef {
     /// Every (entry key, entry value) a record contributes, sorted by key.
     /// B+-tree: one ⟨sk‖pk⟩ (none if a field is missing or null). R-tree: one
     /// ⟨hilbert‖pk⟩ → bounds. Inverted: one ⟨token‖pk⟩ per distinct token.
+    ///
+    /// Eager and lazy: one ⟨encoded value⟩ → primary key, the record's
+    /// posting (used by the bulk build; writes go through `crate::recency`).
+    /// Embedded: none (nothing is stored apart from the primary).
     pub fn entries(&self, record: &Value, pk: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         match self.kind {
-            IndexKind::Btree => Ok(self
+            IndexKind::Embedded => {
+                self.key_values(record)?;
+                Ok(Vec::new())
+            }
+            IndexKind::Eager | IndexKind::Lazy => Ok(self
+                .value_key(record)?
+                .map(|k| (k, pk.to_vec()))
+                .into_iter()
+                .collect()),
+            IndexKind::Btree | IndexKind::Composite => Ok(self
                 .entry_key(record, pk)?
                 .map(|k| (k, Vec::new()))
                 .into_iter()
                 .collect()),
-            IndexKind::Rtree => {
+            IndexKind::Rtree | IndexKind::Dhvb => {
                 let field = &self.fields[0];
                 let g = match record.get(field) {
                     None | Some(Value::Null) => return Ok(Vec::new()),
@@ -340,6 +451,18 @@ impl IndexDef {
                     value::check_geographic_field(field, g)?;
                 }
                 let (x0, y0, x1, y1) = g.mbr();
+                if self.kind == IndexKind::Dhvb
+                    && !matches!(g, crate::value::Geometry::Point { .. })
+                {
+                    return Err(Error::invalid(
+                        Some(field),
+                        format!(
+                            "the dhvb index `{}` indexes points; got a {} (use an rtree index for rectangles and polygons)",
+                            self.name,
+                            g.type_name()
+                        ),
+                    ));
+                }
                 let bk = match g {
                     crate::value::Geometry::Point { .. } => BoundsKind::Point,
                     crate::value::Geometry::Rect { .. } => BoundsKind::Rect,
@@ -397,6 +520,18 @@ impl IndexDef {
             IndexKind::Ngram => ngram_query_tokens(text, self.gram()),
             _ => keyword_tokens(text),
         }
+    }
+
+    /// The encoded value of the (single) indexed field of a record: the key
+    /// of eager and lazy entries and what embedded filters hold; `None` when
+    /// the field is missing or null.
+    pub fn value_key(&self, record: &Value) -> Result<Option<Vec<u8>>> {
+        let Some(parts) = self.key_values(record)? else {
+            return Ok(None);
+        };
+        let mut k = Vec::with_capacity(16);
+        value::encode_key(&parts, &mut k)?;
+        Ok(Some(k))
     }
 
     /// The primary key inside an entry key.

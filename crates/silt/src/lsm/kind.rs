@@ -289,6 +289,9 @@ pub struct ComponentExt {
     pub rtree: Option<PackedRtree>,
     /// The deleted-key B+-tree (keys = primary keys).
     pub deleted: Option<Arc<ComponentReader>>,
+    /// Per-block attribute bloom filters and zone maps (embedded indexes on
+    /// a primary index), a view over the aux block.
+    pub filters: Option<super::block_filters::BlockFilters>,
 }
 
 /// Whether the deleted-key tree of `c` holds `pk`.
@@ -331,6 +334,11 @@ pub fn open_component(
         }
         ext.rtree = Some(t);
     }
+    if !kind.spatial && r.aux().first() == Some(&super::block_filters::MAGIC) {
+        let f = super::block_filters::BlockFilters::decode(r.aux(), r.num_blocks())
+            .map_err(|m| Error::corrupt(path, m))?;
+        ext.filters = Some(f);
+    }
     let n_deleted = r
         .meta()
         .extra
@@ -362,6 +370,8 @@ pub struct ComponentBuilder {
     pending: bool,
     leaves: Vec<Rect>,
     deleted: Vec<Vec<u8>>,
+    /// Sees every entry written, block by block (see `lsm::hooks`).
+    observer: Option<Box<dyn super::hooks::BlockObserver>>,
 }
 
 impl ComponentBuilder {
@@ -380,7 +390,14 @@ impl ComponentBuilder {
             pending: false,
             leaves: Vec::new(),
             deleted: Vec::new(),
+            observer: None,
         })
+    }
+
+    /// Let `o` see every entry written from now on and contribute the aux
+    /// block (ignored for spatial components, whose aux block is the R-tree).
+    pub fn set_observer(&mut self, o: Box<dyn super::hooks::BlockObserver>) {
+        self.observer = Some(o);
     }
 
     /// Add an entry in key order. In a deleted-key tree an antimatter entry
@@ -392,6 +409,12 @@ impl ComponentBuilder {
         }
         let before = self.w.blocks();
         self.w.add(key, kind, seq, value)?;
+        if let Some(o) = self.observer.as_mut() {
+            o.entry(key, kind, seq, value);
+            if self.w.blocks() > before {
+                o.end_block();
+            }
+        }
         if self.kind.spatial {
             if let Some((r, _)) = decode_bounds(value) {
                 self.cur = union(&self.cur, &r);
@@ -458,6 +481,11 @@ impl ComponentBuilder {
                 self.leaves.push(self.cur);
             }
             self.w.set_aux(PackedRtree::encode_leaves(&self.leaves));
+        } else if let Some(o) = self.observer.take() {
+            let aux = o.finish();
+            if !aux.is_empty() {
+                self.w.set_aux(aux);
+            }
         }
         self.w.finish()?;
         open_component(&self.path, cache.clone(), &self.kind).map(Some)

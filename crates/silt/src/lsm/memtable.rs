@@ -8,6 +8,7 @@
 //! thread on the allocator's locks; values now live in 1 MiB chunks and keys of
 //! up to 16 bytes need no allocation at all.
 
+use super::hooks::MemSecondary;
 use super::kind::{BoundsKind, Rect, decode_bounds_kind};
 use crate::storage::{Entry, EntryKind};
 use parking_lot::RwLock;
@@ -15,6 +16,7 @@ use rstar::primitives::{GeomWithData, Rectangle};
 use rstar::{AABB, RTree, RTreeNode, RTreeObject};
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::collections::BinaryHeap;
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -122,6 +124,10 @@ struct Inner {
     chunks: Vec<Vec<u8>>,
     /// Spatial trees only: an R-tree over every entry's bounds (antimatter included).
     spatial: Option<RTree<MemGeom>>,
+    /// Keys of the in-memory secondary structure (see [`MemSecondary`]);
+    /// empty unless one is attached. Keys of superseded versions stay (the
+    /// reader checks the version against `map`).
+    sec: BTreeSet<Vec<u8>>,
 }
 
 impl Inner {
@@ -168,7 +174,12 @@ pub struct MemTable {
     /// Transactions that wrote here and have not yet appended their COMMIT or
     /// ABORT (no-steal: a memtable is flushed only when this is zero).
     writers: AtomicUsize,
+    /// The in-memory secondary structure's key maker, if any.
+    secondary: std::sync::OnceLock<Arc<dyn MemSecondary>>,
 }
+
+/// Memory accounted per key of the in-memory secondary structure, besides its bytes.
+const SEC_OVERHEAD: u64 = 48;
 
 impl MemTable {
     /// A transaction enters (it is about to write here).
@@ -286,11 +297,22 @@ impl MemTable {
         let mut cost = key.len() as u64 + e.value.len() as u64 + ENTRY_OVERHEAD;
         let seq = e.seq;
         let mk = MemKey::new(key);
+        // Secondary keys are derived outside the lock.
+        let mut sec_keys = Vec::new();
+        if let Some(h) = self.secondary.get()
+            && e.kind == EntryKind::Put
+        {
+            h.keys(key, &e, &mut sec_keys);
+        }
         {
             let mut g = self.inner.write();
             let inner = &mut *g;
             let newer = inner.map.get(&mk).is_none_or(|old| old.seq <= seq);
             if newer {
+                for k in sec_keys {
+                    cost += k.len() as u64 + SEC_OVERHEAD;
+                    inner.sec.insert(k);
+                }
                 let (chunk, off) = inner.store(&e.value);
                 let slot = Slot {
                     seq,
@@ -344,6 +366,13 @@ impl MemTable {
         }
         match prior {
             Some(e) => {
+                if let Some(h) = self.secondary.get()
+                    && e.kind == EntryKind::Put
+                {
+                    let mut keys = Vec::new();
+                    h.keys(key, &e, &mut keys);
+                    inner.sec.extend(keys);
+                }
                 let (chunk, off) = inner.store(&e.value);
                 inner.map.insert(
                     mk,
@@ -387,6 +416,68 @@ impl MemTable {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// (min, max) sequence number of the entries written here, if any.
+    pub fn seq_range(&self) -> Option<(u64, u64)> {
+        let lo = self.min_seq.load(Ordering::Relaxed);
+        (lo != u64::MAX).then(|| (lo, self.max_seq.load(Ordering::Relaxed)))
+    }
+
+    /// Attach an in-memory secondary structure (once per memtable; a second
+    /// call is ignored and returns false) and index the entries already here.
+    /// Writers must not insert concurrently (the dataset's DDL lock, or a
+    /// memtable nobody else sees yet).
+    pub fn attach_secondary(&self, h: Arc<dyn MemSecondary>) -> bool {
+        if self.secondary.set(h).is_err() {
+            return false;
+        }
+        self.backfill_secondary();
+        true
+    }
+
+    /// Recompute the secondary keys of every live entry (after the key maker
+    /// starts deriving more keys, e.g. for a newly indexed attribute).
+    pub fn backfill_secondary(&self) {
+        let Some(h) = self.secondary.get() else {
+            return;
+        };
+        let mut g = self.inner.write();
+        let inner = &mut *g;
+        let mut key = Vec::new();
+        let mut keys = Vec::new();
+        let mut added = 0u64;
+        for (k, s) in inner.map.iter() {
+            if s.kind != EntryKind::Put {
+                continue;
+            }
+            k.write_to(&mut key);
+            h.keys(&key, &inner.entry(s), &mut keys);
+        }
+        for k in keys {
+            added += k.len() as u64 + SEC_OVERHEAD;
+            inner.sec.insert(k);
+        }
+        self.bytes.fetch_add(added, Ordering::Relaxed);
+    }
+
+    /// Whether an in-memory secondary structure is attached.
+    pub fn has_secondary(&self) -> bool {
+        self.secondary.get().is_some()
+    }
+
+    /// Keys of the in-memory secondary structure within `[lo, hi)`, in order,
+    /// at most `max` of them (copied out; the table may keep changing).
+    pub fn secondary_range(&self, lo: &[u8], hi: Bound<&[u8]>, max: usize) -> Vec<Vec<u8>> {
+        // An empty range (BTreeSet::range would panic on start > end).
+        match hi {
+            Bound::Included(h) if lo > h => return Vec::new(),
+            Bound::Excluded(h) if lo >= h => return Vec::new(),
+            _ => {}
+        }
+        let g = self.inner.read();
+        let range = g.sec.range::<[u8], _>((Bound::Included(lo), hi)).take(max);
+        range.cloned().collect()
     }
 
     /// (min, max) LSN of the entries, if any carried one.

@@ -1,12 +1,14 @@
 //! Reconciliation: a heap of sub-cursors ordered by (key, recency rank). For
 //! each key only the newest version (lowest rank = newest component) survives.
 
+use super::hooks::ValueMerger;
 use super::memtable::MemIter;
 use crate::error::Result;
 use crate::storage::Entry;
 use crate::storage::component::ComponentIter;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 /// One ordered input of a merge.
 pub enum Source {
@@ -51,6 +53,8 @@ impl Ord for Head {
 pub struct MergeIter {
     sources: Vec<Source>,
     heap: BinaryHeap<Head>,
+    /// Combines the versions of a key instead of keeping only the newest.
+    merger: Option<Arc<dyn ValueMerger>>,
 }
 
 impl MergeIter {
@@ -61,7 +65,18 @@ impl MergeIter {
                 heap.push(Head { key, rank, entry });
             }
         }
-        Ok(MergeIter { sources, heap })
+        Ok(MergeIter {
+            sources,
+            heap,
+            merger: None,
+        })
+    }
+
+    /// Combine the versions of each key with `merger` (newest first) instead
+    /// of dropping the older ones.
+    pub fn with_merger(mut self, merger: Option<Arc<dyn ValueMerger>>) -> Self {
+        self.merger = merger;
+        self
     }
 
     fn advance(&mut self, rank: usize) -> Result<()> {
@@ -78,7 +93,7 @@ impl MergeIter {
 
     /// Like [`next_entry`](Self::next_entry), with the rank of the source it came from.
     pub fn next_ranked(&mut self) -> Result<Option<(Vec<u8>, Entry, usize)>> {
-        let Some(top) = self.heap.pop() else {
+        let Some(mut top) = self.heap.pop() else {
             return Ok(None);
         };
         self.advance(top.rank)?;
@@ -87,8 +102,12 @@ impl MergeIter {
                 break;
             }
             let rank = h.rank;
-            self.heap.pop();
+            let older = self.heap.pop();
             self.advance(rank)?;
+            if let (Some(m), Some(o)) = (&self.merger, older) {
+                let newer = std::mem::replace(&mut top.entry, Entry::delete(0));
+                top.entry = m.merge(&top.key, newer, o.entry)?;
+            }
         }
         Ok(Some((top.key, top.entry, top.rank)))
     }

@@ -2,6 +2,8 @@
 //! reconciliation, merge policies and the background scheduler.
 
 pub mod background;
+pub mod block_filters;
+pub mod hooks;
 pub mod kind;
 pub mod memtable;
 pub mod merge_iter;

@@ -43,6 +43,28 @@ impl SearchStats {
     }
 }
 
+/// The entries of leaf `b` of an R-tree component whose bounds pass `keep`.
+fn leaf_entries(
+    c: &crate::storage::ComponentReader,
+    b: usize,
+    keep: impl Fn(&Rect) -> bool,
+    mut f: impl FnMut(SpatialEntry),
+) -> Result<()> {
+    c.for_each_in_block(b, |k, kind, _, v| {
+        if let Some((r, bk)) = decode_bounds_kind(v)
+            && keep(&r)
+        {
+            f(SpatialEntry {
+                key: k.to_vec(),
+                delete: kind == EntryKind::Delete,
+                bounds: r,
+                bounds_kind: bk,
+            });
+        }
+        Ok(true)
+    })
+}
+
 /// The order of a nearest-neighbour search: keys that grow with the
 /// distance from the query.
 pub trait KnnMetric: Send + Sync {
@@ -94,22 +116,12 @@ impl LsmTree {
             blocks.dedup();
             stats.blocks += blocks.len() as u64;
             for &b in &blocks {
-                c.for_each_in_block(b, |k, kind, _, v| {
-                    if let Some((r, bk)) = decode_bounds_kind(v)
-                        && rects.iter().any(|q| intersects(q, &r))
-                    {
-                        hits.push((
-                            nm + p,
-                            SpatialEntry {
-                                key: k.to_vec(),
-                                delete: kind == EntryKind::Delete,
-                                bounds: r,
-                                bounds_kind: bk,
-                            },
-                        ));
-                    }
-                    Ok(true)
-                })?;
+                leaf_entries(
+                    c,
+                    b,
+                    |r| rects.iter().any(|q| intersects(q, r)),
+                    |e| hits.push((nm + p, e)),
+                )?;
             }
         }
         stats.components += touched;
@@ -313,17 +325,7 @@ impl KnnCursor {
                     if level == 0 {
                         self.stats.blocks += 1;
                         let mut found = Vec::new();
-                        c.for_each_in_block(idx, |k, kind, _, v| {
-                            if let Some((r, bk)) = decode_bounds_kind(v) {
-                                found.push(SpatialEntry {
-                                    key: k.to_vec(),
-                                    delete: kind == EntryKind::Delete,
-                                    bounds: r,
-                                    bounds_kind: bk,
-                                });
-                            }
-                            Ok(true)
-                        })?;
+                        leaf_entries(&c, idx, |_| true, |e| found.push(e))?;
                         for e in found {
                             let d = self.metric.key(&e.bounds, e.bounds_kind);
                             self.stats.candidates += 1;

@@ -32,6 +32,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+#[path = "tree_hooks.rs"]
+mod tree_hooks;
+
 /// Static configuration of one LSM index.
 #[derive(Clone, Debug)]
 pub struct TreeConfig {
@@ -177,6 +180,8 @@ pub struct LsmTree {
     changed_lock: Mutex<()>,
     failure: Mutex<Option<String>>,
     log_sync: RwLock<Option<Arc<dyn LogSync>>>,
+    /// Optional index-kind behaviour (see `lsm::hooks`).
+    hooks: RwLock<super::hooks::TreeHooks>,
 }
 
 fn component_path(dir: &Path, id: u64) -> PathBuf {
@@ -257,6 +262,7 @@ impl LsmTree {
             changed_lock: Mutex::new(()),
             failure: Mutex::new(None),
             log_sync: RwLock::new(None),
+            hooks: RwLock::new(super::hooks::TreeHooks::default()),
         };
         Ok(Arc::new(tree))
     }
@@ -324,15 +330,8 @@ impl LsmTree {
         entry: Entry,
         log: impl FnOnce() -> Result<u64>,
     ) -> Result<(Arc<MemTable>, u64)> {
-        let st = self.state.read();
-        let lsn = log()?;
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .user_bytes
-            .fetch_add((key.len() + entry.value.len()) as u64, Ordering::Relaxed);
-        st.active.enter();
-        let cost = st.active.insert(key, entry, lsn + 1);
-        Ok((st.active.clone(), cost))
+        self.put_logged_inner(key, entry, log, false)
+            .map(|(m, cost, _)| (m, cost))
     }
 
     /// [`put_logged`](Self::put_logged) that also returns what the memtable
@@ -343,6 +342,16 @@ impl LsmTree {
         entry: Entry,
         log: impl FnOnce() -> Result<u64>,
     ) -> Result<(Arc<MemTable>, u64, Option<Entry>)> {
+        self.put_logged_inner(key, entry, log, true)
+    }
+
+    fn put_logged_inner(
+        &self,
+        key: &[u8],
+        entry: Entry,
+        log: impl FnOnce() -> Result<u64>,
+        want_prior: bool,
+    ) -> Result<(Arc<MemTable>, u64, Option<Entry>)> {
         let st = self.state.read();
         let lsn = log()?;
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
@@ -350,7 +359,7 @@ impl LsmTree {
             .user_bytes
             .fetch_add((key.len() + entry.value.len()) as u64, Ordering::Relaxed);
         st.active.enter();
-        let prior = st.active.get(key);
+        let prior = if want_prior { st.active.get(key) } else { None };
         let cost = st.active.insert(key, entry, lsn + 1);
         Ok((st.active.clone(), cost, prior))
     }
@@ -553,7 +562,7 @@ impl LsmTree {
                     return Ok(None);
                 }
                 if st.immutables.is_empty() {
-                    let fresh = Arc::new(Self::new_memtable(&self.cfg.kind));
+                    let fresh = Arc::new(self.hooked_memtable());
                     let full = std::mem::replace(&mut st.active, fresh);
                     st.immutables.insert(0, full.clone());
                     return Ok(Some(full));
@@ -634,7 +643,11 @@ impl LsmTree {
         } else {
             let mut w =
                 ComponentBuilder::create(&path, meta, self.cfg.writer.clone(), self.cfg.kind)?;
-            mem.for_each(|k, kind, seq, v| w.add(k, kind, seq, v))?;
+            self.attach_observer(&mut w);
+            match self.flush_transform() {
+                Some(t) => t.write(mem, &mut w)?,
+                None => mem.for_each(|k, kind, seq, v| w.add(k, kind, seq, v))?,
+            }
             let r = w.finish(&self.cache)?;
             if let Some(r) = &r {
                 self.counters
@@ -795,7 +808,8 @@ impl LsmTree {
         for c in &ordered {
             sources.push(Source::Disk(c.iter(Bound::Unbounded, false)?));
         }
-        let mut it = MergeIter::new(sources)?;
+        let merger = self.value_merger();
+        let mut it = MergeIter::new(sources)?.with_merger(merger.clone());
         let split_bytes = match &self.cfg.policy {
             MergePolicy::Leveled {
                 target_file_bytes, ..
@@ -815,7 +829,9 @@ impl LsmTree {
             meta.min_lsn = if min_lsn == u64::MAX { 0 } else { min_lsn };
             meta.max_lsn = max_lsn;
             let p = component_path(&self.cfg.dir, meta.id);
-            ComponentBuilder::create(&p, meta, self.cfg.writer.clone(), self.cfg.kind)
+            let mut b = ComponentBuilder::create(&p, meta, self.cfg.writer.clone(), self.cfg.kind)?;
+            self.attach_observer(&mut b);
+            Ok(b)
         };
         let mut outputs: Vec<Arc<ComponentReader>> = Vec::new();
         let mut writer: Option<ComponentBuilder> = None;
@@ -841,6 +857,13 @@ impl LsmTree {
                 if drop_antimatter && e.is_delete() {
                     continue;
                 }
+                let e = match &merger {
+                    Some(m) => match m.finish(&k, e, drop_antimatter)? {
+                        Some(e) => e,
+                        None => continue,
+                    },
+                    None => e,
+                };
                 if dk && with_dk.first().is_some_and(|&f| f < rank) {
                     let pk = self.cfg.kind.pk.pk(&k)?;
                     let mut hidden = false;

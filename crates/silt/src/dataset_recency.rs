@@ -1,0 +1,996 @@
+//! The dataset side of the LevelDB++ recency indexes (`crate::recency`):
+//! maintenance inside a record's transaction, the embedded index build, and
+//! the `Query::Recent` access paths of every kind that answers it.
+
+use super::query::{QueryHit, QueryStats};
+use super::{Dataset, IndexSet, TxnWork, Undo};
+use crate::error::{Error, Result};
+use crate::index::{IndexDef, IndexKind};
+use crate::lsm::LsmTree;
+use crate::lsm::block_filters::{FilterSpec, attr_key, in_range};
+use crate::lsm::hooks::{MemSecondary, ObserverFactory, TreeHooks};
+use crate::lsm::memtable::{MemIter, MemTable};
+use crate::recency::embedded::{field_prefix, mem_bounds, parse_mem_key};
+use crate::recency::postings::{self, Posting};
+use crate::storage::bloom::key_hash;
+use crate::storage::component::Probe;
+use crate::storage::{ComponentReader, Entry, EntryKind};
+use crate::txn::{LockManager, LogOp, LogRecord};
+use crate::value::{self, Value};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// One recency-index change of a record write, planned (and, for eager
+/// indexes, locked) before the write takes its sequence number.
+pub(super) struct RecOp {
+    i: usize,
+    kind: IndexKind,
+    /// Encoded value of the record's previous version, if indexed.
+    old: Option<Vec<u8>>,
+    /// Encoded value of the new version, if indexed.
+    new: Option<Vec<u8>>,
+}
+
+/// A hit: sequence number, encoded primary key, encoded record.
+#[derive(PartialEq, Eq)]
+struct Found {
+    seq: u64,
+    pk: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl PartialOrd for Found {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Found {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.seq.cmp(&o.seq).then_with(|| self.pk.cmp(&o.pk))
+    }
+}
+
+/// The k newest hits so far (all of them without k).
+struct TopK {
+    k: Option<usize>,
+    heap: BinaryHeap<Reverse<Found>>,
+}
+
+impl TopK {
+    fn new(k: Option<usize>) -> TopK {
+        TopK {
+            k,
+            heap: BinaryHeap::new(),
+        }
+    }
+
+    /// Once k hits are held: the sequence number a newer hit must exceed.
+    fn threshold(&self) -> Option<u64> {
+        match self.k {
+            Some(k) if self.heap.len() >= k => self.heap.peek().map(|r| r.0.seq),
+            _ => None,
+        }
+    }
+
+    fn push(&mut self, f: Found) {
+        self.heap.push(Reverse(f));
+        if self.k.is_some_and(|k| self.heap.len() > k) {
+            self.heap.pop();
+        }
+    }
+
+    /// Newest first.
+    fn into_sorted(self) -> Vec<Found> {
+        let mut v: Vec<Found> = self.heap.into_iter().map(|r| r.0).collect();
+        v.sort_by(|a, b| b.cmp(a));
+        v
+    }
+}
+
+/// A memtable or disk component of one partition, with the largest
+/// sequence number it holds.
+struct Src {
+    part: usize,
+    max_seq: u64,
+    kind: SrcKind,
+}
+
+enum SrcKind {
+    Mem(Arc<MemTable>),
+    Disk(Arc<ComponentReader>),
+}
+
+/// The memtables and disk components of `trees` (one per partition), in
+/// decreasing order of their largest sequence number.
+fn sources(trees: &[Arc<LsmTree>]) -> Vec<Src> {
+    let mut out = Vec::new();
+    for (p, t) in trees.iter().enumerate() {
+        let snap = t.snapshot();
+        for m in snap.mems {
+            if let Some((_, hi)) = m.seq_range()
+                && !m.is_empty()
+            {
+                out.push(Src {
+                    part: p,
+                    max_seq: hi,
+                    kind: SrcKind::Mem(m),
+                });
+            }
+        }
+        for c in snap.disk.iter() {
+            if c.meta().entries > 0 {
+                out.push(Src {
+                    part: p,
+                    max_seq: c.meta().max_seq,
+                    kind: SrcKind::Disk(c.clone()),
+                });
+            }
+        }
+    }
+    out.sort_by_key(|s| Reverse(s.max_seq));
+    out
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v.as_slice()),
+        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Whether `v` lies above the upper bound `hi`.
+fn above(v: &[u8], hi: Bound<&[u8]>) -> bool {
+    match hi {
+        Bound::Included(h) => v > h,
+        Bound::Excluded(h) => v >= h,
+        Bound::Unbounded => false,
+    }
+}
+
+/// Whether a component's key range may hold keys within `(lo, hi)`.
+fn keys_overlap(c: &ComponentReader, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    let m = c.meta();
+    !above(&m.min_key, hi)
+        && match lo {
+            Bound::Included(l) => m.max_key.as_slice() >= l,
+            Bound::Excluded(l) => m.max_key.as_slice() > l,
+            Bound::Unbounded => true,
+        }
+}
+
+fn component_count(t: &LsmTree) -> u64 {
+    let s = t.snapshot();
+    (s.mems.iter().filter(|m| !m.is_empty()).count() + s.disk.len()) as u64
+}
+
+impl Dataset {
+    /// Plan the recency-index changes of a write (`apply`, inside the
+    /// record's transaction, before its sequence number is taken): validate
+    /// the new record's field for every recency index, and take the value
+    /// locks of eager indexes (held until the transaction ends, so that no
+    /// posting list ever holds another transaction's uncommitted change).
+    pub(super) fn recency_prepare(
+        &self,
+        txn: u64,
+        idx: &IndexSet,
+        old_rec: Option<&Value>,
+        new_rec: Option<&Value>,
+        work: &mut TxnWork,
+    ) -> Result<Vec<RecOp>> {
+        let mut ops = Vec::new();
+        let mut names = Vec::new();
+        for (i, d) in idx.defs.iter().enumerate() {
+            if !d.kind.is_recency() {
+                continue;
+            }
+            let new = match new_rec {
+                Some(r) => d.value_key(r)?,
+                None => None,
+            };
+            if d.kind == IndexKind::Embedded {
+                continue;
+            }
+            let old = old_rec.and_then(|r| d.value_key(r).ok().flatten());
+            if old.is_none() && new.is_none() {
+                continue;
+            }
+            if d.kind == IndexKind::Eager {
+                for v in old.iter().chain(new.iter()) {
+                    names.push(self.value_lock_name(d.id, v));
+                }
+            }
+            ops.push(RecOp {
+                i,
+                kind: d.kind,
+                old,
+                new,
+            });
+        }
+        names.sort_unstable();
+        names.dedup();
+        for n in names {
+            self.lock_value(txn, n, work)?;
+        }
+        Ok(ops)
+    }
+
+    /// Lock name of value `v` of eager index `index_id`.
+    fn value_lock_name(&self, index_id: u32, v: &[u8]) -> u64 {
+        let mut k = Vec::with_capacity(v.len() + 6);
+        k.extend_from_slice(&[0xFF, b'E']);
+        k.extend_from_slice(&index_id.to_be_bytes());
+        k.extend_from_slice(v);
+        LockManager::name(self.id, &k)
+    }
+
+    /// X-lock a value of an eager index until the transaction ends. Value
+    /// locks are taken after the record's primary-key lock and in increasing
+    /// name order; a transaction of several records that would have to wait
+    /// for a name at or below one it holds could deadlock, and gives up.
+    fn lock_value(&self, txn: u64, name: u64, work: &mut TxnWork) -> Result<()> {
+        let ctx = &self.txn;
+        if !ctx.locks.try_lock_x(txn, name) {
+            if work.value_lock_max.is_some_and(|m| name <= m) {
+                return Err(Error::invalid(
+                    None,
+                    "the posting list of an eager index value is locked by another transaction while this one holds another list (waiting could deadlock); the transaction was undone, retry it",
+                ));
+            }
+            // Algorithm 1: make this thread's earlier commits durable (their
+            // locks are then released) before blocking.
+            ctx.wait_for_commits(txn)?;
+            ctx.locks.lock_x(txn, name);
+        }
+        work.value_lock_max = Some(work.value_lock_max.map_or(name, |m| m.max(name)));
+        Ok(())
+    }
+
+    /// Apply planned recency-index changes with the write's sequence number:
+    /// every index entry is logged (UPDATE with the index id) and undone
+    /// exactly like the other secondary index operations.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn recency_apply(
+        &self,
+        txn: u64,
+        pidx: usize,
+        seq: u64,
+        key: &[u8],
+        ops: Vec<RecOp>,
+        idx: &IndexSet,
+        work: &mut TxnWork,
+    ) -> Result<()> {
+        for op in ops {
+            let tree = &idx.trees[op.i][pidx];
+            let index_id = idx.defs[op.i].id;
+            let moved = op.old.is_some() && op.old != op.new;
+            let mut writes: Vec<(Vec<u8>, Entry)> = Vec::new();
+            match op.kind {
+                IndexKind::Lazy => {
+                    // Appends only: a posting to the new value, a marker to
+                    // the value the record left.
+                    if let Some(n) = &op.new {
+                        writes.push((
+                            postings::lazy_mem_key(n, seq, key),
+                            Entry::put(seq, postings::lazy_mem_value(true)),
+                        ));
+                    }
+                    if let (true, Some(o)) = (moved, &op.old) {
+                        writes.push((
+                            postings::lazy_mem_key(o, seq, key),
+                            Entry::put(seq, postings::lazy_mem_value(false)),
+                        ));
+                    }
+                }
+                IndexKind::Eager => {
+                    let mut targets: Vec<(&[u8], bool)> = Vec::new();
+                    if let (true, Some(o)) = (moved, &op.old) {
+                        targets.push((o, false));
+                    }
+                    if let Some(n) = &op.new {
+                        targets.push((n, true));
+                    }
+                    for (v, add) in targets {
+                        // Read-modify-write of the newest list.
+                        let mut list = match tree.check_entry(v)? {
+                            Some(e) if !e.is_delete() => postings::decode(&e.value)?,
+                            _ => Vec::new(),
+                        };
+                        let before = list.len();
+                        list.retain(|p| p.pk != key);
+                        if !add && list.len() == before {
+                            continue;
+                        }
+                        if add {
+                            let at = list.iter().position(|p| p.seq < seq).unwrap_or(list.len());
+                            list.insert(
+                                at,
+                                Posting {
+                                    seq,
+                                    live: true,
+                                    pk: key.to_vec(),
+                                },
+                            );
+                        }
+                        let e = if list.is_empty() {
+                            Entry::delete(seq)
+                        } else {
+                            Entry::put(seq, postings::encode(&list))
+                        };
+                        writes.push((v.to_vec(), e));
+                    }
+                }
+                _ => {}
+            }
+            for (k, e) in writes {
+                let lop = if e.is_delete() {
+                    LogOp::Delete
+                } else {
+                    LogOp::Put
+                };
+                let logged = e.value.clone();
+                let wal = &self.txn.wal;
+                let (mem, cost, prior) = tree.put_logged_prior(&k, e, || {
+                    wal.append(&LogRecord::Update {
+                        txn,
+                        dataset: self.id,
+                        partition: pidx as u32,
+                        index: index_id,
+                        op: lop,
+                        key: k.clone(),
+                        seq,
+                        value: logged,
+                    })
+                })?;
+                work.mems.push(mem.clone());
+                work.cost += cost;
+                work.undo.push(Undo {
+                    mem,
+                    key: k,
+                    prior,
+                    exact: true,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The embedded attributes of `defs`, each with the largest bits per key
+    /// asked for it.
+    fn embedded_spec(defs: &[IndexDef]) -> FilterSpec {
+        let mut spec = FilterSpec::default();
+        for d in defs.iter().filter(|d| d.kind == IndexKind::Embedded) {
+            let Some(f) = d.fields.first() else {
+                continue;
+            };
+            match spec.fields.iter_mut().find(|(g, _)| g == f) {
+                Some((_, b)) => *b = b.max(d.bits_per_key()),
+                None => spec.fields.push((f.clone(), d.bits_per_key())),
+            }
+        }
+        spec
+    }
+
+    /// Make the primaries' hooks cover the embedded indexes of `defs`
+    /// (writers must be out: open, or under the DDL lock).
+    pub(super) fn sync_recency_hooks(&self, defs: &[IndexDef]) {
+        let spec = Self::embedded_spec(defs);
+        let gained = self.embedded.set(spec.clone());
+        if spec.fields.is_empty() {
+            // Hooks installed earlier stay; with no attribute they do nothing.
+            return;
+        }
+        for p in &self.partitions {
+            if p.primary.hooks().mem_secondary.is_none() {
+                let obs: Arc<dyn ObserverFactory> = self.embedded.clone();
+                let mem: Arc<dyn MemSecondary> = self.embedded.clone();
+                p.primary.set_hooks(TreeHooks {
+                    observer: Some(obs),
+                    mem_secondary: Some(mem),
+                    ..TreeHooks::default()
+                });
+            } else if gained {
+                p.primary.refresh_secondary();
+            }
+        }
+    }
+
+    /// Create an embedded index: no tree; from now on every flush and merge
+    /// of the primary builds the field's block filters and every memtable
+    /// indexes it; the components already on disk are rewritten with them
+    /// (the bulk build), checking that every record's field can be indexed.
+    pub(super) fn add_embedded_index(&self, mut def: IndexDef) -> Result<IndexDef> {
+        let _ddl = self.ddl.write();
+        let cur = self.indexes.read().clone();
+        if cur.defs.iter().any(|d| d.name == def.name) {
+            return Err(Error::IndexExists {
+                dataset: self.def.name.clone(),
+                index: def.name,
+            });
+        }
+        def.id = cur.defs.iter().map(|d| d.id).max().unwrap_or(0) + 1;
+        let mut next = IndexSet {
+            defs: cur.defs.clone(),
+            trees: cur.trees.clone(),
+        };
+        next.defs.push(def.clone());
+        next.trees.push(Vec::new());
+        self.sync_recency_hooks(&next.defs);
+        let field = def.fields.first().cloned().unwrap_or_default();
+        let built: Result<()> = (|| {
+            for p in &self.partitions {
+                // A flush that started before the hooks were installed
+                // installs its component first; the rewrite then covers it.
+                p.primary.wait_flushed()?;
+                let needs = |c: &ComponentReader| {
+                    c.meta().entries > 0
+                        && c.ext
+                            .get()
+                            .and_then(|x| x.filters.as_ref())
+                            .is_none_or(|f| f.field(&field).is_none())
+                };
+                let mut check = |k: &[u8], e: &Entry| -> Result<()> {
+                    if e.is_delete() {
+                        return Ok(());
+                    }
+                    let rec = value::decode_value(&e.value)?;
+                    def.key_values(&rec).map(|_| ()).map_err(|err| {
+                        let shown = value::decode_key(k)
+                            .map(|k| value::key_to_string(&k))
+                            .unwrap_or_default();
+                        Error::invalid(
+                            None,
+                            format!("cannot build index `{}`: record {shown}: {err}", def.name),
+                        )
+                    })
+                };
+                p.primary.rewrite_components(&needs, &mut check)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = built {
+            self.sync_recency_hooks(&cur.defs);
+            return Err(e);
+        }
+        *self.indexes.write() = Arc::new(next);
+        Ok(def)
+    }
+
+    /// The current version of a record (read committed: waits out a writer
+    /// that holds it), `None` if absent or deleted.
+    fn current_entry(&self, pk: &[u8]) -> Result<Option<Entry>> {
+        self.txn
+            .locks
+            .lock_s_instant(LockManager::name(self.id, pk));
+        Ok(self
+            .partition_of(pk)
+            .primary
+            .get_entry(pk)?
+            .filter(|e| !e.is_delete()))
+    }
+
+    /// `Query::Recent` through index `i`: the `k` most recent live records
+    /// whose field lies within the bounds, newest first.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn recent_query(
+        &self,
+        set: &IndexSet,
+        i: usize,
+        lo: &Bound<Vec<Value>>,
+        hi: &Bound<Vec<Value>>,
+        k: Option<usize>,
+        epoch: u64,
+        stats: &mut QueryStats,
+    ) -> Result<Vec<QueryHit>> {
+        let def = &set.defs[i];
+        let (elo, ehi) = self.index_bounds(def, as_values(lo), as_values(hi))?;
+        if k == Some(0) {
+            return Ok(Vec::new());
+        }
+        let point = match (lo, hi, &elo) {
+            (Bound::Included(a), Bound::Included(b), Bound::Included(e))
+                if a == b && a.len() == def.fields.len() =>
+            {
+                Some(e.clone())
+            }
+            _ => None,
+        };
+        let found = match def.kind {
+            IndexKind::Btree | IndexKind::Composite => {
+                return self.recent_by_scan(set, i, &elo, &ehi, k, stats);
+            }
+            IndexKind::Embedded => self.recent_embedded(def, &elo, &ehi, point, k, stats)?,
+            IndexKind::Lazy => self.recent_lazy(set, i, &elo, &ehi, point, k, stats)?,
+            IndexKind::Eager => self.recent_eager(set, i, &elo, &ehi, point, k, stats)?,
+            other => {
+                return Err(Error::invalid(
+                    None,
+                    format!("a {other} index does not answer recency queries"),
+                ));
+            }
+        };
+        let field = def.fields.first().map(String::as_str).unwrap_or_default();
+        self.read_committed(field, found, &elo, &ehi, epoch, stats)
+    }
+
+    /// Composite (and btree): every entry in the key range, validated
+    /// through the primary, sorted by the record's sequence number.
+    fn recent_by_scan(
+        &self,
+        set: &IndexSet,
+        i: usize,
+        elo: &Bound<Vec<u8>>,
+        ehi: &Bound<Vec<u8>>,
+        k: Option<usize>,
+        stats: &mut QueryStats,
+    ) -> Result<Vec<QueryHit>> {
+        let d = &set.defs[i];
+        stats.components += set.trees[i].iter().map(|t| component_count(t)).sum::<u64>();
+        let entries = self.index_entries(set, i, elo, ehi)?;
+        stats.candidates += entries.len() as u64;
+        let mut pks = Vec::with_capacity(entries.len());
+        for e in &entries {
+            pks.push(d.entry_pk(e)?.to_vec());
+        }
+        pks.sort_unstable();
+        pks.dedup();
+        let mut found: Vec<(u64, Vec<u8>, Value)> = Vec::new();
+        for pk in pks {
+            stats.fetched += 1;
+            let Some(e) = self.current_entry(&pk)? else {
+                continue;
+            };
+            let rec = value::decode_value(&e.value)?;
+            if let Some(ek) = d.entry_key(&rec, &pk).ok().flatten()
+                && Self::in_bounds(&ek, elo, ehi)
+            {
+                found.push((e.seq, pk, rec));
+            }
+        }
+        found.sort_by_key(|f| Reverse(f.0));
+        if let Some(k) = k {
+            found.truncate(k);
+        }
+        found
+            .into_iter()
+            .map(|(_, pk, rec)| {
+                Ok(QueryHit {
+                    pk: value::decode_key(&pk)?,
+                    record: Some(rec),
+                    distance_m: None,
+                })
+            })
+            .collect()
+    }
+
+    /// Embedded: memtables' secondary sets and the components' block
+    /// filters, newest sources first, with early stop (module doc of
+    /// `crate::recency`).
+    fn recent_embedded(
+        &self,
+        def: &IndexDef,
+        elo: &Bound<Vec<u8>>,
+        ehi: &Bound<Vec<u8>>,
+        point: Option<Vec<u8>>,
+        k: Option<usize>,
+        stats: &mut QueryStats,
+    ) -> Result<Vec<Found>> {
+        let field = def.fields.first().map(String::as_str).unwrap_or_default();
+        let (lo, hi) = (as_ref(elo), as_ref(ehi));
+        let prefix = field_prefix(field);
+        let (mstart, mend) = mem_bounds(&prefix, lo, hi);
+        let point_hash = point.as_deref().map(key_hash);
+        let primaries: Vec<Arc<LsmTree>> =
+            self.partitions.iter().map(|p| p.primary.clone()).collect();
+        let srcs = sources(&primaries);
+        let mut top = TopK::new(k);
+        for (j, s) in srcs.iter().enumerate() {
+            // Every source left holds only older sequence numbers.
+            if top.threshold().is_some_and(|t| s.max_seq <= t) {
+                break;
+            }
+            stats.components += 1;
+            match &s.kind {
+                SrcKind::Mem(m) => {
+                    let thr = top.threshold();
+                    let mut cands: Vec<Found> = Vec::new();
+                    let keys = m.secondary_range(&mstart, as_ref(&mend), usize::MAX);
+                    for sk in keys {
+                        let Some(rest) = sk.get(prefix.len()..) else {
+                            continue;
+                        };
+                        let (a, seq, pk) = parse_mem_key(rest)?;
+                        if !in_range(a, lo, hi) || thr.is_some_and(|t| seq <= t) {
+                            continue;
+                        }
+                        // The memtable's version must still be this one.
+                        match m.get(pk) {
+                            Some(e) if e.seq == seq && !e.is_delete() => cands.push(Found {
+                                seq,
+                                pk: pk.to_vec(),
+                                value: e.value,
+                            }),
+                            _ => {}
+                        }
+                    }
+                    Self::admit(&srcs, j, cands, &mut top, stats)?;
+                }
+                SrcKind::Disk(c) => {
+                    let filters = c.ext.get().and_then(|x| x.filters.as_ref());
+                    // (block, largest live sequence number in it)
+                    let mut blocks: Vec<(usize, u64)> = Vec::new();
+                    match filters.and_then(|f| f.field(field).map(|ff| (f, ff))) {
+                        Some((f, ff)) => {
+                            if !ff.may_overlap(c.aux(), lo, hi) {
+                                continue;
+                            }
+                            let mut bs = Vec::new();
+                            ff.candidate_blocks(c.aux(), lo, hi, point_hash, &mut bs);
+                            blocks.extend(bs.into_iter().map(|b| (b, f.block_max_seq(b))));
+                        }
+                        // Written before the index existed and not yet
+                        // rewritten: every block is a candidate.
+                        None => blocks.extend((0..c.num_blocks()).map(|b| (b, s.max_seq))),
+                    }
+                    // Newest blocks first, so the search can stop inside the
+                    // component too.
+                    blocks.sort_by_key(|&(b, seq)| (Reverse(seq), b));
+                    for (b, bseq) in blocks {
+                        let thr = top.threshold();
+                        if thr.is_some_and(|t| bseq <= t) {
+                            break;
+                        }
+                        stats.blocks += 1;
+                        let mut cands: Vec<Found> = Vec::new();
+                        c.for_each_in_block(b, |key, kind, seq, v| {
+                            if kind == EntryKind::Put
+                                && thr.is_none_or(|t| seq > t)
+                                && attr_key(v, field).is_some_and(|a| in_range(&a, lo, hi))
+                            {
+                                cands.push(Found {
+                                    seq,
+                                    pk: key.to_vec(),
+                                    value: v.to_vec(),
+                                });
+                            }
+                            Ok(true)
+                        })?;
+                        Self::admit(&srcs, j, cands, &mut top, stats)?;
+                    }
+                }
+            }
+        }
+        Ok(top.into_sorted())
+    }
+
+    /// Keep the candidates of source `j` that are the newest version of
+    /// their record and newer than the k-th hit so far.
+    fn admit(
+        srcs: &[Src],
+        j: usize,
+        cands: Vec<Found>,
+        top: &mut TopK,
+        stats: &mut QueryStats,
+    ) -> Result<()> {
+        stats.candidates += cands.len() as u64;
+        for f in cands {
+            if top.threshold().is_some_and(|t| f.seq <= t) {
+                continue;
+            }
+            if Self::newest_version(srcs, j, &f.pk, f.seq)? {
+                top.push(f);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether no source of the hit's partition other than `j` holds a
+    /// version of `pk` newer than `seq` (the paper's GetLite, exact: a bloom
+    /// positive is probed; sequence numbers decide, so overlapping level-0
+    /// components need no special case). Only sources whose largest
+    /// sequence number exceeds `seq` can.
+    fn newest_version(srcs: &[Src], j: usize, pk: &[u8], seq: u64) -> Result<bool> {
+        let p = srcs[j].part;
+        let h = key_hash(pk);
+        for (i, s) in srcs.iter().enumerate() {
+            if i == j || s.part != p || s.max_seq <= seq {
+                continue;
+            }
+            let newer = match &s.kind {
+                SrcKind::Mem(m) => m.get(pk).is_some_and(|e| e.seq > seq),
+                SrcKind::Disk(c) => matches!(c.probe(pk, h)?, Probe::Found(e) if e.seq > seq),
+            };
+            if newer {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Lazy: postings source by source (newest sources first). A live
+    /// posting is final once every source that could hold a newer posting
+    /// of its key has been read; final postings are validated through the
+    /// primary newest first, and the search stops at k valid hits.
+    #[allow(clippy::too_many_arguments)]
+    fn recent_lazy(
+        &self,
+        set: &IndexSet,
+        i: usize,
+        elo: &Bound<Vec<u8>>,
+        ehi: &Bound<Vec<u8>>,
+        point: Option<Vec<u8>>,
+        k: Option<usize>,
+        stats: &mut QueryStats,
+    ) -> Result<Vec<Found>> {
+        let field = set.defs[i]
+            .fields
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
+        let (lo, hi) = (as_ref(elo), as_ref(ehi));
+        let srcs = sources(&set.trees[i]);
+        let mut st = LazyState {
+            best: HashMap::new(),
+            pending: BinaryHeap::new(),
+            emitted: HashSet::new(),
+            found: Vec::new(),
+            k,
+        };
+        for s in &srcs {
+            self.lazy_emit(&mut st, Some(s.max_seq), field, lo, hi, stats)?;
+            if st.done() {
+                return Ok(st.found);
+            }
+            stats.components += 1;
+            let mut list: Vec<Posting> = Vec::new();
+            match &s.kind {
+                SrcKind::Mem(m) => {
+                    let start = match lo {
+                        Bound::Included(l) | Bound::Excluded(l) => Bound::Included(l),
+                        Bound::Unbounded => Bound::Unbounded,
+                    };
+                    let mut it = MemIter::new(m.clone(), start);
+                    while let Some((key, e)) = it.next_entry() {
+                        if e.is_delete() {
+                            continue;
+                        }
+                        // Not a lazy posting: see `LazyFlush`.
+                        let Ok((n, p)) = postings::parse_lazy_mem(&key, &e.value) else {
+                            continue;
+                        };
+                        let a = &key[..n];
+                        if above(a, hi) {
+                            break;
+                        }
+                        if in_range(a, lo, hi) {
+                            list.push(p);
+                        }
+                    }
+                }
+                SrcKind::Disk(c) => match &point {
+                    Some(v) => {
+                        if let Probe::Found(e) = c.probe(v, key_hash(v))?
+                            && !e.is_delete()
+                        {
+                            list = postings::decode(&e.value)?;
+                        }
+                    }
+                    None => {
+                        if keys_overlap(c, lo, hi) {
+                            let mut it = c.iter(lo, true)?;
+                            while let Some((key, e)) = it.next_entry()? {
+                                if above(&key, hi) {
+                                    break;
+                                }
+                                if !e.is_delete() && in_range(&key, lo, hi) {
+                                    list.extend(postings::decode(&e.value)?);
+                                }
+                            }
+                        }
+                    }
+                },
+            }
+            stats.candidates += list.len() as u64;
+            for p in list {
+                let cur = st.best.entry(p.pk.clone()).or_insert((p.seq, p.live));
+                if (p.seq, p.live) > *cur {
+                    *cur = (p.seq, p.live);
+                }
+                if p.live {
+                    st.pending.push((p.seq, p.pk));
+                }
+            }
+        }
+        self.lazy_emit(&mut st, None, field, lo, hi, stats)?;
+        Ok(st.found)
+    }
+
+    /// Validate the pending postings newer than `bound` (all of them
+    /// without a bound), newest first, until k hits are found.
+    fn lazy_emit(
+        &self,
+        st: &mut LazyState,
+        bound: Option<u64>,
+        field: &str,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        stats: &mut QueryStats,
+    ) -> Result<()> {
+        while let Some((seq, _)) = st.pending.peek() {
+            if st.done() || bound.is_some_and(|b| *seq <= b) {
+                break;
+            }
+            let Some((seq, pk)) = st.pending.pop() else {
+                break;
+            };
+            // Superseded by a newer posting (or marker) of the same record.
+            if st.best.get(&pk) != Some(&(seq, true)) || st.emitted.contains(&pk) {
+                continue;
+            }
+            st.emitted.insert(pk.clone());
+            stats.fetched += 1;
+            if let Some(e) = self.current_entry(&pk)?
+                && attr_key(&e.value, field).is_some_and(|a| in_range(&a, lo, hi))
+            {
+                st.found.push(Found {
+                    seq,
+                    pk,
+                    value: e.value,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Eager: the newest posting list of each value (one read per value and
+    /// partition), merged newest first and validated until k hits.
+    #[allow(clippy::too_many_arguments)]
+    fn recent_eager(
+        &self,
+        set: &IndexSet,
+        i: usize,
+        elo: &Bound<Vec<u8>>,
+        ehi: &Bound<Vec<u8>>,
+        point: Option<Vec<u8>>,
+        k: Option<usize>,
+        stats: &mut QueryStats,
+    ) -> Result<Vec<Found>> {
+        let field = set.defs[i]
+            .fields
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
+        let (lo, hi) = (as_ref(elo), as_ref(ehi));
+        // The raw lists, decoded lazily: a top-k lookup reads a prefix.
+        let mut lists: Vec<Vec<u8>> = Vec::new();
+        for t in &set.trees[i] {
+            stats.components += component_count(t);
+            match &point {
+                Some(v) => {
+                    if let Some(e) = t.get_entry(v)?
+                        && !e.is_delete()
+                    {
+                        lists.push(e.value);
+                    }
+                }
+                None => {
+                    let snap = t.snapshot();
+                    let mut sc = t.scan(&snap, lo, ehi.clone(), false)?;
+                    while let Some((key, e)) = sc.next_entry()? {
+                        if in_range(&key, lo, hi) {
+                            lists.push(e.value);
+                        }
+                    }
+                }
+            }
+        }
+        let mut iters = Vec::with_capacity(lists.len());
+        for l in &lists {
+            iters.push(postings::PostingIter::new(l)?);
+        }
+        // The head of each list, newest first across lists.
+        let mut heads: Vec<Option<Posting>> = Vec::with_capacity(iters.len());
+        let mut heap: BinaryHeap<(u64, usize)> = BinaryHeap::new();
+        for (l, it) in iters.iter_mut().enumerate() {
+            let h = it.next().transpose()?;
+            if let Some(p) = &h {
+                heap.push((p.seq, l));
+            }
+            heads.push(h);
+        }
+        let mut emitted = HashSet::new();
+        let mut found = Vec::new();
+        while let Some((seq, l)) = heap.pop() {
+            if k.is_some_and(|k| found.len() >= k) {
+                break;
+            }
+            let Some(p) = heads[l].take() else {
+                continue;
+            };
+            let next = iters[l].next().transpose()?;
+            if let Some(n) = &next {
+                heap.push((n.seq, l));
+            }
+            heads[l] = next;
+            stats.candidates += 1;
+            if !p.live || !emitted.insert(p.pk.clone()) {
+                continue;
+            }
+            stats.fetched += 1;
+            if let Some(e) = self.current_entry(&p.pk)?
+                && attr_key(&e.value, field).is_some_and(|a| in_range(&a, lo, hi))
+            {
+                found.push(Found {
+                    seq,
+                    pk: p.pk,
+                    value: e.value,
+                });
+            }
+        }
+        Ok(found)
+    }
+
+    /// Turn hits into results under read committed: a hit whose record a
+    /// writer holds (or that an abort may have undone since the query
+    /// began) is re-read through the primary and kept only if it still
+    /// matches.
+    fn read_committed(
+        &self,
+        field: &str,
+        found: Vec<Found>,
+        elo: &Bound<Vec<u8>>,
+        ehi: &Bound<Vec<u8>>,
+        epoch: u64,
+        stats: &mut QueryStats,
+    ) -> Result<Vec<QueryHit>> {
+        let (lo, hi) = (as_ref(elo), as_ref(ehi));
+        let mut out = Vec::with_capacity(found.len());
+        for f in found {
+            let name = LockManager::name(self.id, &f.pk);
+            let bytes = if self.txn.locks.try_s_instant(name) && self.txn.abort_epoch() == epoch {
+                f.value
+            } else {
+                stats.fetched += 1;
+                match self.current_entry(&f.pk)? {
+                    Some(e) if attr_key(&e.value, field).is_some_and(|a| in_range(&a, lo, hi)) => {
+                        e.value
+                    }
+                    _ => continue,
+                }
+            };
+            out.push(QueryHit {
+                pk: value::decode_key(&f.pk)?,
+                record: Some(value::decode_value(&bytes)?),
+                distance_m: None,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Search state of a lazy lookup.
+struct LazyState {
+    /// Newest posting seen per primary key: (seq, live).
+    best: HashMap<Vec<u8>, (u64, bool)>,
+    /// Live postings not yet validated, newest on top.
+    pending: BinaryHeap<(u64, Vec<u8>)>,
+    emitted: HashSet<Vec<u8>>,
+    found: Vec<Found>,
+    k: Option<usize>,
+}
+
+impl LazyState {
+    fn done(&self) -> bool {
+        self.k.is_some_and(|k| self.found.len() >= k)
+    }
+}
+
+fn as_values(b: &Bound<Vec<Value>>) -> Bound<&[Value]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v.as_slice()),
+        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}

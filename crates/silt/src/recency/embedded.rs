@@ -1,0 +1,178 @@
+//! The embedded index's hooks on a primary index: which attributes are
+//! indexed, the per-block filters a flush, merge or rewrite builds for them
+//! (`lsm::block_filters`), and the in-memory secondary structure of each
+//! memtable.
+//!
+//! Memtable side: for every live entry and indexed attribute, a key
+//! `field ‖ value ‖ !seq ‖ pk` in a sorted set kept with the memtable (the
+//! paper's "in-memory B-tree on the secondary attribute"). Within a value,
+//! keys come newest first. Keys of versions that a newer write in the same
+//! memtable replaced are not removed; a reader keeps a key only if the
+//! memtable's version of `pk` still has that sequence number.
+
+use crate::error::{Error, Result};
+use crate::lsm::block_filters::{FilterBuilder, FilterSpec, attr_key};
+use crate::lsm::hooks::{BlockObserver, MemSecondary, ObserverFactory};
+use crate::storage::Entry;
+use crate::value::{self, Value};
+use parking_lot::RwLock;
+use std::ops::Bound;
+
+/// The embedded attributes of one dataset (shared by its partitions'
+/// primary indexes): a [`ObserverFactory`] and a [`MemSecondary`].
+#[derive(Debug, Default)]
+pub struct EmbeddedFields {
+    spec: RwLock<FilterSpec>,
+}
+
+impl EmbeddedFields {
+    /// Replace the attribute list; returns whether it gained an attribute.
+    pub fn set(&self, spec: FilterSpec) -> bool {
+        let mut cur = self.spec.write();
+        let gained = spec
+            .fields
+            .iter()
+            .any(|(f, _)| !cur.fields.iter().any(|(g, _)| g == f));
+        *cur = spec;
+        gained
+    }
+
+    /// The current attribute list.
+    pub fn spec(&self) -> FilterSpec {
+        self.spec.read().clone()
+    }
+}
+
+impl ObserverFactory for EmbeddedFields {
+    fn observer(&self) -> Option<Box<dyn BlockObserver>> {
+        let spec = self.spec.read();
+        if spec.fields.is_empty() {
+            return None;
+        }
+        Some(Box::new(FilterBuilder::new(&spec)))
+    }
+}
+
+impl MemSecondary for EmbeddedFields {
+    fn keys(&self, key: &[u8], e: &Entry, out: &mut Vec<Vec<u8>>) {
+        let spec = self.spec.read();
+        for (f, _) in &spec.fields {
+            if let Some(a) = attr_key(&e.value, f) {
+                let mut k = field_prefix(f);
+                k.extend_from_slice(&a);
+                k.extend_from_slice(&(!e.seq).to_be_bytes());
+                k.extend_from_slice(key);
+                out.push(k);
+            }
+        }
+    }
+}
+
+/// The prefix of a field's keys in the memtable's secondary structure.
+pub fn field_prefix(field: &str) -> Vec<u8> {
+    let mut p = Vec::with_capacity(field.len() + 3);
+    // A string is always a valid key part.
+    let _ = value::encode_key_part(&Value::String(field.to_owned()), &mut p);
+    p
+}
+
+/// The smallest byte string greater than every string that starts with
+/// `p` (`None` when `p` is all 0xFF).
+pub fn successor(p: &[u8]) -> Option<Vec<u8>> {
+    let i = p.iter().rposition(|&b| b != 0xFF)?;
+    let mut s = p[..=i].to_vec();
+    s[i] += 1;
+    Some(s)
+}
+
+/// Byte bounds, in the secondary structure, of field `prefix` with values
+/// within `(lo, hi)` (encoded values are self-delimiting, so a key of value
+/// `v` starts with `prefix ‖ v`). Conservative: the reader still checks
+/// each value.
+pub fn mem_bounds(prefix: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> (Vec<u8>, Bound<Vec<u8>>) {
+    let mut start = prefix.to_vec();
+    match lo {
+        Bound::Included(l) | Bound::Excluded(l) => start.extend_from_slice(l),
+        Bound::Unbounded => {}
+    }
+    let with = |h: &[u8]| {
+        let mut e = prefix.to_vec();
+        e.extend_from_slice(h);
+        e
+    };
+    // `h` need not be an encoded value (a prefix's upper bound is
+    // `value ‖ 0xFF`): stop after every key that starts with `prefix ‖ h`.
+    let end = match hi {
+        Bound::Included(h) | Bound::Excluded(h) => {
+            successor(&with(h)).map_or(Bound::Unbounded, Bound::Excluded)
+        }
+        Bound::Unbounded => successor(prefix).map_or(Bound::Unbounded, Bound::Excluded),
+    };
+    (start, end)
+}
+
+/// Split a secondary-structure key (after the field prefix) into (encoded
+/// value, sequence number, primary key).
+pub fn parse_mem_key(rest: &[u8]) -> Result<(&[u8], u64, &[u8])> {
+    let n = value::key_parts_len(rest, 1)?;
+    let seq: [u8; 8] = rest
+        .get(n..n + 8)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| Error::corrupt("<memtable>", "embedded index key too short"))?;
+    Ok((&rest[..n], !u64::from_be_bytes(seq), &rest[n + 8..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lsm::memtable::MemTable;
+    use std::sync::Arc;
+
+    fn rec(id: i64, user: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        value::encode_record(
+            &Value::Object(vec![
+                ("id".into(), Value::Int(id)),
+                ("user".into(), Value::String(user.into())),
+            ]),
+            &mut out,
+        )
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn memtable_secondary_structure_tracks_versions() {
+        let f = Arc::new(EmbeddedFields::default());
+        f.set(FilterSpec {
+            fields: vec![("user".into(), 10.0)],
+        });
+        let m = MemTable::new();
+        m.insert(b"k1", Entry::put(1, rec(1, "ann")), 0);
+        // Attached after the first write: backfilled.
+        assert!(m.attach_secondary(f.clone()));
+        m.insert(b"k2", Entry::put(2, rec(2, "bob")), 0);
+        m.insert(b"k1", Entry::put(3, rec(1, "bob")), 0);
+        m.insert(b"k3", Entry::delete(4), 0);
+        let p = field_prefix("user");
+        let mut bob = Vec::new();
+        value::encode_key(&[Value::String("bob".into())], &mut bob).unwrap();
+        let (s, e) = mem_bounds(&p, Bound::Included(&bob), Bound::Included(&bob));
+        let keys = m.secondary_range(&s, e.as_ref().map(|v| v.as_slice()), usize::MAX);
+        let got: Vec<(u64, Vec<u8>)> = keys
+            .iter()
+            .map(|k| {
+                let (_, seq, pk) = parse_mem_key(&k[p.len()..]).unwrap();
+                (seq, pk.to_vec())
+            })
+            .collect();
+        assert_eq!(got, vec![(3, b"k1".to_vec()), (2, b"k2".to_vec())]);
+        // ann's key stays but is stale: the memtable's k1 is now seq 3.
+        let (s, e) = mem_bounds(&p, Bound::Unbounded, Bound::Unbounded);
+        let all = m.secondary_range(&s, e.as_ref().map(|v| v.as_slice()), usize::MAX);
+        assert_eq!(all.len(), 3);
+        assert_eq!(successor(&[1, 0xFF, 0xFF]), Some(vec![2]));
+        assert_eq!(successor(&[0xFF]), None);
+        assert_eq!(m.get(b"k1").map(|e| e.seq), Some(3));
+    }
+}
