@@ -410,7 +410,9 @@ impl Dataset {
                 index: def.name,
             });
         }
-        def.id = cur.defs.iter().map(|d| d.id).max().unwrap_or(0) + 1;
+        // Never reuse an id: log records of a dropped index may still be in
+        // the log (the caller passes the highest id ever used in `def.id`).
+        def.id = cur.defs.iter().map(|d| d.id).max().unwrap_or(0).max(def.id) + 1;
         let mut next = IndexSet {
             defs: cur.defs.clone(),
             trees: cur.trees.clone(),

@@ -338,9 +338,19 @@ impl Database {
         self.check_open()?;
         let ds = self.dataset(dataset)?;
         let mut cat = self.catalog.lock();
+        let mut def = def;
+        def.id = cat
+            .datasets
+            .iter()
+            .find(|d| d.name == dataset)
+            .map_or(0, |d| {
+                d.index_ids_used
+                    .max(d.indexes.iter().map(|i| i.id).max().unwrap_or(0))
+            });
         let def = ds.add_index(def)?;
         if let Some(d) = cat.datasets.iter_mut().find(|d| d.name == dataset) {
             d.indexes.push(def.clone());
+            d.index_ids_used = d.index_ids_used.max(def.id);
         }
         self.save_catalog(&cat)?;
         Ok(def)

@@ -36,6 +36,10 @@ pub struct DatasetDef {
     /// Secondary indexes (maintained by `Database::create_index` / `drop_index`).
     #[serde(default)]
     pub indexes: Vec<crate::index::IndexDef>,
+    /// The highest secondary index id ever assigned (ids are never reused:
+    /// the log may still hold records of a dropped index).
+    #[serde(default)]
+    pub index_ids_used: u32,
 }
 
 impl DatasetDef {
@@ -53,6 +57,7 @@ impl DatasetDef {
             block_size: 4096,
             bloom_fpr: 0.01,
             indexes: Vec::new(),
+            index_ids_used: 0,
         }
     }
 

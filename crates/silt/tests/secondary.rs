@@ -304,3 +304,32 @@ fn index_ddl_errors_and_drop() {
         5
     );
 }
+
+/// Index ids are never reused: the log may still hold records of a dropped
+/// index, and recovery routes records by id.
+#[test]
+fn index_ids_are_not_reused_after_a_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = create(dir.path(), 1, "no-merge");
+    let a = db
+        .create_index("people", IndexDef::btree("a", &["age"]))
+        .unwrap();
+    db.drop_index("people", "a").unwrap();
+    let b = db
+        .create_index("people", IndexDef::btree("b", &["city"]))
+        .unwrap();
+    assert!(b.id > a.id, "id {} reused after dropping {}", b.id, a.id);
+    db.close().unwrap();
+    drop(db);
+    let db = Database::open(dir.path(), opts()).unwrap();
+    db.drop_index("people", "b").unwrap();
+    let c = db
+        .create_index("people", IndexDef::btree("c", &["age"]))
+        .unwrap();
+    assert!(
+        c.id > b.id,
+        "id {} reused after dropping {} and a reopen",
+        c.id,
+        b.id
+    );
+}
