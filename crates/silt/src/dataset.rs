@@ -537,43 +537,64 @@ impl Dataset {
             });
         }
         for (i, skey, put, sval) in sec_ops {
-            let stree = &idx.trees[i][pidx];
-            let (kind, lop) = if put {
-                (EntryKind::Put, LogOp::Put)
-            } else {
-                (EntryKind::Delete, LogOp::Delete)
-            };
             let e = Entry {
                 seq,
-                kind,
-                value: sval.clone(),
+                kind: if put {
+                    EntryKind::Put
+                } else {
+                    EntryKind::Delete
+                },
+                value: sval,
             };
-            let index_id = idx.defs[i].id;
-            let (mem, cost, mem_prior) = stree.put_logged_prior(&skey, e, || {
-                wal.append(&LogRecord::Update {
-                    txn,
-                    dataset: self.id,
-                    partition: pidx as u32,
-                    index: index_id,
-                    op: lop,
-                    key: skey.clone(),
-                    seq,
-                    value: sval,
-                })
-            })?;
-            work.mems.push(mem.clone());
-            work.cost += cost;
-            work.undo.push(Undo {
-                mem,
-                key: skey,
-                prior: mem_prior,
-                exact: true,
-            });
+            let ctx = (txn, pidx, idx.defs[i].id);
+            self.write_secondary(&idx.trees[i][pidx], ctx, skey, e, work)?;
         }
         if !rec_ops.is_empty() {
             self.recency_apply(txn, pidx, seq, key, rec_ops, &idx, work)?;
         }
         Ok(true)
+    }
+
+    /// Log one secondary-index operation (an UPDATE record for index
+    /// `index_id`), apply it to the index's active memtable and remember the
+    /// memtable's exact prior content for undo. `ctx` = (txn, partition, index id).
+    fn write_secondary(
+        &self,
+        tree: &Arc<LsmTree>,
+        ctx: (u64, usize, u32),
+        key: Vec<u8>,
+        e: Entry,
+        work: &mut TxnWork,
+    ) -> Result<()> {
+        let (txn, pidx, index_id) = ctx;
+        let op = if e.is_delete() {
+            LogOp::Delete
+        } else {
+            LogOp::Put
+        };
+        let (seq, logged) = (e.seq, e.value.clone());
+        let wal = &self.txn.wal;
+        let (mem, cost, prior) = tree.put_logged_prior(&key, e, || {
+            wal.append(&LogRecord::Update {
+                txn,
+                dataset: self.id,
+                partition: pidx as u32,
+                index: index_id,
+                op,
+                key: key.clone(),
+                seq,
+                value: logged,
+            })
+        })?;
+        work.mems.push(mem.clone());
+        work.cost += cost;
+        work.undo.push(Undo {
+            mem,
+            key,
+            prior,
+            exact: true,
+        });
+        Ok(())
     }
 
     /// Undo a transaction's applied operations by inverse operations, newest

@@ -3,7 +3,7 @@
 //! the `Query::Recent` access paths of every kind that answers it.
 
 use super::query::{QueryHit, QueryStats};
-use super::{Dataset, IndexSet, TxnWork, Undo};
+use super::{Dataset, IndexSet, TxnWork};
 use crate::error::{Error, Result};
 use crate::index::{IndexDef, IndexKind};
 use crate::lsm::LsmTree;
@@ -15,7 +15,7 @@ use crate::recency::postings::{self, Posting};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
 use crate::storage::{ComponentReader, Entry, EntryKind};
-use crate::txn::{LockManager, LogOp, LogRecord};
+use crate::txn::LockManager;
 use crate::value::{self, Value};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -325,33 +325,7 @@ impl Dataset {
                 _ => {}
             }
             for (k, e) in writes {
-                let lop = if e.is_delete() {
-                    LogOp::Delete
-                } else {
-                    LogOp::Put
-                };
-                let logged = e.value.clone();
-                let wal = &self.txn.wal;
-                let (mem, cost, prior) = tree.put_logged_prior(&k, e, || {
-                    wal.append(&LogRecord::Update {
-                        txn,
-                        dataset: self.id,
-                        partition: pidx as u32,
-                        index: index_id,
-                        op: lop,
-                        key: k.clone(),
-                        seq,
-                        value: logged,
-                    })
-                })?;
-                work.mems.push(mem.clone());
-                work.cost += cost;
-                work.undo.push(Undo {
-                    mem,
-                    key: k,
-                    prior,
-                    exact: true,
-                });
+                self.write_secondary(tree, (txn, pidx, index_id), k, e, work)?;
             }
         }
         Ok(())
