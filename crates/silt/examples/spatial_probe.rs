@@ -8,6 +8,18 @@ use silt::{
 };
 use std::time::Instant;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// CPU time this thread has run, in seconds (from /proc: robust to other
+/// processes competing for the cores, unlike wall time).
+fn cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |ns| ns / 1e9)
+}
+
 fn main() -> silt::Result<()> {
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -43,6 +55,16 @@ fn main() -> silt::Result<()> {
     let cities: Vec<(f64, f64)> = (0..300)
         .map(|_| (rnd() * 340.0 - 170.0, rnd() * 120.0 - 60.0))
         .collect();
+    // Tweet-like text: words from a 4,096-word vocabulary, ~400 bytes
+    // (compresses about as well as real text; "x" * 400 would not be fair).
+    let vocab: Vec<String> = (0..4096)
+        .map(|_| {
+            let len = 2 + (rnd() * 8.0) as usize;
+            (0..len)
+                .map(|_| (b'a' + (rnd() * 26.0) as u8) as char)
+                .collect()
+        })
+        .collect();
     let mut pts = Vec::with_capacity(n);
     let t = Instant::now();
     let mut batch = Vec::new();
@@ -58,7 +80,17 @@ fn main() -> silt::Result<()> {
         batch.push(Value::Object(vec![
             ("id".into(), Value::Int(i as i64)),
             ("loc".into(), Value::Geometry(Geometry::point(p.0, p.1))),
-            ("text".into(), Value::String("x".repeat(400))),
+            (
+                "text".into(),
+                Value::String({
+                    let mut t = String::with_capacity(420);
+                    while t.len() < 400 {
+                        t.push_str(&vocab[(rnd() * vocab.len() as f64) as usize]);
+                        t.push(' ');
+                    }
+                    t
+                }),
+            ),
         ]));
         if batch.len() == 1000 {
             ds.write_batch(std::mem::take(&mut batch), BatchOptions::default())?;
@@ -73,55 +105,88 @@ fn main() -> silt::Result<()> {
     }
     ds.write_batch(batch, BatchOptions::default())?;
     eprintln!("ingest {:.0}/s", n as f64 / t.elapsed().as_secs_f64());
-    let mode = std::env::var("PROBE_COMPACT").is_ok();
-    if mode {
-        ds.compact()?;
-    }
+    // PROBE_COMPACT=1: query after ingest, then compact and query again.
+    let phases: &[&str] = if std::env::var("PROBE_COMPACT").is_ok() {
+        &["after ingest", "after compaction"]
+    } else {
+        &["after ingest"]
+    };
+    let half: f64 = std::env::var("PROBE_BOX")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.036);
     let only_box = std::env::var("PROBE_ONLY_BOX").is_ok();
-    for index_only in [false, true] {
-        if only_box && index_only {
-            break;
+    let only_knn = std::env::var("PROBE_ONLY_KNN").is_ok();
+    for phase in phases {
+        db.wait_idle()?;
+        if *phase == "after compaction" {
+            ds.compact()?;
         }
-        let o = QueryOptions {
-            index_only,
-            limit: None,
-        };
-        let t = Instant::now();
-        let mut hits = 0;
-        for q in 0..nq {
-            let p = pts[(q * 7919) % pts.len()];
-            let b = Query::Intersects(Geometry::rect(
-                p.0 - 0.036,
-                p.1 - 0.036,
-                p.0 + 0.036,
-                p.1 + 0.036,
-            ));
-            hits += ds.query("loc", &b, o)?.count();
-        }
-        eprintln!(
-            "box index_only={index_only}: {:.1} us/query, {:.1} hits",
-            t.elapsed().as_secs_f64() * 1e6 / nq as f64,
-            hits as f64 / nq as f64
-        );
-        if only_box {
-            continue;
-        }
-        let t = Instant::now();
-        let mut found = 0;
-        for q in 0..nq {
-            let p = pts[(q * 104_729) % pts.len()];
-            let k = Query::Nearest {
-                lon: p.0 + 0.01,
-                lat: p.1,
-                k: 10,
+        eprintln!("-- {phase}");
+        for index_only in [false, true] {
+            if (only_box || only_knn) && index_only != only_knn {
+                continue;
+            }
+            if only_box && index_only {
+                break;
+            }
+            let o = QueryOptions {
+                index_only,
+                limit: None,
             };
-            found += ds.query("loc", &k, o)?.count();
+            let t = Instant::now();
+            let c0 = cpu_s();
+            let mut hits = 0;
+            for q in 0..if only_knn { 0 } else { nq } {
+                let p = pts[(q * 7919) % pts.len()];
+                let b = Query::Intersects(Geometry::rect(
+                    p.0 - half,
+                    p.1 - half,
+                    p.0 + half,
+                    p.1 + half,
+                ));
+                hits += ds.query("loc", &b, o)?.count();
+            }
+            eprintln!(
+                "box index_only={index_only}: {:.1} us/query ({:.1} us CPU), {:.1} hits",
+                t.elapsed().as_secs_f64() * 1e6 / nq as f64,
+                (cpu_s() - c0) * 1e6 / nq as f64,
+                hits as f64 / nq as f64
+            );
+            if only_box {
+                continue;
+            }
+            let t = Instant::now();
+            let c0 = cpu_s();
+            let mut found = 0;
+            let mut st = silt::QueryStats::default();
+            for q in 0..nq {
+                let p = pts[(q * 104_729) % pts.len()];
+                let k = Query::Nearest {
+                    lon: p.0 + 0.01,
+                    lat: p.1,
+                    k: 10,
+                };
+                let mut r = ds.query("loc", &k, o)?;
+                found += r.by_ref().count();
+                let s = r.stats();
+                st.components += s.components;
+                st.blocks += s.blocks;
+                st.candidates += s.candidates;
+            }
+            eprintln!(
+                "  per kNN: {:.1} components, {:.1} leaf blocks, {:.1} candidates",
+                st.components as f64 / nq as f64,
+                st.blocks as f64 / nq as f64,
+                st.candidates as f64 / nq as f64
+            );
+            eprintln!(
+                "knn index_only={index_only}: {:.1} us/query ({:.1} us CPU, {} results)",
+                t.elapsed().as_secs_f64() * 1e6 / nq as f64,
+                (cpu_s() - c0) * 1e6 / nq as f64,
+                found
+            );
         }
-        eprintln!(
-            "knn index_only={index_only}: {:.1} us/query ({} results)",
-            t.elapsed().as_secs_f64() * 1e6 / nq as f64,
-            found
-        );
     }
     drop(ds);
     db.close()?;

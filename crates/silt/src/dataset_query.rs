@@ -167,9 +167,23 @@ pub struct QueryResults {
     tokens: Vec<String>,
     opts: QueryOptions,
     source: Source,
+    /// Hits of a list query decided ahead (a batch fetched in parallel).
+    ready: VecDeque<QueryHit>,
     epoch: u64,
     returned: usize,
     stats: QueryStats,
+}
+
+/// Candidates decided (fetched from the primary) per batch of a list query.
+const FETCH_BATCH: usize = 256;
+/// Smallest batch worth splitting across threads (below it, the hand-off
+/// costs more than it saves).
+const PAR_MIN: usize = 24;
+
+/// What deciding one candidate did.
+struct Decided {
+    hit: Option<QueryHit>,
+    fetched: bool,
 }
 
 impl QueryResults {
@@ -192,33 +206,79 @@ impl QueryResults {
 
     /// Decide a candidate: `Some(hit)` if it is an answer.
     fn decide(&mut self, c: &Cand, dist: Option<f64>) -> Result<Option<QueryHit>> {
+        let d = self.decide_one(c, dist)?;
+        self.count(&d);
+        Ok(d.hit)
+    }
+
+    fn count(&mut self, d: &Decided) {
+        if d.fetched {
+            self.stats.fetched += 1;
+        } else if d.hit.is_some() {
+            self.stats.index_only += 1;
+        }
+    }
+
+    /// Decide a candidate without touching the statistics (so that a batch
+    /// can be decided on several threads).
+    fn decide_one(&self, c: &Cand, dist: Option<f64>) -> Result<Decided> {
         if self.opts.index_only && self.index_decides(c) {
             let name = LockManager::name(self.ds.id, &c.pk);
             if self.ds.txn.locks.try_s_instant(name) && self.ds.txn.abort_epoch() == self.epoch {
-                self.stats.index_only += 1;
-                return Ok(Some(QueryHit {
-                    pk: Self::pk_values(&c.pk)?,
-                    record: None,
-                    distance_m: dist,
-                }));
+                return Ok(Decided {
+                    hit: Some(QueryHit {
+                        pk: Self::pk_values(&c.pk)?,
+                        record: None,
+                        distance_m: dist,
+                    }),
+                    fetched: false,
+                });
             }
         }
-        self.stats.fetched += 1;
+        let none = Decided {
+            hit: None,
+            fetched: true,
+        };
         let Some(bytes) = self.ds.get_raw(&c.pk)? else {
-            return Ok(None);
+            return Ok(none);
         };
         let rec = value::decode_value(&bytes)?;
         let Some(d) = self
             .ds
             .record_matches(&self.def, &self.query, &self.tokens, &rec, &c.pk)?
         else {
-            return Ok(None);
+            return Ok(none);
         };
-        Ok(Some(QueryHit {
-            pk: Self::pk_values(&c.pk)?,
-            record: Some(rec),
-            distance_m: d,
-        }))
+        Ok(Decided {
+            hit: Some(QueryHit {
+                pk: Self::pk_values(&c.pk)?,
+                record: Some(rec),
+                distance_m: d,
+            }),
+            fetched: true,
+        })
+    }
+
+    /// Decide a batch of candidates (in primary-key order) on the rayon
+    /// pool: random primary-index fetches are the cost of a validated
+    /// query, and the partitions' files serve them in parallel. Hits keep
+    /// the candidates' order.
+    fn decide_batch(&mut self, batch: Vec<Cand>) -> Result<()> {
+        use rayon::prelude::*;
+        let this = &*self;
+        let decided: Vec<Result<Decided>> = batch
+            .par_iter()
+            .with_min_len(PAR_MIN / 2)
+            .map(|c| this.decide_one(c, this.list_distance(c)))
+            .collect();
+        for d in decided {
+            let d = d?;
+            self.count(&d);
+            if let Some(h) = d.hit {
+                self.ready.push_back(h);
+            }
+        }
+        Ok(())
     }
 
     /// Whether the entry alone decides the predicate (the candidate lists
@@ -238,6 +298,20 @@ impl QueryResults {
             match &mut self.source {
                 Source::Hits(hits) => return Ok(hits.pop_front()),
                 Source::List(list) => {
+                    if let Some(h) = self.ready.pop_front() {
+                        return Ok(Some(h));
+                    }
+                    // Decide as many candidates ahead as the limit may use.
+                    let want = self
+                        .opts
+                        .limit
+                        .map_or(usize::MAX, |l| l.saturating_sub(self.returned));
+                    let n = list.len().min(want.max(1)).min(FETCH_BATCH);
+                    if n >= PAR_MIN && rayon::current_num_threads() > 1 {
+                        let batch: Vec<Cand> = list.drain(..n).collect();
+                        self.decide_batch(batch)?;
+                        continue;
+                    }
                     let Some(c) = list.pop_front() else {
                         return Ok(None);
                     };
@@ -416,6 +490,12 @@ impl KnnMetric for SphereMetric {
             // Exact for a rectangle; for a polygon's MBR a lower bound of the
             // polygon's distance (`predicates::distance_m` never goes below it).
             BoundsKind::Rect | BoundsKind::Mbr => self.0.rect_key(r),
+        }
+    }
+    fn key_lower(&self, r: &Rect, kind: BoundsKind) -> f64 {
+        match kind {
+            BoundsKind::Point => self.0.point_key_lower(r[0], r[1]),
+            BoundsKind::Rect | BoundsKind::Mbr => self.0.rect_bound(r),
         }
     }
 }
@@ -701,6 +781,7 @@ impl Dataset {
             opts,
             source,
             epoch,
+            ready: VecDeque::new(),
             returned: 0,
             stats,
         })

@@ -73,6 +73,12 @@ pub trait KnnMetric: Send + Sync {
     /// The key of an entry: exact for points and rectangles, a lower bound
     /// for the MBR of a polygon.
     fn key(&self, r: &Rect, kind: BoundsKind) -> f64;
+    /// A cheaper lower bound of [`key`](Self::key): entries wait in the
+    /// queue under it and get their exact key only when they reach the
+    /// front (most candidates never do).
+    fn key_lower(&self, r: &Rect, kind: BoundsKind) -> f64 {
+        self.key(r, kind)
+    }
 }
 
 impl LsmTree {
@@ -161,6 +167,8 @@ impl LsmTree {
         let nm = snap.mems.len();
         let mut cur = KnnCursor {
             heap: BinaryHeap::new(),
+            slots: Vec::new(),
+            keys: Vec::new(),
             pushed: vec![HashSet::new(); nm],
             seen: HashSet::new(),
             kind: *self.kind(),
@@ -186,9 +194,9 @@ impl LsmTree {
                     cur.heap.push(KItem {
                         d,
                         what: KWhat::Node {
-                            comp: c,
-                            level: top,
-                            idx: i,
+                            comp: c as u32,
+                            level: top as u32,
+                            idx: i as u32,
                         },
                     });
                 }
@@ -201,20 +209,37 @@ impl LsmTree {
     }
 }
 
+/// A heap item: small (24 bytes), so the heap's sifting moves little;
+/// entries live in the cursor's slab.
+#[derive(Clone, Copy)]
 enum KWhat {
     Node {
-        comp: usize,
-        level: usize,
-        idx: usize,
+        comp: u32,
+        level: u32,
+        idx: u32,
     },
+    /// An entry at its exact key.
     Entry {
-        rank: usize,
-        e: SpatialEntry,
+        slot: u32,
+    },
+    /// An entry at a lower bound of its key (refined when popped).
+    Rough {
+        slot: u32,
     },
     MemMore {
-        mem: usize,
-        n: usize,
+        mem: u32,
+        n: u32,
     },
+}
+
+/// A candidate entry, its key stored in the cursor's key arena.
+struct Slot {
+    rank: u32,
+    key_at: usize,
+    key_len: usize,
+    delete: bool,
+    bounds: Rect,
+    bounds_kind: BoundsKind,
 }
 
 struct KItem {
@@ -251,6 +276,10 @@ pub struct KnnCursor {
     snap: Snapshot,
     metric: std::sync::Arc<dyn KnnMetric>,
     heap: BinaryHeap<KItem>,
+    /// Candidate entries (heap items point here) and their keys, appended
+    /// without a per-entry allocation: most candidates are never popped.
+    slots: Vec<Slot>,
+    keys: Vec<u8>,
     /// Per memtable: keys already queued.
     pushed: Vec<HashSet<Vec<u8>>>,
     /// Keys already returned.
@@ -260,6 +289,39 @@ pub struct KnnCursor {
 }
 
 impl KnnCursor {
+    /// Queue a candidate entry at key `d` (`exact`: its key, else a lower
+    /// bound of it).
+    #[allow(clippy::too_many_arguments)]
+    fn push_entry(
+        &mut self,
+        d: f64,
+        exact: bool,
+        rank: usize,
+        key: &[u8],
+        delete: bool,
+        bounds: Rect,
+        bounds_kind: BoundsKind,
+    ) {
+        let slot = self.slots.len() as u32;
+        self.slots.push(Slot {
+            rank: rank as u32,
+            key_at: self.keys.len(),
+            key_len: key.len(),
+            delete,
+            bounds,
+            bounds_kind,
+        });
+        self.keys.extend_from_slice(key);
+        self.heap.push(KItem {
+            d,
+            what: if exact {
+                KWhat::Entry { slot }
+            } else {
+                KWhat::Rough { slot }
+            },
+        });
+    }
+
     fn fetch_mem(&mut self, m: usize, n: usize) {
         let batch = self.snap.mems[m].nearest(n, &*self.metric);
         let full = batch.len() >= n;
@@ -267,16 +329,16 @@ impl KnnCursor {
         for (d, e) in batch {
             if self.pushed[m].insert(e.key.clone()) {
                 self.stats.candidates += 1;
-                self.heap.push(KItem {
-                    d,
-                    what: KWhat::Entry { rank: m, e },
-                });
+                self.push_entry(d, true, m, &e.key, e.delete, e.bounds, e.bounds_kind);
             }
         }
         if full && let Some(d) = last {
             self.heap.push(KItem {
                 d,
-                what: KWhat::MemMore { mem: m, n: n * 2 },
+                what: KWhat::MemMore {
+                    mem: m as u32,
+                    n: (n * 2).min(u32::MAX as usize) as u32,
+                },
             });
         }
     }
@@ -316,24 +378,27 @@ impl KnnCursor {
         let nm = self.snap.mems.len();
         while let Some(item) = self.heap.pop() {
             match item.what {
-                KWhat::MemMore { mem, n } => self.fetch_mem(mem, n),
+                KWhat::MemMore { mem, n } => self.fetch_mem(mem as usize, n as usize),
                 KWhat::Node { comp, level, idx } => {
+                    let (comp, level, idx) = (comp as usize, level as usize, idx as usize);
                     let c = self.snap.disk[comp].clone();
                     let Some(t) = c.ext.get().and_then(|x| x.rtree.as_ref()) else {
                         continue;
                     };
                     if level == 0 {
                         self.stats.blocks += 1;
-                        let mut found = Vec::new();
-                        leaf_entries(&c, idx, |_| true, |e| found.push(e))?;
-                        for e in found {
-                            let d = self.metric.key(&e.bounds, e.bounds_kind);
-                            self.stats.candidates += 1;
-                            self.heap.push(KItem {
-                                d,
-                                what: KWhat::Entry { rank: nm + comp, e },
-                            });
-                        }
+                        let metric = self.metric.clone();
+                        let mut n = 0u64;
+                        c.for_each_in_block(idx, |k, kind, _, v| {
+                            if let Some((r, bk)) = decode_bounds_kind(v) {
+                                let d = metric.key_lower(&r, bk);
+                                n += 1;
+                                let delete = kind == EntryKind::Delete;
+                                self.push_entry(d, false, nm + comp, k, delete, r, bk);
+                            }
+                            Ok(true)
+                        })?;
+                        self.stats.candidates += n;
                     } else {
                         for ch in t.children(level, idx) {
                             let d = self.metric.bound(&t.mbr(level - 1, ch));
@@ -341,21 +406,43 @@ impl KnnCursor {
                                 self.heap.push(KItem {
                                     d,
                                     what: KWhat::Node {
-                                        comp,
-                                        level: level - 1,
-                                        idx: ch,
+                                        comp: comp as u32,
+                                        level: (level - 1) as u32,
+                                        idx: ch as u32,
                                     },
                                 });
                             }
                         }
                     }
                 }
-                KWhat::Entry { rank, e } => {
-                    if e.delete || self.seen.contains(&e.key) || self.superseded(rank, &e.key)? {
+                KWhat::Rough { slot } => {
+                    let s = &self.slots[slot as usize];
+                    // Never below the bound it was queued at (keeps the
+                    // queue's order monotone).
+                    let d = self.metric.key(&s.bounds, s.bounds_kind).max(item.d);
+                    self.heap.push(KItem {
+                        d,
+                        what: KWhat::Entry { slot },
+                    });
+                }
+                KWhat::Entry { slot } => {
+                    let s = &self.slots[slot as usize];
+                    let (rank, delete) = (s.rank as usize, s.delete);
+                    let key = &self.keys[s.key_at..s.key_at + s.key_len];
+                    if delete || self.seen.contains(key) || self.superseded(rank, key)? {
                         continue;
                     }
-                    self.seen.insert(e.key.clone());
-                    return Ok(Some((item.d, e)));
+                    let key = key.to_vec();
+                    self.seen.insert(key.clone());
+                    return Ok(Some((
+                        item.d,
+                        SpatialEntry {
+                            key,
+                            delete,
+                            bounds: s.bounds,
+                            bounds_kind: s.bounds_kind,
+                        },
+                    )));
                 }
             }
         }

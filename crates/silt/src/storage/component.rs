@@ -378,6 +378,9 @@ pub enum Probe {
 pub struct ComponentReader {
     path: PathBuf,
     file: File,
+    /// The whole file mapped read-only (blocks are read from it without a
+    /// system call or a copy); `None` where mapping failed (then `pread`).
+    map: Option<memmap2::Mmap>,
     uid: u64,
     index_keys: Vec<u8>,
     index_key_ends: Vec<u32>,
@@ -443,8 +446,21 @@ fn read_exact_at(file: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u
     Ok(buf)
 }
 
+/// Map a component file read-only.
+fn map_file(file: &File) -> Option<memmap2::Mmap> {
+    // SAFETY: a mapping is sound as long as nobody modifies or truncates the
+    // file while it is mapped. Component files are immutable: they are
+    // written under a temporary name, fsynced and renamed, and never opened
+    // for writing again; when obsolete they are unlinked, which leaves an
+    // existing mapping valid. Another process writing into a database
+    // directory is outside what Silt supports (as for every mmap-based
+    // engine); reads are still checksummed, so a changed block is reported
+    // as corrupt rather than trusted.
+    unsafe { memmap2::Mmap::map(file) }.ok()
+}
+
 /// Verify a block's checksum and return its uncompressed payload.
-fn decode_block(path: &Path, off: u64, mut raw: Vec<u8>) -> Result<Vec<u8>> {
+fn decode_block(path: &Path, off: u64, raw: &[u8]) -> Result<Vec<u8>> {
     if raw.len() < TRAILER_LEN {
         return Err(Error::corrupt(
             path,
@@ -463,10 +479,10 @@ fn decode_block(path: &Path, off: u64, mut raw: Vec<u8>) -> Result<Vec<u8>> {
             ),
         ));
     }
-    raw.truncate(n - TRAILER_LEN);
+    let raw = &raw[..n - TRAILER_LEN];
     let bad = |what: String| Error::corrupt(path, format!("block at offset {off}: {what}"));
     match code {
-        0 => Ok(raw),
+        0 => Ok(raw.to_vec()),
         1 => {
             if raw.len() >= 4 {
                 let size = u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
@@ -474,7 +490,7 @@ fn decode_block(path: &Path, off: u64, mut raw: Vec<u8>) -> Result<Vec<u8>> {
                     return Err(bad(format!("implausible uncompressed size {size}")));
                 }
             }
-            lz4_flex::decompress_size_prepended(&raw).map_err(|e| bad(format!("lz4: {e}")))
+            lz4_flex::decompress_size_prepended(raw).map_err(|e| bad(format!("lz4: {e}")))
         }
         2 => {
             if raw.len() < 4 {
@@ -533,7 +549,7 @@ impl ComponentReader {
         }
         let read_block = |(off, len): (u64, u32)| -> Result<Vec<u8>> {
             let raw = read_exact_at(&file, path, off, len as usize)?;
-            decode_block(path, off, raw)
+            decode_block(path, off, &raw)
         };
         let index_raw = read_block(ranges[0])?;
         let bloom_raw = read_block(ranges[1])?;
@@ -590,9 +606,11 @@ impl ComponentReader {
                 ),
             ));
         }
+        let map = map_file(&file).filter(|m| m.len() as u64 == size);
         Ok(ComponentReader {
             path: path.to_path_buf(),
             file,
+            map,
             uid: NEXT_FILE_UID.fetch_add(1, Ordering::Relaxed),
             index_keys,
             index_key_ends,
@@ -702,8 +720,25 @@ impl ComponentReader {
         if use_cache && let Some(b) = self.cache.get(self.uid, off) {
             return Ok(b);
         }
-        let raw = read_exact_at(&self.file, &self.path, off, self.block_lens[i] as usize)?;
-        let data = decode_block(&self.path, off, raw)?;
+        let len = self.block_lens[i] as usize;
+        let data = match &self.map {
+            Some(m) => {
+                let raw = usize::try_from(off)
+                    .ok()
+                    .and_then(|o| m.get(o..o.checked_add(len)?))
+                    .ok_or_else(|| {
+                        Error::corrupt(
+                            &self.path,
+                            format!("block at offset {off} is outside the file"),
+                        )
+                    })?;
+                decode_block(&self.path, off, raw)?
+            }
+            None => {
+                let raw = read_exact_at(&self.file, &self.path, off, len)?;
+                decode_block(&self.path, off, &raw)?
+            }
+        };
         let block = Arc::new(
             Block::new(data)
                 .map_err(|e| Error::corrupt(&self.path, format!("block at offset {off}: {e}")))?,
