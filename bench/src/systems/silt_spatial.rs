@@ -30,6 +30,7 @@ const INDEX: &str = "loc";
 pub struct SiltSpatial {
     label: String,
     reconcile: ReconcileOption,
+    no_merge: bool,
     options: String,
     db: Option<Database>,
     ds: Option<Arc<silt::Dataset>>,
@@ -38,7 +39,14 @@ pub struct SiltSpatial {
 }
 
 impl SiltSpatial {
-    pub fn open(dir: &Path, label: &str, reconcile: ReconcileOption) -> Result<Self> {
+    /// `no_merge`: the no-merge policy (every flush stays a component), so
+    /// that two datasets fed the same stream end with the same components.
+    pub fn open(
+        dir: &Path,
+        label: &str,
+        reconcile: ReconcileOption,
+        no_merge: bool,
+    ) -> Result<Self> {
         let opts = DbOptions {
             block_cache_bytes: BLOCK_CACHE,
             durability: Durability::None,
@@ -54,6 +62,11 @@ impl SiltSpatial {
             .field("loc", FieldType::Point)
             .field("text", FieldType::String)
             .memory_budget(MEMORY_BUDGET);
+        let def = if no_merge {
+            def.policy(silt::lsm::policy::MergePolicy::NoMerge)
+        } else {
+            def
+        };
         db.create_dataset(def)
             .context("creating Silt dataset tweets")?;
         db.create_index(DATASET, IndexDef::rtree(INDEX, "loc").reconcile(reconcile))
@@ -62,6 +75,7 @@ impl SiltSpatial {
         Ok(Self {
             label: label.to_string(),
             reconcile,
+            no_merge,
             options,
             db: Some(db),
             ds: Some(ds),
@@ -118,12 +132,13 @@ impl System for SiltSpatial {
     fn describe(&self) -> String {
         format!(
             "Silt (this repo): dataset tweets(id int primary key, user_id int, ts int, loc point, text string), \
-             R-tree index loc ({} reconciliation), default merge policy, memory budget {} MiB, block cache {} MiB, \
+             R-tree index loc ({} reconciliation), {} merge policy, memory budget {} MiB, block cache {} MiB, \
              WAL on, durability none (no fsync per write), write_batch in insert mode; {}",
             match self.reconcile {
                 ReconcileOption::Antimatter => "antimatter",
                 ReconcileOption::DeletedKeys => "deleted-key B+-tree",
             },
+            if self.no_merge { "no-merge" } else { "default (prefix)" },
             MEMORY_BUDGET >> 20,
             BLOCK_CACHE >> 20,
             self.options
