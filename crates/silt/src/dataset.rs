@@ -196,6 +196,8 @@ impl Dataset {
                 },
                 memtable_bytes: (def.memory_budget / n_trees).max(1),
                 kind: TreeKind::default(),
+                key_cell: [0.0; 2],
+                key_space: [0.0; 4],
             };
             let primary = LsmTree::open(cfg, cache.clone())?;
             primary.set_log_sync(txn.clone());
@@ -290,6 +292,21 @@ impl Dataset {
             },
             memtable_bytes: (def.memory_budget / n_trees.max(1)).max(1),
             kind: idef.tree_kind(),
+            key_cell: if idef.kind == IndexKind::Rtree {
+                let sp = idef.space();
+                // Keys hold order-32 Hilbert values: 2^32 cells per axis.
+                const CELLS: f64 = 4_294_967_296.0;
+                [
+                    (sp.max_x - sp.min_x).abs() / CELLS,
+                    (sp.max_y - sp.min_y).abs() / CELLS,
+                ]
+            } else {
+                [0.0; 2]
+            },
+            key_space: {
+                let sp = idef.space();
+                [sp.min_x, sp.min_y, sp.max_x, sp.max_y]
+            },
         };
         let tree = LsmTree::open(cfg, cache.clone())?;
         crate::recency::install_tree_hooks(&tree, idef);

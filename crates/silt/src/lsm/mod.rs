@@ -7,6 +7,7 @@ pub mod hooks;
 pub mod kind;
 pub mod memtable;
 pub mod merge_iter;
+pub mod partition;
 pub mod policy;
 pub mod spatial;
 pub mod tree;

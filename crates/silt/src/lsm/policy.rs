@@ -62,7 +62,7 @@ const ACCEPTED_FORMS: &str = "accepted forms: no-merge | constant(K) | prefix(MA
 /// is the most recently flushed component). For leveled, the list is the L0
 /// components newest first, then the L1 components sorted by `min_key`, then
 /// L2 and so on; the leveled policy itself only relies on the `level` field.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ComponentInfo {
     /// Unique component id.
     pub id: u64,
@@ -78,6 +78,46 @@ pub struct ComponentInfo {
     pub max_key: Vec<u8>,
     /// The component is already part of a running merge and must not be picked again.
     pub merging: bool,
+    /// Spatially partitioned leveled trees only (see [`Partitioning`]): the
+    /// region any entry's key can stand for (the component's MBR grown by
+    /// one key cell). When both components have one, overlap is decided by
+    /// it instead of by key ranges.
+    pub mbr: Option<[f64; 4]>,
+}
+
+/// How a leveled merge cuts its output into components (seed 002 §3).
+/// `Size` cuts the key-ordered output every `target_file_bytes` (for an
+/// R-tree: runs of its Hilbert or x-then-y order); `Str` and `RstarGrove`
+/// partition R-tree entries by the centre of their bounds into about
+/// `input bytes / target_file_bytes` regions of the plane (see
+/// `lsm::partition`) and decide overlaps between components by MBR. Trees
+/// that are not R-trees always use `Size`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Partitioning {
+    #[default]
+    Size,
+    Str,
+    RstarGrove,
+}
+
+impl Partitioning {
+    pub fn name(self) -> &'static str {
+        match self {
+            Partitioning::Size => "size",
+            Partitioning::Str => "str",
+            Partitioning::RstarGrove => "rstar_grove",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Partitioning> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "size" => Some(Partitioning::Size),
+            "str" => Some(Partitioning::Str),
+            "rstar_grove" | "r*_grove" | "rstargrove" | "grove" => Some(Partitioning::RstarGrove),
+            _ => None,
+        }
+    }
 }
 
 /// What a policy needs to know besides the component list.
@@ -141,6 +181,9 @@ pub enum MergePolicy {
         fanout: usize,
         target_file_bytes: u64,
         l1_bytes: u64,
+        /// How outputs are cut (R-tree indexes; others always by size).
+        #[serde(default)]
+        partitioning: Partitioning,
     },
 }
 
@@ -307,6 +350,7 @@ impl MergePolicy {
                 fanout,
                 target_file_bytes,
                 l1_bytes,
+                ..
             } => {
                 if l0_trigger < 1 {
                     bad("leveled L0 trigger must be at least 1".into())
@@ -389,6 +433,29 @@ impl MergePolicy {
             ("leveled", [l0, fanout, target, l1]) => {
                 leveled_with(count(l0)?, count(fanout)?, size(target)?, Some(size(l1)?))
             }
+            ("leveled", [l0, fanout, target, l1, part]) => {
+                let partitioning = Partitioning::parse(part).ok_or_else(|| {
+                    err(format!(
+                        "unknown leveled partitioning `{part}`; use size, str or rstar_grove"
+                    ))
+                })?;
+                match leveled_with(count(l0)?, count(fanout)?, size(target)?, Some(size(l1)?)) {
+                    MergePolicy::Leveled {
+                        l0_trigger,
+                        fanout,
+                        target_file_bytes,
+                        l1_bytes,
+                        ..
+                    } => MergePolicy::Leveled {
+                        l0_trigger,
+                        fanout,
+                        target_file_bytes,
+                        l1_bytes,
+                        partitioning,
+                    },
+                    other => other,
+                }
+            }
             (
                 "no-merge" | "nomerge" | "constant" | "prefix" | "binomial" | "tiered"
                 | "concurrent" | "leveled",
@@ -421,6 +488,7 @@ fn leveled_with(
         fanout,
         target_file_bytes,
         l1_bytes,
+        partitioning: Partitioning::Size,
     }
 }
 
@@ -450,12 +518,19 @@ impl fmt::Display for MergePolicy {
                 fanout,
                 target_file_bytes,
                 l1_bytes,
-            } => write!(
-                f,
-                "leveled({l0_trigger},{fanout},{},{})",
-                format_size(*target_file_bytes),
-                format_size(*l1_bytes)
-            ),
+                partitioning,
+            } => {
+                write!(
+                    f,
+                    "leveled({l0_trigger},{fanout},{},{}",
+                    format_size(*target_file_bytes),
+                    format_size(*l1_bytes)
+                )?;
+                if *partitioning != Partitioning::Size {
+                    write!(f, ",{}", partitioning.name())?;
+                }
+                write!(f, ")")
+            }
         }
     }
 }
@@ -914,6 +989,29 @@ fn overlaps(a_min: &[u8], a_max: &[u8], b: &ComponentInfo) -> bool {
     a_min <= b.max_key.as_slice() && b.min_key.as_slice() <= a_max
 }
 
+/// Whether two components may hold versions of the same key: by their
+/// regions when both have one (spatial partitioning), else by key ranges.
+pub fn components_overlap(a: &ComponentInfo, b: &ComponentInfo) -> bool {
+    match (&a.mbr, &b.mbr) {
+        (Some(x), Some(y)) => x[0] <= y[2] && y[0] <= x[2] && x[1] <= y[3] && y[1] <= x[3],
+        _ => overlaps(&a.min_key, &a.max_key, b),
+    }
+}
+
+/// Components of `level` overlapping any of `with`, sorted by `(min_key, id)`.
+fn overlapping_any<'a>(
+    level: &[&'a ComponentInfo],
+    with: &[&ComponentInfo],
+) -> Vec<&'a ComponentInfo> {
+    let mut out: Vec<&ComponentInfo> = level
+        .iter()
+        .copied()
+        .filter(|c| with.iter().any(|w| components_overlap(w, c)))
+        .collect();
+    out.sort_by(|a, b| a.min_key.cmp(&b.min_key).then(a.id.cmp(&b.id)));
+    out
+}
+
 /// Components of `level` overlapping `[min, max]`, sorted by `(min_key, id)`.
 fn overlapping<'a>(level: &[&'a ComponentInfo], min: &[u8], max: &[u8]) -> Vec<&'a ComponentInfo> {
     let mut out: Vec<&ComponentInfo> = level
@@ -964,7 +1062,11 @@ fn decide_leveled(
         let lo = l0.iter().map(|c| c.min_key.as_slice()).min();
         let hi = l0.iter().map(|c| c.max_key.as_slice()).max();
         if let (Some(lo), Some(hi)) = (lo, hi) {
-            let l1 = overlapping(level(1), lo, hi);
+            let l1 = if l0.iter().all(|c| c.mbr.is_some()) {
+                overlapping_any(level(1), l0)
+            } else {
+                overlapping(level(1), lo, hi)
+            };
             if l1.iter().all(|c| !c.merging) {
                 let inputs = l0.iter().chain(l1.iter()).map(|c| c.id).collect();
                 return MergeDecision::Leveled {
@@ -994,7 +1096,7 @@ fn decide_leveled(
         let next = level(next_lvl);
         let mut best: Option<(u128, &ComponentInfo, Vec<&ComponentInfo>)> = None;
         for &cand in members.iter().filter(|c| !c.merging) {
-            let over = overlapping(next, &cand.min_key, &cand.max_key);
+            let over = overlapping_any(next, &[cand]);
             if over.iter().any(|c| c.merging) {
                 continue;
             }
@@ -1036,6 +1138,7 @@ mod tests {
             min_key: Vec::new(),
             max_key: vec![0xff],
             merging: false,
+            mbr: None,
         }
     }
 
@@ -1064,6 +1167,7 @@ mod tests {
             min_key: min.as_bytes().to_vec(),
             max_key: max.as_bytes().to_vec(),
             merging: false,
+            mbr: None,
         }
     }
 
@@ -1492,6 +1596,7 @@ mod tests {
             fanout: 10,
             target_file_bytes: 10,
             l1_bytes: 1000,
+            partitioning: Partitioning::Size,
         };
         let mut comps = vec![
             leveled_comp(10, 0, 10, "d", "f"),
@@ -1544,6 +1649,7 @@ mod tests {
             fanout: 10,
             target_file_bytes: 100,
             l1_bytes: 250,
+            partitioning: Partitioning::Size,
         };
         // L1 total 300 > 250. Overlaps with L2: id 1 [a,c] -> 50+60 = 110,
         // id 2 [d,f] -> 30, id 3 [g,i] -> 0.
@@ -1604,6 +1710,7 @@ mod tests {
             fanout: 2,
             target_file_bytes: 100,
             l1_bytes: 100,
+            partitioning: Partitioning::Size,
         };
         // L1 = 100 (at limit), L2 = 300 > 200: push L2 down to a new L3.
         let comps = vec![
@@ -1659,6 +1766,7 @@ mod tests {
                 fanout: 4,
                 target_file_bytes: 1536 * KIB,
                 l1_bytes: 1000,
+                partitioning: Partitioning::Size,
             },
         ];
         for p in policies {
@@ -1694,6 +1802,21 @@ mod tests {
             MergePolicy::default_concurrent()
         );
         assert_eq!(ok("leveled"), MergePolicy::default_leveled());
+        for part in ["str", "rstar_grove"] {
+            let p = ok(&format!("leveled(4,10,64MB,256MB,{part})"));
+            assert_eq!(p.to_string(), format!("leveled(4,10,64MB,256MB,{part})"));
+            assert_eq!(ok(&p.to_string()), p);
+        }
+        assert_eq!(
+            ok("leveled(4,10,64MB,256MB,size)"),
+            ok("leveled(4,10,64MB,256MB)")
+        );
+        assert!(
+            MergePolicy::parse("leveled(4,10,64MB,256MB,hexagons)")
+                .unwrap_err()
+                .to_string()
+                .contains("size, str or rstar_grove")
+        );
         assert_eq!(ok("leveled(4,10)"), MergePolicy::default_leveled());
         assert_eq!(ok("leveled(4,10,64MB)"), MergePolicy::default_leveled());
         assert_eq!(
@@ -1706,7 +1829,8 @@ mod tests {
                 l0_trigger: 2,
                 fanout: 5,
                 target_file_bytes: MIB,
-                l1_bytes: 2 * MIB
+                l1_bytes: 2 * MIB,
+                partitioning: Partitioning::Size,
             }
         );
         assert_eq!(MergePolicy::default().to_string(), "prefix(1GB,5)");
@@ -1781,6 +1905,7 @@ mod tests {
                 fanout: 0,
                 target_file_bytes: 0,
                 l1_bytes: 0,
+                partitioning: Partitioning::Size,
             },
         ] {
             assert!(p.validate().is_err());
@@ -1832,6 +1957,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, (size, merging))| ComponentInfo {
                     merging,
+                    mbr: None,
                     ..comp(i as u64, size)
                 })
                 .collect()
@@ -1856,6 +1982,7 @@ mod tests {
                         min_key,
                         max_key,
                         merging: false,
+                        mbr: None,
                     }
                 })
                 .collect()
@@ -1898,7 +2025,7 @@ mod tests {
             for (c, m) in comps.iter_mut().zip(merging) {
                 c.merging = m;
             }
-            let policy = MergePolicy::Leveled { l0_trigger, fanout, target_file_bytes: 100, l1_bytes };
+            let policy = MergePolicy::Leveled { l0_trigger, fanout, target_file_bytes: 100, l1_bytes, partitioning: Partitioning::Size };
             match policy.decide(&comps, &ctx(0)) {
                 MergeDecision::None => {}
                 MergeDecision::Stack { .. } => prop_assert!(false, "leveled gave a stack decision"),

@@ -15,10 +15,15 @@
 //! At open, files not in the manifest (orphans of an unfinished flush or merge,
 //! components that a finished merge replaced) and temporary files are removed.
 
-use super::kind::{ComponentBuilder, TreeKind, deleted_contains, has_deleted, open_component};
+use super::kind::{
+    ComponentBuilder, TreeKind, decode_bounds, deleted_contains, has_deleted, open_component,
+};
 use super::memtable::{MemIter, MemTable};
 use super::merge_iter::{MergeIter, Source};
-use super::policy::{ComponentInfo, MergeDecision, MergePolicy, PolicyContext};
+use super::partition::{self, Plan};
+use super::policy::{
+    ComponentInfo, MergeDecision, MergePolicy, Partitioning, PolicyContext, components_overlap,
+};
 use crate::error::{Error, Result};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
@@ -47,6 +52,13 @@ pub struct TreeConfig {
     pub memtable_bytes: u64,
     /// B+-tree, R-tree or inverted index; antimatter or deleted-key reconciliation.
     pub kind: TreeKind,
+    /// R-trees: width and height of the cell one key stands for (entries
+    /// with equal keys have centres in the same cell; spatial partitioning
+    /// grows component MBRs by it). Zero elsewhere.
+    pub key_cell: [f64; 2],
+    /// R-trees: the space the Hilbert grid covers (keys of coordinates
+    /// outside it are clamped to its edge cells).
+    pub key_space: [f64; 4],
 }
 
 /// Counters of one index (monotonic since open).
@@ -579,7 +591,8 @@ impl LsmTree {
         }
     }
 
-    fn infos(disk: &[Arc<ComponentReader>], merging: &[u64]) -> Vec<ComponentInfo> {
+    fn infos(&self, disk: &[Arc<ComponentReader>], merging: &[u64]) -> Vec<ComponentInfo> {
+        let spatial = self.spatial_partitioning().is_some();
         disk.iter()
             .map(|c| {
                 let m = c.meta();
@@ -591,9 +604,84 @@ impl LsmTree {
                     min_key: m.min_key.clone(),
                     max_key: m.max_key.clone(),
                     merging: merging.contains(&m.id),
+                    mbr: if spatial { self.key_region(c) } else { None },
                 }
             })
             .collect()
+    }
+
+    /// The spatial partitioning of this tree's leveled merges, if any (an
+    /// R-tree with antimatter under `leveled(..., str|rstar_grove)`).
+    fn spatial_partitioning(&self) -> Option<Partitioning> {
+        match &self.cfg.policy {
+            MergePolicy::Leveled { partitioning, .. }
+                if *partitioning != Partitioning::Size
+                    && self.cfg.kind.spatial
+                    && !self.cfg.kind.deleted_keys() =>
+            {
+                Some(*partitioning)
+            }
+            _ => None,
+        }
+    }
+
+    /// The region a component's keys can stand for: its MBR grown by two
+    /// key cells (two versions of one key may carry different bounds, but
+    /// their centres share the key's cell, so their components' regions
+    /// always meet).
+    fn key_region(&self, c: &ComponentReader) -> Option<[f64; 4]> {
+        let t = c.ext.get().and_then(|x| x.rtree.as_ref())?;
+        let top = t.top_level();
+        let mut r = [
+            f64::INFINITY,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        for i in 0..t.nodes(top) {
+            let m = t.mbr(top, i);
+            r = [
+                r[0].min(m[0]),
+                r[1].min(m[1]),
+                r[2].max(m[2]),
+                r[3].max(m[3]),
+            ];
+        }
+        if r[0] > r[2] || r[1] > r[3] {
+            return None;
+        }
+        let s = self.cfg.key_space;
+        if !(r[0] >= s[0] && r[1] >= s[1] && r[2] <= s[2] && r[3] <= s[3]) {
+            // Entries outside the space share the edge cells' keys with
+            // entries anywhere beyond that edge: such a component may meet
+            // any other.
+            return Some([
+                f64::NEG_INFINITY,
+                f64::NEG_INFINITY,
+                f64::INFINITY,
+                f64::INFINITY,
+            ]);
+        }
+        let [w, h] = self.cfg.key_cell;
+        Some([
+            r[0] - 2.0 * w,
+            r[1] - 2.0 * h,
+            r[2] + 2.0 * w,
+            r[3] + 2.0 * h,
+        ])
+    }
+
+    /// The centres of the leaves of `inputs` (the spatial partitioner's sample).
+    fn leaf_centres(inputs: &[Arc<ComponentReader>]) -> Vec<[f64; 2]> {
+        let mut out = Vec::new();
+        for c in inputs {
+            if let Some(t) = c.ext.get().and_then(|x| x.rtree.as_ref()) {
+                for i in 0..t.nodes(0) {
+                    out.push(partition::centre(&t.mbr(0, i)));
+                }
+            }
+        }
+        out
     }
 
     fn new_meta(&self, level: u32) -> ComponentMeta {
@@ -614,7 +702,7 @@ impl LsmTree {
         if self
             .cfg
             .policy
-            .should_stall_flush(&Self::infos(&self.state.read().disk, &[]))
+            .should_stall_flush(&self.infos(&self.state.read().disk, &[]))
         {
             self.counters.flush_stalls.fetch_add(1, Ordering::Relaxed);
             while self.merge_once()? {}
@@ -716,7 +804,7 @@ impl LsmTree {
         self.merge_scheduled.store(false, Ordering::Release);
         let _g = self.merge_lock.lock();
         let disk = self.state.read().disk.clone();
-        let infos = Self::infos(&disk, &[]);
+        let infos = self.infos(&disk, &[]);
         let ctx = PolicyContext {
             memtable_bytes: self.cfg.memtable_bytes,
             flush_count: self.flush_count.load(Ordering::SeqCst),
@@ -793,11 +881,23 @@ impl LsmTree {
             .rposition(|c| input_ids.contains(&c.meta().id))
             .unwrap_or(0);
         let dk = self.cfg.kind.deleted_keys();
-        let drop_antimatter = !disk[last_input_pos + 1..].iter().any(|c| {
-            let m = c.meta();
-            // A deleted primary key may hide an entry under any key.
-            !input_ids.contains(&m.id) && (dk || (m.min_key <= hi_key && m.max_key >= lo_key))
-        });
+        let spatial = self.spatial_partitioning();
+        let drop_antimatter = if spatial.is_some() {
+            // Spatially partitioned levels overlap in key ranges; what can
+            // hold an input's key is what meets an input's region.
+            let all = self.infos(disk, &[]);
+            let ins: Vec<&ComponentInfo> =
+                all.iter().filter(|c| input_ids.contains(&c.id)).collect();
+            !all[last_input_pos + 1..]
+                .iter()
+                .any(|c| !input_ids.contains(&c.id) && ins.iter().any(|i| components_overlap(i, c)))
+        } else {
+            !disk[last_input_pos + 1..].iter().any(|c| {
+                let m = c.meta();
+                // A deleted primary key may hide an entry under any key.
+                !input_ids.contains(&m.id) && (dk || (m.min_key <= hi_key && m.max_key >= lo_key))
+            })
+        };
         // Sources in list order = newest first.
         let ordered: Vec<Arc<ComponentReader>> = disk
             .iter()
@@ -813,8 +913,29 @@ impl LsmTree {
         let split_bytes = match &self.cfg.policy {
             MergePolicy::Leveled {
                 target_file_bytes, ..
-            } if level > 0 && !dk => *target_file_bytes,
+            } if level > 0 && !dk && spatial.is_none() => *target_file_bytes,
             _ => u64::MAX,
+        };
+        // Spatial partitioning: one output per region of the plane.
+        let plan = match (&self.cfg.policy, spatial) {
+            (
+                MergePolicy::Leveled {
+                    target_file_bytes, ..
+                },
+                Some(part),
+            ) if level > 0 => {
+                let bytes: u64 = inputs.iter().map(|c| c.meta().file_bytes).sum();
+                let p = usize::try_from(bytes.div_ceil((*target_file_bytes).max(1)))
+                    .unwrap_or(usize::MAX)
+                    .clamp(1, 4096);
+                let sample = Self::leaf_centres(inputs);
+                match part {
+                    Partitioning::Str => Plan::str(sample, p),
+                    Partitioning::RstarGrove => Plan::grove(sample, p),
+                    Partitioning::Size => Plan::Single,
+                }
+            }
+            _ => Plan::Single,
         };
         let (min_flush, max_flush) = inputs.iter().fold((u64::MAX, 0), |(a, b), c| {
             (a.min(c.meta().min_flush_id), b.max(c.meta().max_flush_id))
@@ -835,6 +956,16 @@ impl LsmTree {
         };
         let mut outputs: Vec<Arc<ComponentReader>> = Vec::new();
         let mut writer: Option<ComponentBuilder> = None;
+        // Spatial partitioning: a builder per region (created on first use).
+        let mut regions: Vec<Option<ComponentBuilder>> = Vec::new();
+        regions.resize_with(
+            if plan == Plan::Single {
+                0
+            } else {
+                plan.parts()
+            },
+            || None,
+        );
         let mut written = 0u64;
         let finish = |w: ComponentBuilder,
                       outs: &mut Vec<Arc<ComponentReader>>,
@@ -877,6 +1008,25 @@ impl LsmTree {
                         continue;
                     }
                 }
+                if !regions.is_empty() {
+                    let (r, _) = decode_bounds(&e.value).ok_or_else(|| {
+                        Error::corrupt(
+                            &self.cfg.dir,
+                            format!(
+                                "R-tree entry with malformed bounds ({} bytes)",
+                                e.value.len()
+                            ),
+                        )
+                    })?;
+                    let slot = &mut regions[plan.route(partition::centre(&r))];
+                    if slot.is_none() {
+                        *slot = Some(new_builder()?);
+                    }
+                    if let Some(w) = slot.as_mut() {
+                        w.add(&k, e.kind, e.seq, &e.value)?;
+                    }
+                    continue;
+                }
                 if writer.is_none() {
                     writer = Some(new_builder()?);
                 }
@@ -888,6 +1038,9 @@ impl LsmTree {
                         finish(w, &mut outputs, &mut written)?;
                     }
                 }
+            }
+            for w in regions.iter_mut().filter_map(Option::take) {
+                finish(w, &mut outputs, &mut written)?;
             }
             if dk && !drop_antimatter && !with_dk.is_empty() {
                 if writer.is_none() {
@@ -911,6 +1064,9 @@ impl LsmTree {
         })();
         if let Err(e) = result {
             if let Some(w) = writer.take() {
+                w.abandon();
+            }
+            for w in regions.iter_mut().filter_map(Option::take) {
                 w.abandon();
             }
             for o in &outputs {
@@ -1163,6 +1319,8 @@ mod tests {
                 },
                 memtable_bytes: 2048,
                 kind: TreeKind::default(),
+                key_cell: [0.0; 2],
+                key_space: [0.0; 4],
             },
             cache.clone(),
         )
