@@ -1,0 +1,544 @@
+//! Statement splitting and the statements the SQL layer runs itself:
+//! `CREATE TABLE`, `CREATE INDEX`, `DROP TABLE`, `DROP INDEX`, `COMPACT`,
+//! and the rewrites of `UPSERT INTO` / `INSERT ... ON CONFLICT DO UPDATE`
+//! into DataFusion's `INSERT OR REPLACE`.
+
+use std::sync::Arc;
+
+use datafusion::sql::parser::{DFParser, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::{
+    ColumnOption, CreateIndex, CreateTable, CreateTableOptions, Expr as SqlExpr, Ident, IndexType,
+    ObjectName, ObjectType, OnConflictAction, OnInsert, SqlOption, SqliteOnConflict, Statement,
+    TableConstraint, Value as SqlValue,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use silt::lsm::policy::MergePolicy;
+use silt::storage::Compression;
+use silt::{Database, DatasetDef, FieldType, IndexDef, IndexKind, IndexOptions, ReconcileOption};
+
+use crate::error::SqlError;
+
+/// One statement of a script: its text and first word(s).
+#[derive(Debug, Clone)]
+pub struct Segment {
+    pub text: String,
+    words: Vec<String>,
+}
+
+/// Split a script at top-level semicolons (quotes and comments respected).
+pub fn split(sql: &str) -> Result<Vec<Segment>, SqlError> {
+    let dialect = GenericDialect {};
+    let tokens = Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| SqlError::Parse(e.to_string()))?;
+    let offsets = LineOffsets::new(sql);
+    let mut out = Vec::new();
+    let mut cur: Vec<&TokenWithSpan> = Vec::new();
+    let mut flush = |cur: &mut Vec<&TokenWithSpan>| {
+        let meaningful: Vec<&&TokenWithSpan> = cur
+            .iter()
+            .filter(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF))
+            .collect();
+        if let (Some(first), Some(last)) = (meaningful.first(), meaningful.last()) {
+            let start = offsets.byte(sql, first.span.start.line, first.span.start.column);
+            let end = offsets.byte(sql, last.span.end.line, last.span.end.column);
+            if let Some(text) = sql.get(start..end.max(start)) {
+                let words = meaningful
+                    .iter()
+                    .take(3)
+                    .map(|t| match &t.token {
+                        Token::Word(w) => w.value.to_ascii_uppercase(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                out.push(Segment {
+                    text: text.to_owned(),
+                    words,
+                });
+            }
+        }
+        cur.clear();
+    };
+    for t in &tokens {
+        if t.token == Token::SemiColon {
+            flush(&mut cur);
+        } else {
+            cur.push(t);
+        }
+    }
+    flush(&mut cur);
+    Ok(out)
+}
+
+/// Byte offsets of line starts, to turn token locations into slices.
+struct LineOffsets(Vec<usize>);
+
+impl LineOffsets {
+    fn new(s: &str) -> LineOffsets {
+        let mut v = vec![0];
+        for (i, b) in s.bytes().enumerate() {
+            if b == b'\n' {
+                v.push(i + 1);
+            }
+        }
+        LineOffsets(v)
+    }
+
+    /// Byte offset of a 1-based (line, column-in-chars) location.
+    fn byte(&self, s: &str, line: u64, column: u64) -> usize {
+        let Some(&start) = usize::try_from(line.saturating_sub(1))
+            .ok()
+            .and_then(|l| self.0.get(l))
+        else {
+            return s.len();
+        };
+        let col = usize::try_from(column.saturating_sub(1)).unwrap_or(usize::MAX);
+        let rest = s.get(start..).unwrap_or("");
+        match rest.char_indices().nth(col) {
+            Some((i, _)) => start + i,
+            None => s.len(),
+        }
+    }
+}
+
+/// What a statement is, once recognized.
+pub enum Parsed {
+    /// `COMPACT [TABLE] name`
+    Compact(String),
+    CreateTable(Box<CreateTable>),
+    CreateIndex(Box<CreateIndex>),
+    DropTables {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    DropIndex {
+        table: Option<String>,
+        index: String,
+        if_exists: bool,
+    },
+    /// Anything else: DataFusion plans it.
+    DataFusion(Box<DFStatement>),
+}
+
+/// An identifier as DataFusion sees it: unquoted names are lower-cased.
+pub fn ident(i: &Ident) -> String {
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_ascii_lowercase()
+    }
+}
+
+fn object_parts(n: &ObjectName) -> Vec<String> {
+    n.0.iter().filter_map(|p| p.as_ident().map(ident)).collect()
+}
+
+/// The last part of a (possibly qualified) name.
+fn object_name(n: &ObjectName) -> Result<String, SqlError> {
+    object_parts(n)
+        .pop()
+        .ok_or_else(|| SqlError::Invalid(format!("bad name `{n}`")))
+}
+
+/// Recognize one statement.
+pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
+    let w: Vec<&str> = seg.words.iter().map(String::as_str).collect();
+    if w.first() == Some(&"COMPACT") {
+        let rest: Vec<&str> = seg.text.split_whitespace().skip(1).collect();
+        let rest: Vec<&str> = match rest.first() {
+            Some(t) if t.eq_ignore_ascii_case("table") => rest[1..].to_vec(),
+            _ => rest,
+        };
+        return match rest.as_slice() {
+            [name] => Ok(Parsed::Compact(unquote(name))),
+            _ => Err(SqlError::Parse("expected `COMPACT table_name`".to_owned())),
+        };
+    }
+    let text = if w.first() == Some(&"UPSERT") {
+        // `UPSERT INTO t ...` = `INSERT OR REPLACE INTO t ...`
+        let body = seg.text.trim_start();
+        format!("INSERT OR REPLACE{}", body.get(6..).unwrap_or(""))
+    } else {
+        seg.text.clone()
+    };
+    let dialect = GenericDialect {};
+    let mut stmts = DFParser::parse_sql_with_dialect(&text, &dialect).map_err(|e| {
+        SqlError::Parse(
+            e.to_string()
+                .trim_start_matches("SQL error: ")
+                .trim_start_matches("ParserError(")
+                .to_owned(),
+        )
+    })?;
+    let Some(stmt) = stmts.pop_front() else {
+        return Err(SqlError::Parse("empty statement".to_owned()));
+    };
+    if !stmts.is_empty() {
+        return Err(SqlError::Parse("expected one statement".to_owned()));
+    }
+    let DFStatement::Statement(s) = stmt else {
+        return Ok(Parsed::DataFusion(Box::new(stmt)));
+    };
+    match *s {
+        Statement::CreateTable(ct) => Ok(Parsed::CreateTable(Box::new(ct))),
+        Statement::CreateIndex(ci) => Ok(Parsed::CreateIndex(Box::new(ci))),
+        Statement::Drop {
+            object_type: ObjectType::Table,
+            if_exists,
+            names,
+            ..
+        } => Ok(Parsed::DropTables {
+            names: names.iter().map(object_name).collect::<Result<_, _>>()?,
+            if_exists,
+        }),
+        Statement::Drop {
+            object_type: ObjectType::Index,
+            if_exists,
+            names,
+            table,
+            ..
+        } => {
+            let [name] = names.as_slice() else {
+                return Err(SqlError::Unsupported(
+                    "DROP INDEX drops one index at a time".to_owned(),
+                ));
+            };
+            let mut parts = object_parts(name);
+            let index = parts
+                .pop()
+                .ok_or_else(|| SqlError::Invalid(format!("bad index name `{name}`")))?;
+            let table = match table {
+                Some(t) => Some(object_name(&t)?),
+                None => parts.pop(),
+            };
+            Ok(Parsed::DropIndex {
+                table,
+                index,
+                if_exists,
+            })
+        }
+        Statement::Insert(mut ins) => {
+            match ins.on.take() {
+                None => {}
+                Some(OnInsert::DuplicateKeyUpdate(_)) => {
+                    ins.or = Some(SqliteOnConflict::Replace);
+                }
+                Some(OnInsert::OnConflict(c)) => match c.action {
+                    OnConflictAction::DoUpdate(_) => ins.or = Some(SqliteOnConflict::Replace),
+                    OnConflictAction::DoNothing => {
+                        return Err(SqlError::Unsupported(
+                            "INSERT ... ON CONFLICT DO NOTHING; use INSERT (fails on a duplicate key) or UPSERT INTO / ON CONFLICT DO UPDATE (replaces the whole row)".to_owned(),
+                        ));
+                    }
+                },
+                Some(other) => {
+                    return Err(SqlError::Unsupported(format!("INSERT ... {other}")));
+                }
+            }
+            Ok(Parsed::DataFusion(Box::new(DFStatement::Statement(
+                Box::new(Statement::Insert(ins)),
+            ))))
+        }
+        other => Ok(Parsed::DataFusion(Box::new(DFStatement::Statement(
+            Box::new(other),
+        )))),
+    }
+}
+
+fn unquote(s: &str) -> String {
+    let t = s.trim();
+    if t.len() >= 2 && t.starts_with('"') && t.ends_with('"') {
+        t[1..t.len() - 1].to_owned()
+    } else {
+        t.to_ascii_lowercase()
+    }
+}
+
+/// The declared type of a SQL column type.
+pub fn field_type(dt: &str) -> Result<FieldType, SqlError> {
+    let lower = dt.to_ascii_lowercase();
+    let base = lower.split('(').next().unwrap_or("").trim();
+    let t = match base {
+        "bigint" | "int" | "integer" | "int8" | "int4" | "int2" | "int64" | "int32"
+        | "smallint" | "tinyint" | "long" => FieldType::Int,
+        "double" | "double precision" | "float" | "float8" | "float4" | "float64" | "real"
+        | "decimal" | "numeric" => FieldType::Double,
+        "varchar" | "text" | "string" | "char" | "character varying" | "character"
+        | "nvarchar" => FieldType::String,
+        "boolean" | "bool" => FieldType::Bool,
+        "bytea" | "blob" | "binary" | "varbinary" | "bytes" => FieldType::Binary,
+        "geometry" | "geography" => FieldType::Geometry,
+        "box" => FieldType::Rectangle,
+        other => FieldType::parse(other).map_err(|_| {
+            SqlError::Invalid(format!(
+                "unsupported column type `{dt}`; use BIGINT, DOUBLE, VARCHAR, BOOLEAN, BYTEA, GEOMETRY, POINT, RECTANGLE or POLYGON"
+            ))
+        })?,
+    };
+    Ok(t)
+}
+
+/// An option value as text.
+fn option_text(e: &SqlExpr) -> String {
+    match e {
+        SqlExpr::Value(v) => match &v.value {
+            SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => s.clone(),
+            SqlValue::Number(n, _) => n.to_string(),
+            SqlValue::Boolean(b) => b.to_string(),
+            other => other.to_string(),
+        },
+        SqlExpr::Identifier(i) => i.value.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `64MB`, `64 MiB`, `1g`, `4096` -> bytes.
+pub fn parse_size(s: &str) -> Result<u64, SqlError> {
+    let t = s.trim().to_ascii_lowercase().replace(' ', "");
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| SqlError::Invalid(format!("`{s}` is not a size; use e.g. 64MB")))?;
+    let mult: u64 = match unit {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => {
+            return Err(SqlError::Invalid(format!(
+                "unknown size unit in `{s}`; use B, KB, MB or GB"
+            )));
+        }
+    };
+    let bytes = n * mult as f64;
+    if !(bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64) {
+        return Err(SqlError::Invalid(format!("size `{s}` is out of range")));
+    }
+    Ok(bytes as u64)
+}
+
+fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, SqlError> {
+    v.trim()
+        .parse()
+        .map_err(|_| SqlError::Invalid(format!("option `{key}`: `{v}` is not a valid number")))
+}
+
+/// Build the dataset definition of a `CREATE TABLE`.
+pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
+    if ct.query.is_some() {
+        return Err(SqlError::Unsupported(
+            "CREATE TABLE ... AS SELECT; create the table with its columns and a PRIMARY KEY, then INSERT INTO ... SELECT".to_owned(),
+        ));
+    }
+    let name = object_name(&ct.name)?;
+    let mut pk: Vec<String> = Vec::new();
+    let mut fields = Vec::new();
+    for c in &ct.columns {
+        let cname = ident(&c.name);
+        let ty = field_type(&c.data_type.to_string())?;
+        if c.options
+            .iter()
+            .any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)))
+        {
+            pk.push(cname.clone());
+        }
+        fields.push((cname, ty));
+    }
+    for tc in &ct.constraints {
+        if let TableConstraint::PrimaryKey(p) = tc {
+            if !pk.is_empty() {
+                return Err(SqlError::Invalid(
+                    "the primary key is declared twice".to_owned(),
+                ));
+            }
+            for ic in &p.columns {
+                match &ic.column.expr {
+                    SqlExpr::Identifier(i) => pk.push(ident(i)),
+                    other => {
+                        return Err(SqlError::Invalid(format!(
+                            "primary key parts must be column names, got `{other}`"
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    if pk.is_empty() {
+        return Err(SqlError::Invalid(format!(
+            "CREATE TABLE {name} needs a primary key: `id BIGINT PRIMARY KEY` or `PRIMARY KEY (a, b)`"
+        )));
+    }
+    for k in &pk {
+        if !fields.iter().any(|(n, _)| n == k) {
+            return Err(SqlError::Invalid(format!(
+                "primary key column `{k}` is not a column of {name}"
+            )));
+        }
+    }
+    let pk_refs: Vec<&str> = pk.iter().map(String::as_str).collect();
+    let mut def = DatasetDef::new(&name, &pk_refs);
+    for (n, t) in fields {
+        if def.field_type(&n).is_some() {
+            return Err(SqlError::Invalid(format!("column `{n}` is declared twice")));
+        }
+        def = def.field(&n, t);
+    }
+    let opts: &[SqlOption] = match &ct.table_options {
+        CreateTableOptions::None => &[],
+        CreateTableOptions::With(o)
+        | CreateTableOptions::Options(o)
+        | CreateTableOptions::Plain(o)
+        | CreateTableOptions::TableProperties(o) => o,
+    };
+    for o in opts {
+        let SqlOption::KeyValue { key, value } = o else {
+            return Err(SqlError::Invalid(format!(
+                "unsupported table option `{o}`; use WITH (key = 'value', ...)"
+            )));
+        };
+        let k = key.value.to_ascii_lowercase();
+        let v = option_text(value);
+        match k.as_str() {
+            "merge_policy" | "policy" => def.policy = MergePolicy::parse(&v)?,
+            "memory_budget" | "memory" => def.memory_budget = parse_size(&v)?,
+            "partitions" => def.partitions = parse_num(&k, &v)?,
+            "compression" => def.compression = Compression::parse(&v)?,
+            "block_size" => {
+                def.block_size = usize::try_from(parse_size(&v)?)
+                    .map_err(|_| SqlError::Invalid(format!("block size `{v}` is too large")))?
+            }
+            "bloom_fpr" => def.bloom_fpr = parse_num(&k, &v)?,
+            other => {
+                return Err(SqlError::Invalid(format!(
+                    "unknown table option `{other}`; available: merge_policy, memory_budget, partitions, compression, block_size, bloom_fpr"
+                )));
+            }
+        }
+    }
+    def.validate()?;
+    Ok(def)
+}
+
+/// The index definition of a `CREATE INDEX`, and its table.
+pub fn index_def(ci: &CreateIndex) -> Result<(String, IndexDef), SqlError> {
+    let name = match &ci.name {
+        Some(n) => object_name(n)?,
+        None => {
+            return Err(SqlError::Invalid(
+                "CREATE INDEX needs a name: CREATE INDEX name ON table USING kind (column)"
+                    .to_owned(),
+            ));
+        }
+    };
+    let table = object_name(&ci.table_name)?;
+    let kind = match &ci.using {
+        None | Some(IndexType::BTree) => IndexKind::Btree,
+        Some(IndexType::GiST) => IndexKind::Rtree,
+        Some(IndexType::GIN) => IndexKind::Keyword,
+        Some(IndexType::Custom(i)) => IndexKind::parse(&i.value)?,
+        Some(other) => {
+            return Err(SqlError::Invalid(format!(
+                "unsupported index type `{other}`; available: btree, rtree, dhvb, keyword, ngram, embedded, eager, lazy, composite"
+            )));
+        }
+    };
+    if ci.unique {
+        return Err(SqlError::Unsupported(
+            "UNIQUE secondary indexes (only the primary key is unique)".to_owned(),
+        ));
+    }
+    let mut fields = Vec::new();
+    for c in &ci.columns {
+        match &c.column.expr {
+            SqlExpr::Identifier(i) => fields.push(ident(i)),
+            other => {
+                return Err(SqlError::Invalid(format!(
+                    "index parts must be column names, got `{other}`"
+                )));
+            }
+        }
+    }
+    let mut policy = MergePolicy::default();
+    let mut options = IndexOptions::default();
+    for w in &ci.with {
+        let (k, v) = match w {
+            SqlExpr::BinaryOp { left, right, .. } => (option_text(left), option_text(right)),
+            other => {
+                return Err(SqlError::Invalid(format!(
+                    "index option `{other}` is not key = value"
+                )));
+            }
+        };
+        let k = k.to_ascii_lowercase();
+        match k.as_str() {
+            "merge_policy" | "policy" => policy = MergePolicy::parse(&v)?,
+            "reconcile" => options.reconcile = Some(ReconcileOption::parse(&v)?),
+            "gram" | "n" => options.gram = Some(parse_num(&k, &v)?),
+            "leaf_bytes" => {
+                options.leaf_bytes = Some(
+                    usize::try_from(parse_size(&v)?)
+                        .map_err(|_| SqlError::Invalid(format!("leaf size `{v}` is too large")))?,
+                )
+            }
+            "bits_per_key" => options.bits_per_key = Some(parse_num(&k, &v)?),
+            "space" => {
+                let parts: Vec<f64> = v
+                    .split(',')
+                    .map(|p| parse_num::<f64>(&k, p))
+                    .collect::<Result<_, _>>()?;
+                let [a, b, c, d] = parts.as_slice() else {
+                    return Err(SqlError::Invalid(
+                        "option `space` needs four numbers: 'min_x,min_y,max_x,max_y'".to_owned(),
+                    ));
+                };
+                options.space = Some([*a, *b, *c, *d]);
+            }
+            other => {
+                return Err(SqlError::Invalid(format!(
+                    "unknown index option `{other}`; available: merge_policy, reconcile, gram, leaf_bytes, bits_per_key, space"
+                )));
+            }
+        }
+    }
+    let def = IndexDef {
+        name,
+        id: 0,
+        kind,
+        fields,
+        policy,
+        options,
+    };
+    Ok((table, def))
+}
+
+/// Run a blocking storage call off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, SqlError> + Send + 'static,
+) -> Result<T, SqlError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| SqlError::Runtime(format!("background task failed: {e}")))?
+}
+
+/// `DROP INDEX` without a table: the one dataset that has such an index.
+pub fn find_index_table(db: &Arc<Database>, index: &str) -> Result<Option<String>, SqlError> {
+    let mut found = Vec::new();
+    for name in db.dataset_names() {
+        let ds = db.dataset(&name)?;
+        if ds.index_defs().iter().any(|d| d.name == index) {
+            found.push(name);
+        }
+    }
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        _ => Err(SqlError::Invalid(format!(
+            "index `{index}` exists on several tables ({}); use DROP INDEX {index} ON table",
+            found.join(", ")
+        ))),
+    }
+}

@@ -1,0 +1,404 @@
+//! SQL for Silt: a DataFusion session over a [`silt::Database`].
+//!
+//! ```no_run
+//! # fn main() -> Result<(), silt_sql::SqlError> {
+//! let db = std::sync::Arc::new(silt::Database::open("/tmp/db", silt::DbOptions::default())?);
+//! let sql = silt_sql::SqlEngine::new(db)?;
+//! sql.execute_blocking("CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, loc GEOMETRY)")?;
+//! sql.execute_blocking("CREATE INDEX t_loc ON t USING rtree (loc)")?;
+//! sql.execute_blocking("INSERT INTO t VALUES (1, 'a', ST_Point(2.35, 48.85))")?;
+//! let batches = sql.execute_blocking(
+//!     "SELECT id FROM t ORDER BY ST_Distance(loc, ST_Point(2, 48)) LIMIT 5",
+//! )?;
+//! # Ok(()) }
+//! ```
+//!
+//! - Every dataset is a table (always in sync with the database: tables
+//!   are looked up by name when a statement is planned). Columns come from
+//!   the declared fields (see [`convert`]); geometry columns are WKT text.
+//! - Scans push projection, limit and filters into Silt's indexes (see
+//!   [`table`]); `EXPLAIN` shows the access path of each `SiltScan`.
+//! - `ST_*` functions and `ft_contains` are registered ([`udf`]); kNN
+//!   (`ORDER BY ST_Distance(..) LIMIT k`) and spatial joins use the R-tree
+//!   ([`rules`]).
+//! - DDL and DML: `CREATE TABLE`, `CREATE INDEX ... USING kind`,
+//!   `DROP TABLE`, `DROP INDEX`, `INSERT` (unique), `UPSERT INTO` /
+//!   `INSERT OR REPLACE` / `INSERT ... ON CONFLICT DO UPDATE` (replace the
+//!   whole row), `DELETE`, `COMPACT t` (see [`ddl`]). Every row is its own
+//!   record-level transaction; DML returns one `count` column.
+
+pub mod convert;
+pub mod ddl;
+pub mod error;
+pub mod geom;
+pub mod rules;
+pub mod table;
+pub mod udf;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::Schema;
+use datafusion::catalog::{SchemaProvider, TableProvider};
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::context::{SessionConfig, SessionContext};
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::physical_plan::memory::MemoryStream;
+use parking_lot::{Mutex, RwLock};
+use silt::Database;
+
+pub use error::SqlError;
+pub use table::SiltTable;
+
+use crate::ddl::{Parsed, Segment};
+
+/// Runs SQL against one database. Cheap to share behind an `Arc`; every
+/// method takes `&self`.
+pub struct SqlEngine {
+    db: Arc<Database>,
+    ctx: SessionContext,
+    /// Created on the first `execute_blocking`.
+    runtime: Mutex<Option<Arc<tokio::runtime::Runtime>>>,
+}
+
+impl std::fmt::Debug for SqlEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SqlEngine({})", self.db.path().display())
+    }
+}
+
+/// The default schema: the database's datasets, plus whatever else is
+/// registered (views, in-memory tables).
+struct SiltSchema {
+    db: Arc<Database>,
+    extra: RwLock<HashMap<String, Arc<dyn TableProvider>>>,
+}
+
+impl std::fmt::Debug for SiltSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SiltSchema({})", self.db.path().display())
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for SiltSchema {
+    fn table_names(&self) -> Vec<String> {
+        let mut v = self.db.dataset_names();
+        v.extend(self.extra.read().keys().cloned());
+        v
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        if let Some(t) = self.extra.read().get(name) {
+            return Ok(Some(t.clone()));
+        }
+        match self.db.dataset(name) {
+            Ok(ds) => Ok(Some(Arc::new(SiltTable::new(ds)))),
+            Err(silt::Error::NoSuchDataset(_)) => Ok(None),
+            Err(e) => Err(error::silt_err(e)),
+        }
+    }
+
+    fn register_table(
+        &self,
+        name: String,
+        table: Arc<dyn TableProvider>,
+    ) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        if self.db.dataset_names().contains(&name) {
+            return Err(DataFusionError::Plan(format!(
+                "a Silt dataset named `{name}` exists; choose another name"
+            )));
+        }
+        Ok(self.extra.write().insert(name, table))
+    }
+
+    fn deregister_table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        Ok(self.extra.write().remove(name))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.extra.read().contains_key(name) || self.db.dataset_names().iter().any(|n| n == name)
+    }
+}
+
+/// The result of one statement before it is collected.
+enum Output {
+    Batches(Vec<RecordBatch>),
+    Frame(datafusion::dataframe::DataFrame),
+}
+
+impl SqlEngine {
+    /// A SQL engine over `db`: a DataFusion session whose default schema
+    /// holds the database's datasets, with the `ST_*` functions and Silt's
+    /// optimizer rules.
+    pub fn new(db: Arc<Database>) -> Result<SqlEngine, SqlError> {
+        let mut config = SessionConfig::new().with_information_schema(true);
+        config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_optimizer_rule(Arc::new(rules::KnnRule))
+            .with_optimizer_rule(Arc::new(rules::SpatialJoinRule))
+            .with_query_planner(Arc::new(rules::SiltQueryPlanner))
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        for f in udf::all_udfs() {
+            ctx.register_udf(f);
+        }
+        let schema = Arc::new(SiltSchema {
+            db: db.clone(),
+            extra: RwLock::new(HashMap::new()),
+        });
+        let catalog_name = ctx
+            .state()
+            .config()
+            .options()
+            .catalog
+            .default_catalog
+            .clone();
+        let schema_name = ctx
+            .state()
+            .config()
+            .options()
+            .catalog
+            .default_schema
+            .clone();
+        let catalog = ctx.catalog(&catalog_name).ok_or_else(|| {
+            SqlError::Runtime(format!("the default catalog `{catalog_name}` is missing"))
+        })?;
+        catalog.register_schema(&schema_name, schema)?;
+        Ok(SqlEngine {
+            db,
+            ctx,
+            runtime: Mutex::new(None),
+        })
+    }
+
+    /// The database.
+    pub fn database(&self) -> &Arc<Database> {
+        &self.db
+    }
+
+    /// The DataFusion session (register more tables or functions here).
+    pub fn session(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// Run one statement, or several separated by `;` (each runs to
+    /// completion before the next; the result is the last one's). An error
+    /// names the failing statement; the statements before it took effect.
+    pub async fn execute(&self, sql: &str) -> Result<Vec<RecordBatch>, SqlError> {
+        let segs = ddl::split(sql)?;
+        let n = segs.len();
+        let mut last = Vec::new();
+        for (i, seg) in segs.iter().enumerate() {
+            let r = match self.run(seg).await {
+                Ok(Output::Batches(b)) => Ok(b),
+                Ok(Output::Frame(df)) => df.collect().await.map_err(SqlError::from),
+                Err(e) => Err(e),
+            };
+            last = r.map_err(|e| wrap(e, i, n, seg))?;
+        }
+        Ok(last)
+    }
+
+    /// As [`SqlEngine::execute`], streaming the last statement's result.
+    pub async fn execute_stream(&self, sql: &str) -> Result<SendableRecordBatchStream, SqlError> {
+        let segs = ddl::split(sql)?;
+        let n = segs.len();
+        let Some((last, before)) = segs.split_last() else {
+            return Ok(Box::pin(MemoryStream::try_new(
+                vec![],
+                Arc::new(Schema::empty()),
+                None,
+            )?));
+        };
+        for (i, seg) in before.iter().enumerate() {
+            let r = match self.run(seg).await {
+                Ok(Output::Batches(_)) => Ok(()),
+                Ok(Output::Frame(df)) => df.collect().await.map(|_| ()).map_err(SqlError::from),
+                Err(e) => Err(e),
+            };
+            r.map_err(|e| wrap(e, i, n, seg))?;
+        }
+        let r = match self.run(last).await {
+            Ok(Output::Batches(b)) => {
+                let schema = b
+                    .first()
+                    .map(|x| x.schema())
+                    .unwrap_or_else(|| Arc::new(Schema::empty()));
+                MemoryStream::try_new(b, schema, None)
+                    .map(|s| Box::pin(s) as SendableRecordBatchStream)
+                    .map_err(SqlError::from)
+            }
+            Ok(Output::Frame(df)) => df.execute_stream().await.map_err(SqlError::from),
+            Err(e) => Err(e),
+        };
+        r.map_err(|e| wrap(e, n - 1, n, last))
+    }
+
+    /// [`SqlEngine::execute`] on an internal Tokio runtime. Must not be
+    /// called from inside an async runtime (use `execute(..).await` there).
+    pub fn execute_blocking(&self, sql: &str) -> Result<Vec<RecordBatch>, SqlError> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(SqlError::Runtime(
+                "execute_blocking was called from inside an async runtime; use `execute(..).await`"
+                    .to_owned(),
+            ));
+        }
+        let rt = self.runtime()?;
+        rt.block_on(self.execute(sql))
+    }
+
+    fn runtime(&self) -> Result<Arc<tokio::runtime::Runtime>, SqlError> {
+        let mut g = self.runtime.lock();
+        if let Some(rt) = g.as_ref() {
+            return Ok(rt.clone());
+        }
+        let rt = Arc::new(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("silt-sql")
+                .enable_all()
+                .build()
+                .map_err(|e| SqlError::Runtime(format!("cannot start the runtime: {e}")))?,
+        );
+        *g = Some(rt.clone());
+        Ok(rt)
+    }
+
+    async fn run(&self, seg: &Segment) -> Result<Output, SqlError> {
+        match ddl::parse(seg)? {
+            Parsed::DataFusion(stmt) => {
+                let state = self.ctx.state();
+                let plan = state.statement_to_plan(*stmt).await?;
+                let df = self.ctx.execute_logical_plan(plan).await?;
+                Ok(Output::Frame(df))
+            }
+            Parsed::Compact(name) => {
+                let ds = self.db.dataset(&name)?;
+                ddl::blocking(move || ds.compact().map_err(SqlError::from)).await?;
+                Ok(Output::Batches(vec![]))
+            }
+            Parsed::CreateTable(ct) => {
+                let def = ddl::dataset_def(&ct)?;
+                if ct.if_not_exists && self.db.dataset_names().contains(&def.name) {
+                    return Ok(Output::Batches(vec![]));
+                }
+                let db = self.db.clone();
+                ddl::blocking(move || db.create_dataset(def).map(|_| ()).map_err(SqlError::from))
+                    .await?;
+                Ok(Output::Batches(vec![]))
+            }
+            Parsed::CreateIndex(ci) => {
+                let (table, def) = ddl::index_def(&ci)?;
+                let ds = self.db.dataset(&table)?;
+                if ds.index_defs().iter().any(|d| d.name == def.name) {
+                    if ci.if_not_exists {
+                        return Ok(Output::Batches(vec![]));
+                    }
+                    return Err(silt::Error::IndexExists {
+                        dataset: table,
+                        index: def.name,
+                    }
+                    .into());
+                }
+                for f in &def.fields {
+                    if ds.def().field_type(f).is_none() && !ds.def().primary_key.contains(f) {
+                        return Err(SqlError::Invalid(format!(
+                            "table `{table}` has no column `{f}`"
+                        )));
+                    }
+                }
+                let db = self.db.clone();
+                ddl::blocking(move || {
+                    db.create_index(&table, def)
+                        .map(|_| ())
+                        .map_err(SqlError::from)
+                })
+                .await?;
+                Ok(Output::Batches(vec![]))
+            }
+            Parsed::DropTables { names, if_exists } => {
+                let existing = self.db.dataset_names();
+                for n in &names {
+                    if !existing.contains(n) && !if_exists {
+                        if self.ctx.table_exist(n.as_str()).unwrap_or(false) {
+                            self.ctx.deregister_table(n.as_str())?;
+                            continue;
+                        }
+                        return Err(silt::Error::NoSuchDataset(n.clone()).into());
+                    }
+                }
+                for n in names {
+                    if existing.contains(&n) {
+                        let db = self.db.clone();
+                        ddl::blocking(move || db.drop_dataset(&n).map_err(SqlError::from)).await?;
+                    }
+                }
+                Ok(Output::Batches(vec![]))
+            }
+            Parsed::DropIndex {
+                table,
+                index,
+                if_exists,
+            } => {
+                let table = match table {
+                    Some(t) => Some(t),
+                    None => ddl::find_index_table(&self.db, &index)?,
+                };
+                let Some(table) = table else {
+                    if if_exists {
+                        return Ok(Output::Batches(vec![]));
+                    }
+                    return Err(SqlError::Invalid(format!("no index named `{index}`")));
+                };
+                let ds = self.db.dataset(&table)?;
+                if !ds.index_defs().iter().any(|d| d.name == index) {
+                    if if_exists {
+                        return Ok(Output::Batches(vec![]));
+                    }
+                    return Err(silt::Error::NoSuchIndex {
+                        dataset: table,
+                        index,
+                    }
+                    .into());
+                }
+                let db = self.db.clone();
+                ddl::blocking(move || db.drop_index(&table, &index).map_err(SqlError::from))
+                    .await?;
+                Ok(Output::Batches(vec![]))
+            }
+        }
+    }
+}
+
+fn wrap(e: SqlError, i: usize, n: usize, seg: &Segment) -> SqlError {
+    if n <= 1 {
+        return e;
+    }
+    let mut sql: String = seg.text.chars().take(80).collect();
+    if sql.len() < seg.text.len() {
+        sql.push_str("...");
+    }
+    SqlError::Statement {
+        index: i + 1,
+        sql,
+        source: Box::new(e),
+    }
+}
+
+impl Drop for SqlEngine {
+    fn drop(&mut self) {
+        // Dropping a runtime inside another runtime's context panics;
+        // shutting it down in the background never does.
+        if let Some(rt) = self.runtime.lock().take()
+            && let Ok(rt) = Arc::try_unwrap(rt)
+        {
+            rt.shutdown_background();
+        }
+    }
+}

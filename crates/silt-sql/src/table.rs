@@ -1,0 +1,1387 @@
+//! A Silt dataset as a DataFusion table: schema, filter pushdown into the
+//! primary and secondary indexes, the `SiltScan` execution plan, and the
+//! insert and delete sinks.
+//!
+//! Pushdown (`supports_filters_pushdown`), per filter conjunct:
+//!
+//! - `pk = v`, `pk < v`, ..., `pk BETWEEN a AND b` on the (first)
+//!   primary-key column: **Exact** (`Dataset::get` / a key-range scan);
+//! - the same on the first column of a `btree` or `composite` index:
+//!   **Exact** (`Query::Range`, records validated through the primary);
+//! - `ft_contains(col, 'words')` with a `keyword` or `ngram` index on
+//!   `col`: **Exact** (`Query::Text`; for n-grams the longest word is
+//!   searched and every word re-checked on the record);
+//! - `ST_Intersects`, `ST_Contains`, `ST_Within` between an indexed
+//!   geometry column and a constant geometry, and `ST_DWithin(col, point,
+//!   metres)`, with an `rtree` or `dhvb` index: **Inexact** (the index
+//!   returns the candidates, DataFusion re-checks the function);
+//! - anything else: unsupported (DataFusion filters above the scan).
+//!
+//! One access path is chosen per scan (priority: primary-key equality,
+//! btree equality, text, spatial, primary-key range, btree range, full
+//! scan). Exact filters the chosen path does not answer are applied right
+//! above the scan (`FilterExec`), so every filter declared Exact holds.
+
+use std::collections::{BTreeSet, HashSet};
+use std::fmt;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::Session;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, DFSchema, ScalarValue};
+use datafusion::datasource::sink::{DataSink, DataSinkExec};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::ExprSchemable;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::expr::InList;
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::physical_expr::expressions::Column as PhysColumn;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter::FilterExecBuilder;
+use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+use futures::StreamExt;
+use silt::{BatchOptions, Dataset, Geometry, IndexKind, Query, QueryOptions, Value, WriteMode};
+
+use crate::convert::{self, ColumnInfo};
+use crate::error::silt_err;
+use crate::geom;
+use crate::udf::{self, Func};
+
+/// A kNN request planted by the kNN optimizer rule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KnnSpec {
+    pub index: String,
+    pub column: String,
+    pub lon: f64,
+    pub lat: f64,
+    pub k: usize,
+}
+
+/// A Silt dataset exposed to DataFusion.
+pub struct SiltTable {
+    ds: Arc<Dataset>,
+    cols: Vec<ColumnInfo>,
+    schema: SchemaRef,
+    knn: Option<KnnSpec>,
+}
+
+impl fmt::Debug for SiltTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SiltTable({}, knn={:?})", self.ds.name(), self.knn)
+    }
+}
+
+impl SiltTable {
+    pub fn new(ds: Arc<Dataset>) -> SiltTable {
+        let cols = convert::columns(ds.def());
+        let schema = convert::schema_of(&cols);
+        SiltTable {
+            ds,
+            cols,
+            schema,
+            knn: None,
+        }
+    }
+
+    /// The same table, scanned by the R-tree kNN path.
+    pub fn with_knn(&self, knn: KnnSpec) -> SiltTable {
+        SiltTable {
+            ds: self.ds.clone(),
+            cols: self.cols.clone(),
+            schema: self.schema.clone(),
+            knn: Some(knn),
+        }
+    }
+
+    pub fn dataset(&self) -> &Arc<Dataset> {
+        &self.ds
+    }
+
+    pub fn columns(&self) -> &[ColumnInfo] {
+        &self.cols
+    }
+
+    pub fn knn(&self) -> Option<&KnnSpec> {
+        self.knn.as_ref()
+    }
+
+    fn col(&self, name: &str) -> Option<&ColumnInfo> {
+        self.cols.iter().find(|c| c.name == name)
+    }
+
+    fn col_index(&self, name: &str) -> Option<usize> {
+        self.cols.iter().position(|c| c.name == name)
+    }
+
+    /// The spatial index on a column, if any: an rtree first, else (unless
+    /// `rtree_only`) a Hilbert or grid index (`dhvb`, `dhb`, `shb`, `sif`),
+    /// which answer intersection and distance queries but not kNN.
+    pub fn spatial_index(&self, column: &str, rtree_only: bool) -> Option<(String, IndexKind)> {
+        let defs = self.ds.index_defs();
+        let on_col = |d: &&silt::IndexDef| d.fields.first().is_some_and(|f| f == column);
+        if let Some(d) = defs
+            .iter()
+            .filter(on_col)
+            .find(|d| d.kind == IndexKind::Rtree)
+        {
+            return Some((d.name.clone(), d.kind));
+        }
+        if rtree_only {
+            return None;
+        }
+        defs.iter()
+            .filter(on_col)
+            .find(|d| matches!(d.kind.to_string().as_str(), "dhvb" | "dhb" | "shb" | "sif"))
+            .map(|d| (d.name.clone(), d.kind))
+    }
+
+    fn btree_index(&self, column: &str) -> Option<(String, IndexKind)> {
+        self.ds
+            .index_defs()
+            .into_iter()
+            .find(|d| d.kind.is_btree() && d.fields.first().is_some_and(|f| f == column))
+            .map(|d| (d.name, d.kind))
+    }
+
+    fn text_index(&self, column: &str) -> Option<(String, IndexKind)> {
+        let defs = self.ds.index_defs();
+        let find = |kind: IndexKind| {
+            defs.iter()
+                .find(|d| d.kind == kind && d.fields.first().is_some_and(|f| f == column))
+                .map(|d| (d.name.clone(), d.kind))
+        };
+        find(IndexKind::Keyword).or_else(|| find(IndexKind::Ngram))
+    }
+
+    fn is_pk_first(&self, column: &str) -> bool {
+        let pk = &self.ds.def().primary_key;
+        pk.first().is_some_and(|p| p == column)
+            && self
+                .col(column)
+                .is_some_and(|c| c.ty != silt::FieldType::Any)
+    }
+
+    /// Recognize the predicates of one filter conjunct.
+    fn classify(&self, e: &Expr) -> Vec<Pred> {
+        match e {
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+                let Some(op) = CmpOp::from(*op) else {
+                    return vec![];
+                };
+                let (col, lit, op) = match (left.as_ref(), right.as_ref()) {
+                    (Expr::Column(c), Expr::Literal(v, _)) => (c, v, op),
+                    (Expr::Literal(v, _), Expr::Column(c)) => (c, v, op.flip()),
+                    _ => return vec![],
+                };
+                self.cmp_pred(&col.name, op, lit).into_iter().collect()
+            }
+            Expr::Between(Between {
+                expr,
+                negated: false,
+                low,
+                high,
+            }) => match (expr.as_ref(), low.as_ref(), high.as_ref()) {
+                (Expr::Column(c), Expr::Literal(lo, _), Expr::Literal(hi, _)) => {
+                    match (
+                        self.cmp_pred(&c.name, CmpOp::Ge, lo),
+                        self.cmp_pred(&c.name, CmpOp::Le, hi),
+                    ) {
+                        (Some(a), Some(b)) => vec![a, b],
+                        _ => vec![],
+                    }
+                }
+                _ => vec![],
+            },
+            Expr::ScalarFunction(sf) => {
+                let Some(f) = udf::func_of(&sf.func) else {
+                    return vec![];
+                };
+                self.function_pred(f, &sf.args).into_iter().collect()
+            }
+            Expr::InList(InList {
+                expr,
+                list,
+                negated: false,
+            }) => {
+                let Expr::Column(c) = expr.as_ref() else {
+                    return vec![];
+                };
+                let Some(info) = self.col(&c.name) else {
+                    return vec![];
+                };
+                if self.ds.def().primary_key.len() != 1 || !self.is_pk_first(&c.name) {
+                    return vec![];
+                }
+                let vals: Option<Vec<Value>> = list
+                    .iter()
+                    .map(|e| match e {
+                        Expr::Literal(v, _) => convert::scalar_to_value(v, info.ty),
+                        _ => None,
+                    })
+                    .collect();
+                match vals {
+                    Some(vals) if !vals.is_empty() => vec![Pred::In { vals }],
+                    _ => vec![],
+                }
+            }
+            _ => vec![],
+        }
+    }
+
+    fn cmp_pred(&self, col: &str, op: CmpOp, lit: &ScalarValue) -> Option<Pred> {
+        let c = self.col(col)?;
+        let typed_pk = c.primary_key && c.ty != silt::FieldType::Any;
+        if !(typed_pk || self.btree_index(col).is_some()) {
+            return None;
+        }
+        let val = convert::scalar_to_value(lit, c.ty)?;
+        Some(Pred::Cmp {
+            col: col.to_owned(),
+            op,
+            val,
+        })
+    }
+
+    fn function_pred(&self, f: Func, args: &[Expr]) -> Option<Pred> {
+        match f {
+            Func::FtContains => {
+                let (Expr::Column(c), Some(text)) = (args.first()?, args.get(1).and_then(lit_text))
+                else {
+                    return None;
+                };
+                self.text_index(&c.name)?;
+                let words = udf::words(&text);
+                if words.is_empty() {
+                    return None;
+                }
+                Some(Pred::Text {
+                    col: c.name.clone(),
+                    words,
+                })
+            }
+            Func::Intersects | Func::Contains | Func::Within => {
+                let (c, g) = match (args.first()?, args.get(1)?) {
+                    (Expr::Column(c), other) | (other, Expr::Column(c)) => {
+                        (c, const_geometry(other)?)
+                    }
+                    _ => return None,
+                };
+                self.spatial_index(&c.name, false)?;
+                Some(Pred::Spatial {
+                    col: c.name.clone(),
+                    query: Query::Intersects(g),
+                })
+            }
+            Func::DWithin => {
+                let (c, g) = match (args.first()?, args.get(1)?) {
+                    (Expr::Column(c), other) | (other, Expr::Column(c)) => {
+                        (c, const_geometry(other)?)
+                    }
+                    _ => return None,
+                };
+                let metres = lit_number(args.get(2)?)?;
+                let Geometry::Point { x, y } = g else {
+                    return None;
+                };
+                if !(metres.is_finite() && metres >= 0.0) {
+                    return None;
+                }
+                self.spatial_index(&c.name, false)?;
+                Some(Pred::Spatial {
+                    col: c.name.clone(),
+                    query: Query::WithinDistance {
+                        lon: x,
+                        lat: y,
+                        metres,
+                    },
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Choose the access path; returns it and, per filter, whether the
+    /// path answers it completely.
+    fn plan_access(&self, filters: &[Expr]) -> (Access, Vec<bool>) {
+        let preds: Vec<Vec<Pred>> = filters.iter().map(|f| self.classify(&strip(f))).collect();
+        let mut consumed = vec![false; filters.len()];
+        if let Some(k) = &self.knn {
+            return (Access::Knn(k.clone()), consumed);
+        }
+        // All (filter index, pred index, pred) in order.
+        let all: Vec<(usize, usize, &Pred)> = preds
+            .iter()
+            .enumerate()
+            .flat_map(|(i, ps)| ps.iter().enumerate().map(move |(j, p)| (i, j, p)))
+            .collect();
+        let mut used: HashSet<(usize, usize)> = HashSet::new();
+        let eq_on = |col: &str| {
+            all.iter()
+                .find(|(_, _, p)| matches!(p, Pred::Cmp { col: c, op: CmpOp::Eq, .. } if c == col))
+        };
+        let pk = self.ds.def().primary_key.clone();
+        let access = 'choose: {
+            // 1. Primary key equality on every key field.
+            if pk
+                .iter()
+                .all(|k| self.col(k).is_some_and(|c| c.ty != silt::FieldType::Any))
+            {
+                let mut vals = Vec::new();
+                let mut hits = Vec::new();
+                for k in &pk {
+                    match all.iter().find(
+                        |(_, _, p)| matches!(p, Pred::Cmp { col: c, op: CmpOp::Eq, .. } if c == k),
+                    ) {
+                        Some((i, j, Pred::Cmp { val, .. })) => {
+                            vals.push(val.clone());
+                            hits.push((*i, *j));
+                        }
+                        _ => break,
+                    }
+                }
+                if vals.len() == pk.len() && !pk.is_empty() {
+                    used.extend(hits);
+                    break 'choose Access::Get(vals);
+                }
+            }
+            // 1b. Primary key IN (...).
+            for (i, j, p) in &all {
+                if let Pred::In { vals, .. } = p {
+                    used.insert((*i, *j));
+                    let mut keys: Vec<Value> = vals.clone();
+                    keys.sort_by(silt::value::compare_key_parts);
+                    keys.dedup();
+                    break 'choose Access::GetMany(keys);
+                }
+            }
+            // 2. Btree equality.
+            for (i, j, p) in &all {
+                if let Pred::Cmp {
+                    col,
+                    op: CmpOp::Eq,
+                    val,
+                } = p
+                    && let Some((index, kind)) = self.btree_index(col)
+                    && !self.is_pk_first(col)
+                {
+                    used.insert((*i, *j));
+                    break 'choose Access::Index {
+                        index,
+                        kind,
+                        column: col.clone(),
+                        query: Query::Range {
+                            lo: Bound::Included(vec![val.clone()]),
+                            hi: Bound::Included(vec![val.clone()]),
+                        },
+                        text_check: None,
+                        exact: true,
+                    };
+                }
+            }
+            // 3. Text.
+            for (i, j, p) in &all {
+                if let Pred::Text { col, words } = p
+                    && let Some((index, kind)) = self.text_index(col)
+                {
+                    used.insert((*i, *j));
+                    let text = if kind == IndexKind::Ngram {
+                        words
+                            .iter()
+                            .max_by_key(|w| w.chars().count())
+                            .cloned()
+                            .unwrap_or_default()
+                    } else {
+                        words.join(" ")
+                    };
+                    break 'choose Access::Index {
+                        index,
+                        kind,
+                        column: col.clone(),
+                        query: Query::Text { text, all: true },
+                        text_check: Some(words.clone()),
+                        exact: true,
+                    };
+                }
+            }
+            // 4. Spatial (inexact: never consumed).
+            for (_, _, p) in &all {
+                if let Pred::Spatial { col, query } = p
+                    && let Some((index, kind)) = self.spatial_index(col, false)
+                {
+                    break 'choose Access::Index {
+                        index,
+                        kind,
+                        column: col.clone(),
+                        query: query.clone(),
+                        text_check: None,
+                        exact: false,
+                    };
+                }
+            }
+            // 5./6. Ranges: primary key first, then btree indexes.
+            let mut range_cols: Vec<String> = pk.first().cloned().into_iter().collect();
+            for (_, _, p) in &all {
+                if let Pred::Cmp { col, .. } = p
+                    && !range_cols.contains(col)
+                {
+                    range_cols.push(col.clone());
+                }
+            }
+            for col in range_cols {
+                let is_pk = self.is_pk_first(&col);
+                let index = if is_pk { None } else { self.btree_index(&col) };
+                if !is_pk && index.is_none() {
+                    continue;
+                }
+                let mut lo: Bound<Value> = Bound::Unbounded;
+                let mut hi: Bound<Value> = Bound::Unbounded;
+                let mut hits = Vec::new();
+                if let Some((i, j, Pred::Cmp { val, .. })) = eq_on(&col) {
+                    lo = Bound::Included(val.clone());
+                    hi = Bound::Included(val.clone());
+                    hits.push((*i, *j));
+                } else {
+                    for (i, j, p) in &all {
+                        let Pred::Cmp { col: c, op, val } = p else {
+                            continue;
+                        };
+                        if *c != col {
+                            continue;
+                        }
+                        match op {
+                            CmpOp::Gt | CmpOp::Ge if matches!(lo, Bound::Unbounded) => {
+                                lo = if *op == CmpOp::Gt {
+                                    Bound::Excluded(val.clone())
+                                } else {
+                                    Bound::Included(val.clone())
+                                };
+                                hits.push((*i, *j));
+                            }
+                            CmpOp::Lt | CmpOp::Le if matches!(hi, Bound::Unbounded) => {
+                                hi = if *op == CmpOp::Lt {
+                                    Bound::Excluded(val.clone())
+                                } else {
+                                    Bound::Included(val.clone())
+                                };
+                                hits.push((*i, *j));
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                if hits.is_empty() {
+                    continue;
+                }
+                used.extend(hits);
+                match index {
+                    None => {
+                        break 'choose Access::PkRange {
+                            column: col,
+                            lo,
+                            hi,
+                        };
+                    }
+                    Some((index, kind)) => {
+                        let b = |x: Bound<Value>| match x {
+                            Bound::Included(v) => Bound::Included(vec![v]),
+                            Bound::Excluded(v) => Bound::Excluded(vec![v]),
+                            Bound::Unbounded => Bound::Unbounded,
+                        };
+                        break 'choose Access::Index {
+                            index,
+                            kind,
+                            column: col,
+                            query: Query::Range {
+                                lo: b(lo),
+                                hi: b(hi),
+                            },
+                            text_check: None,
+                            exact: true,
+                        };
+                    }
+                }
+            }
+            Access::Full
+        };
+        for (i, ps) in preds.iter().enumerate() {
+            consumed[i] = !ps.is_empty() && (0..ps.len()).all(|j| used.contains(&(i, j)));
+        }
+        (access, consumed)
+    }
+
+    /// Whether a filter is declared Exact (see the module doc).
+    fn exactness(&self, f: &Expr) -> TableProviderFilterPushDown {
+        let ps = self.classify(&strip(f));
+        if ps.is_empty() {
+            TableProviderFilterPushDown::Unsupported
+        } else if ps.iter().all(|p| !matches!(p, Pred::Spatial { .. })) {
+            TableProviderFilterPushDown::Exact
+        } else {
+            TableProviderFilterPushDown::Inexact
+        }
+    }
+
+    /// The scan plan: `SiltScan`, with the filters the access path does
+    /// not answer applied above it (`all_filters`: every such filter, as
+    /// DELETE needs; else only those declared Exact).
+    pub fn build_scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+        all_filters: bool,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let (access, consumed) = self.plan_access(filters);
+        let residual: Vec<Expr> = filters
+            .iter()
+            .zip(&consumed)
+            .filter(|(f, c)| {
+                !**c && (all_filters || self.exactness(f) == TableProviderFilterPushDown::Exact)
+            })
+            .map(|(f, _)| strip(f))
+            .collect();
+        let requested: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.cols.len()).collect(),
+        };
+        let Some(pred) = conjunction(residual) else {
+            return Ok(Arc::new(SiltScanExec::new(
+                self.ds.clone(),
+                &self.cols,
+                requested,
+                access,
+                limit,
+            )));
+        };
+        let mut needed: BTreeSet<usize> = requested.iter().copied().collect();
+        for c in pred.column_refs() {
+            match self.col_index(&c.name) {
+                Some(i) => {
+                    needed.insert(i);
+                }
+                None => {
+                    return Err(DataFusionError::Plan(format!(
+                        "unknown column `{}` in a filter on `{}`",
+                        c.name,
+                        self.ds.name()
+                    )));
+                }
+            }
+        }
+        let needed: Vec<usize> = needed.into_iter().collect();
+        let scan = Arc::new(SiltScanExec::new(
+            self.ds.clone(),
+            &self.cols,
+            needed.clone(),
+            access,
+            None,
+        ));
+        let df_schema = DFSchema::try_from(scan.schema().as_ref().clone())?;
+        let phys = state.create_physical_expr(pred, &df_schema)?;
+        let out: Vec<usize> = requested
+            .iter()
+            .map(|r| needed.iter().position(|n| n == r).unwrap_or(0))
+            .collect();
+        let filter = FilterExecBuilder::new(phys, scan)
+            .apply_projection(Some(out))?
+            .build()?;
+        Ok(Arc::new(filter))
+    }
+}
+
+/// A filter expression without table qualifiers (the scan's columns are
+/// unqualified).
+pub fn strip(e: &Expr) -> Expr {
+    e.clone()
+        .transform(|e| match e {
+            Expr::Column(c) if c.relation.is_some() => Ok(Transformed::yes(Expr::Column(
+                Column::new_unqualified(c.name),
+            ))),
+            other => Ok(Transformed::no(other)),
+        })
+        .map(|t| t.data)
+        .unwrap_or_else(|_| e.clone())
+}
+
+fn lit_text(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Literal(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::LargeUtf8(Some(s))
+            | ScalarValue::Utf8View(Some(s)),
+            _,
+        ) => Some(s.clone()),
+        Expr::Cast(c) => lit_text(&c.expr),
+        _ => None,
+    }
+}
+
+fn lit_number(e: &Expr) -> Option<f64> {
+    match e {
+        Expr::Literal(v, _) => match v {
+            ScalarValue::Float64(Some(x)) => Some(*x),
+            ScalarValue::Float32(Some(x)) => Some(f64::from(*x)),
+            ScalarValue::Int64(Some(x)) => Some(*x as f64),
+            ScalarValue::Int32(Some(x)) => Some(f64::from(*x)),
+            ScalarValue::Int16(Some(x)) => Some(f64::from(*x)),
+            ScalarValue::Int8(Some(x)) => Some(f64::from(*x)),
+            ScalarValue::UInt64(Some(x)) => Some(*x as f64),
+            ScalarValue::UInt32(Some(x)) => Some(f64::from(*x)),
+            _ => None,
+        },
+        Expr::Cast(c) => lit_number(&c.expr),
+        Expr::TryCast(c) => lit_number(&c.expr),
+        _ => None,
+    }
+}
+
+/// A constant geometry: WKT text, or one of the constructors applied to
+/// constants (the optimizer usually folds those into text first).
+pub fn const_geometry(e: &Expr) -> Option<Geometry> {
+    if let Some(t) = lit_text(e) {
+        return geom::parse_wkt(&t).ok();
+    }
+    let Expr::ScalarFunction(sf) = e else {
+        return None;
+    };
+    let nums = || sf.args.iter().map(lit_number).collect::<Option<Vec<f64>>>();
+    let g = match udf::func_of(&sf.func)? {
+        Func::Point => {
+            let n = nums()?;
+            Geometry::point(*n.first()?, *n.get(1)?)
+        }
+        Func::MakeEnvelope => {
+            let n = nums()?;
+            Geometry::rect(*n.first()?, *n.get(1)?, *n.get(2)?, *n.get(3)?)
+        }
+        Func::GeomFromText | Func::AsText => const_geometry(sf.args.first()?)?,
+        _ => return None,
+    };
+    g.validate().ok()?;
+    Some(g)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CmpOp {
+    Eq,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    fn from(op: Operator) -> Option<CmpOp> {
+        Some(match op {
+            Operator::Eq => CmpOp::Eq,
+            Operator::Lt => CmpOp::Lt,
+            Operator::LtEq => CmpOp::Le,
+            Operator::Gt => CmpOp::Gt,
+            Operator::GtEq => CmpOp::Ge,
+            _ => return None,
+        })
+    }
+
+    fn flip(self) -> CmpOp {
+        match self {
+            CmpOp::Eq => CmpOp::Eq,
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Le => CmpOp::Ge,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Ge => CmpOp::Le,
+        }
+    }
+}
+
+/// A recognized predicate.
+#[derive(Clone, Debug)]
+enum Pred {
+    Cmp { col: String, op: CmpOp, val: Value },
+    Spatial { col: String, query: Query },
+    Text { col: String, words: Vec<String> },
+    In { vals: Vec<Value> },
+}
+
+/// How a scan reads the dataset.
+#[derive(Clone, Debug)]
+pub enum Access {
+    Full,
+    Get(Vec<Value>),
+    /// Single-field primary key `IN (...)`: one get per key, in key order.
+    GetMany(Vec<Value>),
+    PkRange {
+        column: String,
+        lo: Bound<Value>,
+        hi: Bound<Value>,
+    },
+    Index {
+        index: String,
+        kind: IndexKind,
+        column: String,
+        query: Query,
+        /// Every one of these words must be a word of the column
+        /// (`ft_contains` through an index).
+        text_check: Option<Vec<String>>,
+        exact: bool,
+    },
+    Knn(KnnSpec),
+}
+
+fn fmt_bound(col: &str, b: &Bound<Value>, lower: bool) -> Option<String> {
+    match (b, lower) {
+        (Bound::Included(v), true) => Some(format!("{col} >= {v}")),
+        (Bound::Excluded(v), true) => Some(format!("{col} > {v}")),
+        (Bound::Included(v), false) => Some(format!("{col} <= {v}")),
+        (Bound::Excluded(v), false) => Some(format!("{col} < {v}")),
+        (Bound::Unbounded, _) => None,
+    }
+}
+
+fn fmt_vbound(col: &str, b: &Bound<Vec<Value>>, lower: bool) -> Option<String> {
+    let one = |b: &Bound<Vec<Value>>| match b {
+        Bound::Included(v) => Bound::Included(v.first().cloned().unwrap_or(Value::Null)),
+        Bound::Excluded(v) => Bound::Excluded(v.first().cloned().unwrap_or(Value::Null)),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    fmt_bound(col, &one(b), lower)
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Access::Full => write!(f, "full scan"),
+            Access::Get(pk) => write!(f, "primary get({})", silt::value::key_to_string(pk)),
+            Access::GetMany(keys) => write!(f, "primary get-many({} keys)", keys.len()),
+            Access::PkRange { column, lo, hi } => {
+                let parts: Vec<String> =
+                    [fmt_bound(column, lo, true), fmt_bound(column, hi, false)]
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                write!(f, "primary range({})", parts.join(" AND "))
+            }
+            Access::Index {
+                index,
+                kind,
+                column,
+                query,
+                ..
+            } => {
+                write!(f, "{kind}({column}) index={index} ")?;
+                match query {
+                    Query::Range { lo, hi } => {
+                        let parts: Vec<String> =
+                            [fmt_vbound(column, lo, true), fmt_vbound(column, hi, false)]
+                                .into_iter()
+                                .flatten()
+                                .collect();
+                        write!(f, "range({})", parts.join(" AND "))
+                    }
+                    Query::Intersects(g) => write!(f, "intersects({})", g.to_wkt()),
+                    Query::WithinDistance { lon, lat, metres } => {
+                        write!(f, "within-distance(POINT({lon} {lat}), {metres} m)")
+                    }
+                    Query::Nearest { lon, lat, k } => write!(f, "knn(POINT({lon} {lat}), k={k})"),
+                    Query::Text { text, .. } => write!(f, "text('{text}')"),
+                    Query::Recent { .. } => write!(f, "recent"),
+                }
+            }
+            Access::Knn(k) => write!(
+                f,
+                "rtree({}) index={} knn(POINT({} {}), k={})",
+                k.column, k.index, k.lon, k.lat, k.k
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl TableProvider for SiltTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.build_scan(state, projection, filters, limit, false)
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        if self.knn.is_some() {
+            return Ok(vec![
+                TableProviderFilterPushDown::Unsupported;
+                filters.len()
+            ]);
+        }
+        Ok(filters.iter().map(|f| self.exactness(f)).collect())
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let mode = match insert_op {
+            InsertOp::Append => WriteMode::Insert,
+            InsertOp::Replace => WriteMode::Upsert,
+            InsertOp::Overwrite => {
+                return Err(DataFusionError::NotImplemented(
+                    "INSERT OVERWRITE is not supported; DELETE FROM the table first, or use UPSERT INTO / INSERT OR REPLACE INTO".into(),
+                ));
+            }
+        };
+        let sink = SiltSink {
+            ds: self.ds.clone(),
+            cols: self.cols.clone(),
+            schema: self.schema.clone(),
+            op: SinkOp::Write(mode),
+        };
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
+    }
+
+    async fn delete_from(
+        &self,
+        state: &dyn Session,
+        filters: Vec<Expr>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let pk = &self.ds.def().primary_key;
+        let idx: Vec<usize> = pk.iter().filter_map(|k| self.col_index(k)).collect();
+        if idx.len() != pk.len() {
+            return Err(DataFusionError::Plan(format!(
+                "dataset `{}` has primary-key fields without a column",
+                self.ds.name()
+            )));
+        }
+        let scan = self.build_scan(state, Some(&idx), &filters, None, true)?;
+        let cols: Vec<ColumnInfo> = idx.iter().map(|i| self.cols[*i].clone()).collect();
+        let sink = SiltSink {
+            ds: self.ds.clone(),
+            schema: convert::schema_of(&cols),
+            cols,
+            op: SinkOp::Delete,
+        };
+        Ok(Arc::new(DataSinkExec::new(scan, Arc::new(sink), None)))
+    }
+
+    async fn update(
+        &self,
+        state: &dyn Session,
+        assignments: Vec<(String, Expr)>,
+        filters: Vec<Expr>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let pk = self.ds.def().primary_key.clone();
+        for (c, _) in &assignments {
+            if pk.contains(c) {
+                return Err(DataFusionError::NotImplemented(format!(
+                    "UPDATE of the primary-key column `{c}`; DELETE the row and INSERT it with the new key"
+                )));
+            }
+            if self.col(c).is_none() {
+                return Err(DataFusionError::Plan(format!(
+                    "table `{}` has no column `{c}`",
+                    self.ds.name()
+                )));
+            }
+        }
+        let all: Vec<usize> = (0..self.cols.len()).collect();
+        let scan = self.build_scan(state, Some(&all), &filters, None, true)?;
+        let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
+        let mut exprs: Vec<ProjectionExpr> = Vec::new();
+        let mut out_cols: Vec<ColumnInfo> = Vec::new();
+        for k in &pk {
+            let i = self.col_index(k).ok_or_else(|| {
+                DataFusionError::Plan(format!("primary-key field `{k}` has no column"))
+            })?;
+            exprs.push(ProjectionExpr {
+                expr: Arc::new(PhysColumn::new(k, i)),
+                alias: k.clone(),
+            });
+            out_cols.push(self.cols[i].clone());
+        }
+        for (c, e) in assignments {
+            let info = self
+                .col(&c)
+                .cloned()
+                .ok_or_else(|| DataFusionError::Plan(format!("unknown column `{c}`")))?;
+            let e = strip(&e).cast_to(&info.data_type, &df_schema)?;
+            exprs.push(ProjectionExpr {
+                expr: state.create_physical_expr(e, &df_schema)?,
+                alias: c.clone(),
+            });
+            out_cols.push(info);
+        }
+        let proj = ProjectionExec::try_new(exprs, scan)?;
+        let sink = SiltSink {
+            ds: self.ds.clone(),
+            schema: convert::schema_of(&out_cols),
+            cols: out_cols,
+            op: SinkOp::Update { n_pk: pk.len() },
+        };
+        Ok(Arc::new(DataSinkExec::new(
+            Arc::new(proj),
+            Arc::new(sink),
+            None,
+        )))
+    }
+}
+
+/// Silt's scan operator: one partition, reading a snapshot of the dataset
+/// through the chosen access path when executed.
+pub struct SiltScanExec {
+    ds: Arc<Dataset>,
+    cols: Vec<ColumnInfo>,
+    schema: SchemaRef,
+    access: Access,
+    limit: Option<usize>,
+    props: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for SiltScanExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SiltScanExec({}, {})", self.ds.name(), self.access)
+    }
+}
+
+impl SiltScanExec {
+    fn new(
+        ds: Arc<Dataset>,
+        all: &[ColumnInfo],
+        projection: Vec<usize>,
+        access: Access,
+        limit: Option<usize>,
+    ) -> SiltScanExec {
+        let cols: Vec<ColumnInfo> = projection
+            .iter()
+            .filter_map(|i| all.get(*i).cloned())
+            .collect();
+        let schema = convert::schema_of(&cols);
+        let props = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        SiltScanExec {
+            ds,
+            cols,
+            schema,
+            access,
+            limit,
+            props: Arc::new(props),
+        }
+    }
+
+    pub fn access(&self) -> &Access {
+        &self.access
+    }
+}
+
+impl DisplayAs for SiltScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let names: Vec<&str> = self.cols.iter().map(|c| c.name.as_str()).collect();
+        write!(
+            f,
+            "SiltScan: dataset={}, access={}, projection=[{}]",
+            self.ds.name(),
+            self.access,
+            names.join(", ")
+        )?;
+        if let Some(l) = self.limit {
+            write!(f, ", limit={l}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for SiltScanExec {
+    fn name(&self) -> &str {
+        "SiltScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "SiltScanExec has one partition, asked for {partition}"
+            )));
+        }
+        let batch_size = context.session_config().batch_size().max(1);
+        let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema.clone(), 2);
+        let tx = builder.tx();
+        let (ds, cols, schema, access, limit) = (
+            self.ds.clone(),
+            self.cols.clone(),
+            self.schema.clone(),
+            self.access.clone(),
+            self.limit,
+        );
+        builder.spawn_blocking(move || {
+            run_scan(&ds, &access, limit, batch_size, &mut |records| {
+                let batch = convert::records_to_batch(&schema, &cols, &records)?;
+                Ok(tx.blocking_send(Ok(batch)).is_ok())
+            })
+        });
+        Ok(builder.build())
+    }
+}
+
+type Records = Box<dyn Iterator<Item = silt::Result<Value>>>;
+
+/// Open the access path's record iterator.
+pub fn open_records(
+    ds: &Arc<Dataset>,
+    access: &Access,
+    limit: Option<usize>,
+) -> silt::Result<Records> {
+    Ok(match access {
+        Access::Full => Box::new(ds.scan(Bound::Unbounded, Bound::Unbounded)?),
+        Access::Get(pk) => Box::new(ds.get(pk)?.into_iter().map(Ok)),
+        Access::GetMany(keys) => {
+            let ds2 = ds.clone();
+            Box::new(
+                keys.clone()
+                    .into_iter()
+                    .filter_map(move |k| ds2.get(std::slice::from_ref(&k)).transpose()),
+            )
+        }
+        Access::PkRange { lo, hi, .. } => {
+            let enc = |v: &Value| ds.encode_pk_prefix(std::slice::from_ref(v));
+            let lo = match lo {
+                Bound::Included(v) => Bound::Included(enc(v)?),
+                Bound::Excluded(v) => Bound::Included(silt::value::prefix_upper_bound(&enc(v)?)),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            let hi = match hi {
+                Bound::Included(v) => Bound::Excluded(silt::value::prefix_upper_bound(&enc(v)?)),
+                Bound::Excluded(v) => Bound::Excluded(enc(v)?),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            if let (Bound::Included(l), Bound::Excluded(h)) = (&lo, &hi)
+                && l >= h
+            {
+                return Ok(Box::new(std::iter::empty()));
+            }
+            Box::new(ds.scan_raw(lo, hi)?)
+        }
+        Access::Index {
+            index,
+            query,
+            text_check,
+            column,
+            exact,
+            ..
+        } => {
+            let opts = QueryOptions {
+                index_only: false,
+                limit: if text_check.is_some() { None } else { limit },
+            };
+            let results = match ds.query(index, query, opts) {
+                Ok(r) => r,
+                // A spatial path is only a pre-filter (DataFusion re-checks
+                // the predicate): an index that cannot answer it after all
+                // falls back to a full scan.
+                Err(_) if !*exact => {
+                    return Ok(Box::new(ds.scan(Bound::Unbounded, Bound::Unbounded)?));
+                }
+                Err(e) => return Err(e),
+            };
+            let ds2 = ds.clone();
+            let hits = results.map(move |h| {
+                let h = h?;
+                match h.record {
+                    Some(r) => Ok(Some(r)),
+                    None => ds2.get(&h.pk),
+                }
+            });
+            let check = text_check.clone();
+            let column = column.clone();
+            Box::new(hits.filter_map(move |r| match r {
+                Ok(Some(rec)) => {
+                    if let Some(words) = &check {
+                        let ok = rec
+                            .get(&column)
+                            .and_then(Value::as_str)
+                            .is_some_and(|t| udf::ft_match(t, words));
+                        if !ok {
+                            return None;
+                        }
+                    }
+                    Some(Ok(rec))
+                }
+                Ok(None) => None,
+                Err(e) => Some(Err(e)),
+            }))
+        }
+        Access::Knn(k) => {
+            let q = Query::Nearest {
+                lon: k.lon,
+                lat: k.lat,
+                k: k.k,
+            };
+            let ds2 = ds.clone();
+            Box::new(
+                ds.query(
+                    &k.index,
+                    &q,
+                    QueryOptions {
+                        index_only: false,
+                        limit: Some(k.k),
+                    },
+                )?
+                .filter_map(move |h| match h {
+                    Ok(h) => match h.record {
+                        Some(r) => Some(Ok(r)),
+                        None => ds2.get(&h.pk).transpose(),
+                    },
+                    Err(e) => Some(Err(e)),
+                }),
+            )
+        }
+    })
+}
+
+/// Read the access path in chunks of `batch_size` records, handing each to
+/// `emit` (which returns false when nobody listens any more).
+fn run_scan(
+    ds: &Arc<Dataset>,
+    access: &Access,
+    limit: Option<usize>,
+    batch_size: usize,
+    emit: &mut dyn FnMut(Vec<Value>) -> DfResult<bool>,
+) -> DfResult<()> {
+    let mut it = open_records(ds, access, limit).map_err(silt_err)?;
+    let mut total = 0usize;
+    loop {
+        let mut chunk = Vec::new();
+        while chunk.len() < batch_size && limit.is_none_or(|l| total < l) {
+            match it.next() {
+                Some(r) => {
+                    chunk.push(r.map_err(silt_err)?);
+                    total += 1;
+                }
+                None => break,
+            }
+        }
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        let full = chunk.len() == batch_size;
+        if !emit(chunk)? || !full {
+            return Ok(());
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum SinkOp {
+    Write(WriteMode),
+    Delete,
+    /// Rows are (primary key..., assigned columns...): each record is
+    /// read, the assigned fields replaced, and the record written back.
+    Update {
+        n_pk: usize,
+    },
+}
+
+/// INSERT (unique), UPSERT and DELETE: every row is its own record-level
+/// transaction; the statement stops at the first failing row (the rows
+/// before it stay committed) and reports the number of rows affected.
+struct SiltSink {
+    ds: Arc<Dataset>,
+    cols: Vec<ColumnInfo>,
+    schema: SchemaRef,
+    op: SinkOp,
+}
+
+impl fmt::Debug for SiltSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SiltSink({}, {:?})", self.ds.name(), self.op)
+    }
+}
+
+impl DisplayAs for SiltSink {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let what = match self.op {
+            SinkOp::Write(WriteMode::Insert) => "insert",
+            SinkOp::Write(WriteMode::Upsert) => "upsert",
+            SinkOp::Delete => "delete",
+            SinkOp::Update { .. } => "update",
+        };
+        write!(f, "SiltSink: dataset={}, op={what}", self.ds.name())
+    }
+}
+
+#[async_trait]
+impl DataSink for SiltSink {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    async fn write_all(
+        &self,
+        mut data: SendableRecordBatchStream,
+        _context: &Arc<TaskContext>,
+    ) -> DfResult<u64> {
+        let mut count = 0u64;
+        while let Some(batch) = data.next().await {
+            let batch: RecordBatch = batch?;
+            if let SinkOp::Update { n_pk } = self.op {
+                let changes = update_rows(&batch, &self.cols, n_pk)?;
+                let ds = self.ds.clone();
+                count += tokio::task::spawn_blocking(move || apply_updates(&ds, changes))
+                    .await
+                    .map_err(|e| DataFusionError::Execution(format!("write task failed: {e}")))??;
+                continue;
+            }
+            let records = convert::batch_to_records(&batch, &self.cols)?;
+            let ds = self.ds.clone();
+            let op = self.op;
+            let pk_cols: Vec<String> = self.ds.def().primary_key.clone();
+            let done = tokio::task::spawn_blocking(move || -> DfResult<u64> {
+                match op {
+                    SinkOp::Write(mode) => {
+                        let report = ds
+                            .write_batch(
+                                records,
+                                BatchOptions {
+                                    mode,
+                                    atomic: false,
+                                    stop_on_error: true,
+                                },
+                            )
+                            .map_err(silt_err)?;
+                        if let Some((_, e)) = report.failed.into_iter().next() {
+                            return Err(silt_err(e));
+                        }
+                        Ok(report.committed as u64)
+                    }
+                    SinkOp::Update { .. } => Ok(0),
+                    SinkOp::Delete => {
+                        let mut n = 0;
+                        for r in records {
+                            let pk: Vec<Value> = pk_cols
+                                .iter()
+                                .map(|k| r.get(k).cloned().unwrap_or(Value::Null))
+                                .collect();
+                            if ds.delete(&pk).map_err(silt_err)? {
+                                n += 1;
+                            }
+                        }
+                        Ok(n)
+                    }
+                }
+            })
+            .await
+            .map_err(|e| DataFusionError::Execution(format!("write task failed: {e}")))??;
+            count += done;
+        }
+        Ok(count)
+    }
+}
+
+/// (primary key, assigned fields) of each row of an update batch.
+type Changes = Vec<(Vec<Value>, Vec<(String, Value)>)>;
+
+fn update_rows(batch: &RecordBatch, cols: &[ColumnInfo], n_pk: usize) -> DfResult<Changes> {
+    let arrays: Vec<ArrayRef> = batch
+        .columns()
+        .iter()
+        .zip(cols)
+        .map(|(a, c)| {
+            if a.data_type() == &c.data_type {
+                Ok(a.clone())
+            } else {
+                cast(a, &c.data_type)
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    let mut out = Vec::with_capacity(batch.num_rows());
+    for row in 0..batch.num_rows() {
+        let mut pk = Vec::with_capacity(n_pk);
+        let mut set = Vec::new();
+        for (i, (c, a)) in cols.iter().zip(&arrays).enumerate() {
+            let v = convert::value_at(c, a, row)?.unwrap_or(Value::Null);
+            if i < n_pk {
+                pk.push(v);
+            } else {
+                set.push((c.name.clone(), v));
+            }
+        }
+        out.push((pk, set));
+    }
+    Ok(out)
+}
+
+/// Read each record, replace the assigned fields (keeping every other
+/// field, undeclared ones included) and write it back.
+fn apply_updates(ds: &Arc<Dataset>, changes: Changes) -> DfResult<u64> {
+    let mut n = 0;
+    for (pk, set) in changes {
+        let Some(Value::Object(mut fields)) = ds.get(&pk).map_err(silt_err)? else {
+            continue;
+        };
+        for (name, v) in set {
+            match fields.iter_mut().find(|(k, _)| *k == name) {
+                Some(slot) => slot.1 = v,
+                None => fields.push((name, v)),
+            }
+        }
+        ds.upsert(Value::Object(fields)).map_err(silt_err)?;
+        n += 1;
+    }
+    Ok(n)
+}
