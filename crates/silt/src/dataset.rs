@@ -500,13 +500,18 @@ impl Dataset {
                     Some(r) => d.entries(r, key)?,
                     None => Vec::new(),
                 };
-                if old_e == new_e {
+                // A composite index's entries carry the sequence number of
+                // the record's last write (LevelDB++ writes the composite key
+                // on every PUT), so recency queries can rank by the entries
+                // and stop after k valid ones: always rewritten.
+                let restamp = d.kind == IndexKind::Composite;
+                if old_e == new_e && !restamp {
                     continue;
                 }
                 // With deleted-key reconciliation a delete hides every entry of
                 // the primary key in older components, so all new entries are
                 // rewritten; with antimatter only the changed ones.
-                let rewrite_all = d.reconcile_mode() == ReconcileOption::DeletedKeys;
+                let rewrite_all = d.reconcile_mode() == ReconcileOption::DeletedKeys || restamp;
                 for (k, v) in &old_e {
                     if !new_e.iter().any(|(nk, _)| nk == k) {
                         sec_ops.push((i, k.clone(), false, v.clone()));

@@ -474,7 +474,10 @@ impl Dataset {
             _ => None,
         };
         let found = match def.kind {
-            IndexKind::Btree | IndexKind::Composite => {
+            IndexKind::Composite => {
+                return self.recent_composite(set, i, &elo, &ehi, k, stats);
+            }
+            IndexKind::Btree => {
                 return self.recent_by_scan(set, i, &elo, &ehi, k, stats);
             }
             IndexKind::Embedded => self.recent_embedded(def, &elo, &ehi, point, k, stats)?,
@@ -491,8 +494,82 @@ impl Dataset {
         self.read_committed(field, found, &elo, &ehi, epoch, stats)
     }
 
-    /// Composite (and btree): every entry in the key range, validated
-    /// through the primary, sorted by the record's sequence number.
+    /// Composite: every entry in the key range with its sequence number
+    /// (= the record's last write: composite entries are rewritten by every
+    /// write), newest first; each is validated through the primary, and the
+    /// search stops once `k` valid hits are certain: a later candidate's
+    /// record can only be newer than its entry if it was written after the
+    /// scan began (read committed).
+    fn recent_composite(
+        &self,
+        set: &IndexSet,
+        i: usize,
+        elo: &Bound<Vec<u8>>,
+        ehi: &Bound<Vec<u8>>,
+        k: Option<usize>,
+        stats: &mut QueryStats,
+    ) -> Result<Vec<QueryHit>> {
+        let d = &set.defs[i];
+        stats.components += set.trees[i].iter().map(|t| component_count(t)).sum::<u64>();
+        let lo = as_ref(elo);
+        let mut cands: Vec<(u64, Vec<u8>)> = Vec::new();
+        for t in &set.trees[i] {
+            let snap = t.snapshot();
+            let mut sc = t.scan(&snap, lo, ehi.clone(), false)?;
+            while let Some((key, e)) = sc.next_entry()? {
+                cands.push((e.seq, d.entry_pk(&key)?.to_vec()));
+            }
+        }
+        stats.candidates += cands.len() as u64;
+        cands.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let mut found: Vec<(u64, Vec<u8>, Value)> = Vec::new();
+        let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        // The k largest sequence numbers found so far (min on top).
+        let mut top: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
+        for (entry_seq, pk) in cands {
+            if let Some(k) = k
+                && top.len() >= k
+                && top.peek().is_some_and(|Reverse(m)| *m > entry_seq)
+            {
+                break;
+            }
+            if !seen.insert(pk.clone()) {
+                continue;
+            }
+            stats.fetched += 1;
+            let Some(e) = self.current_entry(&pk)? else {
+                continue;
+            };
+            let rec = value::decode_value(&e.value)?;
+            if let Some(ek) = d.entry_key(&rec, &pk).ok().flatten()
+                && Self::in_bounds(&ek, elo, ehi)
+            {
+                top.push(Reverse(e.seq));
+                if k.is_some_and(|k| top.len() > k) {
+                    top.pop();
+                }
+                found.push((e.seq, pk, rec));
+            }
+        }
+        found.sort_by_key(|f| Reverse(f.0));
+        if let Some(k) = k {
+            found.truncate(k);
+        }
+        found
+            .into_iter()
+            .map(|(_, pk, rec)| {
+                Ok(QueryHit {
+                    pk: value::decode_key(&pk)?,
+                    record: Some(rec),
+                    distance_m: None,
+                })
+            })
+            .collect()
+    }
+
+    /// Btree: every entry in the key range, validated through the primary,
+    /// sorted by the record's sequence number (its entries keep the seq of
+    /// the write that created them, so no early stop).
     fn recent_by_scan(
         &self,
         set: &IndexSet,
