@@ -224,6 +224,19 @@ def main(argv):
     header, rows = read(args.csv)
     if rows and rows[0]["workload"] == "spatial-rtree":
         return spatial_rtree(header, rows, args.png, args.log)
+    if rows and rows[0]["workload"].startswith("leveldbpp"):
+        # The LevelDB++ reproduction has its own figures (bench/py/plot_leveldbpp.py).
+        import os
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "py"))
+        import plot_leveldbpp
+        return plot_leveldbpp.plot(args.csv, args.png)
+    if rows and rows[0]["workload"].startswith("asterix-"):
+        # The AsterixDB reproduction has its own figures (bench/py/plot_asterix.py).
+        import os
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "py"))
+        import plot_asterix
+        return plot_asterix.plot(args.csv, args.png)
     measures = [r for r in rows if r["kind"] == "measure"]
     ratios = [r for r in rows if r["kind"] == "ratio"]
     units = ordered(r["unit"] for r in measures)

@@ -190,6 +190,7 @@ fn main() -> Result<()> {
             let mut ctx = Ctx {
                 run: 0,
                 seed,
+                out: dir.clone(),
                 scratch: scratch.path().to_path_buf(),
                 limits: limits.clone(),
                 systems,

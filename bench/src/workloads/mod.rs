@@ -2,8 +2,16 @@
 //! returns one [`ResultRow`] per system x metric for a single run. The harness
 //! repeats runs, aggregates, prints, writes CSVs and plots.
 
+#[cfg(feature = "silt")]
+pub mod asterix;
 pub mod durable_ingest;
 pub mod kv_ingest_lookup;
+#[cfg(feature = "silt")]
+pub mod leveldbpp;
+#[cfg(feature = "silt")]
+pub mod spatial_indexes;
+#[cfg(feature = "silt")]
+pub mod spatial_policies;
 pub mod spatial_rtree;
 
 use std::{cell::RefCell, collections::BTreeSet, fmt, path::PathBuf};
@@ -39,6 +47,8 @@ pub struct Ctx {
     pub run: usize,
     /// Seed for all generated data (the same in every run, so runs are comparable).
     pub seed: u64,
+    /// The results directory (for workloads that write extra files, e.g. time series).
+    pub out: PathBuf,
     /// An empty directory for this run's databases, removed afterwards.
     pub scratch: PathBuf,
     pub limits: Limits,
@@ -87,6 +97,22 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(kv_ingest_lookup::KvIngestLookup),
         Box::new(durable_ingest::DurableIngest),
         Box::new(spatial_rtree::SpatialRtree),
+        #[cfg(feature = "silt")]
+        Box::new(spatial_policies::SpatialPolicies),
+        #[cfg(feature = "silt")]
+        Box::new(spatial_indexes::SpatialIndexes),
+        #[cfg(feature = "silt")]
+        Box::new(leveldbpp::static_wl::LeveldbppStatic),
+        #[cfg(feature = "silt")]
+        Box::new(leveldbpp::mixed::LeveldbppMixed),
+        #[cfg(feature = "silt")]
+        Box::new(leveldbpp::bloom::LeveldbppBloom),
+        #[cfg(feature = "silt")]
+        Box::new(asterix::table2::AsterixTable2),
+        #[cfg(feature = "silt")]
+        Box::new(asterix::fig4::AsterixFig4),
+        #[cfg(feature = "silt")]
+        Box::new(asterix::table3::AsterixTable3),
     ]
 }
 
