@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Build the `siltdb` Python package into a virtualenv inside this crate and
+# run its tests. Works on a clean clone: everything comes from PyPI.
+#
+#   ./dev.sh              venv + build (release) + pytest
+#   ./dev.sh build        venv + build only
+#   ./dev.sh test [ARGS]  pytest only (ARGS go to pytest), after a build
+#
+# Environment: PYTHON (interpreter for the venv, default python3),
+# SILTDB_PROFILE (cargo profile for maturin, default release; `dev` builds
+# much faster, DataFusion above all, and is enough for the tests),
+# SILTDB_NO_SQL=1 (build without the `sql` feature: no DataFusion, and
+# `Database.sql` raises NotImplementedError), CARGO_TARGET_DIR (as usual).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PY=${PYTHON:-python3}
+VENV="$PWD/.venv"
+PROFILE=${SILTDB_PROFILE:-release}
+FEATURES=()
+if [ -n "${SILTDB_NO_SQL:-}" ]; then
+    FEATURES=(--no-default-features)
+fi
+
+setup() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        "$PY" -m venv "$VENV"
+    fi
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "maturin>=1.9.4,<2" "pytest>=7"
+    # Optional: SQL results as Arrow / pandas, and the tests that check them.
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "pyarrow>=14" "pandas>=1.5" \
+        || echo "dev.sh: pyarrow/pandas not installed; their tests will be skipped" >&2
+}
+
+build() {
+    VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" "$VENV/bin/maturin" develop --profile "$PROFILE" ${FEATURES[@]+"${FEATURES[@]}"}
+}
+
+run_tests() {
+    "$VENV/bin/python" -m pytest -q tests "$@"
+}
+
+case "${1:-all}" in
+    build) setup; build ;;
+    test) shift; run_tests "$@" ;;
+    all) setup; build; shift || true; run_tests "$@" ;;
+    *) echo "usage: $0 [all|build|test [pytest args]]" >&2; exit 2 ;;
+esac

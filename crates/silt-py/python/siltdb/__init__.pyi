@@ -1,0 +1,226 @@
+"""Type stubs of siltdb (the native classes live in siltdb._siltdb)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Iterator, Mapping, Sequence, Union, final
+
+
+from ._errors import (
+    AlreadyExistsError as AlreadyExistsError,
+    ClosedError as ClosedError,
+    ConfigError as ConfigError,
+    CorruptionError as CorruptionError,
+    DuplicateKeyError as DuplicateKeyError,
+    Error as Error,
+    InternalError as InternalError,
+    InvalidInputError as InvalidInputError,
+    LockedError as LockedError,
+    NotFoundError as NotFoundError,
+    SqlError as SqlError,
+    StorageIOError as StorageIOError,
+    TooLargeError as TooLargeError,
+)
+from ._sql import SqlResult as SqlResult
+
+__all__ = [
+    "connect",
+    "Database",
+    "Dataset",
+    "BatchReport",
+    "QueryIterator",
+    "ScanIterator",
+    "JoinIterator",
+    "SqlResult",
+    "Error",
+    "InvalidInputError",
+    "TooLargeError",
+    "ConfigError",
+    "DuplicateKeyError",
+    "NotFoundError",
+    "AlreadyExistsError",
+    "CorruptionError",
+    "StorageIOError",
+    "LockedError",
+    "ClosedError",
+    "SqlError",
+    "InternalError",
+    "__version__",
+]
+
+__version__: str
+
+_Record = dict[str, Any]
+#: A primary key or index bound: one value, or a tuple of values
+#: (a composite key, or a prefix of one).
+_Key = Any
+#: GeoJSON dict, WKT string, [lon, lat], or (min_x, min_y, max_x, max_y).
+_GeometryLike = Union[Mapping[str, Any], str, Sequence[float]]
+_Size = Union[int, str]
+
+def connect(
+    path: Union[str, os.PathLike[str]],
+    durability: str = "sync",
+    *,
+    block_cache: _Size | None = None,
+    flush_threads: int | None = None,
+    merge_threads: int | None = None,
+    checkpoint_interval: _Size | None = None,
+    fsync: bool = True,
+) -> Database: ...
+
+@final
+class Database:
+    @property
+    def path(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    def create_dataset(
+        self,
+        name: str,
+        primary_key: Union[str, Sequence[str]],
+        fields: Mapping[str, str] | None = None,
+        *,
+        partitions: int = 1,
+        memory_budget: _Size | None = None,
+        merge_policy: str | None = None,
+        compression: str | None = None,
+        block_size: _Size | None = None,
+    ) -> Dataset: ...
+    def dataset(self, name: str) -> Dataset: ...
+    def __getitem__(self, name: str, /) -> Dataset: ...
+    def datasets(self) -> list[str]: ...
+    def drop_dataset(self, name: str) -> None: ...
+    def create_index(
+        self,
+        dataset: str,
+        name: str,
+        kind: str,
+        fields: Union[str, Sequence[str]],
+        *,
+        merge_policy: str | None = None,
+        reconcile: str | None = None,
+        gram: int | None = None,
+        space: tuple[float, float, float, float] | None = None,
+        leaf_bytes: int | None = None,
+        bits_per_key: float | None = None,
+    ) -> dict[str, Any]: ...
+    def drop_index(self, dataset: str, name: str) -> None: ...
+    def stats(self) -> dict[str, Any]: ...
+    def recovery(self) -> dict[str, Any]: ...
+    def flush(self) -> None: ...
+    def checkpoint(self) -> dict[str, Any]: ...
+    def wait_idle(self) -> None: ...
+    def sql(self, query: str) -> SqlResult: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Database: ...
+    def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> bool: ...
+
+@final
+class BatchReport:
+    committed: int
+    failed: list[tuple[int, Error]]
+    not_attempted: int
+
+@final
+class QueryIterator(Iterator[dict[str, Any]]):
+    def __iter__(self) -> QueryIterator: ...
+    def __next__(self) -> dict[str, Any]: ...
+    def stats(self) -> dict[str, int]: ...
+
+@final
+class JoinIterator(Iterator[dict[str, Any]]):
+    def __iter__(self) -> JoinIterator: ...
+    def __next__(self) -> dict[str, Any]: ...
+    def stats(self) -> dict[str, int]: ...
+
+@final
+class ScanIterator(Iterator[_Record]):
+    def __iter__(self) -> ScanIterator: ...
+    def __next__(self) -> _Record: ...
+
+@final
+class Dataset:
+    @property
+    def name(self) -> str: ...
+    def insert(self, record: Mapping[str, Any]) -> None: ...
+    def upsert(self, record: Mapping[str, Any]) -> None: ...
+    def delete(self, pk: _Key) -> bool: ...
+    def insert_many(
+        self,
+        records: Iterable[Mapping[str, Any]],
+        atomic: bool = False,
+        stop_on_error: bool = True,
+        raise_errors: bool = True,
+    ) -> BatchReport: ...
+    def upsert_many(
+        self,
+        records: Iterable[Mapping[str, Any]],
+        atomic: bool = False,
+        stop_on_error: bool = True,
+        raise_errors: bool = True,
+    ) -> BatchReport: ...
+    def get(self, pk: _Key) -> _Record | None: ...
+    def __contains__(self, pk: _Key, /) -> bool: ...
+    def scan(
+        self,
+        lo: _Key | None = None,
+        hi: _Key | None = None,
+        *,
+        lo_inclusive: bool = True,
+        hi_inclusive: bool = True,
+    ) -> ScanIterator: ...
+    def __iter__(self) -> ScanIterator: ...
+    def flush(self) -> None: ...
+    def compact(self) -> None: ...
+    def stats(self) -> dict[str, Any]: ...
+    def definition(self) -> dict[str, Any]: ...
+    def indexes(self) -> list[dict[str, Any]]: ...
+    def range(
+        self,
+        index: str,
+        lo: _Key | None = None,
+        hi: _Key | None = None,
+        *,
+        lo_inclusive: bool = True,
+        hi_inclusive: bool = True,
+        limit: int | None = None,
+        index_only: bool = False,
+    ) -> QueryIterator: ...
+    def intersects(
+        self, index: str, geometry: _GeometryLike, *, limit: int | None = None, index_only: bool = False
+    ) -> QueryIterator: ...
+    def within_distance(
+        self,
+        index: str,
+        lon: float,
+        lat: float,
+        metres: float,
+        *,
+        limit: int | None = None,
+        index_only: bool = False,
+    ) -> QueryIterator: ...
+    def nearest(
+        self, index: str, lon: float, lat: float, k: int, *, index_only: bool = False
+    ) -> QueryIterator: ...
+    def text(
+        self,
+        index: str,
+        text: str,
+        all: bool = True,
+        *,
+        limit: int | None = None,
+        index_only: bool = False,
+    ) -> QueryIterator: ...
+    def recent(
+        self, index: str, lo: _Key, hi: _Key | None = None, k: int | None = None
+    ) -> QueryIterator: ...
+    def spatial_join(
+        self,
+        index: str,
+        probes: Iterable[tuple[Any, _GeometryLike]],
+        *,
+        within_metres: float | None = None,
+        limit: int | None = None,
+        index_only: bool = False,
+    ) -> JoinIterator: ...

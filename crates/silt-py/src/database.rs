@@ -1,0 +1,487 @@
+//! `siltdb.connect` and `siltdb.Database`.
+
+use std::sync::Arc;
+
+#[cfg(not(feature = "sql"))]
+use pyo3::exceptions::PyNotImplementedError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use silt::lsm::policy::MergePolicy;
+use silt::storage::Compression;
+use silt::{DatasetDef, DbOptions, Durability, FieldType, IndexDef, IndexKind, ReconcileOption};
+
+use crate::convert::serde_to_py;
+use crate::dataset::Dataset;
+use crate::errors::{BindError, BindResult, IntoPyResult, detached};
+use crate::handle::Handle;
+
+/// Parse a size: an int (bytes) or a string such as `"64MB"`, `"1 GiB"`,
+/// `"512k"` (binary multiples).
+fn parse_size(what: &str, obj: &Bound<'_, PyAny>) -> BindResult<u64> {
+    if let Ok(n) = obj.extract::<u64>() {
+        return Ok(n);
+    }
+    let bad = || {
+        BindError::Config(format!(
+            "{what} must be a number of bytes (int) or a size such as \"64MB\", got {}",
+            obj.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))
+    };
+    let text: String = obj.extract().map_err(|_| bad())?;
+    let t = text.trim().to_ascii_lowercase();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let num: f64 = num.trim().parse().map_err(|_| bad())?;
+    let mult: u64 = match unit.trim() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(bad()),
+    };
+    let bytes = num * mult as f64;
+    if !(bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64) {
+        return Err(bad());
+    }
+    Ok(bytes as u64)
+}
+
+fn string_list(what: &str, obj: &Bound<'_, PyAny>) -> BindResult<Vec<String>> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(vec![s.to_string()]);
+    }
+    obj.extract::<Vec<String>>().map_err(|_| {
+        BindError::Config(format!(
+            "{what} must be a str or a list of str, got {}",
+            obj.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })
+}
+
+/// An open Silt database (from `siltdb.connect`). Use it as a context
+/// manager, or call `close()`: that flushes, checkpoints and releases the
+/// directory lock. Every call releases the GIL while it works.
+#[pyclass(frozen, weakref, module = "siltdb")]
+pub struct Database {
+    handle: Arc<Handle>,
+    path: String,
+}
+
+/// Check that an index's fields can hold what it needs, given the dataset's
+/// declared types (as the CLI does), before any record is read.
+fn check_field_types(ds: &DatasetDef, def: &IndexDef) -> BindResult<()> {
+    for f in &def.fields {
+        let ty = ds.field_type(f);
+        match def.kind {
+            IndexKind::Rtree | IndexKind::Dhvb => match ty {
+                Some(t) if t.is_geometry() => {}
+                Some(t) => {
+                    return Err(BindError::Config(format!(
+                        "field `{f}` is declared {t}; {} index needs a geometry field (declared point, rectangle, polygon or geometry)",
+                        def.kind
+                    )));
+                }
+                None => {
+                    return Err(BindError::Config(format!(
+                        "field `{f}` of dataset `{}` has no declared type; {} index needs a field declared point, rectangle, polygon or geometry (e.g. fields={{\"{f}\": \"point\"}} in create_dataset), so that GeoJSON, WKT and [lon, lat] values are stored as geometries",
+                        ds.name, def.kind
+                    )));
+                }
+            },
+            IndexKind::Keyword | IndexKind::Ngram => match ty {
+                None | Some(FieldType::String | FieldType::Any) => {}
+                Some(t) => {
+                    return Err(BindError::Config(format!(
+                        "field `{f}` is declared {t}; a {} index needs a text field (declared string, or undeclared)",
+                        def.kind
+                    )));
+                }
+            },
+            _ => {
+                if let Some(t) = ty.filter(|t| t.is_geometry()) {
+                    return Err(BindError::Config(format!(
+                        "field `{f}` is declared {t}; a {} index cannot order geometries: use kind=\"rtree\"",
+                        def.kind
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Options of `create_index` after conversion.
+struct IndexSpec {
+    name: String,
+    kind: IndexKind,
+    fields: Vec<String>,
+    policy: Option<MergePolicy>,
+    reconcile: Option<ReconcileOption>,
+    gram: Option<usize>,
+    space: Option<[f64; 4]>,
+    leaf_bytes: Option<usize>,
+    bits_per_key: Option<f64>,
+}
+
+fn index_def(spec: IndexSpec, ds: &DatasetDef) -> BindResult<IndexDef> {
+    let IndexSpec {
+        name,
+        kind,
+        fields,
+        policy,
+        reconcile,
+        gram,
+        space,
+        leaf_bytes,
+        bits_per_key,
+    } = spec;
+    let mut def = IndexDef {
+        kind,
+        ..IndexDef::btree(&name, &[])
+    };
+    def.fields = fields;
+    def.policy = policy.unwrap_or_else(|| ds.policy.clone());
+    def.options.reconcile = reconcile;
+    def.options.gram = gram;
+    def.options.space = space;
+    def.options.leaf_bytes = leaf_bytes;
+    def.options.bits_per_key = bits_per_key;
+    def.validate()?;
+    check_field_types(ds, &def)?;
+    Ok(def)
+}
+
+#[pymethods]
+impl Database {
+    /// The database directory.
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        !self.handle.is_open()
+    }
+
+    /// Create a dataset and return it.
+    ///
+    /// - `primary_key`: a field name or a list of them (a composite key).
+    /// - `fields`: declared types, e.g. `{"loc": "point", "age": "int"}`
+    ///   (any, bool, int, double, string, binary, point, rectangle,
+    ///   polygon, geometry); undeclared fields are stored as given.
+    /// - `partitions`: hash partitions (1-1024).
+    /// - `memory_budget`: bytes or a size string (`"64MB"`), shared by all
+    ///   in-memory components of the dataset.
+    /// - `merge_policy`: e.g. `"prefix"`, `"tiered(4)"`, `"leveled"`,
+    ///   `"binomial(4)"`, `"constant(3)"`, `"concurrent"`, `"no-merge"`.
+    /// - `compression`: `"lz4"` (default), `"zstd"` or `"none"`.
+    /// - `block_size`: data block size (bytes or size string).
+    #[pyo3(signature = (name, primary_key, fields=None, *, partitions=1, memory_budget=None, merge_policy=None, compression=None, block_size=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_dataset(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        primary_key: &Bound<'_, PyAny>,
+        fields: Option<&Bound<'_, PyDict>>,
+        partitions: u32,
+        memory_budget: Option<&Bound<'_, PyAny>>,
+        merge_policy: Option<&str>,
+        compression: Option<&str>,
+        block_size: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Dataset> {
+        let build = || -> BindResult<DatasetDef> {
+            let pk = string_list("primary_key", primary_key)?;
+            let pk_refs: Vec<&str> = pk.iter().map(String::as_str).collect();
+            let mut def = DatasetDef::new(name, &pk_refs).partitions(partitions);
+            if let Some(fields) = fields {
+                for (k, v) in fields.iter() {
+                    let k: String = k.extract().map_err(|_| {
+                        BindError::Config("field names in `fields` must be str".into())
+                    })?;
+                    let v: String = v.extract().map_err(|_| {
+                        BindError::Config(format!(
+                            "the type of field `{k}` must be a str such as \"int\" or \"point\""
+                        ))
+                    })?;
+                    def = def.field(&k, FieldType::parse(&v)?);
+                }
+            }
+            if let Some(m) = memory_budget {
+                def = def.memory_budget(parse_size("memory_budget", m)?);
+            }
+            if let Some(p) = merge_policy {
+                def = def.policy(MergePolicy::parse(p)?);
+            }
+            if let Some(c) = compression {
+                def = def.compression(Compression::parse(c)?);
+            }
+            if let Some(b) = block_size {
+                let b = parse_size("block_size", b)?;
+                def = def.block_size(usize::try_from(b).unwrap_or(usize::MAX));
+            }
+            Ok(def)
+        };
+        let def = build().py_err(py)?;
+        let name = def.name.clone();
+        detached(py, || {
+            self.handle.with(|db| {
+                db.create_dataset(def)?;
+                Ok(())
+            })
+        })?;
+        Ok(Dataset::new(self.handle.clone(), name))
+    }
+
+    /// An existing dataset; raises `NotFoundError` if there is none.
+    fn dataset(&self, py: Python<'_>, name: &str) -> PyResult<Dataset> {
+        detached(py, || {
+            self.handle.with(|db| {
+                db.dataset(name)?;
+                Ok(())
+            })
+        })?;
+        Ok(Dataset::new(self.handle.clone(), name.to_owned()))
+    }
+
+    /// `db[name]`: the dataset `name` (raises `NotFoundError`).
+    fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<Dataset> {
+        self.dataset(py, name)
+    }
+
+    /// Names of the datasets, sorted.
+    fn datasets(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        detached(py, || self.handle.with(|db| Ok(db.dataset_names())))
+    }
+
+    /// Remove a dataset and its files.
+    fn drop_dataset(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        detached(py, || self.handle.with(|db| Ok(db.drop_dataset(name)?)))
+    }
+
+    /// Create a secondary index `name` of `kind` on `fields` (a field name
+    /// or a list) of `dataset`; existing records are indexed. Kinds: btree,
+    /// rtree, dhvb, keyword, ngram, embedded, eager, lazy, composite.
+    /// Options: `merge_policy` (default: the dataset's), `reconcile`
+    /// ("antimatter" / "deleted_keys": rtree, keyword, ngram), `gram`
+    /// (ngram length, default 3), `space` ((min_x, min_y, max_x, max_y) of
+    /// an rtree's Hilbert curve), `leaf_bytes` (rtree), `bits_per_key`
+    /// (embedded). Returns the index definition as a dict.
+    #[pyo3(signature = (dataset, name, kind, fields, *, merge_policy=None, reconcile=None, gram=None, space=None, leaf_bytes=None, bits_per_key=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_index(
+        &self,
+        py: Python<'_>,
+        dataset: &str,
+        name: &str,
+        kind: &str,
+        fields: &Bound<'_, PyAny>,
+        merge_policy: Option<&str>,
+        reconcile: Option<&str>,
+        gram: Option<usize>,
+        space: Option<(f64, f64, f64, f64)>,
+        leaf_bytes: Option<usize>,
+        bits_per_key: Option<f64>,
+    ) -> PyResult<Py<PyAny>> {
+        let spec = (|| -> BindResult<IndexSpec> {
+            Ok(IndexSpec {
+                name: name.to_owned(),
+                kind: IndexKind::parse(kind)?,
+                fields: string_list("fields", fields)?,
+                policy: merge_policy.map(MergePolicy::parse).transpose()?,
+                reconcile: reconcile.map(ReconcileOption::parse).transpose()?,
+                gram,
+                space: space.map(|(a, b, c, d)| [a, b, c, d]),
+                leaf_bytes,
+                bits_per_key,
+            })
+        })()
+        .py_err(py)?;
+        let def = detached(py, || {
+            self.handle.with(|db| {
+                let ds = db.dataset(dataset)?;
+                let def = index_def(spec, ds.def())?;
+                Ok(db.create_index(dataset, def)?)
+            })
+        })?;
+        Ok(serde_to_py(py, &def)?.unbind())
+    }
+
+    /// Drop a secondary index and delete its files.
+    fn drop_index(&self, py: Python<'_>, dataset: &str, name: &str) -> PyResult<()> {
+        detached(py, || {
+            self.handle.with(|db| Ok(db.drop_index(dataset, name)?))
+        })
+    }
+
+    /// Statistics of the database (block cache, log, locks, last recovery,
+    /// each dataset's trees) as a dict.
+    fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let stats = detached(py, || self.handle.with(|db| Ok(db.stats())))?;
+        Ok(serde_to_py(py, &stats)?.unbind())
+    }
+
+    /// What recovery did when the database was opened, as a dict.
+    fn recovery(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let r = detached(py, || {
+            self.handle.with(|db| Ok(db.recovery_summary().clone()))
+        })?;
+        Ok(serde_to_py(py, &r)?.unbind())
+    }
+
+    /// Flush every dataset's in-memory components, then checkpoint.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        detached(py, || self.handle.with(|db| Ok(db.flush()?)))
+    }
+
+    /// Take a checkpoint now (flushes what holds old log records and deletes
+    /// log files no longer needed). Returns the checkpoint as a dict.
+    fn checkpoint(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let cp = detached(py, || self.handle.with(|db| Ok(db.checkpoint()?)))?;
+        Ok(serde_to_py(py, &cp)?.unbind())
+    }
+
+    /// Block until no flush or merge is queued or running.
+    fn wait_idle(&self, py: Python<'_>) -> PyResult<()> {
+        detached(py, || self.handle.with(|db| Ok(db.wait_idle()?)))
+    }
+
+    /// Run SQL (one statement, or several separated by `;`: the result is
+    /// the last one's) and return a `SqlResult` (`to_arrow()`,
+    /// `to_pandas()`, `rows()`). Every dataset is a table; geometry columns
+    /// are WKT text; `ST_*` functions, `CREATE TABLE` / `CREATE INDEX ...
+    /// USING kind`, `INSERT`, `UPSERT INTO`, `DELETE` and `COMPACT t` are
+    /// supported. Storage errors keep their class (`DuplicateKeyError`...);
+    /// other failures raise `SqlError`.
+    #[cfg(feature = "sql")]
+    fn sql(&self, py: Python<'_>, query: &str) -> PyResult<Py<PyAny>> {
+        let bytes = detached(py, || self.handle.sql(query))?;
+        let cls = pyo3::types::PyModule::import(py, "siltdb._sql")?.getattr("SqlResult")?;
+        Ok(cls
+            .call1((pyo3::types::PyBytes::new(py, &bytes),))?
+            .unbind())
+    }
+
+    /// Run SQL: not available in this build (built without the `sql`
+    /// feature); raises `NotImplementedError`.
+    #[cfg(not(feature = "sql"))]
+    fn sql(&self, query: &str) -> PyResult<Py<PyAny>> {
+        let _ = query;
+        Err(PyNotImplementedError::new_err(
+            "SQL is not available in this build of siltdb: it was built without the `sql` feature",
+        ))
+    }
+
+    /// Flush, checkpoint, stop background work and release the directory
+    /// lock. Further calls on the database, its datasets and iterators raise
+    /// `ClosedError`. Closing twice is harmless.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        detached(py, || self.handle.close())
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// Close the database on leaving a `with` block (exceptions propagate).
+    #[pyo3(signature = (_exc_type=None, _exc=None, _tb=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<siltdb.Database {:?}{}>",
+            self.path,
+            if self.handle.is_open() {
+                ""
+            } else {
+                " (closed)"
+            }
+        )
+    }
+}
+
+/// Open (or create) the database in directory `path`.
+///
+/// - `durability`: `"sync"` (default: a write returns once its commit is
+///   fsynced), `"batched"` / `"batched(<ms>)"` (fsynced within ms; an OS
+///   crash may lose the last ms), or `"none"` (never fsynced by the log).
+/// - `block_cache`: size of the block cache (bytes or `"256MB"`).
+/// - `flush_threads`, `merge_threads`: background threads.
+/// - `checkpoint_interval`: checkpoint after this much log (0 = never
+///   automatically).
+/// - `fsync`: fsync component files (turn off only for throw-away data).
+///
+/// Raises `LockedError` if another process holds the database open.
+#[pyfunction]
+#[pyo3(signature = (path, durability="sync", *, block_cache=None, flush_threads=None, merge_threads=None, checkpoint_interval=None, fsync=true))]
+#[allow(clippy::too_many_arguments)]
+pub fn connect(
+    py: Python<'_>,
+    path: &Bound<'_, PyAny>,
+    durability: &str,
+    block_cache: Option<&Bound<'_, PyAny>>,
+    flush_threads: Option<usize>,
+    merge_threads: Option<usize>,
+    checkpoint_interval: Option<&Bound<'_, PyAny>>,
+    fsync: bool,
+) -> PyResult<Database> {
+    let path: std::path::PathBuf = match path.extract() {
+        Ok(p) => p,
+        Err(_) => {
+            return Err(BindError::Config(
+                "path must be a str or an os.PathLike".into(),
+            ))
+            .py_err(py);
+        }
+    };
+    let opts = (|| -> BindResult<DbOptions> {
+        let mut o = DbOptions {
+            durability: durability.parse::<Durability>()?,
+            sync: fsync,
+            ..DbOptions::default()
+        };
+        if let Some(b) = block_cache {
+            o.block_cache_bytes = parse_size("block_cache", b)?;
+        }
+        if let Some(n) = flush_threads {
+            if n == 0 {
+                return Err(BindError::Config("flush_threads must be at least 1".into()));
+            }
+            o.flush_threads = n;
+        }
+        if let Some(n) = merge_threads {
+            if n == 0 {
+                return Err(BindError::Config("merge_threads must be at least 1".into()));
+            }
+            o.merge_threads = n;
+        }
+        if let Some(c) = checkpoint_interval {
+            o.checkpoint_interval_bytes = parse_size("checkpoint_interval", c)?;
+        }
+        Ok(o)
+    })()
+    .py_err(py)?;
+    let shown = path.display().to_string();
+    let db = detached(py, || Ok(silt::Database::open(&path, opts)?))?;
+    Ok(Database {
+        handle: Handle::new(db),
+        path: shown,
+    })
+}

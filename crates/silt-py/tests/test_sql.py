@@ -1,0 +1,89 @@
+"""db.sql(): SQL through silt-sql, results as Arrow / pandas / rows."""
+
+from __future__ import annotations
+
+import pytest
+
+import siltdb
+from conftest import haversine_m
+
+
+def sql_or_skip(db, query):
+    try:
+        return db.sql(query)
+    except NotImplementedError:
+        pytest.skip("siltdb was built without the `sql` feature")
+
+
+def test_ddl_dml_and_results(db):
+    pytest.importorskip("pyarrow")
+    sql_or_skip(db, "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, n BIGINT)")
+    r = db.sql("INSERT INTO t VALUES (1, 'a', 10), (2, 'b', 20), (3, 'c', 30)")
+    assert r.rows() == [{"count": 3}]
+    r = db.sql("SELECT id, name FROM t WHERE n > 15 ORDER BY id")
+    assert r.rows() == [{"id": 2, "name": "b"}, {"id": 3, "name": "c"}]
+    assert len(r) == 2
+    table = r.to_arrow()
+    assert table.column_names == ["id", "name"]
+    assert table.num_rows == 2
+    assert list(r) == r.rows()
+    assert "2 rows" in repr(r)
+    # The SQL table is a dataset of the Python API, and the other way round.
+    assert db["t"].get(2) == {"id": 2, "name": "b", "n": 20}
+    db["t"].insert({"id": 4, "name": "d", "n": 40})
+    assert db.sql("SELECT count(*) AS c FROM t").rows() == [{"c": 4}]
+    assert db.sql("SELECT id FROM t WHERE n > 1000").rows() == []
+    # Several statements: the last one's result.
+    r = db.sql("DELETE FROM t WHERE id = 1; SELECT id FROM t ORDER BY id")
+    assert [row["id"] for row in r.rows()] == [2, 3, 4]
+
+
+def test_to_pandas(db):
+    pytest.importorskip("pandas")
+    sql_or_skip(db, "CREATE TABLE t (id BIGINT PRIMARY KEY, x DOUBLE)")
+    db.sql("INSERT INTO t VALUES (1, 0.5), (2, 1.5)")
+    df = db.sql("SELECT id, x FROM t ORDER BY id").to_pandas()
+    assert list(df["id"]) == [1, 2]
+    assert list(df["x"]) == [0.5, 1.5]
+
+
+def test_knn_matches_brute_force(db):
+    pytest.importorskip("pyarrow")
+    import random
+
+    rng = random.Random(5)
+    ds = db.create_dataset("p", primary_key="id", fields={"id": "int", "loc": "point"})
+    db.create_index("p", "by_loc", "rtree", "loc")
+    pts = {i: (rng.uniform(-5, 5), rng.uniform(40, 50)) for i in range(500)}
+    ds.insert_many({"id": i, "loc": list(p)} for i, p in pts.items())
+    r = sql_or_skip(
+        db, "SELECT id FROM p ORDER BY ST_Distance(loc, ST_Point(1.0, 45.0)) LIMIT 5"
+    )
+    want = sorted(pts, key=lambda i: haversine_m(1.0, 45.0, *pts[i]))[:5]
+    assert [row["id"] for row in r.rows()] == want
+    assert [h["pk"] for h in ds.nearest("by_loc", 1.0, 45.0, 5)] == want
+
+
+def test_sql_errors_are_typed(db):
+    pytest.importorskip("pyarrow")
+    sql_or_skip(db, "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR)")
+    db.sql("INSERT INTO t VALUES (1, 'a')")
+    with pytest.raises(siltdb.DuplicateKeyError):
+        db.sql("INSERT INTO t VALUES (1, 'again')")
+    with pytest.raises(siltdb.SqlError):
+        db.sql("SELEKT nonsense")
+    with pytest.raises(siltdb.SqlError):
+        db.sql("SELECT * FROM no_such_table")
+    assert issubclass(siltdb.SqlError, siltdb.Error)
+
+
+def test_close_after_sql_releases_the_lock(db_path):
+    pytest.importorskip("pyarrow")
+    db = siltdb.connect(db_path, durability="none")
+    sql_or_skip(db, "CREATE TABLE t (id BIGINT PRIMARY KEY)")
+    db.sql("INSERT INTO t VALUES (7)")
+    db.close()
+    with pytest.raises(siltdb.ClosedError):
+        db.sql("SELECT 1")
+    with siltdb.connect(db_path) as db2:
+        assert db2.sql("SELECT id FROM t").rows() == [{"id": 7}]
