@@ -5,12 +5,12 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test fmt lint unit bench bench-small clean
+.PHONY: demo test fmt lint unit python python-full bench bench-small clean
 
 demo:
 	$(CARGO) run --release -p silt-cli --bin silt -- demo
 
-test: fmt lint unit
+test: fmt lint unit python
 
 fmt:
 	$(CARGO) fmt --all -- --check
@@ -20,6 +20,16 @@ lint:
 
 unit:
 	$(CARGO) test --workspace
+
+# The Python package's pytest suite (venv in crates/silt-py/.venv, from PyPI).
+# CI builds it without the SQL feature: with it, the extension links its own
+# debug DataFusion (about 10 more minutes on 2 cores); SQL itself is tested by
+# silt-sql's tests, and `make python-full` runs the Python SQL tests too.
+python:
+	SILTDB_NO_SQL=1 SILTDB_PROFILE=dev bash crates/silt-py/dev.sh
+
+python-full:
+	SILTDB_PROFILE=dev bash crates/silt-py/dev.sh
 
 BENCH_SCALE ?= medium
 BENCH_RUNS  ?= 3

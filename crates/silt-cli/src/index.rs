@@ -13,7 +13,7 @@ use std::time::Instant;
 pub fn parse_kind(text: &str) -> CliResult<IndexKind> {
     IndexKind::parse(text.trim()).map_err(|_| {
         CliError::Usage(format!(
-            "unknown index type `{}`; available: btree (equality and ranges), rtree (geometries), keyword (words of a text), ngram (substrings of a text), and for the k most recent matches embedded, eager, lazy or composite",
+            "unknown index type `{}`; available: btree (equality and ranges), rtree (geometries), keyword (words of a text), ngram (substrings of a text), dhvb, dhb, shb or sif (the Hilbert and grid spatial indexes of the LSM spatial study), and for the k most recent matches embedded, eager, lazy or composite",
             text.trim()
         ))
     })
@@ -37,7 +37,10 @@ pub fn article(kind: IndexKind) -> &'static str {
         | IndexKind::Keyword
         | IndexKind::Lazy
         | IndexKind::Composite
-        | IndexKind::Dhvb => "a",
+        | IndexKind::Dhvb
+        | IndexKind::Dhb
+        | IndexKind::Sif => "a",
+        IndexKind::Shb => "an",
     }
 }
 
@@ -83,6 +86,10 @@ pub struct IndexParams<'a> {
     pub space: Option<&'a str>,
     pub policy: Option<&'a str>,
     pub bits_per_key: Option<f64>,
+    /// `--order` of an rtree index.
+    pub order: Option<&'a str>,
+    /// `--levels` of an shb or sif index.
+    pub levels: Option<&'a str>,
 }
 
 /// Build an index definition from command-line parts; the merge policy
@@ -115,7 +122,12 @@ pub fn index_def(
             "--gram {n}: the n-gram length must be between 1 and 32 (3, the default, suits most text)"
         )));
     }
-    if p.space.is_some() && !matches!(kind, IndexKind::Rtree | IndexKind::Dhvb) {
+    if p.space.is_some()
+        && !matches!(
+            kind,
+            IndexKind::Rtree | IndexKind::Dhvb | IndexKind::Shb | IndexKind::Sif
+        )
+    {
         return Err(CliError::Usage(format!(
             "--space sets the coordinate space of an rtree index; this is a {kind} index"
         )));
@@ -142,7 +154,7 @@ pub fn index_def(
     let mut def = match kind {
         IndexKind::Btree => IndexDef::btree(name, &fields),
         IndexKind::Rtree => IndexDef::rtree(name, fields[0]),
-        IndexKind::Dhvb => IndexDef {
+        IndexKind::Dhvb | IndexKind::Dhb | IndexKind::Shb | IndexKind::Sif => IndexDef {
             kind,
             ..IndexDef::rtree(name, fields[0])
         },
@@ -159,6 +171,27 @@ pub fn index_def(
         }
     };
     def.options.bits_per_key = p.bits_per_key;
+    if let Some(o) = p.order {
+        if kind != IndexKind::Rtree {
+            return Err(CliError::Usage(format!(
+                "--order sets the component order of an rtree index; this is {} {kind} index",
+                article(kind)
+            )));
+        }
+        def.options.order = Some(silt::index::RtreeOrder::parse(o.trim())?);
+    }
+    if let Some(l) = p.levels {
+        if !kind.is_grid() {
+            return Err(CliError::Usage(format!(
+                "--levels sets the grid of an shb or sif index; this is {} {kind} index",
+                article(kind)
+            )));
+        }
+        def.options.levels = Some(
+            silt::geo::grid::parse_levels(l)
+                .map_err(|m| CliError::Usage(format!("--levels {l}: {m}")))?,
+        );
+    }
     if let Some(r) = p.reconcile {
         def = def.reconcile(parse_reconcile(r)?);
     }
@@ -211,7 +244,11 @@ pub fn check_field_types(ds: &DatasetDef, def: &IndexDef) -> CliResult<()> {
                     )));
                 }
             }
-            IndexKind::Rtree | IndexKind::Dhvb => match ty {
+            IndexKind::Rtree
+            | IndexKind::Dhvb
+            | IndexKind::Dhb
+            | IndexKind::Shb
+            | IndexKind::Sif => match ty {
                 Some(t) if t.is_geometry() => {}
                 Some(t) => {
                     return Err(CliError::Usage(format!(
@@ -298,6 +335,19 @@ fn option_parts(def: &IndexDef, sep: &str) -> Vec<String> {
     }
     if def.kind == IndexKind::Embedded {
         out.push(format!("bits per key{sep}{}", def.bits_per_key()));
+    }
+    if let Some(o) = def.options.order {
+        out.push(format!(
+            "order{sep}{}",
+            match o {
+                silt::index::RtreeOrder::Hilbert => "hilbert",
+                silt::index::RtreeOrder::Simple => "simple",
+            }
+        ));
+    }
+    if let Some(l) = &def.options.levels {
+        let l: Vec<String> = l.iter().map(u8::to_string).collect();
+        out.push(format!("levels{sep}{}", l.join(",")));
     }
     if let Some([a, b, c, d]) = def.options.space {
         out.push(format!("space{sep}{a},{b},{c},{d}"));

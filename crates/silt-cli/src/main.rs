@@ -32,10 +32,44 @@ Examples:
   silt create-index places loc --type rtree --field loc
   silt query places --index loc --near 2.35,48.86 --k 5
   silt stats
+  silt serve                                  # SQL over the PostgreSQL protocol (:5433) and HTTP (:8080)
 
 Exit codes: 0 success; 1 not found (record, dataset, database) or an engine
 failure (I/O, corrupt file); 2 usage or input error (bad arguments, invalid
 records, database already open in another process).";
+
+const SERVE_HELP: &str = "\
+Serves SQL (see silt-sql: CREATE TABLE, CREATE INDEX ... USING rtree, INSERT,
+UPSERT INTO, SELECT with ST_* functions, DELETE, COMPACT) to other programs
+until Ctrl-C or SIGTERM, then lets running statements finish (up to 10 s),
+closes and checkpoints the database. The directory is created if missing.
+
+PostgreSQL wire protocol (--pg, no password, no TLS): psql, psycopg, JDBC and
+other drivers connect as to PostgreSQL; prepared statements with $1
+parameters work. Every statement commits on its own: BEGIN/COMMIT are
+accepted, ROLLBACK undoes nothing. Errors carry SQLSTATE codes (42601 syntax,
+42P01 undefined table, 23505 duplicate key, 53000 busy, 57014 timeout).
+
+HTTP (--http): POST /query/service with the statement as the body, as a form
+field statement=..., or as JSON {\"statement\": \"...\"}; the answer is
+{\"requestID\", \"status\", \"results\": [rows], \"errors\": [{\"code\", \"msg\"}],
+\"metrics\"} (AsterixDB's shape). With Accept: application/x-ndjson (or
+?format=ndjson) rows stream as one JSON object per line. GET /health,
+GET /stats (as `silt stats --json`).
+
+At most --max-concurrent statements run at once; up to --queue more wait for
+a slot (then: \"server busy\"); a statement running longer than --timeout is
+cancelled. Addresses take HOST:PORT, :PORT, or `off`. Bind 0.0.0.0 only on a
+trusted network: there is no authentication.
+
+Examples:
+  silt serve --db ./mydb
+  psql -h 127.0.0.1 -p 5433 -c 'CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR)'
+  psql -h 127.0.0.1 -p 5433 -c \"INSERT INTO t VALUES (1, 'a'), (2, 'b')\"
+  curl -d 'SELECT * FROM t WHERE id > 1' http://127.0.0.1:8080/query/service
+  curl -H 'Accept: application/x-ndjson' -d 'SELECT * FROM t' http://127.0.0.1:8080/query/service
+  curl --data-urlencode 'statement=SELECT count(*) FROM t' http://127.0.0.1:8080/query/service
+  silt serve --db ./mydb --pg 0.0.0.0:5433 --http off --max-concurrent 8 --timeout 2m";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -389,7 +423,7 @@ enum Command {
         dataset: String,
         /// Index name (letters, digits, `_` and `-`).
         name: String,
-        /// Index type: btree, rtree, keyword or ngram (see below).
+        /// Index type: btree, rtree, dhvb, dhb, shb, sif, keyword or ngram (see below).
         #[arg(long = "type", value_name = "TYPE", default_value = "btree")]
         kind: String,
         /// Indexed field; for a composite btree index repeat it (or separate with commas), in key order.
@@ -415,6 +449,12 @@ enum Command {
         /// Bloom filter bits per value and block of an embedded index (1-1000) [default: 100].
         #[arg(long, value_name = "BITS")]
         bits_per_key: Option<f64>,
+        /// Order of an rtree index's disk components: hilbert or simple (x, then y) [default: hilbert].
+        #[arg(long, value_name = "ORDER")]
+        order: Option<String>,
+        /// Grid levels of an shb or sif index, top first: l (4x4), m (8x8), h (16x16) or n of 2^n x 2^n, e.g. l,l,l,l,h,m [default: h,h,h,h,h,h].
+        #[arg(long, value_name = "LEVELS")]
+        levels: Option<String>,
     },
 
     /// Load records from a JSON Lines or CSV file (or standard input) into a dataset.
@@ -628,6 +668,26 @@ enum Command {
         #[arg(long, value_name = "SPEC")]
         policy: Option<String>,
     },
+
+    /// Serve SQL over the PostgreSQL wire protocol and HTTP until Ctrl-C.
+    #[command(after_help = SERVE_HELP)]
+    Serve {
+        /// PostgreSQL wire protocol address (HOST:PORT, or `off`).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:5433")]
+        pg: String,
+        /// HTTP address (HOST:PORT, or `off`).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+        http: String,
+        /// Statements executing at once.
+        #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+        max_concurrent: u64,
+        /// Statements that may wait for a free slot before "server busy".
+        #[arg(long, value_name = "N", default_value_t = 64)]
+        queue: u64,
+        /// Cancel a statement after this long (e.g. 500ms, 30s, 2m; 0: never).
+        #[arg(long, value_name = "DURATION", default_value = "30s")]
+        timeout: String,
+    },
 }
 
 fn run(cli: Cli) -> CliResult<()> {
@@ -703,6 +763,8 @@ fn run(cli: Cli) -> CliResult<()> {
             space,
             policy,
             bits_per_key,
+            order,
+            levels,
         } => {
             let params = index::IndexParams {
                 reconcile: reconcile.as_deref(),
@@ -710,6 +772,8 @@ fn run(cli: Cli) -> CliResult<()> {
                 space: space.as_deref(),
                 policy: policy.as_deref(),
                 bits_per_key: *bits_per_key,
+                order: order.as_deref(),
+                levels: levels.as_deref(),
             };
             // Check the flags before opening the database (the field types
             // and the dataset's merge policy are checked once it is open).
@@ -811,6 +875,30 @@ fn run(cli: Cli) -> CliResult<()> {
             memory_mb: *memory_mb,
             policy: policy.as_deref(),
         }),
+        Command::Serve {
+            pg,
+            http,
+            max_concurrent,
+            queue,
+            timeout,
+        } => {
+            let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+            let cfg = silt_server::cli::config(
+                pg,
+                http,
+                as_usize(*max_concurrent),
+                as_usize(*queue),
+                timeout,
+            )
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+            let db = open(true)?;
+            silt_server::cli::serve_until_signal(db, cfg).map_err(|e| match e {
+                silt_server::ServerError::Bind { .. } | silt_server::ServerError::Config(_) => {
+                    CliError::Usage(e.to_string())
+                }
+                other => CliError::Failed(other.to_string()),
+            })
+        }
     }
 }
 

@@ -72,11 +72,9 @@ impl Path {
             // queries without a limit.
             Path::Range => kind.is_btree() || kind.is_recency(),
             Path::Recent => kind.answers_recent(),
-            Path::Bbox | Path::Intersects | Path::Join => {
-                matches!(kind, IndexKind::Rtree | IndexKind::Dhvb)
-            }
-            // Distance works on both; kNN (--k) is checked by the core.
-            Path::Near => matches!(kind, IndexKind::Rtree | IndexKind::Dhvb),
+            Path::Bbox | Path::Intersects | Path::Join => kind.is_spatial(),
+            // Distance works on all; kNN (--k) is checked by the core.
+            Path::Near => kind.is_spatial(),
             Path::Text => matches!(kind, IndexKind::Keyword | IndexKind::Ngram),
         }
     }
@@ -85,7 +83,9 @@ impl Path {
         match self {
             Path::Range => "a btree, composite, embedded, eager or lazy index",
             Path::Recent => "a btree, composite, embedded, eager or lazy index",
-            Path::Bbox | Path::Intersects | Path::Near | Path::Join => "an rtree or dhvb index",
+            Path::Bbox | Path::Intersects | Path::Near | Path::Join => {
+                "an rtree or dhvb index (or a dhb, shb or sif index)"
+            }
             Path::Text => "a keyword or ngram index",
         }
     }
@@ -98,7 +98,7 @@ fn flags_for(kind: IndexKind) -> &'static str {
         IndexKind::Rtree => {
             "--bbox MINX,MINY,MAXX,MAXY, --intersects GEOMETRY, --near LON,LAT with --within-m METRES or --k K, or --join OTHER --join-field FIELD"
         }
-        IndexKind::Dhvb => {
+        IndexKind::Dhvb | IndexKind::Dhb | IndexKind::Shb | IndexKind::Sif => {
             "--bbox MINX,MINY,MAXX,MAXY, --intersects GEOMETRY, --near LON,LAT --within-m METRES, or --join OTHER --join-field FIELD (no --k: kNN needs an rtree)"
         }
         IndexKind::Keyword => "--text \"WORDS\" (all of them; any of them with --any)",
@@ -706,8 +706,11 @@ pub fn stats_text(s: &QueryStats, kind: IndexKind) -> String {
     if kind == IndexKind::Rtree {
         parts.push(plural(s.blocks, "leaf block read", "leaf blocks read"));
     }
-    if kind == IndexKind::Dhvb {
+    if matches!(kind, IndexKind::Dhvb | IndexKind::Dhb) {
         parts.push(plural(s.blocks, "next-match seek", "next-match seeks"));
+    }
+    if kind.is_grid() {
+        parts.push(plural(s.blocks, "cell range read", "cell ranges read"));
     }
     if kind == IndexKind::Embedded {
         parts.push(plural(

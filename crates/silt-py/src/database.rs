@@ -79,7 +79,7 @@ fn check_field_types(ds: &DatasetDef, def: &IndexDef) -> BindResult<()> {
     for f in &def.fields {
         let ty = ds.field_type(f);
         match def.kind {
-            IndexKind::Rtree | IndexKind::Dhvb => match ty {
+            k if k.is_spatial() => match ty {
                 Some(t) if t.is_geometry() => {}
                 Some(t) => {
                     return Err(BindError::Config(format!(

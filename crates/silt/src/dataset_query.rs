@@ -287,9 +287,11 @@ impl QueryResults {
         match self.def.kind {
             IndexKind::Btree | IndexKind::Keyword | IndexKind::Composite => true,
             IndexKind::Ngram | IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy => false,
-            IndexKind::Rtree | IndexKind::Dhvb => {
-                c.bounds.is_some_and(|(_, k)| k != BoundsKind::Mbr)
-            }
+            IndexKind::Rtree
+            | IndexKind::Dhvb
+            | IndexKind::Dhb
+            | IndexKind::Shb
+            | IndexKind::Sif => c.bounds.is_some_and(|(_, k)| k != BoundsKind::Mbr),
         }
     }
 
@@ -477,6 +479,132 @@ fn hilbert_search(
     Ok(out)
 }
 
+/// Next-match search of a DHB-tree: as [`hilbert_search`], at full
+/// resolution on the order-64 curve of `geo::dhb` (keys hold the points, so
+/// a key inside the query's cells is a hit, with no false positives).
+fn dhb_search(
+    t: &Arc<crate::lsm::LsmTree>,
+    rects: &[Rect],
+    stats: &mut SearchStats,
+) -> Result<Vec<SpatialEntry>> {
+    use crate::geo::dhb;
+    let snap = t.snapshot();
+    stats.components +=
+        (snap.mems.iter().filter(|m| !m.is_empty()).count() + snap.disk.len()) as u64;
+    let mut out = Vec::new();
+    for r in rects {
+        let Some(q) = dhb::cells_of(r) else { continue };
+        let mut from = dhb::next_match(&q, 0);
+        while let Some(h) = from {
+            stats.blocks += 1;
+            let start = h.to_be_bytes();
+            let mut scan = t.scan(&snap, Bound::Included(&start[..]), Bound::Unbounded, false)?;
+            from = None;
+            while let Some((k, _)) = scan.next_entry()? {
+                let Some(hb) = k.get(..16) else { continue };
+                let mut b = [0u8; 16];
+                b.copy_from_slice(hb);
+                let hk = u128::from_be_bytes(b);
+                let cell = dhb::cell(hk);
+                if !dhb::inside(&q, cell) {
+                    from = dhb::next_match(&q, hk);
+                    break;
+                }
+                stats.candidates += 1;
+                let (x, y) = dhb::point(hk);
+                out.push(SpatialEntry {
+                    key: k,
+                    delete: false,
+                    bounds: [x, y, x, y],
+                    bounds_kind: BoundsKind::Point,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    out.dedup_by(|a, b| a.key == b.key);
+    Ok(out)
+}
+
+/// Search of an SHB-tree or SIF index: the query rectangle's cells (covering
+/// rule, at most `grid::QUERY_CELLS`); SHB scans their subtrees merged into
+/// key ranges and probes their ancestors, SIF looks up one subtree token per
+/// cell and one exact token per ancestor. Entries are refined by their
+/// bounds; the caller de-duplicates by primary key.
+fn grid_search(
+    t: &Arc<crate::lsm::LsmTree>,
+    def: &IndexDef,
+    rects: &[Rect],
+    stats: &mut SearchStats,
+) -> Result<Vec<SpatialEntry>> {
+    use crate::geo::grid::QUERY_CELLS;
+    use crate::lsm::kind::decode_bounds_kind;
+    let grid = def.grid()?;
+    let snap = t.snapshot();
+    stats.components +=
+        (snap.mems.iter().filter(|m| !m.is_empty()).count() + snap.disk.len()) as u64;
+    let mut out = Vec::new();
+    for r in rects {
+        if r.iter().any(|v| v.is_nan()) || r[0] > r[2] || r[1] > r[3] {
+            continue;
+        }
+        let cells = grid.decompose(r, QUERY_CELLS);
+        // (lower bound, exclusive upper bound or none) key ranges.
+        let mut ranges: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        let exact = |prefix: &[u8]| -> (Vec<u8>, Option<Vec<u8>>) {
+            // The last byte is a level (< 16), so +1 cannot overflow.
+            let mut hi = prefix.to_vec();
+            if let Some(b) = hi.last_mut() {
+                *b = b.saturating_add(1);
+            }
+            (prefix.to_vec(), Some(hi))
+        };
+        if def.kind == IndexKind::Shb {
+            let plan = grid.plan(&cells);
+            for (lo, hi) in plan.ranges {
+                let mut l = lo.to_be_bytes().to_vec();
+                l.push(0);
+                let h = hi.checked_add(1).map(|h| {
+                    let mut v = h.to_be_bytes().to_vec();
+                    v.push(0);
+                    v
+                });
+                ranges.push((l, h));
+            }
+            for a in plan.ancestors {
+                ranges.push(exact(&a.key()));
+            }
+        } else {
+            for tok in grid.sif_query_tokens(&cells) {
+                ranges.push(exact(&tok));
+            }
+        }
+        for (lo, hi) in &ranges {
+            stats.blocks += 1;
+            let hi_b = match hi {
+                Some(h) => Bound::Excluded(h.clone()),
+                None => Bound::Unbounded,
+            };
+            let mut scan = t.scan(&snap, Bound::Included(lo.as_slice()), hi_b, false)?;
+            while let Some((k, e)) = scan.next_entry()? {
+                let Some((bounds, bk)) = decode_bounds_kind(&e.value) else {
+                    continue;
+                };
+                stats.candidates += 1;
+                if crate::lsm::kind::intersects(r, &bounds) {
+                    out.push(SpatialEntry {
+                        key: k,
+                        delete: false,
+                        bounds,
+                        bounds_kind: bk,
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Great-circle order around the query point for the R-tree kNN search.
 struct SphereMetric(sphere::NearOrder);
 
@@ -584,7 +712,7 @@ impl Dataset {
                     Query::Intersects(_) | Query::WithinDistance { .. } | Query::Nearest { .. }
                 )
                 | (
-                    IndexKind::Dhvb,
+                    IndexKind::Dhvb | IndexKind::Dhb | IndexKind::Shb | IndexKind::Sif,
                     Query::Intersects(_) | Query::WithinDistance { .. }
                 )
                 | (IndexKind::Keyword | IndexKind::Ngram, Query::Text { .. })
@@ -602,7 +730,7 @@ impl Dataset {
                         IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy =>
                             "use a recent query (the k most recent matches)",
                         IndexKind::Rtree => "use intersects, within-distance or nearest",
-                        IndexKind::Dhvb =>
+                        IndexKind::Dhvb | IndexKind::Dhb | IndexKind::Shb | IndexKind::Sif =>
                             "use intersects or within-distance (kNN needs an rtree index)",
                         _ => "use a text query",
                     }
@@ -810,10 +938,11 @@ impl Dataset {
         let mut ss = SearchStats::default();
         let mut out = Vec::new();
         for t in &set.trees[i] {
-            let found = if def.kind == IndexKind::Dhvb {
-                hilbert_search(t, &def.space(), rects, &mut ss)?
-            } else {
-                t.search_spatial(&t.snapshot(), rects, &mut ss)?
+            let found = match def.kind {
+                IndexKind::Dhvb => hilbert_search(t, &def.space(), rects, &mut ss)?,
+                IndexKind::Dhb => dhb_search(t, rects, &mut ss)?,
+                IndexKind::Shb | IndexKind::Sif => grid_search(t, def, rects, &mut ss)?,
+                _ => t.search_spatial(&t.snapshot(), rects, &mut ss)?,
             };
             for e in found {
                 out.push((def.entry_pk(&e.key)?.to_vec(), e));
@@ -911,11 +1040,11 @@ impl Dataset {
         I: IntoIterator<Item = (Value, Geometry)>,
     {
         let (i, set) = self.index_by_name(index)?;
-        if set.defs[i].kind != IndexKind::Rtree {
+        if !set.defs[i].kind.is_spatial() {
             return Err(Error::invalid(
                 None,
                 format!(
-                    "a spatial join needs an rtree index; `{index}` is a {} index",
+                    "a spatial join needs a spatial index (rtree, dhvb, dhb, shb or sif); `{index}` is a {} index",
                     set.defs[i].kind
                 ),
             ));

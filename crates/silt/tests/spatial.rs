@@ -2,7 +2,11 @@
 //! model: random inserts, upserts and deletes with flushes, merges and
 //! reopens; every query kind (intersect, within-distance, kNN, keyword all /
 //! any, n-gram substring), index-only and validated, for both reconciliation
-//! variants (antimatter and deleted-key B+-trees).
+//! variants (antimatter and deleted-key B+-trees). The same checks run on
+//! every spatial kind: the R-tree in Hilbert and Simple (x, y) order, the
+//! DHVB- and DHB-trees (points), and the SHB-tree and SIF (points and
+//! rectangles, on the default grid and on a small grid whose object cell
+//! budget forces coarse cells and ancestor probes).
 
 use proptest::prelude::*;
 use silt::geo::sphere;
@@ -184,7 +188,32 @@ fn create(dir: &Path, rec: ReconcileOption, policy: &str, points_only: bool) -> 
         let mut d = IndexDef::rtree("hil", "loc").policy(p.clone());
         d.kind = silt::IndexKind::Dhvb;
         db.create_index("tweets", d).unwrap();
+        let mut d = IndexDef::rtree("dhb", "loc").policy(p.clone());
+        d.kind = silt::IndexKind::Dhb;
+        db.create_index("tweets", d).unwrap();
     }
+    let mut d = IndexDef::rtree("rsimple", "loc")
+        .reconcile(rec)
+        .policy(p.clone());
+    d.options.order = Some(silt::index::RtreeOrder::Simple);
+    db.create_index("tweets", d).unwrap();
+    let mut d = IndexDef::rtree("shb", "loc").policy(p.clone());
+    d.kind = silt::IndexKind::Shb;
+    db.create_index("tweets", d).unwrap();
+    // l,l,l over the world: 22.5 x 11.25 degree top cells, objects in at
+    // most 3 cells, so rectangles sit at coarse levels.
+    let mut d = IndexDef::rtree("shb_small", "loc").policy(p.clone());
+    d.kind = silt::IndexKind::Shb;
+    d.options.levels = Some(vec![2, 2, 2, 3]);
+    d.options.max_cells = Some(3);
+    db.create_index("tweets", d).unwrap();
+    let mut d = IndexDef::rtree("sif", "loc")
+        .reconcile(rec)
+        .policy(p.clone());
+    d.kind = silt::IndexKind::Sif;
+    d.options.levels = Some(vec![2, 2, 2, 3]);
+    d.options.max_cells = Some(3);
+    db.create_index("tweets", d).unwrap();
     db.create_index(
         "tweets",
         IndexDef::ngram("grams", "msg", 3).reconcile(rec).policy(p),
@@ -238,11 +267,17 @@ fn ids(hits: &[silt::QueryHit]) -> Vec<i64> {
 
 fn run_check(db: &Database, model: &BTreeMap<i64, Rec>, c: &Check) -> Result<(), TestCaseError> {
     let ds = db.dataset("tweets").unwrap();
-    let spatial: Vec<&str> = if ds.index_defs().iter().any(|d| d.name == "hil") {
-        vec!["loc", "hil"]
-    } else {
-        vec!["loc"]
-    };
+    let defs = ds.index_defs();
+    let spatial: Vec<&str> = defs
+        .iter()
+        .filter(|d| d.kind.is_spatial())
+        .map(|d| d.name.as_str())
+        .collect();
+    let knn_indexes: Vec<&str> = defs
+        .iter()
+        .filter(|d| d.kind == silt::IndexKind::Rtree)
+        .map(|d| d.name.as_str())
+        .collect();
     for index_only in [false, true] {
         let o = QueryOptions {
             index_only,
@@ -316,40 +351,54 @@ fn run_check(db: &Database, model: &BTreeMap<i64, Rec>, c: &Check) -> Result<(),
                     lat: *y,
                     k: *k,
                 };
-                let got: Vec<_> = ds
-                    .query("loc", &q, o)
-                    .unwrap()
-                    .map(|h| h.unwrap())
-                    .collect();
-                let mut want: Vec<f64> = model.values().map(|r| dist(&r.geom, *x, *y)).collect();
-                want.sort_by(f64::total_cmp);
-                want.truncate(*k);
-                prop_assert_eq!(got.len(), want.len(), "knn count");
-                for (h, w) in got.iter().zip(&want) {
-                    let d = h.distance_m.unwrap();
+                for index in &spatial {
+                    if !knn_indexes.contains(index) {
+                        let e = ds.query(index, &q, o).err().map(|e| e.to_string());
+                        prop_assert!(
+                            e.as_deref().is_some_and(|e| e.contains("rtree")),
+                            "{} should refuse kNN naming the rtree: {:?}",
+                            index,
+                            e
+                        );
+                    }
+                }
+                for index in &knn_indexes {
+                    let got: Vec<_> = ds
+                        .query(index, &q, o)
+                        .unwrap()
+                        .map(|h| h.unwrap())
+                        .collect();
+                    let mut want: Vec<f64> =
+                        model.values().map(|r| dist(&r.geom, *x, *y)).collect();
+                    want.sort_by(f64::total_cmp);
+                    want.truncate(*k);
+                    prop_assert_eq!(got.len(), want.len(), "knn count");
+                    for (h, w) in got.iter().zip(&want) {
+                        let d = h.distance_m.unwrap();
+                        prop_assert!(
+                            (d - w).abs() < 1e-3,
+                            "knn distance {} vs {} (index_only {})",
+                            d,
+                            w,
+                            index_only
+                        );
+                        let id = h.pk[0].as_i64().unwrap();
+                        let real = dist(&model[&id].geom, *x, *y);
+                        prop_assert!(
+                            (real - d).abs() < 1e-3,
+                            "knn hit {} is at {} not {}",
+                            id,
+                            real,
+                            d
+                        );
+                    }
+                    let ds_: Vec<f64> = got.iter().map(|h| h.distance_m.unwrap()).collect();
                     prop_assert!(
-                        (d - w).abs() < 1e-3,
-                        "knn distance {} vs {} (index_only {})",
-                        d,
-                        w,
-                        index_only
-                    );
-                    let id = h.pk[0].as_i64().unwrap();
-                    let real = dist(&model[&id].geom, *x, *y);
-                    prop_assert!(
-                        (real - d).abs() < 1e-3,
-                        "knn hit {} is at {} not {}",
-                        id,
-                        real,
-                        d
+                        ds_.windows(2).all(|w| w[0] <= w[1] + 1e-9),
+                        "knn not sorted: {:?}",
+                        ds_
                     );
                 }
-                let ds_: Vec<f64> = got.iter().map(|h| h.distance_m.unwrap()).collect();
-                prop_assert!(
-                    ds_.windows(2).all(|w| w[0] <= w[1] + 1e-9),
-                    "knn not sorted: {:?}",
-                    ds_
-                );
             }
             Check::Words(w, all) => {
                 let words: Vec<&str> = w.iter().map(|i| WORDS[*i]).collect();
@@ -845,5 +894,245 @@ fn parallel_batches_keep_order_limit_and_validation() {
     let mut res = ds.query("loc", &q, io).unwrap();
     assert_eq!(res.by_ref().count(), want.len());
     assert_eq!(res.stats().fetched, 0);
+    db.close().unwrap();
+}
+
+/// The DHB-tree, SHB-tree, SIF and Simple-order R-tree agree with the
+/// Hilbert R-tree on polygons, rectangles and points: bulk-built over
+/// existing records, then maintained; intersects with point, rectangle and
+/// polygon queries, within-distance, spatial joins (intersects and
+/// within-distance), index-only and validated, before and after flush and
+/// compaction; kNN is refused naming the rtree; the indexes drop cleanly.
+#[test]
+fn new_spatial_kinds_agree_with_the_rtree() {
+    use silt::{IndexKind, JoinPredicate};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), opts()).unwrap();
+    for name in ["shapes", "pts"] {
+        db.create_dataset(
+            DatasetDef::new(name, &["id"])
+                .field("id", FieldType::Int)
+                .field("loc", FieldType::Geometry)
+                .memory_budget(1 << 20)
+                .partitions(2)
+                .block_size(512),
+        )
+        .unwrap();
+    }
+    let shapes = db.dataset("shapes").unwrap();
+    let pts = db.dataset("pts").unwrap();
+    let mut seed = 5u64;
+    let mut rnd = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let shape = |i: i64, r: &mut dyn FnMut(u64) -> u64| -> Geometry {
+        let x = r(400) as f64 * 0.05 - 10.0;
+        let y = r(400) as f64 * 0.05 - 10.0;
+        match i % 3 {
+            0 => Geometry::point(x, y),
+            1 => Geometry::rect(x, y, x + r(40) as f64 * 0.1, y + r(20) as f64 * 0.1),
+            _ => {
+                let (w, h) = (0.1 + r(30) as f64 * 0.1, 0.1 + r(30) as f64 * 0.1);
+                Geometry::Polygon {
+                    exterior: vec![(x, y), (x + w, y), (x + w, y + h), (x, y)],
+                    holes: vec![],
+                }
+            }
+        }
+    };
+    let put = |ds: &std::sync::Arc<silt::Dataset>, i: i64, g: Geometry| {
+        ds.upsert(record(
+            i,
+            &Rec {
+                geom: g,
+                text: String::new(),
+            },
+        ))
+        .unwrap();
+    };
+    for i in 0..600i64 {
+        put(&shapes, i, shape(i, &mut rnd));
+        let (x, y) = (
+            rnd(4000) as f64 * 0.005 - 10.0,
+            rnd(4000) as f64 * 0.005 - 10.0,
+        );
+        put(&pts, i, Geometry::point(if i == 7 { -0.0 } else { x }, y));
+    }
+    let mk = |name: &str, kind: IndexKind| {
+        let mut d = IndexDef::rtree(name, "loc");
+        d.kind = kind;
+        d
+    };
+    let mut simple = IndexDef::rtree("rsimple", "loc");
+    simple.options.order = Some(silt::index::RtreeOrder::Simple);
+    let mut coarse = mk("shb_lm", IndexKind::Shb);
+    coarse.options.levels = Some(silt::geo::grid::parse_levels("l,l,l,l,h,m").unwrap());
+    for ds in ["shapes", "pts"] {
+        db.create_index(ds, IndexDef::rtree("loc", "loc")).unwrap();
+        db.create_index(ds, simple.clone()).unwrap();
+        db.create_index(ds, mk("shb", IndexKind::Shb)).unwrap();
+        db.create_index(ds, coarse.clone()).unwrap();
+        db.create_index(ds, mk("sif", IndexKind::Sif)).unwrap();
+    }
+    // A DHB-tree over polygons is refused (points only), over points built.
+    let e = db
+        .create_index("shapes", mk("dhb", IndexKind::Dhb))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("points"), "{e}");
+    db.create_index("pts", mk("dhb", IndexKind::Dhb)).unwrap();
+    db.create_index("pts", mk("dhvb", IndexKind::Dhvb)).unwrap();
+    // Writes after the build: moves and deletes.
+    for i in 0..150i64 {
+        put(&shapes, i * 4, shape(i, &mut rnd));
+        let (x, y) = (
+            rnd(4000) as f64 * 0.005 - 10.0,
+            rnd(4000) as f64 * 0.005 - 10.0,
+        );
+        put(&pts, i * 4, Geometry::point(x, y));
+        shapes.delete(&[Value::Int(i * 4 + 1)]).unwrap();
+        pts.delete(&[Value::Int(i * 4 + 1)]).unwrap();
+    }
+    let queries = vec![
+        Query::Intersects(Geometry::rect(-3.0, -2.0, 1.5, 4.0)),
+        Query::Intersects(Geometry::rect(0.0, 0.0, 0.0, 0.0)),
+        Query::Intersects(Geometry::point(2.05, -3.1)),
+        Query::Intersects(Geometry::Polygon {
+            exterior: vec![(-8.0, -8.0), (6.0, -7.0), (-1.0, 5.0), (-8.0, -8.0)],
+            holes: vec![],
+        }),
+        Query::Intersects(Geometry::rect(-180.0, -90.0, 180.0, 90.0)),
+        Query::WithinDistance {
+            lon: 1.0,
+            lat: 1.0,
+            metres: 250_000.0,
+        },
+        Query::WithinDistance {
+            lon: -9.0,
+            lat: 9.5,
+            metres: 20_000.0,
+        },
+    ];
+    let ids_of = |ds: &std::sync::Arc<silt::Dataset>, index: &str, q: &Query, io: bool| {
+        let o = QueryOptions {
+            index_only: io,
+            limit: None,
+        };
+        let hits: Vec<_> = ds.query(index, q, o).unwrap().map(|h| h.unwrap()).collect();
+        ids(&hits)
+    };
+    let kinds_of = |ds: &str| -> Vec<&'static str> {
+        if ds == "pts" {
+            vec!["rsimple", "shb", "shb_lm", "sif", "dhb", "dhvb"]
+        } else {
+            vec!["rsimple", "shb", "shb_lm", "sif"]
+        }
+    };
+    for step in 0..3 {
+        match step {
+            1 => {
+                shapes.flush().unwrap();
+                pts.flush().unwrap();
+            }
+            2 => {
+                shapes.compact().unwrap();
+                pts.compact().unwrap();
+            }
+            _ => {}
+        }
+        for (name, ds) in [("shapes", &shapes), ("pts", &pts)] {
+            for q in &queries {
+                let want = ids_of(ds, "loc", q, false);
+                if std::ptr::eq(q, &queries[0]) || std::ptr::eq(q, &queries[4]) {
+                    assert!(!want.is_empty());
+                }
+                for index in kinds_of(name) {
+                    for io in [false, true] {
+                        assert_eq!(
+                            ids_of(ds, index, q, io),
+                            want,
+                            "{name}.{index} {q:?} index_only {io} step {step}"
+                        );
+                    }
+                }
+            }
+            // Joins.
+            let probes: Vec<(Value, Geometry)> = (0..20)
+                .map(|i| {
+                    let x = -10.0 + f64::from(i);
+                    (Value::Int(i64::from(i)), Geometry::point(x, x * 0.5))
+                })
+                .collect();
+            for pred in [
+                JoinPredicate::Intersects,
+                JoinPredicate::WithinDistance(60_000.0),
+            ] {
+                let join = |index: &str| {
+                    let mut v: Vec<(i64, i64)> = ds
+                        .spatial_join(index, probes.clone(), pred, QueryOptions::default())
+                        .unwrap()
+                        .map(|r| {
+                            let (a, h) = r.unwrap();
+                            (a.as_i64().unwrap(), h.pk[0].as_i64().unwrap())
+                        })
+                        .collect();
+                    v.sort_unstable();
+                    v
+                };
+                let want = join("loc");
+                for index in kinds_of(name) {
+                    assert_eq!(join(index), want, "{name}.{index} join {pred:?}");
+                }
+            }
+            // kNN only on R-trees.
+            let knn = Query::Nearest {
+                lon: 0.0,
+                lat: 0.0,
+                k: 5,
+            };
+            assert_eq!(
+                ids_of(ds, "rsimple", &knn, false),
+                ids_of(ds, "loc", &knn, false)
+            );
+            for index in kinds_of(name).into_iter().skip(1) {
+                let e = ds
+                    .query(index, &knn, QueryOptions::default())
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                assert!(e.contains("kNN needs an rtree"), "{index}: {e}");
+            }
+        }
+    }
+    // The -0.0 point is found by a query at +0.0.
+    assert!(
+        ids_of(
+            &pts,
+            "dhb",
+            &Query::Intersects(Geometry::rect(0.0, -10.0, 0.0, 10.0)),
+            true
+        )
+        .contains(&7)
+    );
+    for index in ["shb", "sif", "rsimple", "shb_lm"] {
+        db.drop_index("shapes", index).unwrap();
+        assert!(
+            shapes
+                .query(index, &queries[0], QueryOptions::default())
+                .is_err()
+        );
+    }
+    db.drop_index("pts", "dhb").unwrap();
+    // Bad options are refused.
+    let mut bad = mk("bad", IndexKind::Shb);
+    bad.options.levels = Some(vec![8, 8, 8, 8, 8]);
+    assert!(db.create_index("pts", bad).is_err());
+    let mut bad = mk("bad", IndexKind::Dhb);
+    bad.options.order = Some(silt::index::RtreeOrder::Simple);
+    assert!(db.create_index("pts", bad).is_err());
     db.close().unwrap();
 }

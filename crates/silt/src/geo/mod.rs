@@ -20,6 +20,8 @@
 //! antimeridian. Only *query* rectangles may cross it, see
 //! [`split_query_rect`].
 
+pub mod dhb;
+pub mod grid;
 pub mod hilbert;
 pub mod hilbert_range;
 pub mod predicates;

@@ -37,6 +37,25 @@ pub enum IndexKind {
     /// search (scan while inside the query's cells, else seek to the next
     /// Hilbert value inside). Points only; no kNN (use an rtree).
     Dhvb,
+    /// DHB-tree (seed 000 §4.2.1): an LSM B+-tree on a point field ordered
+    /// by the Hilbert order of the points at full precision, with no stored
+    /// Hilbert value and no entry value: the key is the point's position on
+    /// the order-64 Hilbert curve over the order-preserving 64-bit encodings
+    /// of x and y (invertible, see `geo::dhb`) ‖ primary key. Box and
+    /// distance queries by next-match at full resolution. Points only; no
+    /// kNN (use an rtree).
+    Dhb,
+    /// SHB-tree (seed 000 §4.2.2, §5.2): an LSM B+-tree over a static grid
+    /// hierarchy (`levels`, default 6 levels of 16x16) whose cells are
+    /// numbered in Hilbert order: entries ⟨cell number ‖ level, primary key⟩
+    /// → bounds, one per cell of the geometry's MBR (covering rule). Queries
+    /// scan merged cell ranges and probe ancestor cells. Any geometry; no kNN.
+    Shb,
+    /// SIF (seed 000 §4.2.3): the SHB grid's cells as tokens of an inverted
+    /// index, each object stored at every level (⟨token, primary key⟩ →
+    /// bounds), so a covered parent cell is one token lookup. Any geometry;
+    /// no kNN.
+    Sif,
     /// LevelDB++ "Embedded Index" on one field (seed 001 §3.3): no index
     /// tree; the primary's disk components carry per-block bloom filters
     /// and zone maps of the field, its memtables an in-memory secondary
@@ -64,12 +83,15 @@ impl IndexKind {
             "keyword" | "inverted" | "text" | "fulltext" => Ok(IndexKind::Keyword),
             "ngram" | "n-gram" => Ok(IndexKind::Ngram),
             "dhvb" | "dhvb-tree" => Ok(IndexKind::Dhvb),
+            "dhb" | "dhb-tree" => Ok(IndexKind::Dhb),
+            "shb" | "shb-tree" => Ok(IndexKind::Shb),
+            "sif" => Ok(IndexKind::Sif),
             "embedded" => Ok(IndexKind::Embedded),
             "eager" => Ok(IndexKind::Eager),
             "lazy" => Ok(IndexKind::Lazy),
             "composite" => Ok(IndexKind::Composite),
             other => Err(Error::Config(format!(
-                "unknown index type `{other}`; available: btree, rtree, dhvb, keyword, ngram, embedded, eager, lazy, composite"
+                "unknown index type `{other}`; available: btree, rtree, dhvb, dhb, shb, sif, keyword, ngram, embedded, eager, lazy, composite"
             ))),
         }
     }
@@ -83,6 +105,9 @@ impl std::fmt::Display for IndexKind {
             IndexKind::Keyword => "keyword",
             IndexKind::Ngram => "ngram",
             IndexKind::Dhvb => "dhvb",
+            IndexKind::Dhb => "dhb",
+            IndexKind::Shb => "shb",
+            IndexKind::Sif => "sif",
             IndexKind::Embedded => "embedded",
             IndexKind::Eager => "eager",
             IndexKind::Lazy => "lazy",
@@ -122,6 +147,20 @@ impl IndexKind {
     pub fn is_btree(self) -> bool {
         matches!(self, IndexKind::Btree | IndexKind::Composite)
     }
+
+    /// Kinds on one geometry field answering intersects and
+    /// within-distance queries (and spatial joins).
+    pub fn is_spatial(self) -> bool {
+        matches!(
+            self,
+            IndexKind::Rtree | IndexKind::Dhvb | IndexKind::Dhb | IndexKind::Shb | IndexKind::Sif
+        )
+    }
+
+    /// Kinds on the SHB/SIF grid hierarchy.
+    pub fn is_grid(self) -> bool {
+        matches!(self, IndexKind::Shb | IndexKind::Sif)
+    }
 }
 
 /// How an R-tree or inverted index reconciles deletes (seed 000 §2.3 and
@@ -145,6 +184,29 @@ impl ReconcileOption {
             }
             other => Err(Error::Config(format!(
                 "unknown reconciliation `{other}`; use `antimatter` (AMLSM) or `deleted_keys` (deleted-key B+-tree)"
+            ))),
+        }
+    }
+}
+
+/// The order of an R-tree's disk components (seed 002 compares both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RtreeOrder {
+    /// The 64-bit Hilbert value of the centre (key = Hilbert ‖ pk).
+    Hilbert,
+    /// x, then y of the centre ("Simple" in seed 002): key =
+    /// order-preserving x ‖ order-preserving y ‖ pk.
+    Simple,
+}
+
+impl RtreeOrder {
+    pub fn parse(s: &str) -> Result<RtreeOrder> {
+        match s.to_ascii_lowercase().as_str() {
+            "hilbert" => Ok(RtreeOrder::Hilbert),
+            "simple" | "xy" => Ok(RtreeOrder::Simple),
+            other => Err(Error::Config(format!(
+                "unknown R-tree order `{other}`; use `hilbert` (default) or `simple` (x, then y)"
             ))),
         }
     }
@@ -176,6 +238,19 @@ pub struct IndexOptions {
     /// (default [`crate::lsm::block_filters::DEFAULT_BITS_PER_KEY`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bits_per_key: Option<f64>,
+    /// R-tree: the order of disk components' entries (default Hilbert).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<RtreeOrder>,
+    /// SHB-tree and SIF: n per grid level (each level divides a cell into
+    /// 2^n x 2^n; the paper's presets l = 2, m = 3, h = 4), top first;
+    /// default [`crate::geo::grid::DEFAULT_LEVELS`] (6 x h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<Vec<u8>>,
+    /// SHB-tree and SIF: most cells a stored geometry maps to (default
+    /// [`crate::geo::grid::DEFAULT_OBJECT_CELLS`]); overlapping cells are
+    /// divided at the next level only while the count stays within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cells: Option<usize>,
 }
 
 /// Default R-tree leaf size.
@@ -261,7 +336,9 @@ impl IndexDef {
     /// The reconciliation this index uses.
     pub fn reconcile_mode(&self) -> ReconcileOption {
         match (self.kind, self.options.reconcile) {
-            (IndexKind::Btree | IndexKind::Dhvb, _) => ReconcileOption::Antimatter,
+            (IndexKind::Btree | IndexKind::Dhvb | IndexKind::Dhb | IndexKind::Shb, _) => {
+                ReconcileOption::Antimatter
+            }
             (k, _) if k.is_recency() || k.is_btree() => ReconcileOption::Antimatter,
             (_, Some(r)) => r,
             (IndexKind::Rtree, None) => ReconcileOption::Antimatter,
@@ -275,6 +352,29 @@ impl IndexDef {
 
     pub fn gram(&self) -> usize {
         self.options.gram.unwrap_or(DEFAULT_GRAM)
+    }
+
+    /// The R-tree's component order.
+    pub fn rtree_order(&self) -> RtreeOrder {
+        self.options.order.unwrap_or(RtreeOrder::Hilbert)
+    }
+
+    /// The grid of an SHB-tree or SIF index.
+    pub fn grid(&self) -> Result<crate::geo::grid::Grid> {
+        let levels = self
+            .options
+            .levels
+            .as_deref()
+            .unwrap_or(&crate::geo::grid::DEFAULT_LEVELS);
+        crate::geo::grid::Grid::new(self.space(), levels)
+            .map_err(|m| Error::Config(format!("index `{}`: {m}", self.name)))
+    }
+
+    /// Most cells a stored geometry maps to (SHB-tree, SIF).
+    pub fn max_cells(&self) -> usize {
+        self.options
+            .max_cells
+            .unwrap_or(crate::geo::grid::DEFAULT_OBJECT_CELLS)
     }
 
     /// The Hilbert space of an R-tree.
@@ -302,7 +402,11 @@ impl IndexDef {
                 IndexKind::Btree | IndexKind::Composite => PkSplit::AfterParts(self.fields.len()),
                 // Keys are values (posting lists), or there is no tree.
                 IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy => PkSplit::Whole,
+                IndexKind::Rtree if self.rtree_order() == RtreeOrder::Simple => PkSplit::Prefix(16),
                 IndexKind::Rtree | IndexKind::Dhvb => PkSplit::Prefix(8),
+                IndexKind::Dhb => PkSplit::Prefix(16),
+                IndexKind::Shb => PkSplit::Prefix(9),
+                IndexKind::Sif => PkSplit::Prefix(10),
                 IndexKind::Keyword | IndexKind::Ngram => PkSplit::AfterParts(1),
             },
         }
@@ -334,9 +438,13 @@ impl IndexDef {
                 self.fields.len()
             )));
         }
-        if (self.kind.is_btree() || self.kind.is_recency()) && self.options.reconcile.is_some() {
+        if (self.kind.is_btree()
+            || self.kind.is_recency()
+            || matches!(self.kind, IndexKind::Dhb | IndexKind::Shb))
+            && self.options.reconcile.is_some()
+        {
             return Err(Error::Config(format!(
-                "{} indexes always reconcile with antimatter; `reconcile` applies to rtree, keyword and ngram",
+                "{} indexes always reconcile with antimatter; `reconcile` applies to rtree, sif, keyword and ngram",
                 self.kind
             )));
         }
@@ -353,6 +461,27 @@ impl IndexDef {
             return Err(Error::Config(format!(
                 "`leaf_bytes` applies to rtree indexes and must be between 512 bytes and 4 MiB, got {b}"
             )));
+        }
+        if self.options.order.is_some() && self.kind != IndexKind::Rtree {
+            return Err(Error::Config(
+                "`order` applies to rtree indexes only".into(),
+            ));
+        }
+        if (self.options.levels.is_some() || self.options.max_cells.is_some())
+            && !self.kind.is_grid()
+        {
+            return Err(Error::Config(
+                "`levels` and `max_cells` apply to shb and sif indexes only".into(),
+            ));
+        }
+        if self.kind.is_grid() {
+            self.grid()?;
+            if !(1..=4096).contains(&self.max_cells()) {
+                return Err(Error::Config(format!(
+                    "`max_cells` must be between 1 and 4096, got {}",
+                    self.max_cells()
+                )));
+            }
         }
         if self.options.gram.is_some() && self.kind != IndexKind::Ngram {
             return Err(Error::Config("`gram` applies to ngram indexes only".into()));
@@ -427,7 +556,11 @@ impl IndexDef {
                 .map(|k| (k, Vec::new()))
                 .into_iter()
                 .collect()),
-            IndexKind::Rtree | IndexKind::Dhvb => {
+            IndexKind::Rtree
+            | IndexKind::Dhvb
+            | IndexKind::Dhb
+            | IndexKind::Shb
+            | IndexKind::Sif => {
                 let field = &self.fields[0];
                 let g = match record.get(field) {
                     None | Some(Value::Null) => return Ok(Vec::new()),
@@ -436,7 +569,8 @@ impl IndexDef {
                         return Err(Error::invalid(
                             Some(field),
                             format!(
-                                "the rtree index `{}` needs a geometry (GeoJSON, WKT, [x, y] or {{x, y}}; declare the field's type as geometry to convert text), got {}",
+                                "the {} index `{}` needs a geometry (GeoJSON, WKT, [x, y] or {{x, y}}; declare the field's type as geometry to convert text), got {}",
+                                self.kind,
                                 self.name,
                                 v.type_name()
                             ),
@@ -451,13 +585,14 @@ impl IndexDef {
                     value::check_geographic_field(field, g)?;
                 }
                 let (x0, y0, x1, y1) = g.mbr();
-                if self.kind == IndexKind::Dhvb
+                if matches!(self.kind, IndexKind::Dhvb | IndexKind::Dhb)
                     && !matches!(g, crate::value::Geometry::Point { .. })
                 {
                     return Err(Error::invalid(
                         Some(field),
                         format!(
-                            "the dhvb index `{}` indexes points; got a {} (use an rtree index for rectangles and polygons)",
+                            "the {} index `{}` indexes points; got a {} (use an rtree, shb or sif index for rectangles and polygons)",
+                            self.kind,
                             self.name,
                             g.type_name()
                         ),
@@ -468,11 +603,59 @@ impl IndexDef {
                     crate::value::Geometry::Rect { .. } => BoundsKind::Rect,
                     crate::value::Geometry::Polygon { .. } => BoundsKind::Mbr,
                 };
-                let h = self.space().hilbert_value((x0 + x1) / 2.0, (y0 + y1) / 2.0);
-                let mut k = Vec::with_capacity(8 + pk.len());
-                k.extend_from_slice(&h.to_be_bytes());
-                k.extend_from_slice(pk);
-                Ok(vec![(k, encode_bounds(&[x0, y0, x1, y1], bk))])
+                let bounds = encode_bounds(&[x0, y0, x1, y1], bk);
+                let (cx, cy) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
+                match self.kind {
+                    IndexKind::Dhb => {
+                        // No value: the key holds the point.
+                        let mut k = Vec::with_capacity(16 + pk.len());
+                        k.extend_from_slice(&crate::geo::dhb::key(x0, y0).to_be_bytes());
+                        k.extend_from_slice(pk);
+                        Ok(vec![(k, Vec::new())])
+                    }
+                    IndexKind::Shb | IndexKind::Sif => {
+                        let grid = self.grid()?;
+                        let cells = grid.decompose(&[x0, y0, x1, y1], self.max_cells());
+                        let mut out: Vec<(Vec<u8>, Vec<u8>)> = if self.kind == IndexKind::Shb {
+                            cells
+                                .iter()
+                                .map(|c| {
+                                    let mut k = Vec::with_capacity(9 + pk.len());
+                                    k.extend_from_slice(&c.key());
+                                    k.extend_from_slice(pk);
+                                    (k, bounds.clone())
+                                })
+                                .collect()
+                        } else {
+                            grid.sif_tokens(&cells)
+                                .iter()
+                                .map(|t| {
+                                    let mut k = Vec::with_capacity(10 + pk.len());
+                                    k.extend_from_slice(t);
+                                    k.extend_from_slice(pk);
+                                    (k, bounds.clone())
+                                })
+                                .collect()
+                        };
+                        out.sort_unstable();
+                        out.dedup();
+                        Ok(out)
+                    }
+                    _ if self.rtree_order() == RtreeOrder::Simple => {
+                        let mut k = Vec::with_capacity(16 + pk.len());
+                        k.extend_from_slice(&crate::geo::dhb::ord_bits(cx).to_be_bytes());
+                        k.extend_from_slice(&crate::geo::dhb::ord_bits(cy).to_be_bytes());
+                        k.extend_from_slice(pk);
+                        Ok(vec![(k, bounds)])
+                    }
+                    _ => {
+                        let h = self.space().hilbert_value(cx, cy);
+                        let mut k = Vec::with_capacity(8 + pk.len());
+                        k.extend_from_slice(&h.to_be_bytes());
+                        k.extend_from_slice(pk);
+                        Ok(vec![(k, bounds)])
+                    }
+                }
             }
             IndexKind::Keyword | IndexKind::Ngram => {
                 let field = &self.fields[0];

@@ -1,0 +1,151 @@
+//! What `silt serve` needs: parsing its flags and running the server in
+//! the foreground until Ctrl-C or SIGTERM.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use silt::Database;
+
+use crate::error::fmt_duration;
+use crate::{Server, ServerConfig, ServerError};
+
+/// Parse a listen address: `HOST:PORT`, `:PORT` (localhost), `PORT`, or
+/// `off` / `none` (no listener).
+pub fn parse_addr(what: &str, s: &str) -> Result<Option<SocketAddr>, ServerError> {
+    let t = s.trim();
+    if matches!(t.to_ascii_lowercase().as_str(), "off" | "none" | "no" | "") {
+        return Ok(None);
+    }
+    let full = if let Some(port) = t.strip_prefix(':') {
+        format!("127.0.0.1:{port}")
+    } else if t.chars().all(|c| c.is_ascii_digit()) {
+        format!("127.0.0.1:{t}")
+    } else {
+        t.to_owned()
+    };
+    full.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .map(Some)
+        .ok_or_else(|| {
+            ServerError::Config(format!(
+                "--{what} {s}: expected HOST:PORT (e.g. 127.0.0.1:5433, 0.0.0.0:5433, :5433) or `off`"
+            ))
+        })
+}
+
+/// Parse a duration: `30s`, `500ms`, `2m`, `1h`, a number of seconds, or
+/// `0` / `off` (no limit).
+pub fn parse_duration(what: &str, s: &str) -> Result<Duration, ServerError> {
+    let t = s.trim().to_ascii_lowercase();
+    if matches!(t.as_str(), "0" | "off" | "none") {
+        return Ok(Duration::ZERO);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || {
+        ServerError::Config(format!(
+            "--{what} {s}: expected a duration such as 30s, 500ms, 2m, 1h (0 for none)"
+        ))
+    };
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit.trim() {
+        "" | "s" | "sec" | "secs" => v,
+        "ms" => v / 1000.0,
+        "m" | "min" | "mins" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(bad()),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| bad())
+}
+
+/// The configuration of `silt serve`'s flags.
+pub fn config(
+    pg: &str,
+    http: &str,
+    max_concurrent: usize,
+    queue: usize,
+    timeout: &str,
+) -> Result<ServerConfig, ServerError> {
+    Ok(ServerConfig {
+        pg_addr: parse_addr("pg", pg)?,
+        http_addr: parse_addr("http", http)?,
+        max_concurrent,
+        queue,
+        query_timeout: parse_duration("timeout", timeout)?,
+        ..ServerConfig::default()
+    })
+}
+
+/// Serve `db` in the foreground until Ctrl-C or SIGTERM, telling people on
+/// standard error where to connect; then shut down gracefully and close
+/// (checkpoint) the database.
+pub fn serve_until_signal(db: Database, cfg: ServerConfig) -> Result<(), ServerError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("silt-serve")
+        .enable_all()
+        .build()
+        .map_err(ServerError::Io)?;
+    let path = db.path().display().to_string();
+    let db = Arc::new(db);
+    rt.block_on(async move {
+        let timeout = cfg.query_timeout;
+        let (max, queue) = (cfg.max_concurrent, cfg.queue);
+        let server = Server::start(db, cfg).await?;
+        eprintln!("serving {path}");
+        if let Some(a) = server.pg_addr() {
+            eprintln!(
+                "  PostgreSQL  {a}    psql -h {} -p {} -U silt",
+                a.ip(),
+                a.port()
+            );
+        }
+        if let Some(a) = server.http_addr() {
+            eprintln!(
+                "  HTTP        http://{a}/query/service    curl -d 'SELECT 1' http://{a}/query/service"
+            );
+        }
+        eprintln!(
+            "  {max} statements at once, {queue} waiting, timeout {}; Ctrl-C to stop",
+            if timeout.is_zero() {
+                "none".to_owned()
+            } else {
+                fmt_duration(timeout)
+            }
+        );
+        crate::shutdown_signal().await;
+        eprintln!("shutting down: finishing running statements, then closing the database");
+        server.shutdown().await?;
+        eprintln!("database closed (checkpointed)");
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags() {
+        assert_eq!(parse_duration("t", "30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(
+            parse_duration("t", "250ms").unwrap(),
+            Duration::from_millis(250)
+        );
+        assert_eq!(parse_duration("t", "2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("t", "5").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("t", "0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("t", "abc").is_err());
+        assert!(parse_duration("t", "1e400s").is_err());
+        assert!(parse_duration("t", "-1s").is_err());
+        assert_eq!(
+            parse_addr("pg", ":5433").unwrap(),
+            Some("127.0.0.1:5433".parse().unwrap())
+        );
+        assert_eq!(parse_addr("pg", "off").unwrap(), None);
+        assert!(parse_addr("pg", "nonsense").is_err());
+    }
+}

@@ -1,0 +1,308 @@
+//! Arrow values for the two front ends: PostgreSQL types and rows, and JSON.
+//!
+//! PostgreSQL types: every integer type -> `int8`, floats -> `float8`,
+//! `Boolean` -> `bool`, binary types -> `bytea`, everything else (strings,
+//! geometry WKT, dates, decimals, lists...) -> `text`, formatted as
+//! DataFusion prints it. JSON: integers and finite floats are numbers,
+//! non-finite floats the strings `"NaN"`, `"Infinity"`, `"-Infinity"`,
+//! binary values base64 strings, everything else as for `text`.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch,
+    StringArray, StringBuilder,
+};
+use datafusion::arrow::compute::{CastOptions, cast_with_options};
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use datafusion::arrow::error::ArrowError;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use pgwire::api::Type;
+
+/// The PostgreSQL type an Arrow type is sent as.
+pub fn pg_type(dt: &DataType) -> Type {
+    match dt {
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64 => Type::INT8,
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => Type::FLOAT8,
+        DataType::Boolean => Type::BOOL,
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => Type::BYTEA,
+        DataType::Dictionary(_, v) => pg_type(v),
+        _ => Type::TEXT,
+    }
+}
+
+/// One column converted to what its PostgreSQL type needs.
+pub enum PgColumn {
+    Int(Int64Array),
+    Float(Float64Array),
+    Bool(BooleanArray),
+    Bytes(BinaryArray),
+    Text(StringArray),
+}
+
+fn strict() -> CastOptions<'static> {
+    CastOptions {
+        safe: false,
+        ..CastOptions::default()
+    }
+}
+
+impl PgColumn {
+    /// Convert `array` for the PostgreSQL type `ty` (as chosen by [`pg_type`]).
+    pub fn new(array: &ArrayRef, ty: &Type) -> Result<PgColumn, ArrowError> {
+        Ok(match *ty {
+            Type::INT8 => PgColumn::Int(
+                cast_with_options(array, &DataType::Int64, &strict())?
+                    .as_primitive::<Int64Type>()
+                    .clone(),
+            ),
+            Type::FLOAT8 => PgColumn::Float(
+                cast_with_options(array, &DataType::Float64, &strict())?
+                    .as_primitive::<Float64Type>()
+                    .clone(),
+            ),
+            Type::BOOL => PgColumn::Bool(
+                cast_with_options(array, &DataType::Boolean, &strict())?
+                    .as_boolean()
+                    .clone(),
+            ),
+            Type::BYTEA => PgColumn::Bytes(
+                cast_with_options(array, &DataType::Binary, &strict())?
+                    .as_binary::<i32>()
+                    .clone(),
+            ),
+            _ => PgColumn::Text(text_array(array)?),
+        })
+    }
+}
+
+/// Any array as strings (nulls stay null).
+pub fn text_array(array: &ArrayRef) -> Result<StringArray, ArrowError> {
+    match array.data_type() {
+        DataType::Utf8 => Ok(array.as_string::<i32>().clone()),
+        DataType::LargeUtf8 | DataType::Utf8View => {
+            Ok(cast_with_options(array, &DataType::Utf8, &strict())?
+                .as_string::<i32>()
+                .clone())
+        }
+        _ => {
+            let opts = FormatOptions::default();
+            let fmt = ArrayFormatter::try_new(array.as_ref(), &opts)?;
+            let mut b = StringBuilder::with_capacity(array.len(), array.len() * 8);
+            let mut s = String::new();
+            for i in 0..array.len() {
+                if array.is_null(i) {
+                    b.append_null();
+                } else {
+                    s.clear();
+                    write!(s, "{}", fmt.value(i))
+                        .map_err(|e| ArrowError::ComputeError(e.to_string()))?;
+                    b.append_value(&s);
+                }
+            }
+            Ok(b.finish())
+        }
+    }
+}
+
+/// One column as JSON fragments, ready to be concatenated.
+enum JsonColumn {
+    Int(Int64Array),
+    Float(Float64Array),
+    Bool(BooleanArray),
+    Bytes(BinaryArray),
+    Text(StringArray),
+}
+
+/// Writes record batches as JSON objects, one per row, keys in column order.
+pub struct JsonRows {
+    /// `"name":` for each column, JSON-escaped.
+    keys: Vec<String>,
+}
+
+impl JsonRows {
+    pub fn new(schema: &datafusion::arrow::datatypes::Schema) -> JsonRows {
+        JsonRows {
+            keys: schema
+                .fields()
+                .iter()
+                .map(|f| {
+                    let mut k = serde_json::to_string(f.name()).unwrap_or_else(|_| "\"?\"".into());
+                    k.push(':');
+                    k
+                })
+                .collect(),
+        }
+    }
+
+    /// Append each row of `batch` to `out`, each followed by `sep`. Returns
+    /// the number of rows.
+    pub fn write(
+        &self,
+        batch: &RecordBatch,
+        out: &mut String,
+        first: &mut bool,
+        sep: &str,
+        lead: &str,
+    ) -> Result<usize, ArrowError> {
+        let cols = batch
+            .columns()
+            .iter()
+            .map(json_column)
+            .collect::<Result<Vec<_>, _>>()?;
+        for row in 0..batch.num_rows() {
+            if !*first {
+                out.push_str(lead);
+            }
+            *first = false;
+            out.push('{');
+            for (i, c) in cols.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                if let Some(k) = self.keys.get(i) {
+                    out.push_str(k);
+                }
+                write_json_value(c, row, out);
+            }
+            out.push('}');
+            out.push_str(sep);
+        }
+        Ok(batch.num_rows())
+    }
+}
+
+fn json_column(array: &ArrayRef) -> Result<JsonColumn, ArrowError> {
+    Ok(match pg_type(array.data_type()) {
+        Type::INT8 => match cast_with_options(array, &DataType::Int64, &strict()) {
+            Ok(a) => JsonColumn::Int(a.as_primitive::<Int64Type>().clone()),
+            // A UInt64 column beyond i64: its values as decimal strings.
+            Err(_) => JsonColumn::Text(text_array(array)?),
+        },
+        Type::FLOAT8 => JsonColumn::Float(
+            cast_with_options(array, &DataType::Float64, &strict())?
+                .as_primitive::<Float64Type>()
+                .clone(),
+        ),
+        Type::BOOL => JsonColumn::Bool(
+            cast_with_options(array, &DataType::Boolean, &strict())?
+                .as_boolean()
+                .clone(),
+        ),
+        Type::BYTEA => JsonColumn::Bytes(
+            cast_with_options(array, &DataType::Binary, &strict())?
+                .as_binary::<i32>()
+                .clone(),
+        ),
+        _ => JsonColumn::Text(text_array(array)?),
+    })
+}
+
+fn write_json_value(c: &JsonColumn, row: usize, out: &mut String) {
+    let null = match c {
+        JsonColumn::Int(a) => a.is_null(row),
+        JsonColumn::Float(a) => a.is_null(row),
+        JsonColumn::Bool(a) => a.is_null(row),
+        JsonColumn::Bytes(a) => a.is_null(row),
+        JsonColumn::Text(a) => a.is_null(row),
+    };
+    if null {
+        out.push_str("null");
+        return;
+    }
+    match c {
+        JsonColumn::Int(a) => {
+            let _ = write!(out, "{}", a.value(row));
+        }
+        JsonColumn::Float(a) => {
+            let v = a.value(row);
+            if v.is_finite() {
+                let _ = write!(out, "{v:?}");
+            } else if v.is_nan() {
+                out.push_str("\"NaN\"");
+            } else if v > 0.0 {
+                out.push_str("\"Infinity\"");
+            } else {
+                out.push_str("\"-Infinity\"");
+            }
+        }
+        JsonColumn::Bool(a) => out.push_str(if a.value(row) { "true" } else { "false" }),
+        JsonColumn::Bytes(a) => {
+            out.push('"');
+            out.push_str(&base64::engine::general_purpose::STANDARD.encode(a.value(row)));
+            out.push('"');
+        }
+        JsonColumn::Text(a) => {
+            let s = a.value(row);
+            match serde_json::to_string(s) {
+                Ok(q) => out.push_str(&q),
+                Err(_) => out.push_str("null"),
+            }
+        }
+    }
+}
+
+/// A schema-less batch of one string column (used for messages).
+pub fn one_text_column(name: &str, values: Vec<String>) -> Result<RecordBatch, ArrowError> {
+    let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+        datafusion::arrow::datatypes::Field::new(name, DataType::Utf8, true),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![Arc::new(StringArray::from(values)) as ArrayRef],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Int32Array, UInt64Array};
+    use datafusion::arrow::datatypes::{Field, Schema};
+
+    #[test]
+    fn json_rows() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int32, true),
+            Field::new("b\"", DataType::Utf8, true),
+            Field::new("c", DataType::Float64, true),
+            Field::new("d", DataType::UInt64, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int32Array::from(vec![Some(1), None])),
+                Arc::new(StringArray::from(vec![Some("x\n"), Some("y")])),
+                Arc::new(Float64Array::from(vec![1.5, f64::NAN])),
+                Arc::new(UInt64Array::from(vec![u64::MAX, 0])),
+            ],
+        )
+        .unwrap();
+        let mut out = String::new();
+        let mut first = true;
+        let n = JsonRows::new(&schema)
+            .write(&batch, &mut out, &mut first, "\n", "")
+            .unwrap();
+        assert_eq!(n, 2);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0],
+            r#"{"a":1,"b\"":"x\n","c":1.5,"d":"18446744073709551615"}"#
+        );
+        assert_eq!(lines[1], r#"{"a":null,"b\"":"y","c":"NaN","d":"0"}"#);
+        for l in lines {
+            serde_json::from_str::<serde_json::Value>(l).unwrap();
+        }
+    }
+}

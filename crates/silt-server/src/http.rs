@@ -1,0 +1,322 @@
+//! The HTTP front end (`axum`), shaped like AsterixDB's query service.
+//!
+//! - `POST /query/service` (or `GET` with `?statement=`): the statement is
+//!   the `statement` field of a JSON body (`{"statement": "..."}`) or of a
+//!   form body (`statement=...`), or the whole body otherwise (`text/plain`;
+//!   a form body without a `statement` field is taken whole too, so
+//!   `curl -d 'SELECT 1'` works). Several statements separated by `;` run
+//!   in order; the last one's rows are the result.
+//!   The response is `{"requestID", "status": "success" | "fatal",
+//!   "results": [rows as objects], "errors": [{"code", "msg"}],
+//!   "metrics": {"elapsedTime", "executionTime", "resultCount",
+//!   "resultSize"}}`; `code` is the SQLSTATE (`42601`, `42P01`, `23505`,
+//!   `53000` busy, `57014` timeout...). HTTP status 200, 400 (bad statement),
+//!   409 (duplicate key), 503 (busy or shutting down), 504 (timeout), 500.
+//! - With `Accept: application/x-ndjson` or `?format=ndjson` (or a
+//!   `format` field) rows are streamed as they are produced, one JSON
+//!   object per line, without collecting the result; an error after the
+//!   first row ends the stream with a line `{"error": {"code", "msg"}}`.
+//! - `GET /health`: `{"status": "ok", "running": n, "waiting": n}`.
+//! - `GET /stats`: the database's statistics (as `silt stats --json`).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures::StreamExt;
+
+use crate::Shared;
+use crate::convert::JsonRows;
+use crate::error::QueryError;
+use crate::limits::Guarded;
+
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/query/service", get(query).post(query))
+        .route("/health", get(health))
+        .route("/stats", get(stats))
+        .with_state(shared)
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn request_id() -> String {
+    let boot = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!(
+        "{:08x}-{:08x}-{:08x}",
+        std::process::id(),
+        boot & 0xffff_ffff,
+        NEXT_ID.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// AsterixDB prints durations like `12.34ms`.
+fn ms(d: Duration) -> String {
+    format!("{:.3}ms", d.as_secs_f64() * 1000.0)
+}
+
+struct Request {
+    statement: String,
+    ndjson: bool,
+}
+
+fn is_ndjson(f: &str) -> bool {
+    matches!(
+        f.to_ascii_lowercase().as_str(),
+        "ndjson" | "jsonl" | "jsonlines" | "x-ndjson" | "application/x-ndjson"
+    )
+}
+
+fn parse_request(
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Request, QueryError> {
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default();
+    let mut statement: Option<String> = None;
+    let mut format: Option<String> = q.get("format").cloned();
+    let raw = || -> Result<Option<String>, QueryError> {
+        if body.is_empty() {
+            return Ok(None);
+        }
+        std::str::from_utf8(body)
+            .map(|s| Some(s.to_owned()))
+            .map_err(|_| QueryError::BadRequest("the request body is not UTF-8".to_owned()))
+    };
+    if ctype == "application/json" {
+        let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+            QueryError::BadRequest(format!(
+                "the body is not JSON ({e}); send {{\"statement\": \"SELECT ...\"}}"
+            ))
+        })?;
+        match v.get("statement") {
+            Some(serde_json::Value::String(s)) => statement = Some(s.clone()),
+            _ => {
+                return Err(QueryError::BadRequest(
+                    "the JSON body has no \"statement\" string; send {\"statement\": \"SELECT ...\"}"
+                        .to_owned(),
+                ));
+            }
+        }
+        if let Some(serde_json::Value::String(f)) = v.get("format") {
+            format = format.or(Some(f.clone()));
+        }
+    } else if ctype == "application/x-www-form-urlencoded" {
+        match serde_urlencoded::from_bytes::<Vec<(String, String)>>(body) {
+            Ok(pairs) if pairs.iter().any(|(k, _)| k == "statement") => {
+                for (k, v) in pairs {
+                    match k.as_str() {
+                        "statement" => statement = Some(v),
+                        "format" => format = format.or(Some(v)),
+                        _ => {}
+                    }
+                }
+            }
+            _ => statement = raw()?,
+        }
+    } else {
+        statement = raw()?;
+    }
+    let statement = match statement.or_else(|| q.get("statement").cloned()) {
+        Some(s) if !s.trim().is_empty() => s,
+        _ => {
+            return Err(QueryError::BadRequest(
+                "no statement: send it as the body, as {\"statement\": \"...\"} or as statement=..."
+                    .to_owned(),
+            ));
+        }
+    };
+    let accept_ndjson = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/x-ndjson"));
+    Ok(Request {
+        statement,
+        ndjson: accept_ndjson || format.as_deref().is_some_and(is_ndjson),
+    })
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
+}
+
+fn error_response(id: &str, e: &QueryError, start: Instant, exec: Option<Instant>) -> Response {
+    let body = format!(
+        "{{\"requestID\":{},\"errors\":[{{\"code\":{},\"msg\":{}}}],\"status\":\"fatal\",\"metrics\":{{\"elapsedTime\":{},\"executionTime\":{},\"resultCount\":0,\"resultSize\":0}}}}\n",
+        json_string(id),
+        json_string(e.sqlstate()),
+        json_string(&e.to_string()),
+        json_string(&ms(start.elapsed())),
+        json_string(&ms(exec.map_or(Duration::ZERO, |t| t.elapsed()))),
+    );
+    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    with_headers(status, id, "application/json", Body::from(body))
+}
+
+fn with_headers(status: StatusCode, id: &str, ctype: &'static str, body: Body) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+    if let Ok(v) = HeaderValue::from_str(id) {
+        r.headers_mut().insert("x-request-id", v);
+    }
+    r
+}
+
+async fn query(
+    State(shared): State<Arc<Shared>>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let start = Instant::now();
+    let id = request_id();
+    let req = match parse_request(&q, &headers, &body) {
+        Ok(r) => r,
+        Err(e) => return error_response(&id, &e, start, None),
+    };
+    let permit = match shared.limits.admit().await {
+        Ok(p) => Arc::new(p),
+        Err(e) => return error_response(&id, &e, start, None),
+    };
+    let exec = Instant::now();
+    let stream = match shared
+        .limits
+        .bounded(&permit, shared.engine.execute_stream(&req.statement))
+        .await
+    {
+        Ok(s) => shared.limits.guard(s, permit),
+        Err(e) => return error_response(&id, &e, start, Some(exec)),
+    };
+    if req.ndjson {
+        ndjson(id, stream)
+    } else {
+        envelope(id, stream, start, exec).await
+    }
+}
+
+async fn envelope(id: String, mut stream: Guarded, start: Instant, exec: Instant) -> Response {
+    let rows = JsonRows::new(&stream.schema());
+    let mut out = String::new();
+    let mut first = true;
+    let mut count = 0usize;
+    while let Some(b) = stream.next().await {
+        let b = match b {
+            Ok(b) => b,
+            Err(e) => return error_response(&id, &e, start, Some(exec)),
+        };
+        match rows.write(&b, &mut out, &mut first, "", ",") {
+            Ok(n) => count += n,
+            Err(e) => {
+                let e = QueryError::Sql(silt_sql::SqlError::Runtime(format!(
+                    "cannot convert the result to JSON: {e}"
+                )));
+                return error_response(&id, &e, start, Some(exec));
+            }
+        }
+    }
+    let body = format!(
+        "{{\"requestID\":{},\"status\":\"success\",\"results\":[{}],\"metrics\":{{\"elapsedTime\":{},\"executionTime\":{},\"resultCount\":{},\"resultSize\":{}}}}}\n",
+        json_string(&id),
+        out,
+        json_string(&ms(start.elapsed())),
+        json_string(&ms(exec.elapsed())),
+        count,
+        out.len(),
+    );
+    with_headers(StatusCode::OK, &id, "application/json", Body::from(body))
+}
+
+fn ndjson(id: String, stream: Guarded) -> Response {
+    let rows = JsonRows::new(&stream.schema());
+    let body = futures::stream::unfold(Some((stream, rows)), |state| async move {
+        let (mut stream, rows) = state?;
+        loop {
+            match stream.next().await {
+                None => return None,
+                Some(Ok(b)) => {
+                    if b.num_rows() == 0 {
+                        continue;
+                    }
+                    let mut out = String::new();
+                    let mut first = true;
+                    match rows.write(&b, &mut out, &mut first, "\n", "") {
+                        Ok(_) => {
+                            return Some((
+                                Ok::<Bytes, Infallible>(Bytes::from(out)),
+                                Some((stream, rows)),
+                            ));
+                        }
+                        Err(e) => {
+                            let line = error_line(
+                                "XX000",
+                                &format!("cannot convert the result to JSON: {e}"),
+                            );
+                            return Some((Ok(Bytes::from(line)), None));
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    let line = error_line(e.sqlstate(), &e.to_string());
+                    return Some((Ok(Bytes::from(line)), None));
+                }
+            }
+        }
+    });
+    with_headers(
+        StatusCode::OK,
+        &id,
+        "application/x-ndjson",
+        Body::from_stream(body),
+    )
+}
+
+fn error_line(code: &str, msg: &str) -> String {
+    format!(
+        "{{\"error\":{{\"code\":{},\"msg\":{}}}}}\n",
+        json_string(code),
+        json_string(msg)
+    )
+}
+
+async fn health(State(shared): State<Arc<Shared>>) -> Response {
+    let body = serde_json::json!({
+        "status": "ok",
+        "running": shared.limits.running(),
+        "waiting": shared.limits.waiting(),
+    });
+    axum::Json(body).into_response()
+}
+
+async fn stats(State(shared): State<Arc<Shared>>) -> Response {
+    let db = shared.engine.database().clone();
+    match tokio::task::spawn_blocking(move || serde_json::to_value(db.stats())).await {
+        Ok(Ok(v)) => axum::Json(v).into_response(),
+        Ok(Err(e)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot serialize the statistics: {e}"),
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}

@@ -1,0 +1,308 @@
+//! `silt serve`: SQL over a Silt database for programs that are not Rust.
+//!
+//! Two front ends share one [`silt_sql::SqlEngine`]:
+//!
+//! - the **PostgreSQL wire protocol** ([`pg`], built on the `pgwire` crate):
+//!   `psql`, psycopg, JDBC, `tokio-postgres`... connect without a password;
+//!   simple and extended (prepared, `$1` parameters) queries;
+//! - **HTTP** ([`http`], built on `axum`): `POST /query/service` with
+//!   AsterixDB's request and response shapes, NDJSON streaming for large
+//!   results, `GET /health`, `GET /stats`.
+//!
+//! Both go through the same [`limits`]: at most `max_concurrent` statements
+//! execute at once, up to `queue` more wait (then "server busy"), and each
+//! is cancelled after `query_timeout`. [`Server::shutdown`] stops accepting,
+//! lets running statements finish (at most `drain_timeout`), then closes the
+//! database, which flushes and checkpoints it.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), silt_server::ServerError> {
+//! let db = std::sync::Arc::new(silt::Database::open("/tmp/db", silt::DbOptions::default())?);
+//! let cfg = silt_server::ServerConfig::default();
+//! silt_server::serve(db, cfg, silt_server::shutdown_signal()).await
+//! # }
+//! ```
+
+pub mod cli;
+pub mod convert;
+pub mod error;
+pub mod http;
+pub mod limits;
+pub mod params;
+pub mod pg;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use silt::Database;
+use silt_sql::SqlEngine;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use error::{QueryError, ServerError};
+
+use crate::limits::Limits;
+
+/// What to listen on and how much work to accept.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// PostgreSQL wire protocol address (`None`: no PostgreSQL listener).
+    pub pg_addr: Option<SocketAddr>,
+    /// HTTP address (`None`: no HTTP listener).
+    pub http_addr: Option<SocketAddr>,
+    /// Statements executing at once (at least 1).
+    pub max_concurrent: usize,
+    /// Statements allowed to wait for a free slot; one more gets "server busy".
+    pub queue: usize,
+    /// Longest a statement may take, from its arrival (waiting included) to
+    /// its last row; it is then cancelled. `Duration::ZERO`: no limit.
+    pub query_timeout: Duration,
+    /// At shutdown, how long running statements may take to finish before
+    /// they are cancelled.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            pg_addr: Some(SocketAddr::from(([127, 0, 0, 1], 5433))),
+            http_addr: Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
+            max_concurrent: 4,
+            queue: 64,
+            query_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// State shared by every connection of both front ends.
+pub(crate) struct Shared {
+    pub engine: SqlEngine,
+    pub limits: Limits,
+}
+
+/// A running server. Dropping it does not stop it; call
+/// [`Server::shutdown`] (or trigger a [`ShutdownHandle`] and
+/// [`Server::wait`]).
+pub struct Server {
+    pg_addr: Option<SocketAddr>,
+    http_addr: Option<SocketAddr>,
+    stop: ShutdownHandle,
+    task: JoinHandle<Result<(), ServerError>>,
+}
+
+/// Asks a [`Server`] to shut down (cloneable, usable from any task).
+#[derive(Clone, Debug)]
+pub struct ShutdownHandle(Arc<watch::Sender<bool>>);
+
+impl ShutdownHandle {
+    /// Start the graceful shutdown (idempotent).
+    pub fn shutdown(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl Server {
+    /// Bind the listeners (so the addresses are known, port 0 included) and
+    /// start serving on the current Tokio runtime.
+    pub async fn start(db: Arc<Database>, cfg: ServerConfig) -> Result<Server, ServerError> {
+        Server::start_with_engine(SqlEngine::new(db)?, cfg).await
+    }
+
+    /// As [`Server::start`], with an engine prepared by the caller (extra
+    /// functions or tables registered in its session). Shutting down closes
+    /// the engine's database.
+    pub async fn start_with_engine(
+        engine: SqlEngine,
+        cfg: ServerConfig,
+    ) -> Result<Server, ServerError> {
+        let db = engine.database().clone();
+        if cfg.pg_addr.is_none() && cfg.http_addr.is_none() {
+            return Err(ServerError::Config(
+                "nothing to listen on: give a PostgreSQL address, an HTTP address, or both"
+                    .to_owned(),
+            ));
+        }
+        if cfg.max_concurrent == 0 {
+            return Err(ServerError::Config(
+                "max_concurrent must be at least 1".to_owned(),
+            ));
+        }
+        let pg_listener = match cfg.pg_addr {
+            Some(a) => Some(bind(a, "PostgreSQL").await?),
+            None => None,
+        };
+        let http_listener = match cfg.http_addr {
+            Some(a) => Some(bind(a, "HTTP").await?),
+            None => None,
+        };
+        let local = |l: &Option<TcpListener>| -> Result<Option<SocketAddr>, ServerError> {
+            l.as_ref()
+                .map(|l| l.local_addr().map_err(ServerError::Io))
+                .transpose()
+        };
+        let pg_addr = local(&pg_listener)?;
+        let http_addr = local(&http_listener)?;
+
+        let (kill_tx, kill_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            engine,
+            limits: Limits::new(
+                cfg.max_concurrent,
+                cfg.queue,
+                cfg.query_timeout,
+                kill_rx.clone(),
+            ),
+        });
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stop = ShutdownHandle(Arc::new(stop_tx));
+
+        let pg_task =
+            pg_listener.map(|l| tokio::spawn(pg::accept_loop(l, shared.clone(), stop_rx.clone())));
+        let http_task = http_listener.map(|l| {
+            let mut rx = stop_rx.clone();
+            let app = http::router(shared.clone());
+            tokio::spawn(async move {
+                let r = axum::serve(l, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = rx.wait_for(|v| *v).await;
+                    })
+                    .await;
+                if let Err(e) = r {
+                    tracing::error!("HTTP server: {e}");
+                }
+            })
+        });
+
+        let task = tokio::spawn(supervise(
+            db,
+            shared,
+            stop_rx,
+            kill_tx,
+            pg_task,
+            http_task,
+            cfg.drain_timeout,
+        ));
+        Ok(Server {
+            pg_addr,
+            http_addr,
+            stop,
+            task,
+        })
+    }
+
+    /// The bound PostgreSQL address.
+    pub fn pg_addr(&self) -> Option<SocketAddr> {
+        self.pg_addr
+    }
+
+    /// The bound HTTP address.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    /// A handle that starts the shutdown from elsewhere.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.stop.clone()
+    }
+
+    /// Wait until the server has stopped (after a [`ShutdownHandle`] fired)
+    /// and the database is closed.
+    pub async fn wait(self) -> Result<(), ServerError> {
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => Err(ServerError::Task(e.to_string())),
+        }
+    }
+
+    /// Shut down gracefully: stop accepting, let running statements finish
+    /// (at most `drain_timeout`), cancel the rest, close the database.
+    pub async fn shutdown(self) -> Result<(), ServerError> {
+        self.stop.shutdown();
+        self.wait().await
+    }
+}
+
+async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { what, addr, source })
+}
+
+/// Wait for the stop signal, then drain, cancel and close.
+async fn supervise(
+    db: Arc<Database>,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    kill: watch::Sender<bool>,
+    pg_task: Option<JoinHandle<pg::Connections>>,
+    http_task: Option<JoinHandle<()>>,
+    drain: Duration,
+) -> Result<(), ServerError> {
+    let _ = stop.wait_for(|v| *v).await;
+    // The accept loops see the same signal and stop accepting.
+    let drained = shared.limits.drain(drain).await;
+    if !drained {
+        tracing::warn!("statements still running after {drain:?}; cancelling them");
+    }
+    // Cancel whatever is still running (streams end with an error).
+    kill.send_replace(true);
+    if let Some(t) = pg_task
+        && let Ok(mut conns) = t.await
+    {
+        // Idle sessions and cancelled statements: close their sockets.
+        conns.abort_all();
+        while conns.join_next().await.is_some() {}
+    }
+    if let Some(mut t) = http_task
+        && tokio::time::timeout(Duration::from_secs(2), &mut t)
+            .await
+            .is_err()
+    {
+        t.abort();
+    }
+    drop(shared);
+    tokio::task::spawn_blocking(move || db.close())
+        .await
+        .map_err(|e| ServerError::Task(e.to_string()))?
+        .map_err(ServerError::Close)
+}
+
+/// Serve until `shutdown` completes, then shut down gracefully (see
+/// [`Server::shutdown`]).
+pub async fn serve(
+    db: Arc<Database>,
+    cfg: ServerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    let server = Server::start(db, cfg).await?;
+    shutdown.await;
+    server.shutdown().await
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

@@ -1,0 +1,375 @@
+//! Statement parameters (`$1`, `$2`...) of the PostgreSQL extended protocol.
+//!
+//! The SQL engine takes SQL text, so bound values are written into the
+//! statement as SQL literals: integers as numbers, floats as
+//! `CAST('1.5' AS DOUBLE)`, booleans as `TRUE`/`FALSE`, `bytea` as
+//! `X'..'`, everything else as a quoted string (`'it''s'`), `NULL` for
+//! null. Placeholders inside string literals, quoted identifiers and
+//! comments are left alone.
+
+use pgwire::api::Type;
+
+/// A bound parameter value as a SQL literal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Literal(pub String);
+
+/// Why a parameter could not be used.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("parameter ${index}: {reason}")]
+pub struct ParamError {
+    pub index: usize,
+    pub reason: String,
+}
+
+fn err(index: usize, reason: impl Into<String>) -> ParamError {
+    ParamError {
+        index,
+        reason: reason.into(),
+    }
+}
+
+/// A quoted SQL string literal.
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' {
+            out.push('\'');
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    out
+}
+
+fn int_literal(v: i64) -> Literal {
+    if v < 0 {
+        Literal(format!("({v})"))
+    } else {
+        Literal(v.to_string())
+    }
+}
+
+fn float_literal(v: f64) -> Literal {
+    let text = if v.is_nan() {
+        "NaN".to_owned()
+    } else if v.is_infinite() {
+        if v > 0.0 { "inf" } else { "-inf" }.to_owned()
+    } else {
+        format!("{v:?}")
+    };
+    Literal(format!("CAST('{text}' AS DOUBLE)"))
+}
+
+fn hex_literal(b: &[u8]) -> Literal {
+    let mut s = String::with_capacity(b.len() * 2 + 3);
+    s.push_str("X'");
+    for x in b {
+        s.push_str(&format!("{x:02x}"));
+    }
+    s.push('\'');
+    Literal(s)
+}
+
+fn utf8(index: usize, b: &[u8]) -> Result<&str, ParamError> {
+    std::str::from_utf8(b).map_err(|_| err(index, "the value is not valid UTF-8"))
+}
+
+fn fixed<const N: usize>(index: usize, b: &[u8], ty: &Type) -> Result<[u8; N], ParamError> {
+    b.try_into().map_err(|_| {
+        err(
+            index,
+            format!(
+                "a binary {} value must be {N} bytes, got {}",
+                ty.name(),
+                b.len()
+            ),
+        )
+    })
+}
+
+/// Decode one parameter (1-based `index`) sent in `binary` or text format
+/// for type `ty` into a SQL literal.
+pub fn literal(
+    index: usize,
+    value: Option<&[u8]>,
+    ty: &Type,
+    binary: bool,
+) -> Result<Literal, ParamError> {
+    let Some(b) = value else {
+        return Ok(Literal("NULL".to_owned()));
+    };
+    if binary {
+        return Ok(match *ty {
+            Type::BOOL => Literal(
+                if fixed::<1>(index, b, ty)?[0] != 0 {
+                    "TRUE"
+                } else {
+                    "FALSE"
+                }
+                .to_owned(),
+            ),
+            Type::CHAR => int_literal(i64::from(i8::from_be_bytes(fixed(index, b, ty)?))),
+            Type::INT2 => int_literal(i64::from(i16::from_be_bytes(fixed(index, b, ty)?))),
+            Type::INT4 => int_literal(i64::from(i32::from_be_bytes(fixed(index, b, ty)?))),
+            Type::OID => int_literal(i64::from(u32::from_be_bytes(fixed(index, b, ty)?))),
+            Type::INT8 => int_literal(i64::from_be_bytes(fixed(index, b, ty)?)),
+            Type::FLOAT4 => float_literal(f64::from(f32::from_be_bytes(fixed(index, b, ty)?))),
+            Type::FLOAT8 => float_literal(f64::from_be_bytes(fixed(index, b, ty)?)),
+            Type::BYTEA => hex_literal(b),
+            Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN | Type::JSON => {
+                Literal(quote(utf8(index, b)?))
+            }
+            _ => {
+                return Err(err(
+                    index,
+                    format!(
+                        "binary format for type {} is not supported; send it as text",
+                        ty.name()
+                    ),
+                ));
+            }
+        });
+    }
+    let text = utf8(index, b)?;
+    let t = text.trim();
+    Ok(match *ty {
+        Type::BOOL => match t.to_ascii_lowercase().as_str() {
+            "t" | "true" | "yes" | "y" | "on" | "1" => Literal("TRUE".to_owned()),
+            "f" | "false" | "no" | "n" | "off" | "0" => Literal("FALSE".to_owned()),
+            _ => return Err(err(index, format!("`{text}` is not a boolean"))),
+        },
+        Type::INT2 | Type::INT4 | Type::INT8 | Type::OID | Type::CHAR => int_literal(
+            t.parse::<i64>()
+                .map_err(|_| err(index, format!("`{text}` is not an integer")))?,
+        ),
+        Type::FLOAT4 | Type::FLOAT8 => {
+            let v = match t.to_ascii_lowercase().as_str() {
+                "infinity" | "inf" | "+infinity" => f64::INFINITY,
+                "-infinity" | "-inf" => f64::NEG_INFINITY,
+                _ => t
+                    .parse::<f64>()
+                    .map_err(|_| err(index, format!("`{text}` is not a number")))?,
+            };
+            float_literal(v)
+        }
+        Type::NUMERIC => {
+            if t.parse::<f64>().is_err()
+                || t.contains(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+            {
+                return Err(err(index, format!("`{text}` is not a number")));
+            }
+            if t.starts_with('-') {
+                Literal(format!("({t})"))
+            } else {
+                Literal(t.to_owned())
+            }
+        }
+        Type::BYTEA => {
+            let Some(hex) = t.strip_prefix("\\x") else {
+                return Ok(Literal(quote(text)));
+            };
+            let bytes = (0..hex.len())
+                .step_by(2)
+                .map(|i| {
+                    hex.get(i..i + 2)
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                        .ok_or_else(|| err(index, "bad hex in a bytea value"))
+                })
+                .collect::<Result<Vec<u8>, _>>()?;
+            hex_literal(&bytes)
+        }
+        _ => Literal(quote(text)),
+    })
+}
+
+/// The largest placeholder number in `sql` (0 if none).
+pub fn count(sql: &str) -> usize {
+    let mut max = 0;
+    let _ = walk(sql, |n| {
+        // The protocol allows at most 65,535 parameters.
+        if n <= usize::from(u16::MAX) {
+            max = max.max(n);
+        }
+        Ok(String::new())
+    });
+    max
+}
+
+/// Replace every `$n` of `sql` by `values[n - 1]`.
+pub fn substitute(sql: &str, values: &[Literal]) -> Result<String, ParamError> {
+    walk(sql, |n| {
+        values
+            .get(n.wrapping_sub(1))
+            .map(|l| l.0.clone())
+            .ok_or_else(|| {
+                err(
+                    n,
+                    format!("there is no parameter ${n} ({} were bound)", values.len()),
+                )
+            })
+    })
+}
+
+/// Copy `sql`, replacing each placeholder outside literals, quoted
+/// identifiers and comments by what `f` returns for its number.
+fn walk(
+    sql: &str,
+    mut f: impl FnMut(usize) -> Result<String, ParamError>,
+) -> Result<String, ParamError> {
+    let b = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\'' => {
+                // E'..' strings allow backslash escapes.
+                let escapes = i > 0
+                    && (b[i - 1] == b'e' || b[i - 1] == b'E')
+                    && (i < 2 || !is_ident(b[i - 2]));
+                i += 1;
+                while i < b.len() {
+                    if escapes && b[i] == b'\\' {
+                        i += 2;
+                        continue;
+                    }
+                    if b[i] == b'\'' {
+                        if b.get(i + 1) == Some(&b'\'') {
+                            i += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let mut depth = 0usize;
+                while i < b.len() {
+                    if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+                        depth += 1;
+                        i += 2;
+                    } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            b'$' if b.get(i + 1).is_some_and(u8::is_ascii_digit)
+                && (i == 0 || !is_ident(b[i - 1])) =>
+            {
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i].is_ascii_digit() {
+                    i += 1;
+                }
+                let n: usize = sql
+                    .get(start + 1..i)
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or(usize::MAX);
+                let rep = f(n)?;
+                out.push_str(sql.get(copied..start).unwrap_or(""));
+                out.push_str(&rep);
+                copied = i;
+            }
+            _ => i += 1,
+        }
+    }
+    out.push_str(sql.get(copied..).unwrap_or(""));
+    Ok(out)
+}
+
+fn is_ident(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(s: &str) -> Literal {
+        Literal(s.to_owned())
+    }
+
+    #[test]
+    fn substitutes_outside_literals() {
+        let sql = "SELECT '$1', \"$1\", $1 -- $2\n, $2 /* $3 /* $3 */ */ FROM t WHERE a$1 = $10";
+        assert_eq!(count(sql), 10);
+        let mut vals: Vec<Literal> = (1..=10).map(|i| lit(&format!("v{i}"))).collect();
+        vals[0] = lit("'x'");
+        let out = substitute(sql, &vals).unwrap();
+        assert_eq!(
+            out,
+            "SELECT '$1', \"$1\", 'x' -- $2\n, v2 /* $3 /* $3 */ */ FROM t WHERE a$1 = v10"
+        );
+        assert!(substitute("SELECT $3", &vals[..2]).is_err());
+        assert!(substitute("SELECT $0", &vals).is_err());
+        assert!(substitute("SELECT $99999999999999999999999", &vals).is_err());
+        assert_eq!(
+            substitute("SELECT E'\\'$1'", &vals).unwrap(),
+            "SELECT E'\\'$1'"
+        );
+        // Unterminated things do not panic.
+        for s in ["'abc", "\"abc", "/* abc", "$", "E'\\", "--"] {
+            let _ = substitute(s, &vals);
+        }
+    }
+
+    #[test]
+    fn literals() {
+        assert_eq!(literal(1, None, &Type::INT8, true).unwrap().0, "NULL");
+        assert_eq!(
+            literal(1, Some(&(-5i64).to_be_bytes()), &Type::INT8, true)
+                .unwrap()
+                .0,
+            "(-5)"
+        );
+        assert_eq!(
+            literal(1, Some(&7i32.to_be_bytes()), &Type::INT4, true)
+                .unwrap()
+                .0,
+            "7"
+        );
+        assert!(literal(1, Some(&[1, 2]), &Type::INT8, true).is_err());
+        assert_eq!(
+            literal(1, Some(&1.5f64.to_be_bytes()), &Type::FLOAT8, true)
+                .unwrap()
+                .0,
+            "CAST('1.5' AS DOUBLE)"
+        );
+        assert_eq!(
+            literal(1, Some(b"it's"), &Type::TEXT, false).unwrap().0,
+            "'it''s'"
+        );
+        assert_eq!(
+            literal(1, Some(b"\\x0aff"), &Type::BYTEA, false).unwrap().0,
+            "X'0aff'"
+        );
+        assert!(literal(1, Some(b"12a"), &Type::INT8, false).is_err());
+        assert!(literal(1, Some(b"1; DROP TABLE t"), &Type::NUMERIC, false).is_err());
+        assert_eq!(
+            literal(1, Some(b"t"), &Type::BOOL, false).unwrap().0,
+            "TRUE"
+        );
+        assert!(literal(1, Some(&[0xff]), &Type::TEXT, true).is_err());
+    }
+}

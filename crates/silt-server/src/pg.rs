@@ -1,0 +1,680 @@
+//! The PostgreSQL wire protocol front end (`pgwire`).
+//!
+//! - No authentication (any user name and database name are accepted); no
+//!   TLS (an `SSLRequest` is declined, clients fall back to plain TCP).
+//! - Simple queries may hold several statements separated by `;`; each
+//!   gets its own response, and the first error stops the script.
+//! - Extended queries (prepared statements): `Parse` plans the statement
+//!   with DataFusion to describe its result columns and infer the types of
+//!   its `$n` parameters (unknown ones are `text`); `Bind` values are
+//!   written into the statement as SQL literals (see [`crate::params`]).
+//! - Results are streamed (the last statement of a script) in text or
+//!   binary format; types as in [`crate::convert::pg_type`].
+//! - `BEGIN`, `COMMIT`, `ROLLBACK` are accepted so that drivers which
+//!   wrap statements in transactions work, but every statement commits on
+//!   its own (record-level transactions): `ROLLBACK` undoes nothing.
+//!   `SET`/`RESET` of anything but `datafusion.*` settings is ignored.
+//! - `INSERT`, `UPSERT`, `DELETE` report their row count in the command tag.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use futures::{Stream, StreamExt, stream};
+use pgwire::api::auth::StartupHandler;
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::data::DataRow;
+use silt_sql::ddl::{self, Parsed};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::Shared;
+use crate::convert::{PgColumn, pg_type};
+use crate::error::QueryError;
+use crate::limits::Permit;
+use crate::params;
+
+/// The tasks of the open PostgreSQL sessions.
+pub type Connections = JoinSet<()>;
+
+/// Accept PostgreSQL connections until `stop` turns true; returns the
+/// sessions still open.
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) -> Connections {
+    let handler = Arc::new(PgHandler {
+        parser: Arc::new(SiltParser {
+            shared: shared.clone(),
+        }),
+        shared,
+    });
+    let factory = Arc::new(Factory { handler });
+    let mut conns = JoinSet::new();
+    let mut stopping = Box::pin(async move {
+        let mut stop = stop;
+        let _ = stop.wait_for(|v| *v).await;
+    });
+    loop {
+        tokio::select! {
+            _ = &mut stopping => break,
+            r = listener.accept() => match r {
+                Ok((socket, _)) => {
+                    let _ = socket.set_nodelay(true);
+                    let f = factory.clone();
+                    conns.spawn(async move {
+                        if let Err(e) = pgwire::tokio::process_socket(socket, None, f).await {
+                            tracing::debug!("PostgreSQL session ended: {e}");
+                        }
+                    });
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little.
+                    tracing::warn!("accepting a PostgreSQL connection: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    conns
+}
+
+struct Factory {
+    handler: Arc<PgHandler>,
+}
+
+impl PgWireServerHandlers for Factory {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.handler.clone()
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        self.handler.clone()
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        self.handler.clone()
+    }
+}
+
+/// Runs the statements of every session.
+pub struct PgHandler {
+    shared: Arc<Shared>,
+    parser: Arc<SiltParser>,
+}
+
+#[async_trait]
+impl NoopStartupHandler for PgHandler {}
+
+/// What a statement is, by its first word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Returns rows (`SELECT`, `WITH`, `VALUES`, `EXPLAIN`, `SHOW`...).
+    Query,
+    /// Returns a row count (`INSERT`, `UPSERT`, `DELETE`, `UPDATE`); the
+    /// command tag.
+    Dml(&'static str),
+    Begin,
+    Commit,
+    Rollback,
+    /// `SET`, `RESET`, `DISCARD`.
+    Set,
+    /// DDL and anything else.
+    Other,
+}
+
+impl Kind {
+    fn needs_engine(self) -> bool {
+        matches!(self, Kind::Query | Kind::Dml(_) | Kind::Other | Kind::Set)
+    }
+}
+
+/// The words of `sql` after leading blanks, comments and parentheses.
+fn words(sql: &str, n: usize) -> Vec<String> {
+    let mut s = sql;
+    loop {
+        let t = s.trim_start_matches(|c: char| c.is_whitespace() || c == '(');
+        if let Some(rest) = t.strip_prefix("--") {
+            s = rest.find('\n').map_or("", |i| &rest[i..]);
+        } else if let Some(rest) = t.strip_prefix("/*") {
+            s = rest.find("*/").map_or("", |i| &rest[i + 2..]);
+        } else {
+            s = t;
+            break;
+        }
+    }
+    s.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+        .filter(|w| !w.is_empty())
+        .take(n)
+        .map(str::to_ascii_uppercase)
+        .collect()
+}
+
+/// Classify one statement.
+pub fn classify(sql: &str) -> Kind {
+    let w = words(sql, 1);
+    match w.first().map(String::as_str) {
+        Some("SELECT" | "WITH" | "VALUES" | "EXPLAIN" | "SHOW" | "DESCRIBE" | "TABLE") => {
+            Kind::Query
+        }
+        Some("INSERT" | "UPSERT" | "REPLACE") => Kind::Dml("INSERT"),
+        Some("DELETE") => Kind::Dml("DELETE"),
+        Some("UPDATE") => Kind::Dml("UPDATE"),
+        Some("BEGIN" | "START") => Kind::Begin,
+        Some("COMMIT" | "END") => Kind::Commit,
+        Some("ROLLBACK" | "ABORT") => Kind::Rollback,
+        Some("SET" | "RESET" | "DISCARD") => Kind::Set,
+        _ => Kind::Other,
+    }
+}
+
+/// The command tag of a DDL statement: `CREATE TABLE`, `DROP INDEX`, `COMPACT`.
+fn other_tag(sql: &str) -> String {
+    let w = words(sql, 4);
+    match w.first().map(String::as_str) {
+        Some("CREATE" | "DROP" | "ALTER") => {
+            let obj = w
+                .iter()
+                .skip(1)
+                .find(|x| !matches!(x.as_str(), "OR" | "REPLACE" | "UNIQUE" | "EXTERNAL"));
+            match obj {
+                Some(o) => format!("{} {o}", w[0]),
+                None => w[0].clone(),
+            }
+        }
+        Some(first) => first.to_owned(),
+        None => "OK".to_owned(),
+    }
+}
+
+/// A prepared statement.
+#[derive(Clone, Debug)]
+pub struct PgStatement {
+    pub sql: String,
+    pub kind: Kind,
+    /// Types of `$1`, `$2`... (as the client gave them, else inferred, else `text`).
+    pub params: Vec<Type>,
+    /// Result columns, when planning told them.
+    pub fields: Option<Vec<(String, Type)>>,
+}
+
+/// Parses and describes statements for the extended protocol.
+pub struct SiltParser {
+    shared: Arc<Shared>,
+}
+
+impl SiltParser {
+    /// Plan a statement without running it: its result columns and the
+    /// types of its placeholders. `None` when DataFusion does not plan it
+    /// (Silt's own DDL) or planning fails (the error shows at execution).
+    async fn describe(
+        &self,
+        seg: &ddl::Segment,
+    ) -> Option<(Vec<(String, Type)>, Vec<(usize, Type)>)> {
+        let Ok(Parsed::DataFusion(stmt)) = ddl::parse(seg) else {
+            return None;
+        };
+        let state = self.shared.engine.session().state();
+        let plan = state.statement_to_plan(*stmt).await.ok()?;
+        let fields = plan
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), pg_type(f.data_type())))
+            .collect();
+        let params = plan
+            .get_parameter_types()
+            .ok()?
+            .into_iter()
+            .filter_map(|(name, ty)| {
+                let n = name.strip_prefix('$')?.parse::<usize>().ok()?;
+                Some((n, pg_type(&ty?)))
+            })
+            .collect();
+        Some((fields, params))
+    }
+}
+
+fn user_error(code: &str, message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "ERROR".to_owned(),
+        code.to_owned(),
+        message,
+    )))
+}
+
+fn error_info(e: &QueryError) -> ErrorInfo {
+    ErrorInfo::new("ERROR".to_owned(), e.sqlstate().to_owned(), e.to_string())
+}
+
+fn pg_error(e: &QueryError) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info(e)))
+}
+
+#[async_trait]
+impl QueryParser for SiltParser {
+    type Statement = PgStatement;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<PgStatement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let mut segs = ddl::split(sql).map_err(|e| pg_error(&QueryError::Sql(e)))?;
+        if segs.len() > 1 {
+            return Err(user_error(
+                "42601",
+                "cannot insert multiple commands into a prepared statement".to_owned(),
+            ));
+        }
+        let Some(seg) = segs.pop() else {
+            return Ok(None);
+        };
+        let kind = classify(&seg.text);
+        let n = params::count(&seg.text);
+        let (fields, inferred) = if matches!(kind, Kind::Query | Kind::Dml(_) | Kind::Other) {
+            match self.describe(&seg).await {
+                Some((f, p)) => (Some(f), p),
+                None => (None, vec![]),
+            }
+        } else {
+            (None, vec![])
+        };
+        let fields = match kind {
+            Kind::Query => fields,
+            Kind::Other => fields.filter(|f| !f.is_empty()),
+            _ => None,
+        };
+        let params = (1..=n.max(types.len()))
+            .map(|i| {
+                types
+                    .get(i - 1)
+                    .cloned()
+                    .flatten()
+                    .filter(|t| *t != Type::UNKNOWN)
+                    .or_else(|| {
+                        inferred
+                            .iter()
+                            .find(|(k, _)| *k == i)
+                            .map(|(_, t)| t.clone())
+                    })
+                    .unwrap_or(Type::TEXT)
+            })
+            .collect();
+        Ok(Some(PgStatement {
+            sql: seg.text,
+            kind,
+            params,
+            fields,
+        }))
+    }
+
+    fn get_parameter_types(&self, stmt: &PgStatement) -> PgWireResult<Vec<Type>> {
+        Ok(stmt.params.clone())
+    }
+
+    fn get_result_schema(
+        &self,
+        stmt: &PgStatement,
+        column_format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        let fmt = column_format.cloned().unwrap_or(Format::UnifiedText);
+        Ok(stmt
+            .fields
+            .as_ref()
+            .map(|f| field_infos(f.iter().map(|(n, t)| (n.clone(), t.clone())), &fmt))
+            .unwrap_or_default())
+    }
+}
+
+/// The format of column (or parameter) `i`, tolerating short format lists.
+fn format_of(fmt: &Format, i: usize) -> FieldFormat {
+    match fmt {
+        Format::UnifiedText => FieldFormat::Text,
+        Format::UnifiedBinary => FieldFormat::Binary,
+        Format::Individual(v) => v
+            .get(i)
+            .map_or(FieldFormat::Text, |c| FieldFormat::from(*c)),
+    }
+}
+
+fn field_infos(cols: impl Iterator<Item = (String, Type)>, fmt: &Format) -> Vec<FieldInfo> {
+    cols.enumerate()
+        .map(|(i, (name, ty))| FieldInfo::new(name, None, None, ty, format_of(fmt, i)))
+        .collect()
+}
+
+fn schema_fields(schema: &SchemaRef, fmt: &Format) -> Vec<FieldInfo> {
+    field_infos(
+        schema
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), pg_type(f.data_type()))),
+        fmt,
+    )
+}
+
+/// Encode the rows of one batch.
+fn encode_batch(batch: &RecordBatch, fields: &Arc<Vec<FieldInfo>>) -> PgWireResult<Vec<DataRow>> {
+    if batch.num_columns() != fields.len() {
+        return Err(user_error(
+            "XX000",
+            format!(
+                "the statement returned {} columns where {} were described",
+                batch.num_columns(),
+                fields.len()
+            ),
+        ));
+    }
+    let cols = batch
+        .columns()
+        .iter()
+        .zip(fields.iter())
+        .map(|(a, f)| PgColumn::new(a, f.datatype()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| user_error("22000", format!("cannot convert a result column: {e}")))?;
+    let mut enc = DataRowEncoder::new(fields.clone());
+    let mut rows = Vec::with_capacity(batch.num_rows());
+    for r in 0..batch.num_rows() {
+        for c in &cols {
+            match c {
+                PgColumn::Int(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
+                PgColumn::Float(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
+                PgColumn::Bool(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
+                PgColumn::Bytes(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
+                PgColumn::Text(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
+            }
+        }
+        rows.push(enc.take_row());
+    }
+    Ok(rows)
+}
+
+/// A query response over a stream of batches.
+fn query_response<S>(fields: Vec<FieldInfo>, batches: S) -> QueryResponse
+where
+    S: Stream<Item = Result<RecordBatch, QueryError>> + Send + 'static,
+{
+    let fields = Arc::new(fields);
+    let f = fields.clone();
+    let rows = batches.flat_map(move |r| {
+        let items: Vec<PgWireResult<DataRow>> = match r {
+            Ok(b) => match encode_batch(&b, &f) {
+                Ok(rows) => rows.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            },
+            Err(e) => vec![Err(pg_error(&e))],
+        };
+        stream::iter(items)
+    });
+    QueryResponse::new(fields, rows)
+}
+
+/// The number in a DML result's `count` column.
+fn row_count(batches: &[RecordBatch]) -> usize {
+    let mut n: usize = 0;
+    for b in batches {
+        if b.num_columns() != 1 {
+            continue;
+        }
+        let Ok(a) = cast(b.column(0), &DataType::Int64) else {
+            continue;
+        };
+        let a = a.as_primitive::<Int64Type>();
+        for i in 0..a.len() {
+            if !a.is_null(i) {
+                n = n.saturating_add(usize::try_from(a.value(i)).unwrap_or(0));
+            }
+        }
+    }
+    n
+}
+
+impl PgHandler {
+    /// Run one statement. The last statement of a request streams its rows
+    /// (holding the permit until they are sent); the others are collected.
+    async fn run(
+        &self,
+        sql: &str,
+        kind: Kind,
+        permit: Option<&Arc<Permit>>,
+        last: bool,
+        described: Option<&[(String, Type)]>,
+        fmt: &Format,
+    ) -> Result<Response, QueryError> {
+        let limits = &self.shared.limits;
+        let engine = &self.shared.engine;
+        let permit = match (kind.needs_engine(), permit) {
+            (true, Some(p)) => Some(p),
+            (true, None) => {
+                return Err(QueryError::Busy("no execution slot".to_owned()));
+            }
+            (false, _) => None,
+        };
+        match kind {
+            Kind::Begin => Ok(Response::TransactionStart(Tag::new("BEGIN"))),
+            Kind::Commit => Ok(Response::TransactionEnd(Tag::new("COMMIT"))),
+            Kind::Rollback => Ok(Response::TransactionEnd(Tag::new("ROLLBACK"))),
+            Kind::Set => {
+                let w = words(sql, 2);
+                let df = w.get(1).is_some_and(|v| v.starts_with("DATAFUSION."));
+                if let (true, Some(p)) = (df, permit) {
+                    limits.bounded(p, engine.execute(sql)).await?;
+                }
+                Ok(Response::Execution(Tag::new(
+                    w.first().map_or("SET", String::as_str),
+                )))
+            }
+            Kind::Dml(tag) => {
+                let Some(p) = permit else {
+                    return Err(QueryError::ShuttingDown);
+                };
+                let batches = limits.bounded(p, engine.execute(sql)).await?;
+                let n = row_count(&batches);
+                let t = if tag == "INSERT" {
+                    Tag::new(tag).with_oid(0).with_rows(n)
+                } else {
+                    Tag::new(tag).with_rows(n)
+                };
+                Ok(Response::Execution(t))
+            }
+            Kind::Query if last => {
+                let Some(p) = permit else {
+                    return Err(QueryError::ShuttingDown);
+                };
+                let s = limits.bounded(p, engine.execute_stream(sql)).await?;
+                let guarded = limits.guard(s, p.clone());
+                let fields = self.fields(&guarded.schema(), described, fmt);
+                Ok(Response::Query(query_response(fields, guarded)))
+            }
+            Kind::Query | Kind::Other => {
+                let Some(p) = permit else {
+                    return Err(QueryError::ShuttingDown);
+                };
+                let batches = limits.bounded(p, engine.execute(sql)).await?;
+                let schema = batches.first().map(|b| b.schema());
+                match schema {
+                    Some(schema) if schema.fields().is_empty() && kind == Kind::Other => {
+                        Ok(Response::Execution(Tag::new(&other_tag(sql))))
+                    }
+                    Some(schema) => {
+                        let fields = self.fields(&schema, described, fmt);
+                        Ok(Response::Query(query_response(
+                            fields,
+                            stream::iter(batches.into_iter().map(Ok)),
+                        )))
+                    }
+                    None if kind == Kind::Other => {
+                        Ok(Response::Execution(Tag::new(&other_tag(sql))))
+                    }
+                    None => {
+                        let fields = described
+                            .map(|d| field_infos(d.iter().cloned(), fmt))
+                            .unwrap_or_default();
+                        Ok(Response::Query(query_response(fields, stream::empty())))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The described columns when they match the result, else the result's.
+    fn fields(
+        &self,
+        schema: &SchemaRef,
+        described: Option<&[(String, Type)]>,
+        fmt: &Format,
+    ) -> Vec<FieldInfo> {
+        match described {
+            Some(d) if d.len() == schema.fields().len() => field_infos(d.iter().cloned(), fmt),
+            _ => schema_fields(schema, fmt),
+        }
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for PgHandler {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let segs = match ddl::split(query) {
+            Ok(s) => s,
+            Err(e) => {
+                return Ok(vec![Response::Error(Box::new(error_info(
+                    &QueryError::Sql(e),
+                )))]);
+            }
+        };
+        if segs.is_empty() {
+            return Ok(vec![Response::EmptyQuery]);
+        }
+        let kinds: Vec<Kind> = segs.iter().map(|s| classify(&s.text)).collect();
+        let permit = if kinds.iter().any(|k| k.needs_engine()) {
+            match self.shared.limits.admit().await {
+                Ok(p) => Some(Arc::new(p)),
+                Err(e) => return Ok(vec![Response::Error(Box::new(error_info(&e)))]),
+            }
+        } else {
+            None
+        };
+        let mut out = Vec::with_capacity(segs.len());
+        for (i, (seg, kind)) in segs.iter().zip(kinds).enumerate() {
+            let last = i + 1 == segs.len();
+            match self
+                .run(
+                    &seg.text,
+                    kind,
+                    permit.as_ref(),
+                    last,
+                    None,
+                    &Format::UnifiedText,
+                )
+                .await
+            {
+                Ok(r) => out.push(r),
+                Err(e) => {
+                    out.push(Response::Error(Box::new(error_info(&e))));
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for PgHandler {
+    type Statement = PgStatement;
+    type QueryParser = SiltParser;
+
+    fn query_parser(&self) -> Arc<SiltParser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<PgStatement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let stmt = &portal.statement.statement;
+        let sql = if portal.parameters.is_empty() && params::count(&stmt.sql) == 0 {
+            stmt.sql.clone()
+        } else {
+            let literals = portal
+                .parameters
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let ty = stmt.params.get(i).cloned().unwrap_or(Type::TEXT);
+                    let binary = format_of(&portal.parameter_format, i) == FieldFormat::Binary;
+                    params::literal(i + 1, v.as_deref(), &ty, binary)
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| user_error("22023", e.to_string()))?;
+            params::substitute(&stmt.sql, &literals)
+                .map_err(|e| user_error("42P02", e.to_string()))?
+        };
+        let permit = if stmt.kind.needs_engine() {
+            Some(Arc::new(
+                self.shared.limits.admit().await.map_err(|e| pg_error(&e))?,
+            ))
+        } else {
+            None
+        };
+        self.run(
+            &sql,
+            stmt.kind,
+            permit.as_ref(),
+            true,
+            stmt.fields.as_deref(),
+            &portal.result_column_format,
+        )
+        .await
+        .map_err(|e| pg_error(&e))
+    }
+}
+
+impl Debug for PgHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PgHandler")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_statements() {
+        assert_eq!(classify("  -- hi\n /* x */ (SELECT 1)"), Kind::Query);
+        assert_eq!(classify("insert into t values (1)"), Kind::Dml("INSERT"));
+        assert_eq!(classify("UPSERT INTO t VALUES (1)"), Kind::Dml("INSERT"));
+        assert_eq!(classify("begin"), Kind::Begin);
+        assert_eq!(classify(""), Kind::Other);
+        assert_eq!(other_tag("create table t (a int)"), "CREATE TABLE");
+        assert_eq!(other_tag("CREATE UNIQUE INDEX i ON t (a)"), "CREATE INDEX");
+        assert_eq!(other_tag("compact t"), "COMPACT");
+        assert_eq!(other_tag("/* unterminated"), "OK");
+    }
+}
