@@ -551,20 +551,7 @@ impl Dataset {
                 found.push((e.seq, pk, rec));
             }
         }
-        found.sort_by_key(|f| Reverse(f.0));
-        if let Some(k) = k {
-            found.truncate(k);
-        }
-        found
-            .into_iter()
-            .map(|(_, pk, rec)| {
-                Ok(QueryHit {
-                    pk: value::decode_key(&pk)?,
-                    record: Some(rec),
-                    distance_m: None,
-                })
-            })
-            .collect()
+        newest_hits(found, k)
     }
 
     /// Btree: every entry in the key range, validated through the primary,
@@ -602,20 +589,7 @@ impl Dataset {
                 found.push((e.seq, pk, rec));
             }
         }
-        found.sort_by_key(|f| Reverse(f.0));
-        if let Some(k) = k {
-            found.truncate(k);
-        }
-        found
-            .into_iter()
-            .map(|(_, pk, rec)| {
-                Ok(QueryHit {
-                    pk: value::decode_key(&pk)?,
-                    record: Some(rec),
-                    distance_m: None,
-                })
-            })
-            .collect()
+        newest_hits(found, k)
     }
 
     /// Embedded: memtables' secondary sets and the components' block
@@ -1021,6 +995,24 @@ impl Dataset {
         }
         Ok(out)
     }
+}
+
+/// Validated `(seq, pk, record)` hits as the `k` newest query hits.
+fn newest_hits(mut found: Vec<(u64, Vec<u8>, Value)>, k: Option<usize>) -> Result<Vec<QueryHit>> {
+    found.sort_by_key(|f| Reverse(f.0));
+    if let Some(k) = k {
+        found.truncate(k);
+    }
+    found
+        .into_iter()
+        .map(|(_, pk, rec)| {
+            Ok(QueryHit {
+                pk: value::decode_key(&pk)?,
+                record: Some(rec),
+                distance_m: None,
+            })
+        })
+        .collect()
 }
 
 /// Search state of a lazy lookup.
