@@ -9,8 +9,8 @@ use crate::lsm::memtable::MemTable;
 use crate::lsm::tree::{Scheduler, TreeScan};
 use crate::lsm::{LsmTree, MemoryGroup, TreeConfig, TreeKind, TreeStats};
 use crate::schema::{DatasetDef, MAX_RECORD_BYTES};
-use crate::storage::{BlockCache, Entry, EntryKind, WriterOptions};
-use crate::txn::{LockManager, LogOp, LogRecord};
+use crate::storage::{BlockCache, Entry, WriterOptions};
+use crate::txn::{LockManager, LogEntry, LogOp, LogRecord};
 use crate::txn_ctx::TxnContext;
 use crate::value::{self, Value};
 use serde::Serialize;
@@ -21,6 +21,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use xxhash_rust::xxh3::xxh3_64;
+
+/// Largest payload of one secondary-index `UpdateBatch` log record (about):
+/// a record with more entries in one index is logged in several.
+const SEC_BATCH_LOG_BYTES: usize = 1 << 20;
 
 #[path = "dataset_query.rs"]
 mod query;
@@ -558,18 +562,21 @@ impl Dataset {
                 exact: false,
             });
         }
-        for (i, skey, put, sval) in sec_ops {
-            let e = Entry {
-                seq,
-                kind: if put {
-                    EntryKind::Put
-                } else {
-                    EntryKind::Delete
-                },
-                value: sval,
+        // One log record per index for this record's entries there (sec_ops
+        // are grouped by index, in index order).
+        let mut ops = sec_ops.into_iter().peekable();
+        while let Some((i, skey, put, sval)) = ops.next() {
+            let entry = |put: bool, key: Vec<u8>, value: Vec<u8>| LogEntry {
+                op: if put { LogOp::Put } else { LogOp::Delete },
+                key,
+                value,
             };
+            let mut group = vec![entry(put, skey, sval)];
+            while let Some((_, k, p, v)) = ops.next_if(|op| op.0 == i) {
+                group.push(entry(p, k, v));
+            }
             let ctx = (txn, pidx, idx.defs[i].id);
-            self.write_secondary(&idx.trees[i][pidx], ctx, skey, e, work)?;
+            self.write_secondary_batch(&idx.trees[i][pidx], ctx, seq, group, work)?;
         }
         if !rec_ops.is_empty() {
             self.recency_apply(txn, pidx, seq, key, rec_ops, &idx, work)?;
@@ -616,6 +623,71 @@ impl Dataset {
             prior,
             exact: true,
         });
+        Ok(())
+    }
+
+    /// Log a record's entries in one secondary index as one log record (an
+    /// `UpdateBatch`, or an `Update` for a single entry), apply them to the
+    /// index's active memtable and remember the memtable's exact prior
+    /// content of each for undo. All entries carry the record's sequence
+    /// number. `ctx` = (txn, partition, index id).
+    fn write_secondary_batch(
+        &self,
+        tree: &Arc<LsmTree>,
+        ctx: (u64, usize, u32),
+        seq: u64,
+        mut entries: Vec<LogEntry>,
+        work: &mut TxnWork,
+    ) -> Result<()> {
+        if entries.len() == 1 {
+            if let Some(op) = entries.pop() {
+                let (key, e) = op.into_entry(seq);
+                return self.write_secondary(tree, ctx, key, e, work);
+            }
+            return Ok(());
+        }
+        let (txn, pidx, index_id) = ctx;
+        // Keep each log record far below the log's payload limit, however
+        // many entries one record produces (an n-gram index on a long text).
+        while !entries.is_empty() {
+            let mut end = 0;
+            let mut bytes = 0usize;
+            while end < entries.len() && (end == 0 || bytes < SEC_BATCH_LOG_BYTES) {
+                bytes += entries[end].key.len() + entries[end].value.len() + 8;
+                end += 1;
+            }
+            let chunk: Vec<LogEntry> = if end == entries.len() {
+                std::mem::take(&mut entries)
+            } else {
+                entries.drain(..end).collect()
+            };
+            let wal = &self.txn.wal;
+            // The log record owns the entries while it is written, then hands
+            // them to the memtable (no copy).
+            let (mem, cost, priors) = tree.put_batch_logged_prior(|| {
+                let rec = LogRecord::UpdateBatch {
+                    txn,
+                    dataset: self.id,
+                    partition: pidx as u32,
+                    index: index_id,
+                    seq,
+                    entries: chunk,
+                };
+                let lsn = wal.append(&rec)?;
+                let back = rec.into_entries().into_iter();
+                Ok((lsn, back.map(|op| op.into_entry(seq)).collect()))
+            })?;
+            work.mems.push(mem.clone());
+            work.cost += cost;
+            for (key, prior) in priors {
+                work.undo.push(Undo {
+                    mem: mem.clone(),
+                    key,
+                    prior,
+                    exact: true,
+                });
+            }
+        }
         Ok(())
     }
 

@@ -5,8 +5,8 @@ use crate::error::{Error, Result};
 use crate::lsm::background::Background;
 use crate::schema::DatasetDef;
 use crate::storage::fsutil::{create_dir_all, write_atomic};
-use crate::storage::{BlockCache, CacheStats, Entry};
-use crate::txn::{Checkpoint, Durability, LogOp, LogRecord, Wal, WalOptions, WalStats};
+use crate::storage::{BlockCache, CacheStats};
+use crate::txn::{Checkpoint, Durability, LogEntry, LogRecord, Wal, WalOptions, WalStats};
 use crate::txn_ctx::TxnContext;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
@@ -533,18 +533,34 @@ fn recover(
     let mut disk_lsn: HashMap<(u32, u32, u32), u64> = HashMap::new();
     for r in crate::txn::read_from(wal_dir, from_lsn)? {
         let (lsn, rec) = r?;
-        let LogRecord::Update {
-            txn: t,
-            dataset,
-            partition,
-            index,
-            op,
-            key,
-            seq,
-            value,
-        } = rec
-        else {
-            continue;
+        // (txn, dataset, partition, index, seq, operations)
+        let (t, dataset, partition, index, seq, ops) = match rec {
+            LogRecord::Update {
+                txn,
+                dataset,
+                partition,
+                index,
+                op,
+                key,
+                seq,
+                value,
+            } => (
+                txn,
+                dataset,
+                partition,
+                index,
+                seq,
+                vec![LogEntry { op, key, value }],
+            ),
+            LogRecord::UpdateBatch {
+                txn,
+                dataset,
+                partition,
+                index,
+                seq,
+                entries,
+            } => (txn, dataset, partition, index, seq, entries),
+            _ => continue,
         };
         if !committed.contains(&t) {
             sum.records_uncommitted += 1;
@@ -574,18 +590,12 @@ fn recover(
             // Reflected in a disk component (floor is an LSN mark = LSN + 1).
             continue;
         }
-        let entry = match op {
-            LogOp::Put => Entry::put(seq, value),
-            // Antimatter of a spatial index carries the deleted bounds.
-            LogOp::Delete => Entry {
-                seq,
-                kind: crate::storage::EntryKind::Delete,
-                value,
-            },
-        };
         ds.bump_seq(seq);
-        let cost = tree.put(&key, entry, lsn + 1);
-        ds.memory_group().charge(cost)?;
+        for op in ops {
+            let (key, entry) = op.into_entry(seq);
+            let cost = tree.put(&key, entry, lsn + 1);
+            ds.memory_group().charge(cost)?;
+        }
         sum.records_redone += 1;
         if last_progress.elapsed() > Duration::from_secs(2) {
             tracing::info!("recovery redo: {} records re-applied", sum.records_redone);

@@ -320,7 +320,10 @@ fn failed_fsync_is_never_acknowledged() {
     let db = Database::open(
         dir.path(),
         DbOptions {
-            durability: Durability::Sync,
+            // Log written lazily, never fsynced: a failed fsync at close then
+            // stops the checkpoint, as a crash would (see recency.rs).
+            durability: Durability::None,
+            sync: false,
             wal_fault: Some(fault.clone()),
             ..Default::default()
         },
@@ -403,4 +406,114 @@ fn checkpoints_bound_the_log() {
             .and_then(Value::as_str),
         Some("after the checkpoint")
     );
+}
+
+fn text_db(dir: &std::path::Path, fault: &Arc<FaultInjector>) -> Database {
+    Database::open(
+        dir,
+        DbOptions {
+            // Log written lazily, never fsynced: a failed fsync at close then
+            // stops the checkpoint, as a crash would (see recency.rs).
+            durability: Durability::None,
+            sync: false,
+            wal_fault: Some(fault.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Ids whose `v` contains every word of `text` (or, for the 3-gram index
+/// `grams`, the substring), sorted.
+fn text_ids(db: &Database, index: &str, text: &str) -> Vec<i64> {
+    let ds = db.dataset("t").unwrap();
+    let q = silt::Query::Text {
+        text: text.into(),
+        all: true,
+    };
+    let mut ids: Vec<i64> = ds
+        .query(index, &q, silt::QueryOptions::default())
+        .unwrap()
+        .map(|h| h.unwrap().pk[0].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// A record's entries in a keyword (and an n-gram) index are one log record
+/// each (UPDATE-BATCH); aborts undo every entry, and recovery replays them.
+#[test]
+fn text_index_entries_are_one_log_record_undone_and_redone() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = Arc::new(FaultInjector::new());
+    let db = text_db(dir.path(), &fault);
+    let ds = create(&db);
+    db.create_index("t", silt::IndexDef::keyword("words", "v"))
+        .unwrap();
+    db.create_index("t", silt::IndexDef::ngram("grams", "v", 3))
+        .unwrap();
+    // One record: its primary write, one batch per text index, its COMMIT.
+    let before = db.stats().wal.records;
+    ds.insert(rec(1, "alpha beta gamma delta")).unwrap();
+    assert_eq!(db.stats().wal.records - before, 4);
+
+    // An atomic batch that fails after writing a record with new words.
+    let atomic = BatchOptions {
+        atomic: true,
+        ..Default::default()
+    };
+    let r = ds
+        .write_batch(vec![rec(2, "alpha zeta"), rec(1, "duplicate")], atomic)
+        .unwrap();
+    assert_eq!(r.committed, 0);
+    assert_eq!(text_ids(&db, "words", "zeta"), Vec::<i64>::new());
+    assert_eq!(text_ids(&db, "grams", "zet"), Vec::<i64>::new());
+    assert_eq!(text_ids(&db, "words", "alpha"), vec![1]);
+    // An atomic upsert that rewrites record 1's words, then fails: the old
+    // words come back, the new ones go.
+    let r = ds
+        .write_batch(
+            vec![rec(1, "omega psi"), Value::Int(3)],
+            BatchOptions {
+                atomic: true,
+                mode: WriteMode::Upsert,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(r.committed, 0);
+    assert_eq!(text_ids(&db, "words", "omega"), Vec::<i64>::new());
+    assert_eq!(text_ids(&db, "words", "alpha gamma"), vec![1]);
+    assert_eq!(text_ids(&db, "grams", "lph"), vec![1]);
+
+    // Committed work that only the log holds when the process "crashes"
+    // (the close fails at its first fsync, before any checkpoint).
+    for i in 10..60 {
+        let words = format!("common w{i} w{} shared{}", i * 7, i % 3);
+        ds.upsert(rec(i, &words)).unwrap();
+    }
+    ds.upsert(rec(1, "alpha rewritten")).unwrap();
+    ds.delete(&[Value::Int(11)]).unwrap();
+    // Let the lazy log writer write the tail (not fsync it).
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    drop(ds);
+    fault.fail_next_fsync();
+    let _ = db.close();
+    drop(db);
+    let db = text_db(dir.path(), &Arc::new(FaultInjector::new()));
+    let rs = db.recovery_summary();
+    assert!(rs.records_redone > 0, "nothing replayed: {rs:?}");
+    let mut common: Vec<i64> = (10..60).filter(|&i| i != 11).collect();
+    common.sort();
+    assert_eq!(text_ids(&db, "words", "common"), common);
+    assert_eq!(
+        text_ids(&db, "words", "shared1"),
+        vec![
+            10, 13, 16, 19, 22, 25, 28, 31, 34, 37, 40, 43, 46, 49, 52, 55, 58
+        ]
+    );
+    assert_eq!(text_ids(&db, "words", "alpha"), vec![1]);
+    assert_eq!(text_ids(&db, "words", "gamma"), Vec::<i64>::new());
+    assert_eq!(text_ids(&db, "grams", "rewri"), vec![1]);
+    assert_eq!(text_ids(&db, "words", "w11"), Vec::<i64>::new());
 }

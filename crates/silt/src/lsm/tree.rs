@@ -200,6 +200,10 @@ fn component_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:016x}.sc"))
 }
 
+/// What [`LsmTree::put_batch_logged_prior`] returns: the memtable written,
+/// the bytes charged, and each key with its prior memtable content.
+pub type PutBatch = (Arc<MemTable>, u64, Vec<(Vec<u8>, Option<Entry>)>);
+
 impl LsmTree {
     /// Open (or create) the index in `cfg.dir`.
     pub fn open(cfg: TreeConfig, cache: Arc<BlockCache>) -> Result<Arc<LsmTree>> {
@@ -371,9 +375,42 @@ impl LsmTree {
             .user_bytes
             .fetch_add((key.len() + entry.value.len()) as u64, Ordering::Relaxed);
         st.active.enter();
-        let prior = if want_prior { st.active.get(key) } else { None };
-        let cost = st.active.insert(key, entry, lsn + 1);
+        let (cost, prior) = if want_prior {
+            st.active.insert_prior(key, entry, lsn + 1)
+        } else {
+            (st.active.insert(key, entry, lsn + 1), None)
+        };
         Ok((st.active.clone(), cost, prior))
+    }
+
+    /// Several entries of one logged operation (one log record covers them
+    /// all: a record's entries in one secondary index).
+    /// Returns the memtable, the bytes charged and, per entry, its key and
+    /// what the memtable held there before (for exact undo, in the order
+    /// given; undo restores them in reverse).
+    /// `log` writes the log record and hands the entries back (so the record
+    /// can own them without a copy).
+    pub fn put_batch_logged_prior(
+        &self,
+        log: impl FnOnce() -> Result<(u64, Vec<(Vec<u8>, Entry)>)>,
+    ) -> Result<PutBatch> {
+        let st = self.state.read();
+        let (lsn, entries) = log()?;
+        let n = entries.len() as u64;
+        self.counters.writes.fetch_add(n, Ordering::Relaxed);
+        let bytes: usize = entries.iter().map(|(k, e)| k.len() + e.value.len()).sum();
+        self.counters
+            .user_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+        st.active.enter();
+        let mut cost = 0;
+        let mut priors = Vec::with_capacity(entries.len());
+        for (key, entry) in entries {
+            let (c, prior) = st.active.insert_prior(&key, entry, lsn + 1);
+            cost += c;
+            priors.push((key, prior));
+        }
+        Ok((st.active.clone(), cost, priors))
     }
 
     /// Bulk-load sorted, distinct entries as one new disk component placed as

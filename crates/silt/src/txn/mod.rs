@@ -2,8 +2,9 @@
 //!
 //! Silt follows AsterixDB's record-level transactions:
 //! - [`wal`]: one write-ahead log per database with **index-level logical
-//!   logging** (one [`LogRecord::Update`] per index operation, then a
-//!   [`LogRecord::Commit`]), LSN = byte position in the log, group commit by a
+//!   logging** (one [`LogRecord::Update`] per index operation, or one
+//!   [`LogRecord::UpdateBatch`] for a record's entries in one secondary index,
+//!   then a [`LogRecord::Commit`]), LSN = byte position in the log, group commit by a
 //!   log-flusher thread, checkpoint file with the low-water mark.
 //! - [`lock`]: X locks on hashed primary keys held until the COMMIT is durable
 //!   (the flusher's commit callback calls [`LockManager::release_all`]), instant
@@ -26,8 +27,8 @@ pub mod wal;
 pub use fault::FaultInjector;
 pub use lock::{LockManager, LockStats};
 pub use wal::{
-    Checkpoint, Durability, DurableCallback, LogOp, LogReader, LogRecord, OpenSummary, Wal,
-    WalOptions, WalStats, read_checkpoint, read_from, write_checkpoint,
+    Checkpoint, Durability, DurableCallback, LogEntry, LogOp, LogReader, LogRecord, OpenSummary,
+    Wal, WalOptions, WalStats, read_checkpoint, read_from, write_checkpoint,
 };
 
 #[cfg(test)]
@@ -121,7 +122,7 @@ mod tests {
         let mut state: HashMap<u64, bool> = HashMap::new(); // txn -> committed
         for r in read_from(dir.path(), 0).unwrap() {
             match r.unwrap().1 {
-                LogRecord::Update { txn, .. } => {
+                LogRecord::Update { txn, .. } | LogRecord::UpdateBatch { txn, .. } => {
                     assert!(state.insert(txn, false).is_none());
                 }
                 LogRecord::Commit { txn } => {
