@@ -1,6 +1,10 @@
 //! A quick, self-contained look at the R-tree access paths: ingest clustered
 //! points, then time small box queries and kNN (used with `perf` to profile).
 //! `cargo run --release -p silt --example spatial_probe -- [records] [queries]`
+//! Environment: PROBE_COMPACT (also query after a full compaction),
+//! PROBE_BOX (half side of the query boxes, degrees), PROBE_ONLY_BOX /
+//! PROBE_ONLY_KNN, PROBE_DELETES, PROBE_SLEEP (seconds before ingest, to
+//! attach a profiler), PROBE_COMPRESSION (`lz4` default, `none`, `zstd`).
 
 use silt::{
     BatchOptions, Database, DatasetDef, DbOptions, Durability, FieldType, Geometry, IndexDef,
@@ -11,13 +15,20 @@ use std::time::Instant;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// CPU time this thread has run, in seconds (from /proc: robust to other
-/// processes competing for the cores, unlike wall time).
+/// CPU time of the whole process (all threads: validated queries fetch
+/// records on the rayon pool), in seconds, from /proc (robust to other
+/// processes competing for the cores, unlike wall time). Called after
+/// `wait_idle`, so no flush or merge runs meanwhile.
 fn cpu_s() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |ns| ns / 1e9)
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // utime, stime: fields 14 and 15 of the line (11 and 12 of the numbers
+    // after the command name and the state).
+    (f.get(10).copied().unwrap_or(0.0) + f.get(11).copied().unwrap_or(0.0)) / 100.0
 }
 
 fn main() -> silt::Result<()> {
@@ -41,6 +52,12 @@ fn main() -> silt::Result<()> {
         DatasetDef::new("t", &["id"])
             .field("id", FieldType::Int)
             .field("loc", FieldType::Point)
+            .compression(
+                std::env::var("PROBE_COMPRESSION")
+                    .ok()
+                    .and_then(|c| silt::storage::Compression::parse(&c).ok())
+                    .unwrap_or(silt::storage::Compression::Lz4),
+            )
             .memory_budget(64 << 20),
     )?;
     db.create_index("t", IndexDef::rtree("loc", "loc"))?;
