@@ -4,7 +4,8 @@
 //! Environment: PROBE_COMPACT (also query after a full compaction),
 //! PROBE_BOX (half side of the query boxes, degrees), PROBE_ONLY_BOX /
 //! PROBE_ONLY_KNN, PROBE_DELETES, PROBE_SLEEP (seconds before ingest, to
-//! attach a profiler), PROBE_COMPRESSION (`lz4` default, `none`, `zstd`).
+//! attach a profiler), PROBE_COMPRESSION (`lz4` default, `none`, `zstd`), PROBE_BLOCK (primary
+//! block bytes, default 4096).
 
 use silt::{
     BatchOptions, Database, DatasetDef, DbOptions, Durability, FieldType, Geometry, IndexDef,
@@ -57,6 +58,12 @@ fn main() -> silt::Result<()> {
                     .ok()
                     .and_then(|c| silt::storage::Compression::parse(&c).ok())
                     .unwrap_or(silt::storage::Compression::Lz4),
+            )
+            .block_size(
+                std::env::var("PROBE_BLOCK")
+                    .ok()
+                    .and_then(|b| b.parse().ok())
+                    .unwrap_or(4096),
             )
             .memory_budget(64 << 20),
     )?;

@@ -320,10 +320,7 @@ fn failed_fsync_is_never_acknowledged() {
     let db = Database::open(
         dir.path(),
         DbOptions {
-            // Log written lazily, never fsynced: a failed fsync at close then
-            // stops the checkpoint, as a crash would (see recency.rs).
-            durability: Durability::None,
-            sync: false,
+            durability: Durability::Sync,
             wal_fault: Some(fault.clone()),
             ..Default::default()
         },

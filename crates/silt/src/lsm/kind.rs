@@ -318,7 +318,22 @@ pub fn open_component(
     cache: Arc<BlockCache>,
     kind: &TreeKind,
 ) -> Result<Arc<ComponentReader>> {
-    let r = ComponentReader::open(path, cache.clone())?;
+    open_component_at(path, cache, kind, None)
+}
+
+/// [`open_component`] placing the component at `level` instead of the level
+/// written in its file (the MANIFEST's level wins: a leveled policy moves a
+/// component down without rewriting it).
+pub fn open_component_at(
+    path: &Path,
+    cache: Arc<BlockCache>,
+    kind: &TreeKind,
+    level: Option<u32>,
+) -> Result<Arc<ComponentReader>> {
+    let mut r = ComponentReader::open(path, cache.clone())?;
+    if let Some(l) = level {
+        r.set_level(l);
+    }
     let mut ext = ComponentExt::default();
     if kind.spatial && r.meta().entries > 0 {
         let t = PackedRtree::decode(r.aux()).map_err(|m| Error::corrupt(path, m))?;

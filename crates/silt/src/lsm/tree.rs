@@ -16,7 +16,7 @@
 //! components that a finished merge replaced) and temporary files are removed.
 
 use super::kind::{
-    ComponentBuilder, TreeKind, decode_bounds, deleted_contains, has_deleted, open_component,
+    ComponentBuilder, TreeKind, decode_bounds, deleted_contains, has_deleted, open_component_at,
 };
 use super::memtable::{MemIter, MemTable};
 use super::merge_iter::{MergeIter, Source};
@@ -78,6 +78,8 @@ pub struct TreeCounters {
     pub scans: AtomicU64,
     pub scan_components: AtomicU64,
     pub flush_stalls: AtomicU64,
+    /// Leveled merges of one component done by moving it down a level.
+    pub moves: AtomicU64,
 }
 
 /// A snapshot of a disk component for stats and policies.
@@ -118,6 +120,8 @@ pub struct TreeStats {
     pub scans: u64,
     pub components_per_scan: f64,
     pub flush_stalls: u64,
+    /// Leveled merges of a single component done as a move (no rewrite).
+    pub moves: u64,
     pub writes: u64,
 }
 
@@ -249,7 +253,12 @@ impl LsmTree {
                     "component listed in the index MANIFEST is missing; the index directory was modified or damaged",
                 ));
             }
-            disk.push(open_component(&p, cache.clone(), &cfg.kind)?);
+            disk.push(open_component_at(
+                &p,
+                cache.clone(),
+                &cfg.kind,
+                Some(e.level),
+            )?);
         }
         let active = Arc::new(Self::new_memtable(&cfg.kind));
         let tree = LsmTree {
@@ -869,8 +878,59 @@ impl LsmTree {
         if inputs.is_empty() {
             return Ok(false);
         }
+        // A leveled merge of one component (nothing below overlaps it) moves
+        // the file down a level instead of rewriting it (LevelDB's "trivial
+        // move"): no bytes written, the same entries in the same order.
+        if let [only] = inputs.as_slice()
+            && self.cfg.policy.is_leveled()
+            && level > only.meta().level
+        {
+            self.move_component(only, level)?;
+            return Ok(true);
+        }
         self.merge_components(&disk, &inputs, level)?;
         Ok(true)
+    }
+
+    /// Place component `c` at `level` without rewriting it: a second reader
+    /// of the same file replaces it in the list and the MANIFEST records the
+    /// new level (the file keeps the level it was written at; at open the
+    /// MANIFEST's level wins). The old reader is not marked obsolete, so
+    /// dropping it leaves the file alone.
+    fn move_component(&self, c: &Arc<ComponentReader>, level: u32) -> Result<()> {
+        let moved = open_component_at(c.path(), self.cache.clone(), &self.cfg.kind, Some(level))?;
+        let id = c.meta().id;
+        {
+            let _m = self.manifest_lock.lock();
+            let new_disk = {
+                let mut st = self.state.write();
+                let mut d: Vec<Arc<ComponentReader>> = st
+                    .disk
+                    .iter()
+                    .map(|x| {
+                        if x.meta().id == id {
+                            moved.clone()
+                        } else {
+                            x.clone()
+                        }
+                    })
+                    .collect();
+                // L0 keeps recency order; deeper levels are sorted by key.
+                let (l0, mut rest): (Vec<_>, Vec<_>) =
+                    d.drain(..).partition(|x| x.meta().level == 0);
+                rest.sort_by(|a, b| {
+                    (a.meta().level, &a.meta().min_key).cmp(&(b.meta().level, &b.meta().min_key))
+                });
+                d = l0;
+                d.extend(rest);
+                st.disk = Arc::new(d);
+                st.disk.clone()
+            };
+            self.counters.moves.fetch_add(1, Ordering::Relaxed);
+            self.write_manifest(&new_disk)?;
+        }
+        self.notify_changed();
+        Ok(())
     }
 
     /// Merge everything into one component (manual `compact`).
@@ -1230,6 +1290,7 @@ impl LsmTree {
                 ld(&c.scan_components) as f64 / scans as f64
             },
             flush_stalls: ld(&c.flush_stalls),
+            moves: ld(&c.moves),
             writes: ld(&c.writes),
         }
     }
@@ -1373,6 +1434,49 @@ mod tests {
             let got = tree.get_entry(&key(k)).unwrap().filter(|e| !e.is_delete());
             assert_eq!(got.map(|e| e.value[0]), model.get(&k).copied(), "key {k}");
         }
+    }
+
+    /// Increasing keys flush into disjoint components: a leveled policy then
+    /// moves components down instead of rewriting them, and the MANIFEST
+    /// keeps the levels across a reopen.
+    #[test]
+    fn leveled_moves_disjoint_components_without_rewriting() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Arc::new(BlockCache::new(1 << 16));
+        // L0 trigger 1, fanout 2, 1 KiB files, L1 holds 2 KiB.
+        let policy = MergePolicy::parse("leveled(1,2,1024,2048)").unwrap();
+        let mut tree = open(dir.path(), &policy, &cache);
+        let mut model = BTreeMap::new();
+        let mut seq = 0;
+        for k in 0..300u16 {
+            seq += 1;
+            tree.put(&key(k), Entry::put(seq, vec![(k % 251) as u8; 40]), 0);
+            model.insert(k, (k % 251) as u8);
+            if k % 30 == 29 {
+                if let Some(m) = tree.rotate(true).unwrap() {
+                    tree.flush(&m).unwrap();
+                }
+                while tree.merge_once().unwrap() {}
+            }
+        }
+        let st = tree.stats();
+        assert!(st.moves >= 5, "expected moves, got {st:?}");
+        assert_eq!(st.bytes_merged, 0, "disjoint components were rewritten");
+        let levels = |t: &Arc<LsmTree>| -> Vec<(u64, u32)> {
+            t.state
+                .read()
+                .disk
+                .iter()
+                .map(|c| (c.meta().id, c.meta().level))
+                .collect()
+        };
+        let before = levels(&tree);
+        assert!(before.iter().any(|&(_, l)| l >= 2), "{before:?}");
+        check(&tree, &model);
+        drop(tree);
+        let tree = open(dir.path(), &policy, &cache);
+        assert_eq!(levels(&tree), before, "levels after reopen");
+        check(&tree, &model);
     }
 
     proptest! {

@@ -670,6 +670,12 @@ impl ComponentReader {
         &self.meta
     }
 
+    /// Place the component at another level of a leveled policy (the file
+    /// keeps the level it was written at; the MANIFEST records the move).
+    pub fn set_level(&mut self, level: u32) {
+        self.meta.level = level;
+    }
+
     pub fn num_blocks(&self) -> usize {
         self.block_offs.len()
     }
