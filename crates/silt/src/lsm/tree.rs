@@ -1445,7 +1445,7 @@ mod tests {
         let cache = Arc::new(BlockCache::new(1 << 16));
         // L0 trigger 1, fanout 2, 1 KiB files, L1 holds 2 KiB.
         let policy = MergePolicy::parse("leveled(1,2,1024,2048)").unwrap();
-        let mut tree = open(dir.path(), &policy, &cache);
+        let tree = open(dir.path(), &policy, &cache);
         let mut model = BTreeMap::new();
         let mut seq = 0;
         for k in 0..300u16 {
