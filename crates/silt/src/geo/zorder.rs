@@ -132,48 +132,92 @@ pub fn merge_ranges(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     out
 }
 
+/// A node of the decomposition, kept in Z order: a finished range, or a
+/// quadtree node (its prefix at the current level) straddling the edge.
+#[derive(Clone, Copy)]
+enum Node {
+    Done(u64, u64),
+    Open(u64),
+}
+
+impl Node {
+    fn range(self, level: u32) -> (u64, u64) {
+        match self {
+            Node::Done(lo, hi) => (lo, hi),
+            Node::Open(p) => node_range(p, level),
+        }
+    }
+}
+
+/// Number of ranges `nodes` (in Z order, open nodes at `level`) make once
+/// adjacent ones are joined.
+fn merged_len(nodes: &[Node], level: u32) -> usize {
+    let mut n = 0;
+    let mut prev: Option<u64> = None;
+    for nd in nodes {
+        let (lo, hi) = nd.range(level);
+        if prev.is_none_or(|p| p.checked_add(1) != Some(lo)) {
+            n += 1;
+        }
+        prev = Some(hi);
+    }
+    n
+}
+
 /// The Z ranges (inclusive, sorted, disjoint and non-adjacent) covering
 /// every cell of `q` (`[x0, y0, x1, y1]`, inclusive), at most
 /// `max(max_ranges, 1)` of them. Empty when `q` is empty (`x0 > x1` or
 /// `y0 > y1`). See the [module documentation](self).
+///
+/// The nodes stay in Z order as they are split (children lie inside their
+/// parent's range), so each level costs one linear pass.
 pub fn z_ranges(q: &CellRect, max_ranges: usize) -> Vec<(u64, u64)> {
     let cap = max_ranges.max(1);
     if q[0] > q[2] || q[1] > q[3] {
         return Vec::new();
     }
-    let mut done: Vec<(u64, u64)> = Vec::new();
-    // Straddling nodes of the current level, as prefixes, in Z order.
-    let mut open: Vec<u64> = match relation(0, 0, q) {
+    let mut nodes: Vec<Node> = match relation(0, 0, q) {
         (_, true) => return vec![(0, u64::MAX)],
-        (true, false) => vec![0],
+        (true, false) => vec![Node::Open(0)],
         (false, _) => return Vec::new(),
     };
     let mut level = 0;
-    while !open.is_empty() && level < ORDER {
-        let mut new_done = Vec::new();
-        let mut new_open = Vec::new();
-        for &p in &open {
-            for d in 0..4u64 {
-                let c = (p << 2) | d;
-                match relation(c, level + 1, q) {
-                    (_, true) => new_done.push(node_range(c, level + 1)),
-                    (true, false) => new_open.push(c),
-                    (false, _) => {}
+    let mut next: Vec<Node> = Vec::new();
+    while level < ORDER && nodes.iter().any(|n| matches!(n, Node::Open(_))) {
+        next.clear();
+        for &nd in &nodes {
+            match nd {
+                Node::Done(..) => next.push(nd),
+                Node::Open(p) => {
+                    for d in 0..4u64 {
+                        let c = (p << 2) | d;
+                        match relation(c, level + 1, q) {
+                            (_, true) => {
+                                let (lo, hi) = node_range(c, level + 1);
+                                next.push(Node::Done(lo, hi));
+                            }
+                            (true, false) => next.push(Node::Open(c)),
+                            (false, _) => {}
+                        }
+                    }
                 }
             }
         }
-        let mut all = done.clone();
-        all.extend_from_slice(&new_done);
-        all.extend(new_open.iter().map(|&c| node_range(c, level + 1)));
-        if merge_ranges(all).len() > cap {
+        if merged_len(&next, level + 1) > cap {
             break;
         }
-        done.extend(new_done);
-        open = new_open;
+        std::mem::swap(&mut nodes, &mut next);
         level += 1;
     }
-    done.extend(open.iter().map(|&c| node_range(c, level)));
-    merge_ranges(done)
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(cap);
+    for nd in nodes {
+        let (lo, hi) = nd.range(level);
+        match out.last_mut() {
+            Some(last) if last.1.checked_add(1) == Some(lo) => last.1 = hi,
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
 }
 
 /// The Z ranges of the cells of `space` that the rectangles `rects` touch

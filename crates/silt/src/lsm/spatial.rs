@@ -53,14 +53,14 @@ impl SearchStats {
 /// Whether a disk component of a Z-ordered R-tree may hold an entry
 /// matching a query with Z ranges `ranges`: its keys start with the 8-byte
 /// big-endian Z-value, so their Z-values lie within those of its smallest
-/// and largest key. Only for components of points (an entry of a larger
-/// geometry may meet the query while its centre lies outside it); a key
-/// shorter than 8 bytes (never written) is not pruned.
+/// and largest key. Only valid for components of points ([`points_only`]:
+/// an entry of a larger geometry may meet the query while its centre lies
+/// outside it); a key shorter than 8 bytes (never written) is not pruned.
 fn z_may_match(c: &crate::storage::ComponentReader, ranges: &[(u64, u64)]) -> bool {
     let m = c.meta();
     let z = |k: &[u8]| -> Option<u64> { Some(u64::from_be_bytes(k.get(..8)?.try_into().ok()?)) };
     match (z(&m.min_key), z(&m.max_key)) {
-        (Some(lo), Some(hi)) if points_only(c) => crate::geo::zorder::ranges_meet(ranges, lo, hi),
+        (Some(lo), Some(hi)) => crate::geo::zorder::ranges_meet(ranges, lo, hi),
         _ => true,
     }
 }
@@ -158,35 +158,36 @@ impl LsmTree {
             }
         }
         // Z-ordered R-tree: the query's cells as Z ranges (over-covering,
-        // at most DEFAULT_MAX_RANGES per rectangle), to skip components by
-        // key range before their R-tree is consulted.
-        let z_ranges = if self.cfg_zorder() && !snap.disk.is_empty() {
-            let s = self.config().key_space;
-            let space = crate::geo::hilbert::Space {
-                min_x: s[0],
-                min_y: s[1],
-                max_x: s[2],
-                max_y: s[3],
-            };
-            Some(crate::geo::zorder::query_ranges(
-                &space,
-                rects,
-                crate::geo::zorder::DEFAULT_MAX_RANGES,
-            ))
-        } else {
-            None
-        };
+        // at most DEFAULT_MAX_RANGES per rectangle), to skip components of
+        // points by key range before their R-tree is consulted; computed
+        // when the first such component comes.
+        let zorder = self.cfg_zorder();
+        let mut z_ranges: Option<Vec<(u64, u64)>> = None;
         let mut blocks = Vec::new();
         let mut touched = 0;
         for (p, c) in snap.disk.iter().enumerate() {
             let Some(t) = c.ext.get().and_then(|x| x.rtree.as_ref()) else {
                 continue;
             };
-            if let Some(z) = &z_ranges
-                && !z_may_match(c, z)
-            {
-                stats.z_pruned += 1;
-                continue;
+            if zorder && points_only(c) {
+                let z = z_ranges.get_or_insert_with(|| {
+                    let s = self.config().key_space;
+                    let space = crate::geo::hilbert::Space {
+                        min_x: s[0],
+                        min_y: s[1],
+                        max_x: s[2],
+                        max_y: s[3],
+                    };
+                    crate::geo::zorder::query_ranges(
+                        &space,
+                        rects,
+                        crate::geo::zorder::DEFAULT_MAX_RANGES,
+                    )
+                });
+                if !z_may_match(c, z) {
+                    stats.z_pruned += 1;
+                    continue;
+                }
             }
             blocks.clear();
             for q in rects {
