@@ -9,6 +9,7 @@
 //!   keeping their key), deletes, flushes and reopens; every box, circle
 //!   and kNN query, before and after a full compaction, equals a brute-force
 //!   scan of a model.
+//!   Also with the round-robin pick (`leveled(...,size,round_robin)`).
 //! * Pruning: after many leveled merges a small box touches fewer
 //!   components than exist and the Z test skips some of them.
 
@@ -303,6 +304,15 @@ proptest! {
         checks in checks(),
     ) {
         run("leveled(2,2,2KB,4KB)", Some(SMALL_SPACE), ops, checks)?;
+    }
+
+    /// The round-robin pick (seed 001 §5.3.1) instead of the least overlap.
+    #[test]
+    fn zorder_round_robin_leveled_rtree_matches_brute_force(
+        ops in proptest::collection::vec(op(), 1..1500),
+        checks in checks(),
+    ) {
+        run("leveled(2,2,2KB,4KB,size,round_robin)", Some(SMALL_SPACE), ops, checks)?;
     }
 }
 
