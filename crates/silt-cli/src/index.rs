@@ -342,6 +342,7 @@ fn option_parts(def: &IndexDef, sep: &str) -> Vec<String> {
             match o {
                 silt::index::RtreeOrder::Hilbert => "hilbert",
                 silt::index::RtreeOrder::Simple => "simple",
+                silt::index::RtreeOrder::Zorder => "zorder",
             }
         ));
     }

@@ -449,7 +449,7 @@ enum Command {
         /// Bloom filter bits per value and block of an embedded index (1-1000) [default: 100].
         #[arg(long, value_name = "BITS")]
         bits_per_key: Option<f64>,
-        /// Order of an rtree index's disk components: hilbert or simple (x, then y) [default: hilbert].
+        /// Order of an rtree index's disk components: hilbert, simple (x, then y) or zorder (Z-value; with a leveled policy, queries skip components by Z range) [default: hilbert].
         #[arg(long, value_name = "ORDER")]
         order: Option<String>,
         /// Grid levels of an shb or sif index, top first: l (4x4), m (8x8), h (16x16) or n of 2^n x 2^n, e.g. l,l,l,l,h,m [default: h,h,h,h,h,h].

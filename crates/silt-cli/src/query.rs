@@ -705,6 +705,13 @@ pub fn stats_text(s: &QueryStats, kind: IndexKind) -> String {
     )];
     if kind == IndexKind::Rtree {
         parts.push(plural(s.blocks, "leaf block read", "leaf blocks read"));
+        if s.z_pruned > 0 {
+            parts.push(plural(
+                s.z_pruned,
+                "component skipped by Z range",
+                "components skipped by Z range",
+            ));
+        }
     }
     if matches!(kind, IndexKind::Dhvb | IndexKind::Dhb) {
         parts.push(plural(s.blocks, "next-match seek", "next-match seeks"));

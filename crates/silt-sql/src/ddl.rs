@@ -485,6 +485,7 @@ pub fn index_def(ci: &CreateIndex) -> Result<(String, IndexDef), SqlError> {
                 )
             }
             "bits_per_key" => options.bits_per_key = Some(parse_num(&k, &v)?),
+            "order" => options.order = Some(silt::index::RtreeOrder::parse(&v)?),
             "space" => {
                 let parts: Vec<f64> = v
                     .split(',')
@@ -499,7 +500,7 @@ pub fn index_def(ci: &CreateIndex) -> Result<(String, IndexDef), SqlError> {
             }
             other => {
                 return Err(SqlError::Invalid(format!(
-                    "unknown index option `{other}`; available: merge_policy, reconcile, gram, leaf_bytes, bits_per_key, space"
+                    "unknown index option `{other}`; available: merge_policy, reconcile, gram, leaf_bytes, bits_per_key, order, space"
                 )));
             }
         }

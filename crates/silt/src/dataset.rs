@@ -202,6 +202,7 @@ impl Dataset {
                 kind: TreeKind::default(),
                 key_cell: [0.0; 2],
                 key_space: [0.0; 4],
+                zorder: false,
             };
             let primary = LsmTree::open(cfg, cache.clone())?;
             primary.set_log_sync(txn.clone());
@@ -311,6 +312,8 @@ impl Dataset {
                 let sp = idef.space();
                 [sp.min_x, sp.min_y, sp.max_x, sp.max_y]
             },
+            zorder: idef.kind == IndexKind::Rtree
+                && idef.rtree_order() == crate::index::RtreeOrder::Zorder,
         };
         let tree = LsmTree::open(cfg, cache.clone())?;
         crate::recency::install_tree_hooks(&tree, idef);

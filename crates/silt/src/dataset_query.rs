@@ -114,6 +114,9 @@ pub struct QueryStats {
     pub fetched: u64,
     /// Hits returned straight from the index (index-only path).
     pub index_only: u64,
+    /// Disk components of a `zorder` R-tree skipped because their Z (key)
+    /// range meets none of the query's Z ranges.
+    pub z_pruned: u64,
 }
 
 /// A candidate from the index.
@@ -195,6 +198,7 @@ impl QueryResults {
                 s.components += c.stats.components;
                 s.blocks += c.stats.blocks;
                 s.candidates += c.stats.candidates;
+                s.z_pruned += c.stats.z_pruned;
             }
         }
         s
@@ -785,7 +789,7 @@ impl Dataset {
                     p.validate()?;
                 }
                 let rects = query_rects(g);
-                let hits = self.spatial_candidates(&set, i, &rects, &mut stats)?;
+                let hits = self.spatial_candidates(&set, i, &rects, opts.index_only, &mut stats)?;
                 let mut out = Vec::new();
                 for (pk, e) in hits {
                     // Exact bounds decide now; an MBR waits for the record.
@@ -813,7 +817,7 @@ impl Dataset {
                     ));
                 }
                 let rects = sphere::circle_bboxes(*lon, *lat, *metres);
-                let hits = self.spatial_candidates(&set, i, &rects, &mut stats)?;
+                let hits = self.spatial_candidates(&set, i, &rects, opts.index_only, &mut stats)?;
                 let mut out = Vec::new();
                 for (pk, e) in hits {
                     if e.bounds_kind != BoundsKind::Mbr
@@ -926,12 +930,16 @@ impl Dataset {
     }
 
     /// Live R-tree entries intersecting `rects` from every partition, as
-    /// (primary key, entry) sorted by primary key.
+    /// (primary key, entry) sorted by primary key. `exact`: also drop
+    /// entries whose key has a newer version that does not match (a record
+    /// moved within its key cell), as index-only answers need; validated
+    /// candidates are re-checked against the record anyway.
     fn spatial_candidates(
         &self,
         set: &IndexSet,
         i: usize,
         rects: &[Rect],
+        exact: bool,
         stats: &mut QueryStats,
     ) -> Result<Vec<(Vec<u8>, SpatialEntry)>> {
         let def = &set.defs[i];
@@ -942,7 +950,7 @@ impl Dataset {
                 IndexKind::Dhvb => hilbert_search(t, &def.space(), rects, &mut ss)?,
                 IndexKind::Dhb => dhb_search(t, rects, &mut ss)?,
                 IndexKind::Shb | IndexKind::Sif => grid_search(t, def, rects, &mut ss)?,
-                _ => t.search_spatial(&t.snapshot(), rects, &mut ss)?,
+                _ => t.search_spatial(&t.snapshot(), rects, exact, &mut ss)?,
             };
             for e in found {
                 out.push((def.entry_pk(&e.key)?.to_vec(), e));
@@ -951,6 +959,7 @@ impl Dataset {
         stats.components += ss.components;
         stats.blocks += ss.blocks;
         stats.candidates += ss.candidates;
+        stats.z_pruned += ss.z_pruned;
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out.dedup_by(|a, b| a.0 == b.0);
         Ok(out)

@@ -197,6 +197,11 @@ fn create(dir: &Path, rec: ReconcileOption, policy: &str, points_only: bool) -> 
         .policy(p.clone());
     d.options.order = Some(silt::index::RtreeOrder::Simple);
     db.create_index("tweets", d).unwrap();
+    let mut d = IndexDef::rtree("rzorder", "loc")
+        .reconcile(rec)
+        .policy(p.clone());
+    d.options.order = Some(silt::index::RtreeOrder::Zorder);
+    db.create_index("tweets", d).unwrap();
     let mut d = IndexDef::rtree("shb", "loc").policy(p.clone());
     d.kind = silt::IndexKind::Shb;
     db.create_index("tweets", d).unwrap();
@@ -968,11 +973,14 @@ fn new_spatial_kinds_agree_with_the_rtree() {
     };
     let mut simple = IndexDef::rtree("rsimple", "loc");
     simple.options.order = Some(silt::index::RtreeOrder::Simple);
+    let mut zorder = IndexDef::rtree("rzorder", "loc");
+    zorder.options.order = Some(silt::index::RtreeOrder::Zorder);
     let mut coarse = mk("shb_lm", IndexKind::Shb);
     coarse.options.levels = Some(silt::geo::grid::parse_levels("l,l,l,l,h,m").unwrap());
     for ds in ["shapes", "pts"] {
         db.create_index(ds, IndexDef::rtree("loc", "loc")).unwrap();
         db.create_index(ds, simple.clone()).unwrap();
+        db.create_index(ds, zorder.clone()).unwrap();
         db.create_index(ds, mk("shb", IndexKind::Shb)).unwrap();
         db.create_index(ds, coarse.clone()).unwrap();
         db.create_index(ds, mk("sif", IndexKind::Sif)).unwrap();
@@ -1027,9 +1035,9 @@ fn new_spatial_kinds_agree_with_the_rtree() {
     };
     let kinds_of = |ds: &str| -> Vec<&'static str> {
         if ds == "pts" {
-            vec!["rsimple", "shb", "shb_lm", "sif", "dhb", "dhvb"]
+            vec!["rsimple", "rzorder", "shb", "shb_lm", "sif", "dhb", "dhvb"]
         } else {
-            vec!["rsimple", "shb", "shb_lm", "sif"]
+            vec!["rsimple", "rzorder", "shb", "shb_lm", "sif"]
         }
     };
     for step in 0..3 {
@@ -1098,7 +1106,11 @@ fn new_spatial_kinds_agree_with_the_rtree() {
                 ids_of(ds, "rsimple", &knn, false),
                 ids_of(ds, "loc", &knn, false)
             );
-            for index in kinds_of(name).into_iter().skip(1) {
+            assert_eq!(
+                ids_of(ds, "rzorder", &knn, false),
+                ids_of(ds, "loc", &knn, false)
+            );
+            for index in kinds_of(name).into_iter().skip(2) {
                 let e = ds
                     .query(index, &knn, QueryOptions::default())
                     .err()

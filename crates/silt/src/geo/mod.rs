@@ -7,6 +7,8 @@
 //!   queries.
 //! * [`predicates`]: exact refinement of candidates (intersection, distance).
 //! * [`text`]: keyword and n-gram tokenizers for the inverted indexes.
+//! * [`zorder`]: Z-order (Morton) keys on the same grid and the decomposition
+//!   of a query rectangle into Z ranges (the `zorder` R-tree order).
 //!
 //! This module also holds the small helpers on plain bounding boxes
 //! ([`Rect`]) shared by all of them.
@@ -27,6 +29,7 @@ pub mod hilbert_range;
 pub mod predicates;
 pub mod sphere;
 pub mod text;
+pub mod zorder;
 
 /// An axis-aligned box `[min_x, min_y, max_x, max_y]` (edges included).
 ///

@@ -198,6 +198,12 @@ pub enum RtreeOrder {
     /// x, then y of the centre ("Simple" in seed 002): key =
     /// order-preserving x ‖ order-preserving y ‖ pk.
     Simple,
+    /// The 64-bit Z-value (Morton code) of the centre's cell on the same
+    /// 2^32 x 2^32 grid as the Hilbert order (key = Z ‖ pk; seed 001
+    /// §5.3.2). Leveled merges then give each level disjoint Z ranges, and
+    /// spatial searches skip disk components of points whose Z (key) range
+    /// meets none of the query rectangle's Z ranges (`geo::zorder`).
+    Zorder,
 }
 
 impl RtreeOrder {
@@ -205,8 +211,9 @@ impl RtreeOrder {
         match s.to_ascii_lowercase().as_str() {
             "hilbert" => Ok(RtreeOrder::Hilbert),
             "simple" | "xy" => Ok(RtreeOrder::Simple),
+            "zorder" | "z-order" | "z_order" | "morton" => Ok(RtreeOrder::Zorder),
             other => Err(Error::Config(format!(
-                "unknown R-tree order `{other}`; use `hilbert` (default) or `simple` (x, then y)"
+                "unknown R-tree order `{other}`; use `hilbert` (default), `simple` (x, then y) or `zorder` (Z-value, Morton)"
             ))),
         }
     }
@@ -222,7 +229,7 @@ pub struct IndexOptions {
     /// n-gram length (default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gram: Option<usize>,
-    /// R-tree: the rectangle mapped onto the Hilbert curve, [min x, min y,
+    /// R-tree: the rectangle mapped onto the Hilbert (or Z) curve, [min x, min y,
     /// max x, max y]; default the whole lon/lat world. Geometries outside it
     /// are still indexed correctly (their centres clamp to its edge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,7 +245,8 @@ pub struct IndexOptions {
     /// (default [`crate::lsm::block_filters::DEFAULT_BITS_PER_KEY`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bits_per_key: Option<f64>,
-    /// R-tree: the order of disk components' entries (default Hilbert).
+    /// R-tree: the order of disk components' entries (default Hilbert;
+    /// `simple` or `zorder`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<RtreeOrder>,
     /// SHB-tree and SIF: n per grid level (each level divides a cell into
@@ -645,6 +653,13 @@ impl IndexDef {
                         let mut k = Vec::with_capacity(16 + pk.len());
                         k.extend_from_slice(&crate::geo::dhb::ord_bits(cx).to_be_bytes());
                         k.extend_from_slice(&crate::geo::dhb::ord_bits(cy).to_be_bytes());
+                        k.extend_from_slice(pk);
+                        Ok(vec![(k, bounds)])
+                    }
+                    _ if self.rtree_order() == RtreeOrder::Zorder => {
+                        let z = crate::geo::zorder::z_value(&self.space(), cx, cy);
+                        let mut k = Vec::with_capacity(8 + pk.len());
+                        k.extend_from_slice(&z.to_be_bytes());
                         k.extend_from_slice(pk);
                         Ok(vec![(k, bounds)])
                     }

@@ -6,8 +6,9 @@
 //!
 //! - **spatial** (the LSM R-tree): each entry's value is the bounds of a
 //!   geometry (a point, or the MBR of a rectangle or polygon). Keys start with
-//!   the 64-bit Hilbert value of the geometry's centre, so a component's data
-//!   blocks are the fully packed, Hilbert-ordered leaves of a static R-tree;
+//!   the 64-bit Hilbert value of the geometry's centre (or its Z-value, or
+//!   its x then y, by the index's order), so a component's data blocks are
+//!   the fully packed, curve-ordered leaves of a static R-tree;
 //!   the component's aux block stores one MBR per leaf and the upper levels
 //!   are packed from them at open ([`PackedRtree`]). In memory, an `rstar`
 //!   R-tree mirrors the memtable.
@@ -302,6 +303,17 @@ pub fn deleted_contains(c: &ComponentReader, pk: &[u8]) -> Result<bool> {
     Ok(matches!(d.probe(pk, key_hash(pk))?, Probe::Found(_)))
 }
 
+/// Metadata key of a spatial component: how many of its entries have bounds
+/// that are not a point (written since the `zorder` order; absent before).
+const NON_POINTS: &str = "non_points";
+
+/// Whether every entry of the spatial component `c` is a point (its centre
+/// is its bounds, so the key's cell holds everything the entry can match).
+/// False when unknown (components written before the count was kept).
+pub fn points_only(c: &ComponentReader) -> bool {
+    c.meta().extra.get(NON_POINTS).and_then(|v| v.as_u64()) == Some(0)
+}
+
 /// Whether `c` has a non-empty deleted-key tree.
 pub fn has_deleted(c: &ComponentReader) -> bool {
     c.ext.get().is_some_and(|x| x.deleted.is_some())
@@ -384,6 +396,8 @@ pub struct ComponentBuilder {
     cur: Rect,
     pending: bool,
     leaves: Vec<Rect>,
+    /// Spatial: entries (antimatter included) whose bounds are not a point.
+    non_points: u64,
     deleted: Vec<Vec<u8>>,
     /// Sees every entry written, block by block (see `lsm::hooks`).
     observer: Option<Box<dyn super::hooks::BlockObserver>>,
@@ -404,6 +418,7 @@ impl ComponentBuilder {
             cur: EMPTY_RECT,
             pending: false,
             leaves: Vec::new(),
+            non_points: 0,
             deleted: Vec::new(),
             observer: None,
         })
@@ -431,8 +446,11 @@ impl ComponentBuilder {
             }
         }
         if self.kind.spatial {
-            if let Some((r, _)) = decode_bounds(value) {
+            if let Some((r, point)) = decode_bounds(value) {
                 self.cur = union(&self.cur, &r);
+                if !point {
+                    self.non_points += 1;
+                }
             }
             self.pending = true;
             if self.w.blocks() > before {
@@ -496,6 +514,11 @@ impl ComponentBuilder {
                 self.leaves.push(self.cur);
             }
             self.w.set_aux(PackedRtree::encode_leaves(&self.leaves));
+            let meta = self.w.meta_mut();
+            if !meta.extra.is_object() {
+                meta.extra = serde_json::json!({});
+            }
+            meta.extra[NON_POINTS] = serde_json::json!(self.non_points);
         } else if let Some(o) = self.observer.take() {
             let aux = o.finish();
             if !aux.is_empty() {

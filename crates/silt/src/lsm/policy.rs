@@ -53,7 +53,8 @@ const LEVELED_DEFAULT_TARGET_FILE_BYTES: u64 = 64 * MIB;
 /// The forms [`MergePolicy::parse`] accepts; quoted in every parse error.
 const ACCEPTED_FORMS: &str = "accepted forms: no-merge | constant(K) | prefix(MAX_MERGABLE_SIZE,MAX_TOLERANCE_COUNT) \
      | binomial(K) | tiered(B) | concurrent | concurrent(K,C,D,LAMBDA) | leveled | leveled(L0_TRIGGER,FANOUT) \
-     | leveled(L0_TRIGGER,FANOUT,TARGET_FILE_SIZE) | leveled(L0_TRIGGER,FANOUT,TARGET_FILE_SIZE,L1_SIZE); \
+     | leveled(L0_TRIGGER,FANOUT,TARGET_FILE_SIZE) | leveled(L0_TRIGGER,FANOUT,TARGET_FILE_SIZE,L1_SIZE) \
+     | leveled(L0_TRIGGER,FANOUT,TARGET_FILE_SIZE,L1_SIZE,size|str|rstar_grove[,min_overlap|round_robin]); \
      sizes are plain bytes or carry a B/KB/MB/GB/TB suffix (binary multiples, case-insensitive), e.g. prefix(1GB,5)";
 
 /// Metadata a policy sees about one disk component.
@@ -115,6 +116,43 @@ impl Partitioning {
             "size" => Some(Partitioning::Size),
             "str" => Some(Partitioning::Str),
             "rstar_grove" | "r*_grove" | "rstargrove" | "grove" => Some(Partitioning::RstarGrove),
+            _ => None,
+        }
+    }
+}
+
+/// How an over-full level `i >= 1` of the leveled policy picks the component
+/// it pushes into level `i + 1` (seed 001 §5.3.1 names both).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pick {
+    /// "Pick Best": the component with the least overlapping bytes in the
+    /// next level (ties: smallest `min_key`, then id).
+    #[default]
+    MinOverlap,
+    /// "Round Robin": a cursor rotates over the level in key order (for a
+    /// `zorder` R-tree, Z order): the first candidate whose `min_key` is
+    /// above the cursor, else (wrapping around) the first. The cursor is
+    /// the `max_key` of the newest (highest id) component of the next
+    /// level, i.e. where the last merge into it ended (size-partitioned
+    /// outputs are written in key order), so no state is stored; LevelDB
+    /// keeps its cursor in the manifest instead. A later merge out of the
+    /// next level can remove that component and move the cursor back.
+    RoundRobin,
+}
+
+impl Pick {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pick::MinOverlap => "min_overlap",
+            Pick::RoundRobin => "round_robin",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Pick> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "min_overlap" | "pick_best" | "best" => Some(Pick::MinOverlap),
+            "round_robin" | "roundrobin" | "rr" => Some(Pick::RoundRobin),
             _ => None,
         }
     }
@@ -184,6 +222,9 @@ pub enum MergePolicy {
         /// How outputs are cut (R-tree indexes; others always by size).
         #[serde(default)]
         partitioning: Partitioning,
+        /// How an over-full level picks the component to push down.
+        #[serde(default)]
+        pick: Pick,
     },
 }
 
@@ -238,8 +279,9 @@ impl MergePolicy {
                 l0_trigger,
                 fanout,
                 l1_bytes,
+                pick,
                 ..
-            } => decide_leveled(l0_trigger, fanout, l1_bytes, comps),
+            } => decide_leveled(l0_trigger, fanout, l1_bytes, pick, comps),
         }
     }
 
@@ -433,12 +475,20 @@ impl MergePolicy {
             ("leveled", [l0, fanout, target, l1]) => {
                 leveled_with(count(l0)?, count(fanout)?, size(target)?, Some(size(l1)?))
             }
-            ("leveled", [l0, fanout, target, l1, part]) => {
+            ("leveled", [l0, fanout, target, l1, part, rest @ ..]) if rest.len() <= 1 => {
                 let partitioning = Partitioning::parse(part).ok_or_else(|| {
                     err(format!(
                         "unknown leveled partitioning `{part}`; use size, str or rstar_grove"
                     ))
                 })?;
+                let pick = match rest.first() {
+                    None => Pick::MinOverlap,
+                    Some(pk) => Pick::parse(pk).ok_or_else(|| {
+                        err(format!(
+                            "unknown leveled pick `{pk}`; use min_overlap or round_robin"
+                        ))
+                    })?,
+                };
                 match leveled_with(count(l0)?, count(fanout)?, size(target)?, Some(size(l1)?)) {
                     MergePolicy::Leveled {
                         l0_trigger,
@@ -452,6 +502,7 @@ impl MergePolicy {
                         target_file_bytes,
                         l1_bytes,
                         partitioning,
+                        pick,
                     },
                     other => other,
                 }
@@ -489,6 +540,7 @@ fn leveled_with(
         target_file_bytes,
         l1_bytes,
         partitioning: Partitioning::Size,
+        pick: Pick::MinOverlap,
     }
 }
 
@@ -519,6 +571,7 @@ impl fmt::Display for MergePolicy {
                 target_file_bytes,
                 l1_bytes,
                 partitioning,
+                pick,
             } => {
                 write!(
                     f,
@@ -526,8 +579,11 @@ impl fmt::Display for MergePolicy {
                     format_size(*target_file_bytes),
                     format_size(*l1_bytes)
                 )?;
-                if *partitioning != Partitioning::Size {
+                if *partitioning != Partitioning::Size || *pick != Pick::MinOverlap {
                     write!(f, ",{}", partitioning.name())?;
+                }
+                if *pick != Pick::MinOverlap {
+                    write!(f, ",{}", pick.name())?;
                 }
                 write!(f, ")")
             }
@@ -1048,6 +1104,7 @@ fn decide_leveled(
     l0_trigger: usize,
     fanout: usize,
     l1_bytes: u64,
+    pick: Pick,
     comps: &[ComponentInfo],
 ) -> MergeDecision {
     let mut levels: BTreeMap<u32, Vec<&ComponentInfo>> = BTreeMap::new();
@@ -1094,6 +1151,39 @@ fn decide_leveled(
             continue;
         }
         let next = level(next_lvl);
+        if pick == Pick::RoundRobin {
+            // The cursor: where the last merge into the next level ended.
+            let cursor = next
+                .iter()
+                .max_by_key(|c| c.id)
+                .map(|c| c.max_key.as_slice());
+            let mut cands: Vec<(&ComponentInfo, Vec<&ComponentInfo>)> = members
+                .iter()
+                .filter(|c| !c.merging)
+                .map(|&c| (c, overlapping_any(next, &[c])))
+                .filter(|(_, over)| over.iter().all(|o| !o.merging))
+                .collect();
+            cands.sort_by(|a, b| a.0.min_key.cmp(&b.0.min_key).then(a.0.id.cmp(&b.0.id)));
+            let at = cursor.map_or(0, |k| {
+                cands.partition_point(|(c, _)| c.min_key.as_slice() <= k)
+            });
+            let chosen = if at < cands.len() {
+                cands.get(at)
+            } else {
+                cands.first()
+            };
+            if let Some((picked, over)) = chosen {
+                let inputs = std::iter::once(*picked)
+                    .chain(over.iter().copied())
+                    .map(|c| c.id)
+                    .collect();
+                return MergeDecision::Leveled {
+                    inputs,
+                    output_level: next_lvl,
+                };
+            }
+            continue;
+        }
         let mut best: Option<(u128, &ComponentInfo, Vec<&ComponentInfo>)> = None;
         for &cand in members.iter().filter(|c| !c.merging) {
             let over = overlapping_any(next, &[cand]);
@@ -1597,6 +1687,7 @@ mod tests {
             target_file_bytes: 10,
             l1_bytes: 1000,
             partitioning: Partitioning::Size,
+            pick: Pick::MinOverlap,
         };
         let mut comps = vec![
             leveled_comp(10, 0, 10, "d", "f"),
@@ -1642,6 +1733,70 @@ mod tests {
         );
     }
 
+    /// Round robin (seed 001 §5.3.1): the first level-1 component after the
+    /// end of the last merge into level 2 (the newest level-2 component's
+    /// largest key), wrapping around; merging candidates are passed over.
+    #[test]
+    fn leveled_round_robin_pick() {
+        let p = MergePolicy::parse("leveled(2,4,10,25,size,round_robin)").unwrap();
+        assert_eq!(p.to_string(), "leveled(2,4,10,25,size,round_robin)");
+        assert_eq!(
+            MergePolicy::parse("leveled(2,4,10,25,str,rr)")
+                .unwrap()
+                .to_string(),
+            "leveled(2,4,10,25,str,round_robin)"
+        );
+        assert_eq!(
+            MergePolicy::parse("leveled(2,4,10,25,size,min_overlap)")
+                .unwrap()
+                .to_string(),
+            "leveled(2,4,10,25)"
+        );
+        assert!(MergePolicy::parse("leveled(2,4,10,25,size,random)").is_err());
+        assert!(MergePolicy::parse("leveled(2,4,10,25,size,rr,x)").is_err());
+        // Level 1 (40 bytes > 25) in key order: a, c, e, g.
+        let l1 = vec![
+            leveled_comp(1, 1, 10, "e", "f"),
+            leveled_comp(2, 1, 10, "a", "b"),
+            leveled_comp(3, 1, 10, "g", "h"),
+            leveled_comp(4, 1, 10, "c", "d"),
+        ];
+        let pick = |l2: &[ComponentInfo], merging: &[u64]| {
+            let mut comps = l1.clone();
+            comps.extend(l2.iter().cloned());
+            for c in &mut comps {
+                c.merging = merging.contains(&c.id);
+            }
+            match p.decide(&comps, &ctx(0)) {
+                MergeDecision::Leveled {
+                    inputs,
+                    output_level: 2,
+                } => inputs,
+                other => panic!("{other:?}"),
+            }
+        };
+        // Empty level 2: start at the smallest key.
+        assert_eq!(pick(&[], &[]), vec![2]);
+        // The newest level-2 component ends at "b": next is [c, d].
+        let l2 = [
+            leveled_comp(30, 2, 10, "e", "e"),
+            leveled_comp(31, 2, 10, "a", "b"),
+        ];
+        assert_eq!(pick(&l2, &[]), vec![4]);
+        // It ends at "d": [e, f] with its overlap in level 2.
+        let l2 = [
+            leveled_comp(31, 2, 10, "a", "b"),
+            leveled_comp(32, 2, 10, "c", "d"),
+            leveled_comp(30, 2, 10, "e", "e"),
+        ];
+        assert_eq!(pick(&l2, &[]), vec![1, 30]);
+        // [e, f] is merging: the cursor moves on to [g, h].
+        assert_eq!(pick(&l2, &[1]), vec![3]);
+        // Past the last component: wrap around to the first.
+        let l2 = [leveled_comp(40, 2, 10, "x", "y")];
+        assert_eq!(pick(&l2, &[]), vec![2]);
+    }
+
     #[test]
     fn leveled_min_overlap_pick() {
         let p = MergePolicy::Leveled {
@@ -1650,6 +1805,7 @@ mod tests {
             target_file_bytes: 100,
             l1_bytes: 250,
             partitioning: Partitioning::Size,
+            pick: Pick::MinOverlap,
         };
         // L1 total 300 > 250. Overlaps with L2: id 1 [a,c] -> 50+60 = 110,
         // id 2 [d,f] -> 30, id 3 [g,i] -> 0.
@@ -1711,6 +1867,7 @@ mod tests {
             target_file_bytes: 100,
             l1_bytes: 100,
             partitioning: Partitioning::Size,
+            pick: Pick::MinOverlap,
         };
         // L1 = 100 (at limit), L2 = 300 > 200: push L2 down to a new L3.
         let comps = vec![
@@ -1767,6 +1924,7 @@ mod tests {
                 target_file_bytes: 1536 * KIB,
                 l1_bytes: 1000,
                 partitioning: Partitioning::Size,
+                pick: Pick::MinOverlap,
             },
         ];
         for p in policies {
@@ -1831,6 +1989,7 @@ mod tests {
                 target_file_bytes: MIB,
                 l1_bytes: 2 * MIB,
                 partitioning: Partitioning::Size,
+                pick: Pick::MinOverlap,
             }
         );
         assert_eq!(MergePolicy::default().to_string(), "prefix(1GB,5)");
@@ -1906,6 +2065,7 @@ mod tests {
                 target_file_bytes: 0,
                 l1_bytes: 0,
                 partitioning: Partitioning::Size,
+                pick: Pick::MinOverlap,
             },
         ] {
             assert!(p.validate().is_err());
@@ -2020,12 +2180,14 @@ mod tests {
             l1_bytes in 1u64..5000,
             comps in leveled_comps(),
             merging in prop::collection::vec(prop::bool::weighted(0.15), 30),
+            round_robin in any::<bool>(),
         ) {
             let mut comps = comps;
             for (c, m) in comps.iter_mut().zip(merging) {
                 c.merging = m;
             }
-            let policy = MergePolicy::Leveled { l0_trigger, fanout, target_file_bytes: 100, l1_bytes, partitioning: Partitioning::Size };
+            let pick = if round_robin { Pick::RoundRobin } else { Pick::MinOverlap };
+            let policy = MergePolicy::Leveled { l0_trigger, fanout, target_file_bytes: 100, l1_bytes, partitioning: Partitioning::Size, pick };
             match policy.decide(&comps, &ctx(0)) {
                 MergeDecision::None => {}
                 MergeDecision::Stack { .. } => prop_assert!(false, "leveled gave a stack decision"),

@@ -13,7 +13,9 @@
 //! ordered by a distance that is a lower bound for nodes and exact for
 //! entries), so it reads only the nodes nearer than the k-th answer.
 
-use super::kind::{BoundsKind, Rect, decode_bounds_kind, deleted_contains, intersects};
+use super::kind::{
+    BoundsKind, Rect, decode_bounds_kind, deleted_contains, intersects, points_only,
+};
 use super::memtable::SpatialEntry;
 use super::tree::{LsmTree, Snapshot};
 use crate::error::Result;
@@ -33,6 +35,10 @@ pub struct SearchStats {
     pub blocks: u64,
     /// Entries (antimatter included) that matched before reconciliation.
     pub candidates: u64,
+    /// Disk components skipped because their key (Z) range meets none of
+    /// the query's Z ranges (`order = zorder` R-trees only; components
+    /// skipped by their MBR are simply not counted in `components`).
+    pub z_pruned: u64,
 }
 
 impl SearchStats {
@@ -40,6 +46,22 @@ impl SearchStats {
         self.components += o.components;
         self.blocks += o.blocks;
         self.candidates += o.candidates;
+        self.z_pruned += o.z_pruned;
+    }
+}
+
+/// Whether a disk component of a Z-ordered R-tree may hold an entry
+/// matching a query with Z ranges `ranges`: its keys start with the 8-byte
+/// big-endian Z-value, so their Z-values lie within those of its smallest
+/// and largest key. Only valid for components of points ([`points_only`]:
+/// an entry of a larger geometry may meet the query while its centre lies
+/// outside it); a key shorter than 8 bytes (never written) is not pruned.
+fn z_may_match(c: &crate::storage::ComponentReader, ranges: &[(u64, u64)]) -> bool {
+    let m = c.meta();
+    let z = |k: &[u8]| -> Option<u64> { Some(u64::from_be_bytes(k.get(..8)?.try_into().ok()?)) };
+    match (z(&m.min_key), z(&m.max_key)) {
+        (Some(lo), Some(hi)) => crate::geo::zorder::ranges_meet(ranges, lo, hi),
+        _ => true,
     }
 }
 
@@ -81,12 +103,43 @@ pub trait KnnMetric: Send + Sync {
     }
 }
 
+/// Whether a component newer than `rank` (memtables first, then disk
+/// components, as ranked by `search_spatial`) holds any version of `key`.
+fn newer_version(snap: &Snapshot, rank: usize, key: &[u8]) -> Result<bool> {
+    let nm = snap.mems.len();
+    for m in &snap.mems[..rank.min(nm)] {
+        if m.get(key).is_some() {
+            return Ok(true);
+        }
+    }
+    if rank > nm {
+        let h = key_hash(key);
+        for c in &snap.disk[..rank - nm] {
+            let m = c.meta();
+            if key < m.min_key.as_slice() || key > m.max_key.as_slice() {
+                continue;
+            }
+            if let Probe::Found(_) = c.probe(key, h)? {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 impl LsmTree {
-    /// Live entries whose bounds intersect any of `rects`, in key order.
+    /// Entries whose bounds intersect any of `rects`, in key order, each the
+    /// newest version among the matching ones of its key. With `exact`,
+    /// also only if no newer component holds another version of the key:
+    /// a record moved within its key cell (Hilbert or Z) keeps its key, so
+    /// its old version can match while the new one does not (then only
+    /// the old one is found). Without `exact` such stale entries remain
+    /// (callers that re-check the record need not pay for the probes).
     pub fn search_spatial(
         &self,
         snap: &Snapshot,
         rects: &[Rect],
+        exact: bool,
         stats: &mut SearchStats,
     ) -> Result<Vec<SpatialEntry>> {
         self.counters.scans.fetch_add(1, Ordering::Relaxed);
@@ -104,12 +157,38 @@ impl LsmTree {
                 hits.extend(tmp.drain(..).map(|e| (rank, e)));
             }
         }
+        // Z-ordered R-tree: the query's cells as Z ranges (over-covering,
+        // at most DEFAULT_MAX_RANGES per rectangle), to skip components of
+        // points by key range before their R-tree is consulted; computed
+        // when the first such component comes.
+        let zorder = self.cfg_zorder();
+        let mut z_ranges: Option<Vec<(u64, u64)>> = None;
         let mut blocks = Vec::new();
         let mut touched = 0;
         for (p, c) in snap.disk.iter().enumerate() {
             let Some(t) = c.ext.get().and_then(|x| x.rtree.as_ref()) else {
                 continue;
             };
+            if zorder && points_only(c) {
+                let z = z_ranges.get_or_insert_with(|| {
+                    let s = self.config().key_space;
+                    let space = crate::geo::hilbert::Space {
+                        min_x: s[0],
+                        min_y: s[1],
+                        max_x: s[2],
+                        max_y: s[3],
+                    };
+                    crate::geo::zorder::query_ranges(
+                        &space,
+                        rects,
+                        crate::geo::zorder::DEFAULT_MAX_RANGES,
+                    )
+                });
+                if !z_may_match(c, z) {
+                    stats.z_pruned += 1;
+                    continue;
+                }
+            }
             blocks.clear();
             for q in rects {
                 t.blocks_intersecting(q, &mut blocks);
@@ -155,6 +234,9 @@ impl LsmTree {
                 if hidden {
                     continue;
                 }
+            }
+            if exact && rank > 0 && newer_version(snap, rank, &e.key)? {
+                continue;
             }
             out.push(e);
         }

@@ -59,6 +59,11 @@ pub struct TreeConfig {
     /// R-trees: the space the Hilbert grid covers (keys of coordinates
     /// outside it are clamped to its edge cells).
     pub key_space: [f64; 4],
+    /// R-trees in Z order (`order = zorder`): keys start with the 64-bit
+    /// Z-value of the centre's cell of `key_space`'s grid, and spatial
+    /// searches skip disk components of points whose key range meets none
+    /// of the query's Z ranges (see `lsm::spatial`).
+    pub zorder: bool,
 }
 
 /// Counters of one index (monotonic since open).
@@ -310,6 +315,11 @@ impl LsmTree {
 
     pub fn config(&self) -> &TreeConfig {
         &self.cfg
+    }
+
+    /// Whether this is a Z-ordered R-tree (see [`TreeConfig::zorder`]).
+    pub(crate) fn cfg_zorder(&self) -> bool {
+        self.cfg.zorder && self.cfg.kind.spatial
     }
 
     /// The error that stopped this index's background work, if any.
@@ -1419,6 +1429,7 @@ mod tests {
                 kind: TreeKind::default(),
                 key_cell: [0.0; 2],
                 key_space: [0.0; 4],
+                zorder: false,
             },
             cache.clone(),
         )
