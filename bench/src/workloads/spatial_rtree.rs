@@ -869,14 +869,14 @@ fn run_lucene(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<Re
         .cloned()
         .unwrap_or_else(|| "?".into());
     ctx.note(format!(
-        "{LUCENE}: Apache Lucene {version} ({}, {}, {}), bench/lucene driver: one document per record          (LatLonPoint loc = BKD tree per segment, coordinates quantized to 32-bit ints; numeric doc values          id and the exact lon/lat bits; stored field rec = the record's JSON), IndexWriter with a 64 MiB RAM          buffer and the default merge policy, addDocument per record, one commit at the end (Lucene has          no log: uncommitted documents are lost on a crash; the commit fsyncs); {} directory; query          cache off; one search thread",
+        "{LUCENE}: Apache Lucene {version} ({}, {}, {}), bench/lucene driver: one document per record (LatLonPoint loc = BKD tree per segment, coordinates quantized to 32-bit ints; numeric doc values id and the exact lon/lat bits; stored field rec = the record's JSON), IndexWriter with a 64 MiB RAM buffer and the default merge policy, addDocument per record, one commit at the end (Lucene has no log: uncommitted documents are lost on a crash; the commit fsyncs); {} directory; query cache off; one search thread",
         lucene.java_version,
         crate::systems::lucene::JVM_HEAP,
         format_args!("warm-up {} queries of each kind per phase", crate::systems::lucene::WARMUP),
         res.meta.get("directory").map_or("?", String::as_str),
     ));
     ctx.note(format!(
-        "{LUCENE} methods: box = LatLonPoint.newBoxQuery on the box grown by 1e-6 degrees, hits kept when          their exact doc-value coordinates are inside; kNN = LatLonPointPrototypeQueries.nearest (sandbox;          sloppy haversine on quantized points) for k candidates, then one box query bounding the circle of          their k-th exact great-circle distance, ranked by exact great-circle distance (exact); index-only =          doc values only, with records = + stored JSON; compaction = forceMerge(1) + commit; timed in the          JVM (System.nanoTime per query)"
+        "{LUCENE} methods: box = LatLonPoint.newBoxQuery on the box grown by 1e-6 degrees, hits kept when their exact doc-value coordinates are inside; kNN = LatLonPointPrototypeQueries.nearest (sandbox; sloppy haversine on quantized points) for k candidates, then one box query bounding the circle of their k-th exact great-circle distance, ranked by exact great-circle distance (exact); index-only = doc values only, with records = + stored JSON; compaction = forceMerge(1) + commit; timed in the JVM (System.nanoTime per query)"
     ));
     let ingest_s = res.meta_f64("ingest_ns")? / 1e9;
     let commit_s = res.meta_f64("commit_ns")? / 1e9;
@@ -956,7 +956,7 @@ fn run_lucene(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<Re
                         && got != want
                     {
                         bail!(
-                            "{sys} ({phase}): rectangle {query} #{j} {:?} found {} records (id sum {}),                              but a brute-force scan finds {} (id sum {})",
+                            "{sys} ({phase}): rectangle {query} #{j} {:?} found {} records (id sum {}), but a brute-force scan finds {} (id sum {})",
                             sel.rects.get(j),
                             got.count,
                             got.id_sum,
