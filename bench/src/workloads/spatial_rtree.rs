@@ -356,11 +356,15 @@ impl Workload for SpatialRtree {
             100.0 * share,
         ));
         if ctx.run == 0 {
-            eprintln!(
-                "data: most likely city {} ({:.2}% of the records)",
-                cities.get(top).map_or("?", |c| c.name.as_str()),
-                100.0 * share
-            );
+            if ctx.data == crate::spatial::data::PointDist::Cities {
+                eprintln!(
+                    "data: most likely city {} ({:.2}% of the records)",
+                    cities.get(top).map_or("?", |c| c.name.as_str()),
+                    100.0 * share
+                );
+            } else {
+                eprintln!("data: locations {}", ctx.data.describe());
+            }
             eprintln!(
                 "data: {} records, {:.0} bytes/record, {} cities; rectangle sides {} degrees (calibrated means {}); generated in {:.1} s",
                 fmt_num(n as f64),
