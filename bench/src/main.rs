@@ -69,6 +69,12 @@ enum Cmd {
         /// Seed of the generated data.
         #[arg(long, default_value_t = 42)]
         seed: u64,
+        /// Locations of the spatial workloads' records: cities (default), or a
+        /// Spider-style distribution: uniform, diagonal, gaussian, sierpinski,
+        /// bit, parcel. Other than cities, the results are written as
+        /// NAME-DATA.csv/.png so the default results are kept.
+        #[arg(long, default_value = "cities")]
+        data: String,
         /// Log-scale axes in the plot.
         #[arg(long)]
         log: bool,
@@ -144,9 +150,16 @@ fn main() -> Result<()> {
             systems,
             policies,
             seed,
+            data,
             log,
             no_plot,
         } => {
+            let data_dist = spatial::data::PointDist::parse(&data)?;
+            let file_stem = if data_dist == spatial::data::PointDist::Cities {
+                name.clone()
+            } else {
+                format!("{name}-{}", data.to_ascii_lowercase())
+            };
             let Some(workload) = workloads::find(&name) else {
                 let names: Vec<_> = workloads::all().iter().map(|w| w.name()).collect();
                 bail!("unknown workload {name:?}; known: {}", names.join(", "));
@@ -170,7 +183,8 @@ fn main() -> Result<()> {
             }
             let busy = busy.map_or("?".to_string(), |b| format!("{:.0}%", 100.0 * b));
             let run_line = format!(
-                "workload={name} scale={scale} runs={runs} seed={seed} date={date} cpu_busy_before={busy}"
+                "workload={name} scale={scale} runs={runs} seed={seed} data={} date={date} cpu_busy_before={busy}",
+                data.to_ascii_lowercase()
             );
             println!("run: {run_line}");
 
@@ -195,6 +209,7 @@ fn main() -> Result<()> {
                 limits: limits.clone(),
                 systems,
                 silt_policies: policies,
+                data: data_dist,
                 notes: RefCell::new(BTreeSet::new()),
             };
             let cpu_start = machine::CpuSnapshot::take();
@@ -242,11 +257,11 @@ fn main() -> Result<()> {
                     .iter()
                     .map(|n| ("system".to_string(), n.clone())),
             );
-            let csv = dir.join(format!("{name}.csv"));
+            let csv = dir.join(format!("{file_stem}.csv"));
             ResultFile { header, rows }.write(&csv)?;
             println!("\nwrote {}", csv.display());
             if !no_plot {
-                plot::plot(&csv, &dir.join(format!("{name}.png")), log);
+                plot::plot(&csv, &dir.join(format!("{file_stem}.png")), log);
             }
         }
     }

@@ -480,3 +480,423 @@ mod tests {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// Synthetic distributions in the style of the Spider generator (Katiyar et
+// al.): points in the unit square mapped to longitude/latitude degrees, and
+// rectangles around such points with Gaussian or Zipf-like sizes. Selected
+// with `--data` by the spatial workloads (the default, `cities`, is the
+// city-clustered model above).
+// ---------------------------------------------------------------------------
+
+/// Where the records' locations come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PointDist {
+    /// Around the 5,000 largest cities (the default; [`TweetData::generate`]).
+    Cities,
+    /// Uniform in the unit square.
+    Uniform,
+    /// A share `percentage` of the points exactly on the diagonal y = x, the
+    /// others at a Gaussian distance (standard deviation `buffer` / 5) from it.
+    Diagonal { percentage: f64, buffer: f64 },
+    /// Each coordinate Gaussian around 0.5 with standard deviation 0.1
+    /// (redrawn outside the square).
+    Gaussian,
+    /// The chaos game on the triangle (0, 0), (1, 0), (0.5, sqrt(3)/2).
+    Sierpinski,
+    /// Each coordinate the sum of `digits` binary digits 2^-i, each set with
+    /// probability `probability`.
+    Bit { probability: f64, digits: u32 },
+    /// The unit square split recursively (the longer side of a random box, at a
+    /// fraction uniform in [split_range, 1 - split_range]) into n parcels, each
+    /// shrunk by a random share up to `dither`; the point is the centre of the
+    /// parcel.
+    Parcel { split_range: f64, dither: f64 },
+}
+
+impl PointDist {
+    /// The names `--data` takes (the parameters are Spider's usual defaults).
+    pub const NAMES: [&'static str; 7] = [
+        "cities",
+        "uniform",
+        "diagonal",
+        "gaussian",
+        "sierpinski",
+        "bit",
+        "parcel",
+    ];
+
+    pub fn parse(name: &str) -> Result<Self> {
+        Ok(match name.to_ascii_lowercase().as_str() {
+            "cities" => PointDist::Cities,
+            "uniform" => PointDist::Uniform,
+            "diagonal" => PointDist::Diagonal {
+                percentage: 0.5,
+                buffer: 0.5,
+            },
+            "gaussian" => PointDist::Gaussian,
+            "sierpinski" => PointDist::Sierpinski,
+            "bit" => PointDist::Bit {
+                probability: 0.2,
+                digits: 10,
+            },
+            "parcel" => PointDist::Parcel {
+                split_range: 0.2,
+                dither: 0.2,
+            },
+            other => bail!(
+                "unknown --data {other:?}: expected one of {}",
+                PointDist::NAMES.join(", ")
+            ),
+        })
+    }
+
+    /// A one-line description for the results header.
+    pub fn describe(&self) -> String {
+        match self {
+            PointDist::Cities => {
+                "cities (around the 5,000 largest cities, population^0.7, 0.1-degree noise)".into()
+            }
+            PointDist::Uniform => "uniform (Spider-style, unit square mapped to lon/lat)".into(),
+            PointDist::Diagonal { percentage, buffer } => format!(
+                "diagonal (Spider-style: {percentage} on y = x, the rest within a Gaussian buffer {buffer}; unit square mapped to lon/lat)"
+            ),
+            PointDist::Gaussian => {
+                "gaussian (Spider-style: mean 0.5, sd 0.1 per axis; unit square mapped to lon/lat)"
+                    .into()
+            }
+            PointDist::Sierpinski => {
+                "sierpinski (Spider-style chaos game; unit square mapped to lon/lat)".into()
+            }
+            PointDist::Bit {
+                probability,
+                digits,
+            } => format!(
+                "bit (Spider-style: {digits} binary digits, each set with probability {probability}; unit square mapped to lon/lat)"
+            ),
+            PointDist::Parcel {
+                split_range,
+                dither,
+            } => format!(
+                "parcel (Spider-style: recursive splits in [{split_range}, {}], dither {dither}, parcel centres; unit square mapped to lon/lat)",
+                1.0 - split_range
+            ),
+        }
+    }
+
+    /// `n` points of the unit square, deterministic by `seed` (`None` for
+    /// [`PointDist::Cities`], which is not a unit-square distribution).
+    pub fn unit_points(&self, n: usize, seed: u64) -> Option<Vec<(f64, f64)>> {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x5b1d_e700);
+        let rng = &mut rng;
+        Some(match *self {
+            PointDist::Cities => return None,
+            PointDist::Uniform => (0..n).map(|_| (rng.random(), rng.random())).collect(),
+            PointDist::Diagonal { percentage, buffer } => (0..n)
+                .map(|_| {
+                    if rng.random::<f64>() < percentage {
+                        let c: f64 = rng.random();
+                        return (c, c);
+                    }
+                    // Off the line: redrawn until inside the square.
+                    loop {
+                        let c: f64 = rng.random();
+                        let d = gaussian(rng) * buffer / 5.0 / std::f64::consts::SQRT_2;
+                        let (x, y) = (c + d, c - d);
+                        if (0.0..=1.0).contains(&x) && (0.0..=1.0).contains(&y) {
+                            break (x, y);
+                        }
+                    }
+                })
+                .collect(),
+            PointDist::Gaussian => {
+                let coord = |rng: &mut SmallRng| loop {
+                    let v = 0.5 + 0.1 * gaussian(rng);
+                    if (0.0..=1.0).contains(&v) {
+                        break v;
+                    }
+                };
+                (0..n).map(|_| (coord(rng), coord(rng))).collect()
+            }
+            PointDist::Sierpinski => {
+                let v = [(0.0, 0.0), (1.0, 0.0), (0.5, 3f64.sqrt() / 2.0)];
+                let (mut x, mut y) = (0.0f64, 0.0f64);
+                // A few steps first so the first points are on the attractor.
+                for _ in 0..20 {
+                    let (vx, vy) = v[rng.random_range(0..3)];
+                    (x, y) = ((x + vx) / 2.0, (y + vy) / 2.0);
+                }
+                (0..n)
+                    .map(|_| {
+                        let (vx, vy) = v[rng.random_range(0..3)];
+                        (x, y) = ((x + vx) / 2.0, (y + vy) / 2.0);
+                        (x, y)
+                    })
+                    .collect()
+            }
+            PointDist::Bit {
+                probability,
+                digits,
+            } => {
+                let coord = |rng: &mut SmallRng| {
+                    (1..=digits)
+                        .filter(|_| rng.random::<f64>() < probability)
+                        .map(|i| 0.5f64.powi(i as i32))
+                        .sum::<f64>()
+                };
+                (0..n).map(|_| (coord(rng), coord(rng))).collect()
+            }
+            PointDist::Parcel {
+                split_range,
+                dither,
+            } => parcels(n, split_range, dither, rng)
+                .into_iter()
+                .map(|[x0, y0, x1, y1]| ((x0 + x1) / 2.0, (y0 + y1) / 2.0))
+                .collect(),
+        })
+    }
+}
+
+/// `n` disjoint boxes of the unit square by recursive splitting (the parcel
+/// distribution), each shrunk by a random share up to `dither` of its sides.
+pub fn parcels(n: usize, split_range: f64, dither: f64, rng: &mut SmallRng) -> Vec<Rect> {
+    let r = split_range.clamp(0.0, 0.5);
+    let mut boxes: Vec<Rect> = vec![[0.0, 0.0, 1.0, 1.0]];
+    // Split a uniformly chosen box until there are n (each split adds one).
+    while boxes.len() < n.max(1) {
+        let i = rng.random_range(0..boxes.len());
+        let [x0, y0, x1, y1] = boxes[i];
+        let f = if r < 0.5 {
+            rng.random_range(r..=1.0 - r)
+        } else {
+            0.5
+        };
+        if x1 - x0 >= y1 - y0 {
+            let xm = x0 + f * (x1 - x0);
+            boxes[i] = [x0, y0, xm, y1];
+            boxes.push([xm, y0, x1, y1]);
+        } else {
+            let ym = y0 + f * (y1 - y0);
+            boxes[i] = [x0, y0, x1, ym];
+            boxes.push([x0, ym, x1, y1]);
+        }
+    }
+    boxes.truncate(n);
+    for b in &mut boxes {
+        let (w, h) = (b[2] - b[0], b[3] - b[1]);
+        let sx = rng.random_range(0.0..=dither.clamp(0.0, 1.0)) * w / 2.0;
+        let sy = rng.random_range(0.0..=dither.clamp(0.0, 1.0)) * h / 2.0;
+        *b = [b[0] + sx, b[1] + sy, b[2] - sx, b[3] - sy];
+    }
+    boxes
+}
+
+/// Sizes of generated rectangles (fractions of the unit square's side).
+// The rectangle generators are for rectangle-data workloads; only the tests use them yet.
+#[cfg_attr(not(test), allow(dead_code))]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SizeDist {
+    /// |N(mean, sd)| per side.
+    Gaussian { mean: f64, sd: f64 },
+    /// Zipf-like: side = max / rank, rank drawn from a power law of exponent
+    /// `s` over 1..=ranks (many small rectangles, a few large ones).
+    Zipf { max: f64, s: f64, ranks: usize },
+}
+
+/// `n` rectangles `[min_x, min_y, max_x, max_y]` of the unit square centred on
+/// the points of `centres` (clipped to the square), with sides from `sizes`;
+/// deterministic by `seed`. `None` for [`PointDist::Cities`].
+#[cfg_attr(not(test), allow(dead_code))]
+pub fn unit_rects(centres: &PointDist, sizes: SizeDist, n: usize, seed: u64) -> Option<Vec<Rect>> {
+    let pts = centres.unit_points(n, seed)?;
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x5b1d_e701);
+    let side = |rng: &mut SmallRng| match sizes {
+        SizeDist::Gaussian { mean, sd } => (mean + sd * gaussian(rng)).abs(),
+        SizeDist::Zipf { max, s, ranks } => max / (zipf_like(rng, ranks, s) + 1) as f64,
+    };
+    Some(
+        pts.into_iter()
+            .map(|(x, y)| {
+                let (w, h) = (side(&mut rng), side(&mut rng));
+                [
+                    (x - w / 2.0).max(0.0),
+                    (y - h / 2.0).max(0.0),
+                    (x + w / 2.0).min(1.0),
+                    (y + h / 2.0).min(1.0),
+                ]
+            })
+            .collect(),
+    )
+}
+
+/// A unit-square point as (lon, lat) degrees: x over [-180, 180), y over [-90, 90].
+pub fn unit_to_lonlat(x: f64, y: f64) -> (f64, f64) {
+    (
+        wrap_lon(-180.0 + 360.0 * x),
+        (-90.0 + 180.0 * y).clamp(-90.0, 90.0),
+    )
+}
+
+impl TweetData {
+    /// `n` records from `seed` with locations from `dist` (the same user ids,
+    /// timestamps and texts as [`TweetData::generate`] for the same seed; only
+    /// the locations differ).
+    pub fn generate_with(
+        n: usize,
+        seed: u64,
+        cities: &[City],
+        p: &GenParams,
+        dist: &PointDist,
+    ) -> Self {
+        let mut d = TweetData::generate(n, seed, cities, p);
+        if let Some(pts) = dist.unit_points(n, seed) {
+            for (i, (x, y)) in pts.into_iter().enumerate() {
+                let (lon, lat) = unit_to_lonlat(x, y);
+                d.lon[i] = lon;
+                d.lat[i] = lat;
+            }
+        }
+        d
+    }
+}
+
+#[cfg(test)]
+mod spider_tests {
+    use super::*;
+
+    fn all() -> Vec<PointDist> {
+        PointDist::NAMES
+            .iter()
+            .skip(1)
+            .map(|n| PointDist::parse(n).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn deterministic_and_in_the_unit_square() {
+        for d in all() {
+            let a = d.unit_points(2000, 7).unwrap();
+            assert_eq!(a, d.unit_points(2000, 7).unwrap(), "{d:?}");
+            assert_ne!(a, d.unit_points(2000, 8).unwrap(), "{d:?}");
+            assert_eq!(a.len(), 2000);
+            for &(x, y) in &a {
+                assert!(
+                    (0.0..=1.0).contains(&x) && (0.0..=1.0).contains(&y),
+                    "{d:?}: {x},{y}"
+                );
+            }
+        }
+        assert!(PointDist::Cities.unit_points(10, 1).is_none());
+        assert!(PointDist::parse("nope").is_err());
+    }
+
+    #[test]
+    fn shapes() {
+        let n = 20_000;
+        // Uniform: each quadrant about a quarter.
+        let u = PointDist::Uniform.unit_points(n, 1).unwrap();
+        let q = u.iter().filter(|p| p.0 < 0.5 && p.1 < 0.5).count() as f64 / n as f64;
+        assert!((q - 0.25).abs() < 0.02, "{q}");
+        // Diagonal: half exactly on y = x, all near it.
+        let d = PointDist::parse("diagonal")
+            .unwrap()
+            .unit_points(n, 1)
+            .unwrap();
+        let on = d.iter().filter(|p| p.0 == p.1).count() as f64 / n as f64;
+        assert!((on - 0.5).abs() < 0.02, "{on}");
+        assert!(d.iter().all(|p| (p.0 - p.1).abs() < 0.6));
+        // Gaussian: mean near 0.5, sd near 0.1.
+        let g = PointDist::Gaussian.unit_points(n, 1).unwrap();
+        let mean = g.iter().map(|p| p.0).sum::<f64>() / n as f64;
+        let sd = (g.iter().map(|p| (p.0 - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+        assert!(
+            (mean - 0.5).abs() < 0.01 && (sd - 0.1).abs() < 0.01,
+            "{mean} {sd}"
+        );
+        // Sierpinski: inside the triangle, and never in the removed middle triangle.
+        let h = 3f64.sqrt() / 2.0;
+        for &(x, y) in &PointDist::Sierpinski.unit_points(n, 1).unwrap() {
+            assert!(
+                y >= -1e-12 && y <= h * (1.0 - (2.0 * x - 1.0).abs()) + 1e-9,
+                "{x},{y}"
+            );
+            // The removed middle: apex (0.5, 0), top edge y = h/2 from x = 0.25 to 0.75.
+            let in_hole = y < h / 2.0 - 1e-4 && y > 3f64.sqrt() * (x - 0.5).abs() + 1e-4;
+            assert!(!in_hole, "{x},{y} in the removed middle");
+        }
+        // Bit: multiples of 2^-10, and about probability x digits bits set.
+        let b = PointDist::parse("bit").unwrap().unit_points(n, 1).unwrap();
+        for &(x, _) in &b {
+            let s = x * 1024.0;
+            assert_eq!(s, s.round(), "{x}");
+        }
+        let bits: u32 = b.iter().map(|p| ((p.0 * 1024.0) as u32).count_ones()).sum();
+        let per = f64::from(bits) / n as f64;
+        assert!((per - 2.0).abs() < 0.1, "{per}");
+        // Parcel: n disjoint boxes whose centres are distinct.
+        let mut rng = SmallRng::seed_from_u64(3);
+        let boxes = parcels(500, 0.2, 0.2, &mut rng);
+        assert_eq!(boxes.len(), 500);
+        for (i, a) in boxes.iter().enumerate() {
+            assert!(a[0] < a[2] && a[1] < a[3]);
+            for c in &boxes[i + 1..] {
+                let overlap = a[0] < c[2] && c[0] < a[2] && a[1] < c[3] && c[1] < a[3];
+                assert!(!overlap, "{a:?} {c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn rectangles() {
+        let g = unit_rects(
+            &PointDist::Uniform,
+            SizeDist::Gaussian {
+                mean: 0.01,
+                sd: 0.002,
+            },
+            5000,
+            4,
+        )
+        .unwrap();
+        assert_eq!(
+            g,
+            unit_rects(
+                &PointDist::Uniform,
+                SizeDist::Gaussian {
+                    mean: 0.01,
+                    sd: 0.002
+                },
+                5000,
+                4
+            )
+            .unwrap()
+        );
+        let mean_w = g.iter().map(|r| r[2] - r[0]).sum::<f64>() / g.len() as f64;
+        assert!((mean_w - 0.01).abs() < 0.001, "{mean_w}");
+        let z = unit_rects(
+            &PointDist::Uniform,
+            SizeDist::Zipf {
+                max: 0.1,
+                s: 1.2,
+                ranks: 1000,
+            },
+            5000,
+            4,
+        )
+        .unwrap();
+        for r in g.iter().chain(&z) {
+            assert!(
+                r[0] <= r[2] && r[1] <= r[3] && r[0] >= 0.0 && r[3] <= 1.0,
+                "{r:?}"
+            );
+        }
+        // Zipf-like: most rectangles small, a few at the maximum size.
+        let w: Vec<f64> = z.iter().map(|r| r[2] - r[0]).collect();
+        let small = w.iter().filter(|&&x| x < 0.02).count() as f64 / w.len() as f64;
+        let big = w.iter().filter(|&&x| x > 0.09).count();
+        assert!(small > 0.3 && big > 0, "{small} {big}");
+        // Mapped to degrees.
+        assert_eq!(unit_to_lonlat(0.0, 0.0), (-180.0, -90.0));
+        assert_eq!(unit_to_lonlat(0.5, 1.0), (0.0, 90.0));
+    }
+}

@@ -110,6 +110,84 @@ pub fn circle_bbox(lon: f64, lat: f64, metres: f64) -> Vec<Rect> {
     split_rect(&box_around(lon, lat, dlon, dlat))
 }
 
+/// A lower bound (metres) of the great-circle distance from `(lon, lat)` to any
+/// point of the box `b` (`[min_lon, min_lat, max_lon, max_lat]`, not crossing
+/// the antimeridian): the larger of the latitude gap (a great-circle path is at
+/// least as long as its change of latitude) and the distance to the nearer of
+/// the box's meridians (as in [`inscribed_radius_m`]). Zero inside the box. Lets
+/// a best-first search over planar boxes rank by great-circle distance exactly.
+pub fn box_min_dist_m(lon: f64, lat: f64, b: &Rect) -> f64 {
+    let [x0, y0, x1, y1] = *b;
+    let deg = EARTH_RADIUS_M * std::f64::consts::PI / 180.0;
+    let dlat = if lat < y0 {
+        y0 - lat
+    } else if lat > y1 {
+        lat - y1
+    } else {
+        0.0
+    };
+    let dlon = if (x0..=x1).contains(&lon) {
+        0.0
+    } else {
+        // Longitude gap to the interval, the shorter way round.
+        let east = (x0 - lon).rem_euclid(360.0);
+        let west = (lon - x1).rem_euclid(360.0);
+        east.min(west)
+    };
+    let by_lon = if dlon == 0.0 {
+        0.0
+    } else if dlon >= 90.0 {
+        (90.0 - lat.abs()) * deg
+    } else {
+        let s = (lat.to_radians().cos() * dlon.to_radians().sin()).clamp(0.0, 1.0);
+        EARTH_RADIUS_M * s.asin()
+    };
+    (dlat * deg).max(by_lon)
+}
+
+/// Exact great-circle kNN from the answer of a nearest-neighbour search in
+/// another metric (planar degrees: rstar, PostGIS `<->` on geometry, Python
+/// `rtree`): `first` holds that search's k nearest (id, lon, lat); the k-th of
+/// them by great-circle distance, D, bounds the true k-th distance, so one
+/// search with the boxes bounding the circle of radius D (`search`, called once
+/// per box, appends (id, lon, lat) of the points in a box) finds every record
+/// that can be among the k nearest. Returns (id, metres), nearest first (ties by
+/// id), and the number of candidates ranked.
+pub fn refine_knn(
+    lon: f64,
+    lat: f64,
+    k: usize,
+    first: &[(i64, f64, f64)],
+    mut search: impl FnMut(&Rect, &mut Vec<(i64, f64, f64)>) -> anyhow::Result<()>,
+) -> anyhow::Result<(Vec<(i64, f64)>, usize)> {
+    if k == 0 {
+        return Ok((Vec::new(), 0));
+    }
+    let mut d: Vec<f64> = first
+        .iter()
+        .map(|&(_, x, y)| haversine_m(lon, lat, x, y))
+        .collect();
+    d.sort_by(f64::total_cmp);
+    let boxes = match d.get(k - 1) {
+        Some(&dk) => circle_bbox(lon, lat, dk),
+        None => vec![[-180.0, -90.0, 180.0, 90.0]],
+    };
+    let mut cands = Vec::new();
+    for b in &boxes {
+        search(b, &mut cands)?;
+    }
+    cands.sort_unstable_by_key(|c| c.0);
+    cands.dedup_by_key(|c| c.0);
+    let n = cands.len();
+    let mut ranked: Vec<(i64, f64)> = cands
+        .into_iter()
+        .map(|(id, x, y)| (id, haversine_m(lon, lat, x, y)))
+        .collect();
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    ranked.truncate(k);
+    Ok((ranked, n))
+}
+
 /// Whether `(lon, lat)` lies in the rectangle `r` (edges included, antimeridian
 /// crossing allowed).
 pub fn rect_contains(r: &Rect, lon: f64, lat: f64) -> bool {
@@ -149,6 +227,33 @@ mod tests {
         assert!(rect_contains(&b, 178.0, 0.5));
         assert!(!rect_contains(&b, 0.0, 0.5));
         assert_eq!(split_rect(&b).len(), 2);
+    }
+
+    #[test]
+    fn box_min_dist_is_a_lower_bound() {
+        let mut rng = SmallRng::seed_from_u64(9);
+        for _ in 0..5000 {
+            let lon = rng.random_range(-180.0..180.0);
+            let lat = rng.random_range(-89.0..89.0);
+            let x0: f64 = rng.random_range(-180.0..179.0);
+            let x1 = (x0 + rng.random_range(0.0..40.0)).min(180.0);
+            let y0: f64 = rng.random_range(-90.0..89.0);
+            let y1 = (y0 + rng.random_range(0.0..20.0)).min(90.0);
+            let b = [x0, y0, x1, y1];
+            let lb = box_min_dist_m(lon, lat, &b);
+            for _ in 0..20 {
+                let px = rng.random_range(x0..=x1);
+                let py = rng.random_range(y0..=y1);
+                let d = haversine_m(lon, lat, px, py);
+                assert!(
+                    lb <= d + 1e-6,
+                    "bound {lb} > {d} for ({lon},{lat}) to ({px},{py}) in {b:?}"
+                );
+            }
+            if rect_contains(&b, lon, lat) {
+                assert_eq!(lb, 0.0);
+            }
+        }
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! spatial workloads; the text and SQL workloads add their own next to them).
 
 pub mod json_stats;
+pub mod lucene;
+pub mod mem_spatial;
+pub mod postgis;
 pub mod py_rtree;
 pub mod rocks;
 #[cfg(feature = "silt")]

@@ -138,7 +138,11 @@ impl System for SiltSpatial {
                 ReconcileOption::Antimatter => "antimatter",
                 ReconcileOption::DeletedKeys => "deleted-key B+-tree",
             },
-            if self.no_merge { "no-merge" } else { "default (prefix)" },
+            if self.no_merge {
+                "no-merge"
+            } else {
+                "default (prefix)"
+            },
             MEMORY_BUDGET >> 20,
             BLOCK_CACHE >> 20,
             self.options

@@ -56,6 +56,8 @@ pub struct Ctx {
     pub systems: Option<Vec<String>>,
     /// Silt merge policies to compare (one Silt system per policy).
     pub silt_policies: Vec<String>,
+    /// Where the spatial workloads' records are located (`--data`).
+    pub data: crate::spatial::data::PointDist,
     /// Lines describing the configuration of each system, collected for the result header.
     pub notes: RefCell<BTreeSet<String>>,
 }

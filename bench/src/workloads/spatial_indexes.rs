@@ -37,7 +37,10 @@ fn record(d: &TweetData, i: usize) -> Value {
         ("id".into(), Value::Int(d.id(i))),
         ("user_id".into(), Value::Int(d.user_id[i])),
         ("ts".into(), Value::Int(d.ts[i])),
-        ("loc".into(), Value::Geometry(Geometry::point(d.lon[i], d.lat[i]))),
+        (
+            "loc".into(),
+            Value::Geometry(Geometry::point(d.lon[i], d.lat[i])),
+        ),
         ("text".into(), Value::String(d.text(i).to_string())),
     ])
 }
@@ -75,9 +78,9 @@ impl Workload for SpatialIndexes {
         let (n, nq) = sizes(scale);
         let sp = spinner(format!("generating {} tweets", fmt_num(n as f64)));
         let cities = cities()?;
-        let data = TweetData::generate(n, ctx.seed, &cities, &GEN);
+        let data = TweetData::generate_with(n, ctx.seed, &cities, &GEN, &ctx.data);
         sp.finish_and_clear();
-        let mut rng = SmallRng::seed_from_u64(ctx.seed ^ 0x000c_4);
+        let mut rng = SmallRng::seed_from_u64(ctx.seed ^ 0x0000_00c4);
         let centres: Vec<usize> = (0..nq).map(|_| rng.random_range(0..n)).collect();
         let mut rows = vec![ResultRow::stat("data", "records", "count", n as f64)];
         // (query label) -> total hits of the first kind, for the cross-check.
@@ -87,7 +90,9 @@ impl Workload for SpatialIndexes {
         kinds.rotate_left(ctx.run % len);
         for name in kinds {
             let Ok(kind) = IndexKind::parse(name) else {
-                ctx.note(format!("{name}: skipped (this Silt has no such index kind)"));
+                ctx.note(format!(
+                    "{name}: skipped (this Silt has no such index kind)"
+                ));
                 continue;
             };
             if let Some(list) = &ctx.systems
@@ -143,7 +148,12 @@ impl Workload for SpatialIndexes {
             db.wait_idle()?;
             let settle_s = t.elapsed().as_secs_f64();
             pb.finish_and_clear();
-            rows.push(ResultRow::measure(name, "ingest", "records/s", n as f64 / ingest_s));
+            rows.push(ResultRow::measure(
+                name,
+                "ingest",
+                "records/s",
+                n as f64 / ingest_s,
+            ));
             rows.push(ResultRow::measure(
                 name,
                 "ingest+settle",
@@ -181,7 +191,11 @@ impl Workload for SpatialIndexes {
                     for index_only in [true, false] {
                         let label = format!(
                             "{shape} {r:e} deg {}",
-                            if index_only { "index-only" } else { "validated" }
+                            if index_only {
+                                "index-only"
+                            } else {
+                                "validated"
+                            }
                         );
                         let o = QueryOptions {
                             index_only,
@@ -211,7 +225,12 @@ impl Workload for SpatialIndexes {
                             }
                         }
                         let mean = t.elapsed().as_secs_f64() * 1e6 / nq as f64;
-                        rows.push(ResultRow::measure(name, &format!("{label} mean"), "us", mean));
+                        rows.push(ResultRow::measure(
+                            name,
+                            &format!("{label} mean"),
+                            "us",
+                            mean,
+                        ));
                         rows.push(ResultRow::stat(
                             name,
                             &format!("{label} results"),

@@ -172,7 +172,12 @@ impl Workload for SpatialPolicies {
             ("uniform", &ulon, &ulat),
         ];
         let mut rows = Vec::new();
-        rows.push(ResultRow::stat("data", "points per data set", "count", n as f64));
+        rows.push(ResultRow::stat(
+            "data",
+            "points per data set",
+            "count",
+            n as f64,
+        ));
         for (set, lon, lat) in sets {
             let small = boxes(lon, lat, n_small, 0.01, ctx.seed);
             let large = boxes(lon, lat, n_large, 2.0, ctx.seed ^ 1);
@@ -194,8 +199,8 @@ impl Workload for SpatialPolicies {
                 if !want(&system) {
                     continue;
                 }
-                let policy = MergePolicy::parse(&spec)
-                    .map_err(|e| anyhow::anyhow!("policy {spec}: {e}"))?;
+                let policy =
+                    MergePolicy::parse(&spec).map_err(|e| anyhow::anyhow!("policy {spec}: {e}"))?;
                 ctx.note(format!(
                     "{system}: Silt, dataset pts(id int primary key, loc point), R-tree loc with merge policy {policy}, memory budget {} MiB, write_batch of 1,000, Durability::None",
                     mem >> 20
@@ -268,8 +273,18 @@ impl Workload for SpatialPolicies {
                     "x",
                     loc.write_amplification,
                 ));
-                rows.push(ResultRow::stat(&system, "R-tree merges", "count", loc.merges as f64));
-                rows.push(ResultRow::stat(&system, "R-tree flushes", "count", loc.flushes as f64));
+                rows.push(ResultRow::stat(
+                    &system,
+                    "R-tree merges",
+                    "count",
+                    loc.merges as f64,
+                ));
+                rows.push(ResultRow::stat(
+                    &system,
+                    "R-tree flushes",
+                    "count",
+                    loc.flushes as f64,
+                ));
                 rows.push(ResultRow::measure(
                     &system,
                     "R-tree components",
@@ -289,8 +304,18 @@ impl Workload for SpatialPolicies {
                 let mut hits = (0, 0);
                 for (what, qs) in [("small box", &small), ("large box", &large)] {
                     let r = run_queries(&ds, qs)?;
-                    rows.push(ResultRow::measure(&system, &format!("{what} mean"), "us", r.mean_us));
-                    rows.push(ResultRow::stat(&system, &format!("{what} results"), "results", r.results));
+                    rows.push(ResultRow::measure(
+                        &system,
+                        &format!("{what} mean"),
+                        "us",
+                        r.mean_us,
+                    ));
+                    rows.push(ResultRow::stat(
+                        &system,
+                        &format!("{what} results"),
+                        "results",
+                        r.results,
+                    ));
                     rows.push(ResultRow::measure(
                         &system,
                         &format!("{what} components touched"),

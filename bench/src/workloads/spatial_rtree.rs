@@ -20,7 +20,10 @@ use crate::{
         Answer, CityPicker, GEN, Grid, Queries, TweetData, cities, delete_schedule, make_queries,
     },
     systems::{
-        SpatialStore,
+        SpatialStore, System,
+        lucene::{Lucene, LuceneResult},
+        mem_spatial::{GeoIndexSpatial, RstarSpatial},
+        postgis::{PgInstall, PostgisSpatial},
         py_rtree::{PyResult, PyRtree},
         sqlite_spatial::SqliteSpatial,
     },
@@ -54,6 +57,8 @@ pub fn sizes(scale: Scale) -> (usize, usize, usize) {
 const AFTER_INGEST: &str = "after ingest";
 const AFTER_COMPACTION: &str = "after compaction";
 const IN_MEMORY: &str = "bulk-loaded in memory";
+/// The phase of the static packed R-tree (geo-index), built once after ingest.
+const STATIC: &str = "static, built once";
 
 // System labels: the engine, and for queries the access path.
 const SILT: &str = "silt";
@@ -61,6 +66,14 @@ const SILT_IDX: &str = "silt index-only";
 const SQLITE: &str = "sqlite";
 const SQLITE_IDX: &str = "sqlite rtree-only";
 const PYTHON: &str = "python-rtree";
+const RSTAR: &str = "rstar";
+const RSTAR_IDX: &str = "rstar index-only";
+const GEOINDEX: &str = "geo-index";
+const GEOINDEX_IDX: &str = "geo-index index-only";
+const POSTGIS: &str = "postgis";
+const POSTGIS_IDX: &str = "postgis ids-only";
+const LUCENE: &str = "lucene";
+const LUCENE_IDX: &str = "lucene index-only";
 const SILT_AM: &str = "silt-antimatter+del";
 const SILT_DK: &str = "silt-deletedkeys+del";
 
@@ -90,6 +103,13 @@ enum Entry {
     Silt,
     Sqlite,
     Python,
+    /// rstar in memory, in place under ingest.
+    Rstar,
+    /// geo-index static packed R-tree (built once, not a store).
+    GeoIndex,
+    Postgis,
+    /// Lucene through its Java driver (not a store).
+    Lucene,
     SiltDeletes(Reconcile),
 }
 
@@ -99,6 +119,10 @@ impl Entry {
             Entry::Silt => SILT,
             Entry::Sqlite => SQLITE,
             Entry::Python => PYTHON,
+            Entry::Rstar => RSTAR,
+            Entry::GeoIndex => GEOINDEX,
+            Entry::Postgis => POSTGIS,
+            Entry::Lucene => LUCENE,
             Entry::SiltDeletes(Reconcile::Antimatter) => SILT_AM,
             Entry::SiltDeletes(Reconcile::DeletedKeys) => SILT_DK,
         }
@@ -113,6 +137,7 @@ impl Entry {
         match self {
             Entry::Silt => SILT_IDX.into(),
             Entry::Sqlite => SQLITE_IDX.into(),
+            Entry::Postgis => POSTGIS_IDX.into(),
             other => format!("{} index-only", other.label()),
         }
     }
@@ -198,7 +223,7 @@ impl Workload for SpatialRtree {
     }
 
     fn description(&self) -> &'static str {
-        "tweet-like records at city-clustered points: ingest + rectangle (3 selectivities) and kNN queries, Silt R-tree vs SQLite R*Tree vs Python rtree; antimatter vs deleted-key R-tree with 1% deletes"
+        "tweet-like records at city-clustered points: ingest + rectangle (3 selectivities) and kNN queries, Silt R-tree vs SQLite R*Tree, PostGIS GiST, Lucene LatLonPoint (BKD), rstar and geo-index in memory, Python rtree; antimatter vs deleted-key R-tree with 1% deletes"
     }
 
     fn explanation(&self) -> &'static str {
@@ -254,7 +279,23 @@ impl Workload for SpatialRtree {
          the queries) minus before opening the system, with the heap trimmed (`malloc_trim`) before \
          each system so that memory freed by the previous one is not counted as reused; the \
          generated records (about 1 GB at medium) are resident throughout and not included. \
-         SQLite's own heap counter and the Python process's peak RSS are in the statistics."
+         SQLite's own heap counter and the Python process's peak RSS are in the statistics. \
+         More peers, each skipped with a recorded reason when its software is missing: `postgis` \
+         (PostgreSQL + PostGIS from Debian's packages in a throw-away cluster the harness starts on \
+         127.0.0.1 and stops at the end, also on error: table with a geometry(Point,4326) column and a \
+         GiST index, one COPY per 1,000 records, synchronous_commit=off; box = `geom && \
+         ST_MakeEnvelope` + exact ST_X/ST_Y bounds; kNN = `ORDER BY geom <-> point LIMIT k`, planar, \
+         refined to the great-circle answer like Python's; settle = VACUUM ANALYZE + CHECKPOINT, \
+         compaction = VACUUM FULL; its 'ids-only' path still reads the heap); `lucene` (Lucene 9.12 \
+         LatLonPoint, a BKD tree per segment, through the Java driver in `bench/lucene`, timed in the \
+         JVM after a warm-up; boxes grown by 1e-6 degree and filtered on the exact coordinates kept as \
+         doc values, since LatLonPoint quantizes; kNN = LatLonPointPrototypeQueries.nearest refined \
+         the same way; compaction = forceMerge(1)); `rstar` (the rstar crate's R*-tree in this \
+         process, one insert per record, records as JSON in a HashMap; kNN = planar \
+         nearest_neighbor_iter refined the same way; compaction = rebuild by bulk_load); `geo-index` \
+         (the static packed Hilbert R-tree of the geo-index crate, built once after the ingest: the \
+         query-speed bound, with a build time instead of an ingest rate, phase `static, built once`; \
+         its kNN is an exact best-first search with a great-circle lower bound for the node boxes)."
     }
 
     fn durability(&self) -> &'static str {
@@ -269,7 +310,7 @@ impl Workload for SpatialRtree {
         ));
         let t0 = Instant::now();
         let cities = cities()?;
-        let data = TweetData::generate(n, ctx.seed, &cities, &GEN);
+        let data = TweetData::generate_with(n, ctx.seed, &cities, &GEN, &ctx.data);
         let grid = Grid::new(&data);
         let queries = make_queries(&data, &grid, per_sel, n_knn, K, ctx.seed);
         let oracle: Vec<Vec<Answer>> = queries
@@ -305,6 +346,7 @@ impl Workload for SpatialRtree {
         drop(grid);
         let gen_s = t0.elapsed().as_secs_f64();
 
+        ctx.note(format!("data: locations {}", ctx.data.describe()));
         let mut rows = data_rows(&data, &queries, &deleted, cities.len(), gen_s);
         let (top, share) = CityPicker::new(&cities, GEN.pop_exponent).top();
         rows.push(ResultRow::stat(
@@ -314,11 +356,15 @@ impl Workload for SpatialRtree {
             100.0 * share,
         ));
         if ctx.run == 0 {
-            eprintln!(
-                "data: most likely city {} ({:.2}% of the records)",
-                cities.get(top).map_or("?", |c| c.name.as_str()),
-                100.0 * share
-            );
+            if ctx.data == crate::spatial::data::PointDist::Cities {
+                eprintln!(
+                    "data: most likely city {} ({:.2}% of the records)",
+                    cities.get(top).map_or("?", |c| c.name.as_str()),
+                    100.0 * share
+                );
+            } else {
+                eprintln!("data: locations {}", ctx.data.describe());
+            }
             eprintln!(
                 "data: {} records, {:.0} bytes/record, {} cities; rectangle sides {} degrees (calibrated means {}); generated in {:.1} s",
                 fmt_num(n as f64),
@@ -351,6 +397,10 @@ impl Workload for SpatialRtree {
             Entry::Silt,
             Entry::Sqlite,
             Entry::Python,
+            Entry::Rstar,
+            Entry::GeoIndex,
+            Entry::Postgis,
+            Entry::Lucene,
             Entry::SiltDeletes(Reconcile::Antimatter),
             Entry::SiltDeletes(Reconcile::DeletedKeys),
         ];
@@ -370,6 +420,8 @@ impl Workload for SpatialRtree {
             let t = Instant::now();
             match e {
                 Entry::Python => rows.extend(run_python(&setup, ctx, &mut checks)?),
+                Entry::GeoIndex => rows.extend(run_geo_index(&setup, ctx, &mut checks)?),
+                Entry::Lucene => rows.extend(run_lucene(&setup, ctx, &mut checks)?),
                 _ => rows.extend(run_store(e, &setup, ctx, &mut checks)?),
             }
             eprintln!("{}: done in {:.0} s", e.label(), t.elapsed().as_secs_f64());
@@ -555,7 +607,20 @@ fn run_store(e: Entry, setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Resu
         Entry::Silt => open_silt(dir.path(), label, Reconcile::Antimatter)?,
         Entry::SiltDeletes(r) => open_silt(dir.path(), label, r)?,
         Entry::Sqlite => Box::new(SqliteSpatial::open(dir.path())?),
-        Entry::Python => bail!("the Python peer is not a store"),
+        Entry::Rstar => Box::new(RstarSpatial::new()),
+        Entry::Postgis => {
+            // A missing or unstartable PostgreSQL/PostGIS skips the peer (recorded).
+            let opened = PgInstall::find()
+                .map_err(anyhow::Error::msg)
+                .and_then(|i| PostgisSpatial::open(i, dir.path()));
+            match opened {
+                Ok(s) => Box::new(s),
+                Err(err) => return Ok(skipped(ctx, label, &format!("{err:#}"))),
+            }
+        }
+        Entry::Python | Entry::GeoIndex | Entry::Lucene => {
+            bail!("{label} is not driven as an ingesting store")
+        }
     };
     ctx.note(format!("{label}: {}", store.describe()));
     ctx.note(format!("{label} methods: {}", store.methods()));
@@ -627,7 +692,9 @@ fn run_store(e: Entry, setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Resu
         "MB",
         disk / 1e6,
     ));
-    if io_ok {
+    // This process's write counters mean nothing for a server in another
+    // process (PostGIS: they count the COPY data sent) or a store without storage.
+    if io_ok && !matches!(e, Entry::Postgis | Entry::Rstar) {
         rows.push(ResultRow::stat(
             label,
             "write amp (write syscalls / user bytes)",
@@ -722,20 +789,229 @@ fn run_store(e: Entry, setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Resu
     Ok(rows)
 }
 
+/// Records that a peer was skipped and why (the header and stderr).
+fn skipped(ctx: &Ctx, label: &str, reason: &str) -> Vec<ResultRow> {
+    eprintln!("note: skipping {label}: {reason}");
+    ctx.note(format!("{label}: SKIPPED: {reason}"));
+    vec![ResultRow::stat(
+        label,
+        "skipped (see the header)",
+        "bool",
+        1.0,
+    )]
+}
+
+/// Builds the static packed R-tree (geo-index) once over every record and
+/// runs the queries on it.
+fn run_geo_index(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<ResultRow>> {
+    trim_heap();
+    let rss0 = rss_bytes();
+    let sp = spinner(format!("{GEOINDEX}: static build"));
+    let mut store = GeoIndexSpatial::build(&setup.data)?;
+    sp.finish_and_clear();
+    ctx.note(format!("{GEOINDEX}: {}", store.describe()));
+    ctx.note(format!("{GEOINDEX} methods: {}", store.methods()));
+    let n = setup.data.len() as f64;
+    let mut rows = vec![
+        ResultRow::measure(GEOINDEX, "static build time", "s", store.build_s),
+        ResultRow::stat(
+            GEOINDEX,
+            "static build rate (not an ingest rate)",
+            "records/s",
+            n / store.build_s.max(1e-9),
+        ),
+    ];
+    if let (Some(a), Some(b)) = (rss0, rss_bytes()) {
+        rows.push(ResultRow::stat(
+            GEOINDEX,
+            "RSS growth (tree + records)",
+            "MB",
+            (b as f64 - a as f64) / 1e6,
+        ));
+    }
+    rows.extend(store.stats("built")?);
+    eprintln!(
+        "{GEOINDEX}: static build {:.2} s ({} records/s)",
+        store.build_s,
+        fmt_num(n / store.build_s.max(1e-9))
+    );
+    rows.extend(query_phase(
+        &mut store,
+        Entry::GeoIndex,
+        STATIC,
+        setup,
+        false,
+        checks,
+    )?);
+    Box::new(store).close()?;
+    Ok(rows)
+}
+
+/// Runs the Lucene peer (Java driver) or records why it was skipped.
+fn run_lucene(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<ResultRow>> {
+    let lucene = match Lucene::find() {
+        Ok(l) => l,
+        Err(reason) => return Ok(skipped(ctx, LUCENE, &reason)),
+    };
+    let dir = ScratchDir::new(&ctx.scratch, "lucene")?;
+    let sp = spinner(format!(
+        "{LUCENE}: ingest + queries in the JVM ({})",
+        lucene.java_version
+    ));
+    let res: LuceneResult = lucene
+        .run(dir.path(), &setup.data, &setup.queries, CHECK)
+        .context("the Lucene peer")?;
+    sp.finish_and_clear();
+    let n = setup.data.len();
+    let records = res.meta_f64("records")?;
+    if records as usize != n {
+        bail!("the Lucene driver indexed {records} records instead of {n}");
+    }
+    let version = res
+        .meta
+        .get("lucene_version")
+        .cloned()
+        .unwrap_or_else(|| "?".into());
+    ctx.note(format!(
+        "{LUCENE}: Apache Lucene {version} ({}, {}, {}), bench/lucene driver: one document per record (LatLonPoint loc = BKD tree per segment, coordinates quantized to 32-bit ints; numeric doc values id and the exact lon/lat bits; stored field rec = the record's JSON), IndexWriter with a 64 MiB RAM buffer and the default merge policy, addDocument per record, one commit at the end (Lucene has no log: uncommitted documents are lost on a crash; the commit fsyncs); {} directory; query cache off; one search thread",
+        lucene.java_version,
+        crate::systems::lucene::JVM_HEAP,
+        format_args!("warm-up {} queries of each kind per phase", crate::systems::lucene::WARMUP),
+        res.meta.get("directory").map_or("?", String::as_str),
+    ));
+    ctx.note(format!(
+        "{LUCENE} methods: box = LatLonPoint.newBoxQuery on the box grown by 1e-6 degrees, hits kept when their exact doc-value coordinates are inside; kNN = LatLonPointPrototypeQueries.nearest (sandbox; sloppy haversine on quantized points) for k candidates, then one box query bounding the circle of their k-th exact great-circle distance, ranked by exact great-circle distance (exact); index-only = doc values only, with records = + stored JSON; compaction = forceMerge(1) + commit; timed in the JVM (System.nanoTime per query)"
+    ));
+    let ingest_s = res.meta_f64("ingest_ns")? / 1e9;
+    let commit_s = res.meta_f64("commit_ns")? / 1e9;
+    let user_bytes = setup.data.user_bytes() as f64;
+    let mut rows = vec![
+        ResultRow::measure(LUCENE, INGEST, "records/s", n as f64 / ingest_s.max(1e-9)),
+        ResultRow::measure(
+            LUCENE,
+            INGEST_MB,
+            "MB/s",
+            user_bytes / ingest_s.max(1e-9) / 1e6,
+        ),
+        ResultRow::measure(
+            LUCENE,
+            INGEST_SETTLED,
+            "records/s",
+            n as f64 / (ingest_s + commit_s).max(1e-9),
+        ),
+        ResultRow::stat(LUCENE, "settle time", "s", commit_s),
+        ResultRow::stat(
+            LUCENE,
+            &format!("disk size ({AFTER_INGEST})"),
+            "MB",
+            res.meta_f64("disk_bytes_0")? / 1e6,
+        ),
+        ResultRow::stat(
+            LUCENE,
+            &format!("segments ({AFTER_INGEST})"),
+            "count",
+            res.meta_f64("segments_0")?,
+        ),
+        ResultRow::stat(
+            LUCENE,
+            "compaction time",
+            "s",
+            res.meta_f64("forcemerge_ns")? / 1e9,
+        ),
+        ResultRow::stat(
+            LUCENE,
+            &format!("disk size ({AFTER_COMPACTION})"),
+            "MB",
+            res.meta_f64("disk_bytes_1")? / 1e6,
+        ),
+        ResultRow::stat(
+            LUCENE,
+            &format!("segments ({AFTER_COMPACTION})"),
+            "count",
+            res.meta_f64("segments_1")?,
+        ),
+        ResultRow::stat(
+            LUCENE,
+            "JVM heap in use at the end",
+            "MB",
+            res.meta_f64("heap_used_bytes")? / 1e6,
+        ),
+    ];
+    for (pi, phase) in [AFTER_INGEST, AFTER_COMPACTION].into_iter().enumerate() {
+        let pi = pi as u8;
+        for fetch in [true, false] {
+            let sys = if fetch { LUCENE } else { LUCENE_IDX };
+            let p = res.phase(pi, fetch)?;
+            for (si, sel) in setup.queries.sels.iter().enumerate() {
+                let label = sel.label();
+                let query = format!("rect {label}");
+                let lat = p.lat_ns.get(&label).with_context(|| {
+                    format!("the Lucene driver reported no latencies for {query}")
+                })?;
+                if lat.len() != sel.rects.len() {
+                    bail!(
+                        "the Lucene driver answered {} queries of {query}",
+                        lat.len()
+                    );
+                }
+                let checked = p.checks.get(&label).map_or(&[][..], Vec::as_slice);
+                for (j, got) in checked.iter().enumerate() {
+                    if let Some(want) = setup.oracle.get(si).and_then(|o| o.get(j))
+                        && got != want
+                    {
+                        bail!(
+                            "{sys} ({phase}): rectangle {query} #{j} {:?} found {} records (id sum {}), but a brute-force scan finds {} (id sum {})",
+                            sel.rects.get(j),
+                            got.count,
+                            got.id_sum,
+                            want.count,
+                            want.id_sum
+                        );
+                    }
+                }
+                let mut ns: Vec<u32> = lat
+                    .iter()
+                    .map(|&x| u32::try_from(x).unwrap_or(u32::MAX))
+                    .collect();
+                rows.extend(latency_rows(sys, &query, phase, &mut ns));
+                rows.push(ResultRow::stat(
+                    sys,
+                    &format!("{query} mean results ({phase})"),
+                    "results",
+                    p.totals.get(&label).copied().unwrap_or(0) as f64
+                        / sel.rects.len().max(1) as f64,
+                ));
+            }
+            let query = knn_label();
+            let lat = p
+                .lat_ns
+                .get("knn")
+                .context("the Lucene driver reported no kNN latencies")?;
+            if lat.len() != setup.queries.knn.len() {
+                bail!("the Lucene driver answered {} kNN queries", lat.len());
+            }
+            let mut ns: Vec<u32> = lat
+                .iter()
+                .map(|&x| u32::try_from(x).unwrap_or(u32::MAX))
+                .collect();
+            rows.extend(latency_rows(sys, &query, phase, &mut ns));
+            checks.add(false, format!("{sys} ({phase})"), p.dists.clone())?;
+        }
+    }
+    eprintln!(
+        "{LUCENE}: ingest {} records/s, commit {:.1} s, forceMerge {:.1} s",
+        fmt_num(n as f64 / ingest_s.max(1e-9)),
+        commit_s,
+        res.meta_f64("forcemerge_ns")? / 1e9
+    );
+    Ok(rows)
+}
+
 /// Runs the Python rtree peer (or records why it was skipped).
 fn run_python(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<ResultRow>> {
     let py = match PyRtree::find() {
         Ok(p) => p,
-        Err(reason) => {
-            eprintln!("note: skipping {PYTHON}: {reason}");
-            ctx.note(format!("{PYTHON}: SKIPPED: {reason}"));
-            return Ok(vec![ResultRow::stat(
-                PYTHON,
-                "skipped (see the header)",
-                "bool",
-                1.0,
-            )]);
-        }
+        Err(reason) => return Ok(skipped(ctx, PYTHON, &reason)),
     };
     let dir = ScratchDir::new(&ctx.scratch, "python-rtree")?;
     let sp = spinner(format!("{PYTHON}: bulk load + queries ({})", py.versions));
@@ -870,6 +1146,9 @@ fn ratios(rows: &[ResultRow]) -> Vec<ResultRow> {
     rate(SILT, SQLITE, INGEST, Some(INGEST_TARGET));
     rate(SILT, SQLITE, INGEST_SETTLED, None);
     rate(SILT_AM, SILT_DK, INGEST, None);
+    for peer in [RSTAR, POSTGIS, LUCENE] {
+        rate(SILT, peer, INGEST, None);
+    }
     let mut queries: Vec<String> = ["~10", "~100", "~1000"]
         .iter()
         .map(|s| format!("rect {s}"))
@@ -902,6 +1181,16 @@ fn ratios(rows: &[ResultRow]) -> Vec<ResultRow> {
         speed(SILT_IDX, phase, SQLITE_IDX, phase);
     }
     speed(SILT_IDX, AFTER_COMPACTION, PYTHON, IN_MEMORY);
+    for phase in [AFTER_INGEST, AFTER_COMPACTION] {
+        speed(SILT, phase, POSTGIS, phase);
+        speed(SILT_IDX, phase, POSTGIS_IDX, phase);
+        speed(SILT, phase, LUCENE, phase);
+        speed(SILT_IDX, phase, LUCENE_IDX, phase);
+        speed(SILT, phase, RSTAR, phase);
+        speed(SILT_IDX, phase, RSTAR_IDX, phase);
+    }
+    speed(SILT_IDX, AFTER_COMPACTION, GEOINDEX_IDX, STATIC);
+    speed(SILT, AFTER_COMPACTION, GEOINDEX, STATIC);
     speed(SILT_AM, AFTER_INGEST, SILT_DK, AFTER_INGEST);
     speed(
         &format!("{SILT_AM} index-only"),

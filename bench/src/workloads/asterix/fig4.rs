@@ -44,7 +44,10 @@ pub fn configs() -> Vec<(&'static str, Vec<Ix>)> {
         ("rtree", vec![Ix::Rtree]),
         ("keyword", vec![Ix::Keyword]),
         ("ngram", vec![Ix::Ngram]),
-        ("all-four", vec![Ix::Btree, Ix::Rtree, Ix::Keyword, Ix::Ngram]),
+        (
+            "all-four",
+            vec![Ix::Btree, Ix::Rtree, Ix::Keyword, Ix::Ngram],
+        ),
     ]
 }
 
@@ -194,12 +197,7 @@ fn run_config(
             "x",
             tot.written as f64 / tot.user_bytes.max(1) as f64,
         ),
-        ResultRow::stat(
-            sys,
-            "disk size",
-            "MB",
-            dir_size(dir.path())? as f64 / 1e6,
-        ),
+        ResultRow::stat(sys, "disk size", "MB", dir_size(dir.path())? as f64 / 1e6),
     ];
     if io_ok {
         rows.push(ResultRow::stat(

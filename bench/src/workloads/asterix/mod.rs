@@ -220,7 +220,12 @@ impl SiltTweets {
     }
 
     /// Inserts `recs[range]` in batches; returns the seconds it took.
-    pub fn ingest(&self, tweets: &Tweets, range: std::ops::Range<usize>, what: &str) -> Result<f64> {
+    pub fn ingest(
+        &self,
+        tweets: &Tweets,
+        range: std::ops::Range<usize>,
+        what: &str,
+    ) -> Result<f64> {
         let pb = progress((range.end - range.start) as u64, what.to_string());
         let t0 = Instant::now();
         let mut i = range.start;
@@ -316,7 +321,12 @@ pub fn tree_rows(sys: &str, trees: &[TreeSum], suffix: &str) -> (Vec<ResultRow>,
     };
     for t in trees {
         let m = |what: &str| format!("{} {what}{suffix}", t.name);
-        rows.push(ResultRow::stat(sys, &m("flushes"), "count", t.flushes as f64));
+        rows.push(ResultRow::stat(
+            sys,
+            &m("flushes"),
+            "count",
+            t.flushes as f64,
+        ));
         rows.push(ResultRow::stat(sys, &m("merges"), "count", t.merges as f64));
         rows.push(ResultRow::stat(
             sys,

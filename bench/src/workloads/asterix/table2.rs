@@ -179,12 +179,36 @@ fn run_policy(p: &MergePolicy, tweets: &Tweets, mem: Mem, ctx: &Ctx) -> Result<V
         ResultRow::stat(&sys, "ingest time", "s", load_s),
         ResultRow::stat(&sys, "settle time", "s", settled_s - load_s),
     ];
-    let primary = ts.iter().find(|t| t.name == "primary").cloned().unwrap_or_default();
+    let primary = ts
+        .iter()
+        .find(|t| t.name == "primary")
+        .cloned()
+        .unwrap_or_default();
     let (trows, tot) = tree_rows(&sys, &ts, "");
-    rows.push(ResultRow::measure(&sys, "flushes (primary)", "count", primary.flushes as f64));
-    rows.push(ResultRow::measure(&sys, "merges (primary)", "count", primary.merges as f64));
-    rows.push(ResultRow::measure(&sys, "merges (all trees)", "count", tot.merges as f64));
-    rows.push(ResultRow::stat(&sys, "flushes (all trees)", "count", tot.flushes as f64));
+    rows.push(ResultRow::measure(
+        &sys,
+        "flushes (primary)",
+        "count",
+        primary.flushes as f64,
+    ));
+    rows.push(ResultRow::measure(
+        &sys,
+        "merges (primary)",
+        "count",
+        primary.merges as f64,
+    ));
+    rows.push(ResultRow::measure(
+        &sys,
+        "merges (all trees)",
+        "count",
+        tot.merges as f64,
+    ));
+    rows.push(ResultRow::stat(
+        &sys,
+        "flushes (all trees)",
+        "count",
+        tot.flushes as f64,
+    ));
     rows.push(ResultRow::stat(
         &sys,
         "merges per tree (mean)",

@@ -136,7 +136,12 @@ impl Workload for AsterixTable3 {
         ctx.note(format!("silt: {}", s.describe));
         let mut rows = vec![
             ResultRow::stat("data", "tweets", "count", n as f64),
-            ResultRow::stat("data", "tweets ingested during the queries", "count", n_during as f64),
+            ResultRow::stat(
+                "data",
+                "tweets ingested during the queries",
+                "count",
+                n_during as f64,
+            ),
         ];
 
         // 1. Ingest without queries.
@@ -147,7 +152,10 @@ impl Workload for AsterixTable3 {
             "records/s",
             n0 as f64 / t,
         ));
-        eprintln!("ingest without queries: {} tweets/s", fmt_num(n0 as f64 / t));
+        eprintln!(
+            "ingest without queries: {} tweets/s",
+            fmt_num(n0 as f64 / t)
+        );
 
         // 2. A writer ingests the rest while queries run one at a time.
         let mut acc = Acc::default();
@@ -182,7 +190,9 @@ impl Workload for AsterixTable3 {
                 acc.run(&ds, q, size, lo, hi, None)?;
                 q += 1;
             }
-            let ws = w.join().map_err(|_| anyhow::anyhow!("writer thread panicked"))??;
+            let ws = w
+                .join()
+                .map_err(|_| anyhow::anyhow!("writer thread panicked"))??;
             Ok((ws, q))
         })?;
         sp.finish_and_clear();
@@ -192,7 +202,12 @@ impl Workload for AsterixTable3 {
             "records/s",
             n_during as f64 / writer_s,
         ));
-        rows.push(ResultRow::stat("writer", "queries during ingest", "count", nq_during as f64));
+        rows.push(ResultRow::stat(
+            "writer",
+            "queries during ingest",
+            "count",
+            nq_during as f64,
+        ));
         eprintln!(
             "{DURING}: writer {} tweets/s, {} queries (x2 paths)",
             fmt_num(n_during as f64 / writer_s),
@@ -288,7 +303,7 @@ impl Acc {
         hi: i64,
         want: Option<u64>,
     ) -> Result<()> {
-        let order = if q % 2 == 0 {
+        let order = if q.is_multiple_of(2) {
             [false, true]
         } else {
             [true, false]
@@ -314,7 +329,11 @@ impl Acc {
     }
 
     fn mean_us(&self, path: &str, size: u64) -> Option<f64> {
-        let (l, _, _) = self.m.iter().find(|((p, s), _)| *p == path && *s == size)?.1;
+        let (l, _, _) = self
+            .m
+            .iter()
+            .find(|((p, s), _)| *p == path && *s == size)?
+            .1;
         Some(l.iter().map(|&x| f64::from(x)).sum::<f64>() / l.len().max(1) as f64 / 1e3)
     }
 
@@ -324,7 +343,12 @@ impl Acc {
             lat.sort_unstable();
             let n = lat.len().max(1) as f64;
             let mean = lat.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
-            rows.push(ResultRow::measure(path, &lat_metric(*size, "mean", phase), "us", mean / 1e3));
+            rows.push(ResultRow::measure(
+                path,
+                &lat_metric(*size, "mean", phase),
+                "us",
+                mean / 1e3,
+            ));
             rows.push(ResultRow::measure(
                 path,
                 &lat_metric(*size, "p50", phase),
