@@ -265,7 +265,9 @@ def test_query_results_are_lazy_iterators_with_stats(world):
     first = next(it)
     assert set(first) == {"pk", "record", "distance_m"}
     stats = it.stats()
-    assert set(stats) == {"components", "blocks", "candidates", "fetched", "index_only"}
+    assert set(stats) == {
+        "components", "blocks", "candidates", "fetched", "index_only", "z_pruned"
+    }
     assert stats["candidates"] > 0
     rest = list(it)
     assert 1 + len(rest) == sum(1 for r in live.values() if "age" in r)
