@@ -16,21 +16,12 @@ use std::time::Instant;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// CPU time of the whole process (all threads: validated queries fetch
-/// records on the rayon pool), in seconds, from /proc (robust to other
-/// processes competing for the cores, unlike wall time). Called after
-/// `wait_idle`, so no flush or merge runs meanwhile.
-fn cpu_s() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // utime, stime: fields 14 and 15 of the line (11 and 12 of the numbers
-    // after the command name and the state).
-    (f.get(10).copied().unwrap_or(0.0) + f.get(11).copied().unwrap_or(0.0)) / 100.0
-}
+// `cpu_s`: CPU time of the whole process (all threads: validated queries
+// fetch records on the rayon pool), in seconds. Called after `wait_idle`, so
+// no flush or merge runs meanwhile.
+#[path = "common/cpu.rs"]
+mod cpu;
+use cpu::process_cpu_s as cpu_s;
 
 fn main() -> silt::Result<()> {
     let args: Vec<usize> = std::env::args()

@@ -10,28 +10,9 @@ use silt::workload::tweets::{TweetGen, TweetOptions};
 use silt::{BatchOptions, Database, DatasetDef, DbOptions, Durability, FieldType, IndexDef, Value};
 use std::time::Instant;
 
-/// CPU seconds of this thread (from /proc).
-fn thread_cpu_s() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |ns| ns / 1e9)
-}
-
-/// CPU seconds of the whole process, all threads (utime + stime from /proc).
-fn process_cpu_s() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which is in parentheses).
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // utime and stime are fields 14 and 15 of the line, 11 and 12 after ')'
-    // counting from the state field (which does not parse as a number).
-    let ticks = f.get(10).copied().unwrap_or(0.0) + f.get(11).copied().unwrap_or(0.0);
-    ticks / 100.0
-}
+#[path = "common/cpu.rs"]
+mod cpu;
+use cpu::{process_cpu_s, thread_cpu_s};
 
 fn main() -> silt::Result<()> {
     let mut args = std::env::args().skip(1);
