@@ -6,7 +6,7 @@ use crate::lsm::background::Background;
 use crate::schema::DatasetDef;
 use crate::storage::fsutil::{create_dir_all, write_atomic};
 use crate::storage::{BlockCache, CacheStats};
-use crate::txn::{Checkpoint, Durability, LogEntry, LogRecord, Wal, WalOptions, WalStats};
+use crate::txn::{Checkpoint, Durability, LogRecord, Wal, WalOptions, WalStats};
 use crate::txn_ctx::TxnContext;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
@@ -533,34 +533,8 @@ fn recover(
     let mut disk_lsn: HashMap<(u32, u32, u32), u64> = HashMap::new();
     for r in crate::txn::read_from(wal_dir, from_lsn)? {
         let (lsn, rec) = r?;
-        // (txn, dataset, partition, index, seq, operations)
-        let (t, dataset, partition, index, seq, ops) = match rec {
-            LogRecord::Update {
-                txn,
-                dataset,
-                partition,
-                index,
-                op,
-                key,
-                seq,
-                value,
-            } => (
-                txn,
-                dataset,
-                partition,
-                index,
-                seq,
-                vec![LogEntry { op, key, value }],
-            ),
-            LogRecord::UpdateBatch {
-                txn,
-                dataset,
-                partition,
-                index,
-                seq,
-                entries,
-            } => (txn, dataset, partition, index, seq, entries),
-            _ => continue,
+        let Some((t, dataset, partition, index, seq)) = rec.index_target() else {
+            continue;
         };
         if !committed.contains(&t) {
             sum.records_uncommitted += 1;
@@ -591,7 +565,7 @@ fn recover(
             continue;
         }
         ds.bump_seq(seq);
-        for op in ops {
+        for op in rec.into_entries() {
             let (key, entry) = op.into_entry(seq);
             let cost = tree.put(&key, entry, lsn + 1);
             ds.memory_group().charge(cost)?;

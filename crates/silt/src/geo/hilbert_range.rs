@@ -36,7 +36,9 @@ fn square(prefix: u64, level: u32) -> (u64, u64, u64) {
     (u64::from(x) & mask, u64::from(y) & mask, side)
 }
 
-fn relation(sq: (u64, u64, u64), q: &CellRect) -> (bool, bool) {
+/// (meets, inside) of the square `(x, y, side)` against the cell rectangle
+/// `q` (shared with the Z-order decomposition).
+pub(crate) fn relation(sq: (u64, u64, u64), q: &CellRect) -> (bool, bool) {
     let (x, y, side) = sq;
     let (qx0, qy0, qx1, qy1) = (
         u64::from(q[0]),

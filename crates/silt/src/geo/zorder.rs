@@ -106,17 +106,7 @@ fn node_range(prefix: u64, level: u32) -> (u64, u64) {
 
 /// (meets, inside) of a node against the cell rectangle.
 fn relation(prefix: u64, level: u32, q: &CellRect) -> (bool, bool) {
-    let (x, y, side) = square(prefix, level);
-    let (qx0, qy0, qx1, qy1) = (
-        u64::from(q[0]),
-        u64::from(q[1]),
-        u64::from(q[2]),
-        u64::from(q[3]),
-    );
-    let (sx1, sy1) = (x + side - 1, y + side - 1);
-    let meets = x <= qx1 && qx0 <= sx1 && y <= qy1 && qy0 <= sy1;
-    let inside = qx0 <= x && sx1 <= qx1 && qy0 <= y && sy1 <= qy1;
-    (meets, inside)
+    super::hilbert_range::relation(square(prefix, level), q)
 }
 
 /// Sort ranges and join overlapping or adjacent ones.

@@ -209,6 +209,17 @@ fn component_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:016x}.sc"))
 }
 
+/// The component list order of a leveled tree: level 0 keeps its recency
+/// order (newest first); deeper levels follow, each sorted by key.
+fn leveled_order(d: Vec<Arc<ComponentReader>>) -> Vec<Arc<ComponentReader>> {
+    let (mut l0, mut rest): (Vec<_>, Vec<_>) = d.into_iter().partition(|c| c.meta().level == 0);
+    rest.sort_by(|a, b| {
+        (a.meta().level, &a.meta().min_key).cmp(&(b.meta().level, &b.meta().min_key))
+    });
+    l0.extend(rest);
+    l0
+}
+
 /// What [`LsmTree::put_batch_logged_prior`] returns: the memtable written,
 /// the bytes charged, and each key with its prior memtable content.
 pub type PutBatch = (Arc<MemTable>, u64, Vec<(Vec<u8>, Option<Entry>)>);
@@ -914,7 +925,7 @@ impl LsmTree {
             let _m = self.manifest_lock.lock();
             let new_disk = {
                 let mut st = self.state.write();
-                let mut d: Vec<Arc<ComponentReader>> = st
+                let d: Vec<Arc<ComponentReader>> = st
                     .disk
                     .iter()
                     .map(|x| {
@@ -925,15 +936,7 @@ impl LsmTree {
                         }
                     })
                     .collect();
-                // L0 keeps recency order; deeper levels are sorted by key.
-                let (l0, mut rest): (Vec<_>, Vec<_>) =
-                    d.drain(..).partition(|x| x.meta().level == 0);
-                rest.sort_by(|a, b| {
-                    (a.meta().level, &a.meta().min_key).cmp(&(b.meta().level, &b.meta().min_key))
-                });
-                d = l0;
-                d.extend(rest);
-                st.disk = Arc::new(d);
+                st.disk = Arc::new(leveled_order(d));
                 st.disk.clone()
             };
             self.counters.moves.fetch_add(1, Ordering::Relaxed);
@@ -1204,15 +1207,7 @@ impl LsmTree {
                     d.extend(outputs.iter().cloned());
                 }
                 if self.cfg.policy.is_leveled() {
-                    // L0 keeps recency order; deeper levels are sorted by key.
-                    let (l0, mut rest): (Vec<_>, Vec<_>) =
-                        d.into_iter().partition(|c| c.meta().level == 0);
-                    rest.sort_by(|a, b| {
-                        (a.meta().level, &a.meta().min_key)
-                            .cmp(&(b.meta().level, &b.meta().min_key))
-                    });
-                    d = l0;
-                    d.extend(rest);
+                    d = leveled_order(d);
                 }
                 st.disk = Arc::new(d);
                 st.disk.clone()

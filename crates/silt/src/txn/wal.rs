@@ -282,6 +282,30 @@ impl LogRecord {
         }
     }
 
+    /// (txn, dataset, partition, index, seq) of an index-operation record
+    /// (`Update` or `UpdateBatch`); `None` for the others.
+    pub fn index_target(&self) -> Option<(u64, u32, u32, u32, u64)> {
+        match self {
+            LogRecord::Update {
+                txn,
+                dataset,
+                partition,
+                index,
+                seq,
+                ..
+            }
+            | LogRecord::UpdateBatch {
+                txn,
+                dataset,
+                partition,
+                index,
+                seq,
+                ..
+            } => Some((*txn, *dataset, *partition, *index, *seq)),
+            LogRecord::Commit { .. } | LogRecord::Abort { .. } | LogRecord::Wait { .. } => None,
+        }
+    }
+
     /// The index operations this record carries (one for an `Update`, all of
     /// an `UpdateBatch`, none for the others), moved out of it.
     pub fn into_entries(self) -> Vec<LogEntry> {
