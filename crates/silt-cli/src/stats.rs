@@ -300,12 +300,13 @@ fn short_index_name(dataset: &str, index: &str) -> String {
 
 pub fn render_cache(c: &CacheStats) -> String {
     format!(
-        "block cache: {} used of {}, {} hits, {} misses, hit ratio {}\n",
+        "block cache: {} used of {}, {} hits, {} misses, hit ratio {}; {} uncompressed blocks read in place (page cache)\n",
         bytes(c.used_bytes),
         bytes(c.capacity_bytes),
         count(c.hits),
         count(c.misses),
-        hit_ratio(c)
+        hit_ratio(c),
+        count(c.in_place)
     )
 }
 

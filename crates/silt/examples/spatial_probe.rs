@@ -22,6 +22,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[path = "common/cpu.rs"]
 mod cpu;
 use cpu::process_cpu_s as cpu_s;
+use cpu::thread_cpu_s;
 
 fn main() -> silt::Result<()> {
     let args: Vec<usize> = std::env::args()
@@ -82,6 +83,7 @@ fn main() -> silt::Result<()> {
         .collect();
     let mut pts = Vec::with_capacity(n);
     let t = Instant::now();
+    let (w0, p0) = (thread_cpu_s(), cpu_s());
     let mut batch = Vec::new();
     if let Ok(s) = std::env::var("PROBE_SLEEP") {
         std::thread::sleep(std::time::Duration::from_secs(s.parse().unwrap_or(0)));
@@ -119,7 +121,12 @@ fn main() -> silt::Result<()> {
         }
     }
     ds.write_batch(batch, BatchOptions::default())?;
-    eprintln!("ingest {:.0}/s", n as f64 / t.elapsed().as_secs_f64());
+    eprintln!(
+        "ingest {:.0}/s (CPU per record: writer {:.2} us, process {:.2} us)",
+        n as f64 / t.elapsed().as_secs_f64(),
+        (thread_cpu_s() - w0) * 1e6 / n as f64,
+        (cpu_s() - p0) * 1e6 / n as f64
+    );
     // PROBE_COMPACT=1: query after ingest, then compact and query again.
     let phases: &[&str] = if std::env::var("PROBE_COMPACT").is_ok() {
         &["after ingest", "after compaction"]
@@ -151,6 +158,7 @@ fn main() -> silt::Result<()> {
             };
             let t = Instant::now();
             let c0 = cpu_s();
+            let cache0 = db.stats().block_cache;
             let mut hits = 0;
             for q in 0..if only_knn { 0 } else { nq } {
                 let p = pts[(q * 7919) % pts.len()];
@@ -167,6 +175,12 @@ fn main() -> silt::Result<()> {
                 t.elapsed().as_secs_f64() * 1e6 / nq as f64,
                 (cpu_s() - c0) * 1e6 / nq as f64,
                 hits as f64 / nq as f64
+            );
+            let cache1 = db.stats().block_cache;
+            eprintln!(
+                "  block cache per box: {:.1} hits, {:.1} misses",
+                (cache1.hits - cache0.hits) as f64 / nq as f64,
+                (cache1.misses - cache0.misses) as f64 / nq as f64
             );
             if only_box {
                 continue;

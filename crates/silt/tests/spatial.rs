@@ -166,7 +166,14 @@ fn create(dir: &Path, rec: ReconcileOption, policy: &str, points_only: bool) -> 
             .memory_budget(1 << 20)
             .block_size(512)
             .partitions(2)
-            .policy(MergePolicy::parse(policy).unwrap()),
+            .policy(MergePolicy::parse(policy).unwrap())
+            // The deleted-key runs store blocks uncompressed: their queries
+            // read primary and index blocks in place from the mapped files.
+            .compression(if rec == ReconcileOption::DeletedKeys {
+                silt::storage::Compression::None
+            } else {
+                silt::storage::Compression::Lz4
+            }),
     )
     .unwrap();
     let p = MergePolicy::parse(policy).unwrap();

@@ -89,6 +89,16 @@ pub struct Block {
     n_restarts: usize,
 }
 
+/// A borrowed, structurally validated block: the search logic shared by an
+/// owned [`Block`] and an uncompressed block read in place from a mapped
+/// component file (no copy, no allocation).
+#[derive(Clone, Copy, Debug)]
+pub struct BlockView<'a> {
+    data: &'a [u8],
+    restarts_at: usize,
+    n_restarts: usize,
+}
+
 /// A borrowed view of one entry inside a block (key is materialized because of prefix compression).
 #[derive(Clone, Debug, Default)]
 pub struct RawEntry {
@@ -99,40 +109,97 @@ pub struct RawEntry {
     pub value_end: usize,
 }
 
+/// Where the restart array of an uncompressed block starts, and how many
+/// restarts it has; `Err` if the trailer does not describe a valid array.
+fn layout(data: &[u8]) -> Result<(usize, usize), String> {
+    let len = data.len();
+    if len < 4 {
+        return Err("block shorter than its restart count".into());
+    }
+    let n =
+        u32::from_le_bytes([data[len - 4], data[len - 3], data[len - 2], data[len - 1]]) as usize;
+    let need = n
+        .checked_mul(4)
+        .and_then(|x| x.checked_add(4))
+        .ok_or("restart count overflows")?;
+    if need > len {
+        return Err(format!(
+            "block restart count {n} does not fit in {len} bytes"
+        ));
+    }
+    let restarts_at = len - need;
+    let v = BlockView {
+        data,
+        restarts_at,
+        n_restarts: n,
+    };
+    for i in 0..n {
+        if v.restart(i) > restarts_at {
+            return Err("block restart offset out of range".into());
+        }
+    }
+    Ok((restarts_at, n))
+}
+
 impl Block {
     /// Validate the structure of an uncompressed block.
     pub fn new(data: Vec<u8>) -> Result<Block, String> {
-        let len = data.len();
-        if len < 4 {
-            return Err("block shorter than its restart count".into());
-        }
-        let n = u32::from_le_bytes([data[len - 4], data[len - 3], data[len - 2], data[len - 1]])
-            as usize;
-        let need = n
-            .checked_mul(4)
-            .and_then(|x| x.checked_add(4))
-            .ok_or("restart count overflows")?;
-        if need > len {
-            return Err(format!(
-                "block restart count {n} does not fit in {len} bytes"
-            ));
-        }
-        let restarts_at = len - need;
-        let b = Block {
+        let (restarts_at, n_restarts) = layout(&data)?;
+        Ok(Block {
             data,
             restarts_at,
-            n_restarts: n,
-        };
-        for i in 0..n {
-            if b.restart(i) > restarts_at {
-                return Err("block restart offset out of range".into());
-            }
-        }
-        Ok(b)
+            n_restarts,
+        })
     }
 
     pub fn size(&self) -> usize {
         self.data.len()
+    }
+
+    /// The block as a borrowed view.
+    pub fn view(&self) -> BlockView<'_> {
+        BlockView {
+            data: &self.data,
+            restarts_at: self.restarts_at,
+            n_restarts: self.n_restarts,
+        }
+    }
+
+    pub fn value(&self, e: &RawEntry) -> &[u8] {
+        &self.data[e.value_start..e.value_end]
+    }
+
+    /// Decode the entry at `pos` given the previous key; returns the next position.
+    /// `Err` on a malformed entry.
+    pub fn decode_at(&self, pos: usize, e: &mut RawEntry) -> Result<usize, String> {
+        self.view().decode_at(pos, e)
+    }
+
+    pub fn entries_end(&self) -> usize {
+        self.restarts_at
+    }
+
+    /// Position of the first entry with key >= `target` (scan position, decoded entry),
+    /// or `None` if every key is smaller.
+    pub fn seek(&self, target: &[u8]) -> Result<Option<(usize, RawEntry)>, String> {
+        self.view().seek(target)
+    }
+
+    /// Exact lookup.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Entry>, String> {
+        self.view().get(key)
+    }
+}
+
+impl<'a> BlockView<'a> {
+    /// Validate the structure of an uncompressed block held elsewhere.
+    pub fn new(data: &'a [u8]) -> Result<BlockView<'a>, String> {
+        let (restarts_at, n_restarts) = layout(data)?;
+        Ok(BlockView {
+            data,
+            restarts_at,
+            n_restarts,
+        })
     }
 
     fn restart(&self, i: usize) -> usize {
@@ -145,8 +212,12 @@ impl Block {
         ]) as usize
     }
 
-    pub fn value(&self, e: &RawEntry) -> &[u8] {
+    pub fn value(&self, e: &RawEntry) -> &'a [u8] {
         &self.data[e.value_start..e.value_end]
+    }
+
+    pub fn entries_end(&self) -> usize {
+        self.restarts_at
     }
 
     /// Decode the entry at `pos` given the previous key; returns the next position.
@@ -176,10 +247,6 @@ impl Block {
         e.value_start = kend;
         e.value_end = vend;
         Ok(vend)
-    }
-
-    pub fn entries_end(&self) -> usize {
-        self.restarts_at
     }
 
     /// Position of the first entry with key >= `target` (scan position, decoded entry),

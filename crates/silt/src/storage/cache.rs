@@ -24,6 +24,9 @@ pub struct BlockCache {
     cache: Option<Cache<(u64, u64), Arc<Block>, BlockWeight>>,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Uncompressed blocks read in place from a mapped file (not cached here:
+    /// the OS page cache holds them), see `ComponentReader::mapped_view`.
+    in_place: AtomicU64,
     capacity: u64,
 }
 
@@ -33,6 +36,9 @@ pub struct CacheStats {
     pub used_bytes: u64,
     pub hits: u64,
     pub misses: u64,
+    /// Reads of uncompressed blocks served in place from the mapped file
+    /// (the OS page cache), bypassing this cache.
+    pub in_place: u64,
 }
 
 impl BlockCache {
@@ -46,6 +52,7 @@ impl BlockCache {
             cache,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            in_place: AtomicU64::new(0),
             capacity: capacity_bytes,
         }
     }
@@ -61,6 +68,11 @@ impl BlockCache {
         r
     }
 
+    /// Count a block read in place from a mapped file.
+    pub fn count_in_place(&self) {
+        self.in_place.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn insert(&self, file: u64, offset: u64, block: Arc<Block>) {
         if let Some(c) = &self.cache {
             c.insert((file, offset), block);
@@ -73,6 +85,7 @@ impl BlockCache {
             used_bytes: self.cache.as_ref().map_or(0, |c| c.weight()),
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
+            in_place: self.in_place.load(Ordering::Relaxed),
         }
     }
 }

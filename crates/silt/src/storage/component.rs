@@ -1,6 +1,6 @@
 //! Writing and reading component files.
 
-use super::block::{Block, BlockBuilder, RawEntry, TRAILER_LEN};
+use super::block::{Block, BlockBuilder, BlockView, RawEntry, TRAILER_LEN};
 use super::bloom::{Bloom, bits_per_key_for_fpr, key_hash};
 use super::cache::BlockCache;
 use super::fsutil::sync_dir;
@@ -43,7 +43,7 @@ impl std::fmt::Display for Compression {
 }
 
 impl Compression {
-    fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             Compression::None => 0,
             Compression::Lz4 => 1,
@@ -390,6 +390,9 @@ pub struct ComponentReader {
     index_prefix: Vec<u64>,
     block_offs: Vec<u64>,
     block_lens: Vec<u32>,
+    /// One bit per data block: its checksum was verified in the mapping
+    /// (uncompressed blocks are read in place, and checked once per open).
+    verified: Box<[AtomicU64]>,
     bloom: Option<Bloom>,
     meta: ComponentMeta,
     cache: Arc<BlockCache>,
@@ -460,16 +463,11 @@ fn map_file(file: &File) -> Option<memmap2::Mmap> {
 }
 
 /// Verify a block's checksum and return its uncompressed payload.
-fn decode_block(path: &Path, off: u64, raw: &[u8]) -> Result<Vec<u8>> {
-    if raw.len() < TRAILER_LEN {
-        return Err(Error::corrupt(
-            path,
-            format!("block at offset {off} is too short"),
-        ));
-    }
+/// Check the crc32c trailer of a stored block (`raw` is at least
+/// `TRAILER_LEN` bytes: payload, compression byte, crc).
+fn verify_checksum(path: &Path, off: u64, raw: &[u8]) -> Result<()> {
     let n = raw.len();
     let stored = u32::from_le_bytes([raw[n - 4], raw[n - 3], raw[n - 2], raw[n - 1]]);
-    let code = raw[n - 5];
     let crc = crc32c::crc32c(&raw[..n - 4]);
     if crc != stored {
         return Err(Error::corrupt(
@@ -479,6 +477,19 @@ fn decode_block(path: &Path, off: u64, raw: &[u8]) -> Result<Vec<u8>> {
             ),
         ));
     }
+    Ok(())
+}
+
+fn decode_block(path: &Path, off: u64, raw: &[u8]) -> Result<Vec<u8>> {
+    if raw.len() < TRAILER_LEN {
+        return Err(Error::corrupt(
+            path,
+            format!("block at offset {off} is too short"),
+        ));
+    }
+    let n = raw.len();
+    let code = raw[n - 5];
+    verify_checksum(path, off, raw)?;
     let raw = &raw[..n - TRAILER_LEN];
     let bad = |what: String| Error::corrupt(path, format!("block at offset {off}: {what}"));
     match code {
@@ -607,6 +618,9 @@ impl ComponentReader {
             ));
         }
         let map = map_file(&file).filter(|m| m.len() as u64 == size);
+        let verified = (0..block_offs.len().div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect();
         Ok(ComponentReader {
             path: path.to_path_buf(),
             file,
@@ -617,6 +631,7 @@ impl ComponentReader {
             index_prefix,
             block_offs,
             block_lens,
+            verified,
             bloom,
             meta,
             cache,
@@ -645,7 +660,14 @@ impl ComponentReader {
         i: usize,
         mut f: impl FnMut(&[u8], EntryKind, u64, &[u8]) -> Result<bool>,
     ) -> Result<()> {
-        let b = self.block(i, true)?;
+        let owned;
+        let b = match self.mapped_view(i)? {
+            Some(v) => v,
+            None => {
+                owned = self.block(i, true)?;
+                owned.view()
+            }
+        };
         let mut e = RawEntry::default();
         let mut pos = 0;
         while pos < b.entries_end() {
@@ -728,18 +750,7 @@ impl ComponentReader {
         }
         let len = self.block_lens[i] as usize;
         let data = match &self.map {
-            Some(m) => {
-                let raw = usize::try_from(off)
-                    .ok()
-                    .and_then(|o| m.get(o..o.checked_add(len)?))
-                    .ok_or_else(|| {
-                        Error::corrupt(
-                            &self.path,
-                            format!("block at offset {off} is outside the file"),
-                        )
-                    })?;
-                decode_block(&self.path, off, raw)?
-            }
+            Some(m) => decode_block(&self.path, off, self.mapped_bytes(m, i)?)?,
             None => {
                 let raw = read_exact_at(&self.file, &self.path, off, len)?;
                 decode_block(&self.path, off, &raw)?
@@ -753,6 +764,48 @@ impl ComponentReader {
             self.cache.insert(self.uid, off, block.clone());
         }
         Ok(block)
+    }
+
+    /// The stored bytes of block `i` in the mapping (payload and trailer).
+    fn mapped_bytes<'a>(&self, m: &'a memmap2::Mmap, i: usize) -> Result<&'a [u8]> {
+        let off = self.block_offs[i];
+        let len = self.block_lens[i] as usize;
+        usize::try_from(off)
+            .ok()
+            .and_then(|o| m.get(o..o.checked_add(len)?))
+            .ok_or_else(|| {
+                Error::corrupt(
+                    &self.path,
+                    format!("block at offset {off} is outside the file"),
+                )
+            })
+    }
+
+    /// Block `i` read in place from the mapped file, if the file is mapped
+    /// and the block is stored uncompressed: no copy, no allocation and no
+    /// block-cache traffic (the OS page cache is the cache, as in an
+    /// mmap-based B-tree). The checksum is verified on the first such read
+    /// of each block after open (a bit per block), so a corrupt block is
+    /// still reported, never trusted. `None`: use [`Self::block`].
+    pub fn mapped_view(&self, i: usize) -> Result<Option<BlockView<'_>>> {
+        let Some(m) = &self.map else {
+            return Ok(None);
+        };
+        let off = self.block_offs[i];
+        let raw = self.mapped_bytes(m, i)?;
+        let n = raw.len();
+        if n < TRAILER_LEN || raw[n - 5] != Compression::None.code() {
+            return Ok(None);
+        }
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        if self.verified[word].load(Ordering::Relaxed) & bit == 0 {
+            verify_checksum(&self.path, off, raw)?;
+            self.verified[word].fetch_or(bit, Ordering::Relaxed);
+        }
+        self.cache.count_in_place();
+        let view = BlockView::new(&raw[..n - TRAILER_LEN])
+            .map_err(|e| Error::corrupt(&self.path, format!("block at offset {off}: {e}")))?;
+        Ok(Some(view))
     }
 
     /// Whether the bloom filter admits `hash` (always true without a filter).
@@ -775,8 +828,11 @@ impl ComponentReader {
         if i >= self.block_offs.len() {
             return Ok(Probe::Absent);
         }
-        let b = self.block(i, true)?;
-        match b.get(key).map_err(|e| Error::corrupt(&self.path, e))? {
+        let found = match self.mapped_view(i)? {
+            Some(v) => v.get(key),
+            None => self.block(i, true)?.get(key),
+        };
+        match found.map_err(|e| Error::corrupt(&self.path, e))? {
             Some(e) => Ok(Probe::Found(e)),
             None => Ok(Probe::Absent),
         }
@@ -992,5 +1048,79 @@ mod tests {
         f2[n - 20] ^= 1;
         std::fs::write(&path, &f2).unwrap();
         assert!(ComponentReader::open(&path, Arc::new(BlockCache::new(0))).is_err());
+    }
+
+    #[test]
+    fn uncompressed_blocks_are_read_in_place_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), 3000, Compression::None);
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let r = Arc::new(ComponentReader::open(&path, cache.clone()).unwrap());
+        assert!(r.map.is_some(), "the test needs a mapped file");
+        // Every block has an in-place view, identical to the decoded block.
+        for i in 0..r.num_blocks() {
+            let v = r
+                .mapped_view(i)
+                .unwrap()
+                .expect("uncompressed block in place");
+            let b = r.block(i, false).unwrap();
+            assert_eq!(v.entries_end(), b.entries_end());
+            let (mut ev, mut eb) = (RawEntry::default(), RawEntry::default());
+            let (mut pv, mut pb) = (0, 0);
+            while pb < b.entries_end() {
+                pv = v.decode_at(pv, &mut ev).unwrap();
+                pb = b.decode_at(pb, &mut eb).unwrap();
+                assert_eq!(
+                    (ev.key.as_slice(), v.value(&ev)),
+                    (eb.key.as_slice(), b.value(&eb))
+                );
+            }
+            assert_eq!(pv, pb);
+        }
+        // Point probes go in place: the block cache sees no traffic.
+        let before = cache.stats();
+        for i in 0..3000u32 {
+            let k = (i * 2).to_be_bytes();
+            let Probe::Found(e) = r.probe(&k, key_hash(&k)).unwrap() else {
+                panic!("key {i} not found");
+            };
+            assert_eq!(e.seq, u64::from(i));
+            if i % 7 != 0 {
+                assert_eq!(e.value, format!("value-{i}").as_bytes());
+            }
+        }
+        let after = cache.stats();
+        assert_eq!((after.hits, after.misses), (before.hits, before.misses));
+        assert!(after.in_place >= before.in_place + 3000);
+        // Compressed blocks have no in-place view.
+        let dir2 = tempfile::tempdir().unwrap();
+        let lz = write(dir2.path(), 3000, Compression::Lz4);
+        let r2 = ComponentReader::open(&lz, Arc::new(BlockCache::new(0))).unwrap();
+        assert!(r2.mapped_view(0).unwrap().is_none());
+
+        // A bit flipped inside an uncompressed data block: the first in-place
+        // read of that block reports the checksum mismatch with the file name.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let victim_block = 5;
+        let off = r.block_offs[victim_block] as usize + 10;
+        let victim_key = {
+            let b = r.block(victim_block, false).unwrap();
+            let mut e = RawEntry::default();
+            b.decode_at(0, &mut e).unwrap();
+            e.key
+        };
+        drop(r);
+        bytes[off] ^= 0x04;
+        std::fs::write(&path, &bytes).unwrap();
+        let r = ComponentReader::open(&path, Arc::new(BlockCache::new(1 << 20))).unwrap();
+        let err = r.probe(&victim_key, key_hash(&victim_key)).unwrap_err();
+        assert!(err.to_string().contains("checksum"), "{err}");
+        assert!(err.to_string().contains("c1.sc"), "{err}");
+        // Other blocks still read.
+        let k = 0u32.to_be_bytes();
+        assert!(matches!(
+            r.probe(&k, key_hash(&k)).unwrap(),
+            Probe::Found(_)
+        ));
     }
 }
