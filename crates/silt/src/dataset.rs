@@ -432,7 +432,7 @@ impl Dataset {
         }
         let mut key = Vec::new();
         value::encode_key(&parts, &mut key)?;
-        let mut bytes = Vec::with_capacity(128);
+        let mut bytes = Vec::with_capacity(record.encoded_len_hint());
         value::encode_record(&record, &mut bytes)?;
         if bytes.len() > MAX_RECORD_BYTES {
             return Err(Error::ValueTooLarge {

@@ -254,21 +254,56 @@ impl Value {
     /// Nesting depth: 0 for scalars (geometry included), 1 for an array or
     /// object of scalars, and so on. Iterative, so it is safe on deep values.
     pub fn depth(&self) -> usize {
+        fn container(v: &&Value) -> bool {
+            matches!(v, Value::Array(_) | Value::Object(_))
+        }
+        // Only containers are pushed (a scalar child is as deep as the
+        // container holding it, which already counted that level), so a flat
+        // record allocates nothing: this runs for every record written.
         let mut max = 0;
-        let mut stack: Vec<(&Value, usize)> = vec![(self, 0)];
-        while let Some((v, d)) = stack.pop() {
-            max = max.max(d);
+        let mut stack: Vec<(&Value, usize)> = Vec::new();
+        let mut next = Some((self, 0));
+        while let Some((v, d)) = next.take().or_else(|| stack.pop()) {
             match v {
-                Value::Array(items) => stack.extend(items.iter().map(|c| (c, d + 1))),
-                Value::Object(fields) => stack.extend(fields.iter().map(|(_, c)| (c, d + 1))),
+                Value::Array(items) => {
+                    max = max.max(d + 1);
+                    stack.extend(items.iter().filter(container).map(|c| (c, d + 1)));
+                }
+                Value::Object(fields) => {
+                    max = max.max(d + 1);
+                    stack.extend(
+                        fields
+                            .iter()
+                            .map(|(_, c)| c)
+                            .filter(container)
+                            .map(|c| (c, d + 1)),
+                    );
+                }
                 _ => {}
-            }
-            // Containers count even when empty.
-            if matches!(v, Value::Array(_) | Value::Object(_)) {
-                max = max.max(d + 1);
             }
         }
         max
+    }
+
+    /// A cheap guess of the encoded size of a record, to size its buffer
+    /// once: field names and top-level string / binary payloads plus a few
+    /// bytes per field (not recursive: nested values may be arbitrarily
+    /// deep until `encode_record` refuses them).
+    pub(crate) fn encoded_len_hint(&self) -> usize {
+        let one = |v: &Value| match v {
+            Value::String(s) => s.len() + 5,
+            Value::Binary(b) => b.len() + 5,
+            _ => 24,
+        };
+        match self {
+            Value::Object(fields) => {
+                16 + fields
+                    .iter()
+                    .map(|(n, v)| n.len() + 5 + one(v))
+                    .sum::<usize>()
+            }
+            v => one(v),
+        }
     }
 }
 
@@ -419,6 +454,27 @@ mod tests {
             .map(|i| (format!("f{}", i % 39), Value::Null))
             .collect();
         assert_eq!(first_duplicate(&many), Some("f0"));
+    }
+
+    fn depth_by_recursion(v: &Value) -> usize {
+        match v {
+            Value::Array(items) => 1 + items.iter().map(depth_by_recursion).max().unwrap_or(0),
+            Value::Object(fields) => {
+                1 + fields
+                    .iter()
+                    .map(|(_, c)| depth_by_recursion(c))
+                    .max()
+                    .unwrap_or(0)
+            }
+            _ => 0,
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn depth_equals_the_recursive_definition(v in super::testgen::arb_value()) {
+            proptest::prop_assert_eq!(v.depth(), depth_by_recursion(&v));
+        }
     }
 
     #[test]
