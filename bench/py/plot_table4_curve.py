@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The time curves of asterix-table4 (seed 003 Figs. 5 and 6).
 
-Usage: plot_table4_curve.py asterix-table4-curve.csv OUT.png
+Usage: plot_table4_curve.py results/asterix-table4/curve.csv OUT.png
 
 Panels: (a) raw inserts, (b) inserts with a concurrent query stream: elapsed
 time vs records ingested; (c) mean query time and (d) mean cache misses per

@@ -1078,7 +1078,7 @@ impl Workload for AsterixTable4 {
          exact coordinates. Cache misses per query: Silt's block-cache misses on the query thread \
          (silt::storage::cache::thread_misses, so the writer's uniqueness checks are not counted), \
          SQLite's SQLITE_DBSTATUS_CACHE_MISS of the query connection. Per system: (a) the stream \
-         alone (time curve in asterix-table4-curve.csv/png, sampled 40 times); (b) a fresh index \
+         alone (time curve in asterix-table4/curve.csv/png, sampled 40 times); (b) a fresh index \
          with a second thread running the boxes one after the other during the whole ingest (time \
          curve, and the mean query time and misses per interval; `during ingest` is the mean of \
          these interval means, since the back-to-back query thread runs most of its queries while \
@@ -1246,9 +1246,12 @@ fn ratios(rows: &[ResultRow]) -> Vec<ResultRow> {
     out
 }
 
-/// `asterix-table4-curve.csv` (all runs: the first run truncates it) and its plot.
+/// `asterix-table4/curve.csv` (all runs: the first run truncates it) and its plot.
 fn write_curve(ctx: &Ctx, lines: &[String]) -> Result<()> {
-    let path = ctx.out.join("asterix-table4-curve.csv");
+    // In a subdirectory: `report` reads every CSV directly in the results directory.
+    let dir = ctx.out.join("asterix-table4");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("curve.csv");
     let mut f = OpenOptions::new()
         .create(true)
         .write(true)
@@ -1264,7 +1267,7 @@ fn write_curve(ctx: &Ctx, lines: &[String]) -> Result<()> {
     }
     drop(f);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/plot_table4_curve.py");
-    let png = ctx.out.join("asterix-table4-curve.png");
+    let png = dir.join("curve.png");
     match Command::new("python3")
         .arg(&script)
         .arg(&path)
