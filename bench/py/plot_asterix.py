@@ -1,4 +1,4 @@
-"""Figures of the AsterixDB storage paper reproduction (asterix-table2, -fig4, -table3).
+"""Figures of the AsterixDB storage paper reproduction (asterix-table2, -fig4, -table3, -table4).
 
 Called by plot.py for workloads named asterix-*; `plot(csv, png)`.
 """
@@ -135,6 +135,28 @@ def table3(header, rows, out):
     return 0
 
 
+def table4(header, rows, out):
+    meas = [r for r in rows if r["kind"] == "measure"]
+    systems = base.ordered(r["system"] for r in meas)
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5))
+    bars(axes[0], meas, systems, ["ingest (raw inserts)", "ingest (inserts with concurrent queries)",
+                                  "ingest (1% deletes with concurrent queries)"],
+         "ingest rate (records/s; ops/s with deletes)")
+    phases = ["during ingest", "after ingest", "after compaction"]
+    for ax, prefix, title in ((axes[1], "query mean", "ms per query (log; Table 4 / Fig. 5c)"),
+                              (axes[2], "cache misses per query",
+                               "cache misses per query (Silt block cache / SQLite page cache; log)")):
+        metrics = [f"{prefix} ({p})" for p in phases]
+        bars(ax, meas, systems, metrics, title, fmt=lambda y: f"{y:.3g}", eng=False)
+        vals = [r["median"] for r in meas if r["metric"] in metrics and r["median"] > 0]
+        ax.set_yscale("log")
+        if vals:
+            ax.set_ylim(min(vals) / 2, max(vals) * 4)
+    footer(fig, header, rows, "LSM vs AMLSM vs in-place R-tree (seed 003 Table 4); medians over runs")
+    fig.savefig(out, dpi=110)
+    return 0
+
+
 def plot(csv_path, png):
     header, rows = base.read(csv_path)
     name = rows[0]["workload"] if rows else ""
@@ -144,4 +166,6 @@ def plot(csv_path, png):
         return fig4(header, rows, png)
     if name == "asterix-table3":
         return table3(header, rows, png)
+    if name == "asterix-table4":
+        return table4(header, rows, png)
     return 1

@@ -115,6 +115,8 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(asterix::fig4::AsterixFig4),
         #[cfg(feature = "silt")]
         Box::new(asterix::table3::AsterixTable3),
+        #[cfg(feature = "silt")]
+        Box::new(asterix::table4::AsterixTable4),
     ]
 }
 

@@ -8,6 +8,7 @@ use super::block::Block;
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 use serde::Serialize;
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -28,6 +29,20 @@ pub struct BlockCache {
     /// the OS page cache holds them), see `ComponentReader::mapped_view`.
     in_place: AtomicU64,
     capacity: u64,
+}
+
+thread_local! {
+    /// Misses of lookups made by this thread, in every cache of the process.
+    static THREAD_MISSES: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Block-cache misses of the lookups the calling thread made so far (every
+/// database of the process). The difference around a query is that query's
+/// misses when it runs on one thread (index-only queries; record fetches of
+/// large answers are spread over the rayon pool and not counted here), and
+/// unlike [`CacheStats::misses`] it leaves out other threads' reads.
+pub fn thread_misses() -> u64 {
+    THREAD_MISSES.with(Cell::get)
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -64,6 +79,7 @@ impl BlockCache {
             self.hits.fetch_add(1, Ordering::Relaxed);
         } else {
             self.misses.fetch_add(1, Ordering::Relaxed);
+            THREAD_MISSES.with(|m| m.set(m.get() + 1));
         }
         r
     }
@@ -87,5 +103,29 @@ impl BlockCache {
             misses: self.misses.load(Ordering::Relaxed),
             in_place: self.in_place.load(Ordering::Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_misses_count_this_threads_misses_only() {
+        let cache = BlockCache::new(1 << 20);
+        let before = thread_misses();
+        assert!(cache.get(1, 0).is_none());
+        assert!(cache.get(1, 4096).is_none());
+        assert_eq!(thread_misses() - before, 2);
+        // Another thread's misses show in the cache's totals, not here.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let b = thread_misses();
+                assert!(cache.get(2, 0).is_none());
+                assert_eq!(thread_misses() - b, 1);
+            });
+        });
+        assert_eq!(thread_misses() - before, 2);
+        assert_eq!(cache.stats().misses, 3);
     }
 }
