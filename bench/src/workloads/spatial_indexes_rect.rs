@@ -44,8 +44,8 @@ const GRIDS: [(&str, &str); 5] = [
 /// Records, select queries per radius, joins per radius.
 fn sizes(scale: Scale) -> (usize, usize, usize) {
     match scale {
-        Scale::Small => (200_000, 200, 10),
-        Scale::Medium | Scale::Full => (1_000_000, 1_000, 40),
+        Scale::Small => (200_000, 1_000, 20),
+        Scale::Medium | Scale::Full => (1_000_000, 3_000, 50),
     }
 }
 
@@ -239,6 +239,21 @@ impl Workload for SpatialIndexesRect {
                     }
                     Ok(())
                 };
+                // Warm-up: one unmeasured validated pass at 1e-2 degree.
+                let warm = QueryOptions {
+                    index_only: false,
+                    limit: None,
+                };
+                for &c in &centres {
+                    let q = Query::WithinDistance {
+                        lon: data.lon[c],
+                        lat: data.lat[c],
+                        metres: 1e-2 * M_PER_DEG,
+                    };
+                    for h in ds.query("loc", &q, warm)? {
+                        h?;
+                    }
+                }
                 for r in RADII_DEG {
                     for index_only in [true, false] {
                         let label = format!(
