@@ -78,7 +78,9 @@ def bars(ax, rows, metric, configs, title, log=False):
     ax.tick_params(axis="x", labelsize=7)
 
 
-def series_plot(csv_path, png):
+def series_plot(csv_path, png, window=10):
+    """One panel per policy; colour = data set, line style = comparator; throughput over a
+    moving window of `window` samples (a tenth of the points)."""
     path = os.path.join(os.path.dirname(os.path.abspath(csv_path)), "spatial-policies-series.csv")
     if not os.path.exists(path):
         return
@@ -87,31 +89,51 @@ def series_plot(csv_path, png):
     pts = [r for r in csv.DictReader(io.StringIO("".join(lines))) if r["run"] == "0"]
     if not pts:
         return
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.2), squeeze=False)
-    for ax, s in zip(axes[0], SETS):
-        systems = []
-        for r in pts:
-            if r["data"] == s and r["system"] not in systems:
-                systems.append(r["system"])
-        for sysname in systems:
-            fam, _, order = sysname.rpartition(" ")
-            xy = [(float(r["seconds"]), float(r["points_per_s"])) for r in pts
-                  if r["data"] == s and r["system"] == sysname]
-            xy.sort()
-            ax.plot([x for x, _ in xy], [y for _, y in xy], STYLES.get(order, "-"),
-                    color=FAMILY_COLORS.get(fam), label=sysname, linewidth=1)
-        ax.set_title(f"{s}: write throughput over ingest time (read phases excluded)",
-                     fontsize=9)
-        ax.set_xlabel("ingest seconds", fontsize=8)
-        ax.set_ylabel("points/s (per hundredth of the points)", fontsize=8)
+    families = []
+    for r in pts:
+        fam = r["system"].rpartition(" ")[0]
+        if fam not in families:
+            families.append(fam)
+    cols = 3
+    nrows = (len(families) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(15, 3.4 * nrows), squeeze=False,
+                             sharey=True)
+    flat = [a for row in axes for a in row]
+    for ax, fam in zip(flat, families):
+        for s in SETS:
+            for order, style in STYLES.items():
+                xy = sorted((float(r["seconds"]), float(r["points"])) for r in pts
+                            if r["data"] == s and r["system"] == f"{fam} {order}")
+                if len(xy) <= window:
+                    continue
+                xs, ys = [], []
+                for i in range(window, len(xy)):
+                    dt = xy[i][0] - xy[i - window][0]
+                    if dt > 0:
+                        xs.append(xy[i][0])
+                        ys.append((xy[i][1] - xy[i - window][1]) / dt)
+                ax.plot(xs, ys, style, color=SET_COLORS[s], label=f"{s} {order}", linewidth=1.2)
+        ax.set_title(fam, fontsize=9)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
-    axes[0][1].legend(fontsize=6, ncol=2, loc="best")
-    fig.suptitle("spatial-policies: write throughput over time (seed 002 Fig. 10 as a curve); "
-                 "solid = Hilbert, dashed = Simple, dotted = Z-order", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+        ax.legend(fontsize=6, loc="lower left")
+    for ax in flat[len(families):]:
+        ax.axis("off")
+    for row in axes:
+        row[0].set_ylabel("points/s", fontsize=8)
+    for ax in axes[-1]:
+        ax.set_xlabel("ingest seconds (read phases excluded)", fontsize=8)
+    scale = ""
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+        if "scale=" in first:
+            scale = first.split("scale=")[1].strip()
+    fig.suptitle(f"spatial-policies ({scale}, run 1): write throughput over time, moving "
+                 f"window of {window}% of the points; solid = Hilbert, dashed = Simple, "
+                 "dotted = Z-order", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
     out = png[:-4] + "-throughput.png" if png.endswith(".png") else png + "-throughput.png"
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=100)
     print(f"wrote {out}", file=sys.stderr)
 
 
