@@ -7,7 +7,7 @@ OUT.png: horizontal bars per configuration (policy x comparator), clustered vs u
 write throughput, write amplification, and per selectivity 10^-sigma the mean latency and
 the components touched (read amplification), as in Figs. 8, 10, 12 and 13.
 OUT-throughput.png: write throughput over ingest time per configuration, from
-<results dir>/spatial-policies-series.csv (run 0).
+<results dir>/spatial-policies/series.csv (run 0).
 """
 import csv
 import io
@@ -81,7 +81,8 @@ def bars(ax, rows, metric, configs, title, log=False):
 def series_plot(csv_path, png, window=10):
     """One panel per policy; colour = data set, line style = comparator; throughput over a
     moving window of `window` samples (a tenth of the points)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(csv_path)), "spatial-policies-series.csv")
+    path = os.path.join(os.path.dirname(os.path.abspath(csv_path)), "spatial-policies",
+                        "series.csv")
     if not os.path.exists(path):
         return
     with open(path, encoding="utf-8") as f:

@@ -129,10 +129,12 @@ fn sigma_boxes(
 }
 
 /// Writes (run 0) or appends (later runs) the write-throughput series to
-/// `<out>/spatial-policies-series.csv`.
+/// `<out>/spatial-policies/series.csv` (a subdirectory: `report` reads every
+/// CSV of `<out>` as a results file).
 fn write_series(ctx: &Ctx, scale: Scale, lines: &[String]) -> Result<()> {
-    std::fs::create_dir_all(&ctx.out)?;
-    let path = ctx.out.join("spatial-policies-series.csv");
+    let dir = ctx.out.join("spatial-policies");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("series.csv");
     let mut f = if ctx.run == 0 {
         let mut f = std::fs::File::create(&path)?;
         writeln!(f, "# workload=spatial-policies scale={scale}")?;
@@ -208,7 +210,7 @@ impl Workload for SpatialPolicies {
          before); points are written with write_batch of 1,000 (insert mode, Durability::None), \
          merges run in the background throughout, and the run waits for them at the end. \
          Reported per configuration and data set: write throughput (points over ingest time, read \
-         phases excluded; the series file spatial-policies-series.csv has it per hundredth of the \
+         phases excluded; the series file spatial-policies/series.csv has it per hundredth of the \
          points), the R-tree's write amplification (bytes flushed + merged / bytes of index \
          entries written), merges, components at the end, and per σ the mean latency, results, \
          and the components and leaf blocks each query touched (read amplification; a component \
