@@ -237,6 +237,19 @@ def main(argv):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "py"))
         import plot_leveldbpp
         return plot_leveldbpp.plot(args.csv, args.png)
+    if rows and rows[0]["workload"] in ("spatial-indexes", "spatial-indexes-rect",
+                                         "spatial-indexes-dynamic"):
+        # Seed 000's figures (bench/py/plot_spatial_indexes.py).
+        import os
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "py"))
+        import plot_spatial_indexes
+        return plot_spatial_indexes.plot(args.csv, args.png)
+    if rows and rows[0]["workload"] == "spatial-policies":
+        # Seed 002's figures (bench/py/plot_spatial_policies.py).
+        import os
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "py"))
+        import plot_spatial_policies
+        return plot_spatial_policies.plot(args.csv, args.png)
     if rows and rows[0]["workload"].startswith("asterix-"):
         # The AsterixDB reproduction has its own figures (bench/py/plot_asterix.py).
         import os

@@ -729,6 +729,81 @@ pub fn unit_rects(centres: &PointDist, sizes: SizeDist, n: usize, seed: u64) -> 
     )
 }
 
+/// Rectangle sizes of seed 000 ch. 5 (non-point data), by area.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AreaDist {
+    /// Houses: area |N(2,000 sq ft, 1,000 sq ft)| (the American Housing
+    /// Survey distribution the paper used), at least 1 m².
+    House,
+    /// Lakes: a Zipf (power-law) area distribution, density ∝ A^-4 on
+    /// [0.001, 80,000] km² (the paper's minimum, maximum and slope).
+    Lake,
+}
+
+/// Square metres per square foot.
+const M2_PER_SQFT: f64 = 0.092_903_04;
+/// Metres per degree of a great circle (Silt's sphere).
+const M_PER_DEG: f64 = 111_195.08;
+/// The lake distribution's minimum and maximum area (m²) and slope.
+pub const LAKE_MIN_M2: f64 = 1e3;
+pub const LAKE_MAX_M2: f64 = 8e10;
+pub const LAKE_SLOPE: f64 = 4.0;
+
+impl AreaDist {
+    pub fn name(&self) -> &'static str {
+        match self {
+            AreaDist::House => "house",
+            AreaDist::Lake => "lake",
+        }
+    }
+
+    pub fn describe(&self) -> &'static str {
+        match self {
+            AreaDist::House => "house: area |N(2000 sq ft, 1000 sq ft)| (>= 1 m²)",
+            AreaDist::Lake => "lake: area Zipf, density ∝ A^-4 on [0.001, 80000] km²",
+        }
+    }
+
+    /// One area in m².
+    fn draw(&self, rng: &mut SmallRng) -> f64 {
+        match self {
+            AreaDist::House => ((2000.0 + 1000.0 * gaussian(rng)).abs() * M2_PER_SQFT).max(1.0),
+            AreaDist::Lake => {
+                // Inverse CDF of the truncated power law.
+                let u: f64 = rng.random();
+                let e = 1.0 - LAKE_SLOPE;
+                let (a, b) = (LAKE_MIN_M2.powf(e), LAKE_MAX_M2.powf(e));
+                (a - u * (a - b)).powf(1.0 / e)
+            }
+        }
+    }
+}
+
+/// Rectangles `[min_x, min_y, max_x, max_y]` in lon/lat degrees centred on
+/// the given points, with areas from `dist` and an aspect ratio log-uniform
+/// in [1/2, 2]; east-west extents are stretched by 1/cos(latitude) so the
+/// area holds on the ground. Clipped to the world (no antimeridian
+/// crossing). Deterministic by `seed`.
+pub fn rects_around(lon: &[f64], lat: &[f64], dist: AreaDist, seed: u64) -> Vec<Rect> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x0c05_0005);
+    lon.iter()
+        .zip(lat)
+        .map(|(&x, &y)| {
+            let area = dist.draw(&mut rng);
+            let r = (rng.random_range(-1.0..1.0) * std::f64::consts::LN_2).exp();
+            let (w, h) = ((area * r).sqrt(), (area / r).sqrt());
+            let dlat = h / M_PER_DEG;
+            let dlon = w / (M_PER_DEG * y.to_radians().cos().max(0.01));
+            [
+                (x - dlon / 2.0).max(-180.0),
+                (y - dlat / 2.0).max(-90.0),
+                (x + dlon / 2.0).min(180.0),
+                (y + dlat / 2.0).min(90.0),
+            ]
+        })
+        .collect()
+}
+
 /// A unit-square point as (lon, lat) degrees: x over [-180, 180), y over [-90, 90].
 pub fn unit_to_lonlat(x: f64, y: f64) -> (f64, f64) {
     (
@@ -843,6 +918,41 @@ mod spider_tests {
                 let overlap = a[0] < c[2] && c[0] < a[2] && a[1] < c[3] && c[1] < a[3];
                 assert!(!overlap, "{a:?} {c:?}");
             }
+        }
+    }
+
+    #[test]
+    fn house_and_lake_rectangles() {
+        let lon: Vec<f64> = (0..20_000).map(|i| -170.0 + (i % 340) as f64).collect();
+        let lat: Vec<f64> = (0..20_000).map(|i| -60.0 + (i % 120) as f64).collect();
+        let area = |r: &Rect, y: f64| {
+            (r[2] - r[0]) * M_PER_DEG * y.to_radians().cos() * (r[3] - r[1]) * M_PER_DEG
+        };
+        let h = rects_around(&lon, &lat, AreaDist::House, 1);
+        assert_eq!(h, rects_around(&lon, &lat, AreaDist::House, 1));
+        let mean = h.iter().zip(&lat).map(|(r, &y)| area(r, y)).sum::<f64>() / h.len() as f64;
+        // |N(185.8, 92.9)| has a mean a little above 185.8 m².
+        assert!((185.0..200.0).contains(&mean), "{mean}");
+        let l = rects_around(&lon, &lat, AreaDist::Lake, 1);
+        let areas: Vec<f64> = l.iter().zip(&lat).map(|(r, &y)| area(r, y)).collect();
+        assert!(
+            areas.iter().all(|&a| a >= LAKE_MIN_M2 * 0.999),
+            "below the minimum"
+        );
+        // Density ∝ A^-4: the median is 2^(1/3) x the minimum.
+        let mut s = areas.clone();
+        s.sort_by(f64::total_cmp);
+        let med = s[s.len() / 2] / LAKE_MIN_M2;
+        assert!((1.2..1.32).contains(&med), "{med}");
+        for (r, (&x, &y)) in h
+            .iter()
+            .chain(&l)
+            .zip(lon.iter().chain(&lon).zip(lat.iter().chain(&lat)))
+        {
+            assert!(
+                r[0] <= x && x <= r[2] && r[1] <= y && y <= r[3],
+                "{r:?} {x} {y}"
+            );
         }
     }
 

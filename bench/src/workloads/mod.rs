@@ -11,6 +11,10 @@ pub mod leveldbpp;
 #[cfg(feature = "silt")]
 pub mod spatial_indexes;
 #[cfg(feature = "silt")]
+pub mod spatial_indexes_dynamic;
+#[cfg(feature = "silt")]
+pub mod spatial_indexes_rect;
+#[cfg(feature = "silt")]
 pub mod spatial_policies;
 pub mod spatial_rtree;
 
@@ -103,6 +107,10 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(spatial_policies::SpatialPolicies),
         #[cfg(feature = "silt")]
         Box::new(spatial_indexes::SpatialIndexes),
+        #[cfg(feature = "silt")]
+        Box::new(spatial_indexes_rect::SpatialIndexesRect),
+        #[cfg(feature = "silt")]
+        Box::new(spatial_indexes_dynamic::SpatialIndexesDynamic),
         #[cfg(feature = "silt")]
         Box::new(leveldbpp::static_wl::LeveldbppStatic),
         #[cfg(feature = "silt")]
