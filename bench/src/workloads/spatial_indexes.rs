@@ -161,29 +161,9 @@ impl Workload for SpatialIndexes {
                 "{name}: Silt, dataset tweets with one {name} index on loc (default options), memory budget 64 MiB, block cache 256 MiB, write_batch of 1,000, Durability::None"
             ));
             let dir = ScratchDir::new(&ctx.scratch, name)?;
-            let db = Database::open(
-                dir.path(),
-                DbOptions {
-                    durability: Durability::None,
-                    block_cache_bytes: 256 << 20,
-                    ..Default::default()
-                },
-            )
-            .context("opening Silt")?;
-            db.create_dataset(
-                DatasetDef::new("tweets", &["id"])
-                    .field("id", FieldType::Int)
-                    .field("user_id", FieldType::Int)
-                    .field("ts", FieldType::Int)
-                    .field("loc", FieldType::Point)
-                    .field("text", FieldType::String)
-                    .memory_budget(64 << 20),
-            )?;
             let mut def = IndexDef::rtree("loc", "loc");
             def.kind = kind;
-            db.create_index("tweets", def)
-                .with_context(|| format!("creating a {name} index"))?;
-            let ds = db.dataset("tweets")?;
+            let (db, ds) = open_tweets(dir.path(), FieldType::Point, def, name)?;
             let pb = progress(n as u64, format!("{name}: ingest"));
             let t = Instant::now();
             let mut start = 0;
@@ -362,4 +342,38 @@ impl Workload for SpatialIndexes {
         }
         Ok(rows)
     }
+}
+
+/// A fresh Silt database in `dir` with the tweets dataset (`loc` of type
+/// `loc_type`; 64 MiB memory budget, 256 MiB block cache, no fsync) and the
+/// one index `def` (named `what` in errors): the setup shared by the
+/// spatial-indexes workloads.
+pub(crate) fn open_tweets(
+    dir: &std::path::Path,
+    loc_type: FieldType,
+    def: IndexDef,
+    what: &str,
+) -> Result<(Database, std::sync::Arc<silt::Dataset>)> {
+    let db = Database::open(
+        dir,
+        DbOptions {
+            durability: Durability::None,
+            block_cache_bytes: 256 << 20,
+            ..Default::default()
+        },
+    )
+    .context("opening Silt")?;
+    db.create_dataset(
+        DatasetDef::new("tweets", &["id"])
+            .field("id", FieldType::Int)
+            .field("user_id", FieldType::Int)
+            .field("ts", FieldType::Int)
+            .field("loc", loc_type)
+            .field("text", FieldType::String)
+            .memory_budget(64 << 20),
+    )?;
+    db.create_index("tweets", def)
+        .with_context(|| format!("creating the index of {what}"))?;
+    let ds = db.dataset("tweets")?;
+    Ok((db, ds))
 }

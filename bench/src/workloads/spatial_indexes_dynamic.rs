@@ -7,11 +7,10 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use silt::{
-    BatchOptions, Database, DatasetDef, DbOptions, Durability, FieldType, Geometry, IndexDef,
-    IndexKind, Query, QueryOptions, Value, WriteMode,
+    BatchOptions, FieldType, Geometry, IndexDef, IndexKind, Query, QueryOptions, Value, WriteMode,
 };
 
 use super::spatial_indexes::M_PER_DEG;
@@ -102,29 +101,10 @@ impl Workload for SpatialIndexesDynamic {
                 let sp = spinner(format!("{name}: {} for {secs} s", label(setting)));
                 let dir =
                     ScratchDir::new(&ctx.scratch, &format!("{name}-{}", setting.unwrap_or(0)))?;
-                let db = Database::open(
-                    dir.path(),
-                    DbOptions {
-                        durability: Durability::None,
-                        block_cache_bytes: 256 << 20,
-                        ..Default::default()
-                    },
-                )
-                .context("opening Silt")?;
-                db.create_dataset(
-                    DatasetDef::new("tweets", &["id"])
-                        .field("id", FieldType::Int)
-                        .field("user_id", FieldType::Int)
-                        .field("ts", FieldType::Int)
-                        .field("loc", FieldType::Point)
-                        .field("text", FieldType::String)
-                        .memory_budget(64 << 20),
-                )?;
                 let mut def = IndexDef::rtree("loc", "loc");
                 def.kind = kind;
-                db.create_index("tweets", def)
-                    .with_context(|| format!("creating a {name} index"))?;
-                let ds = db.dataset("tweets")?;
+                let (db, ds) =
+                    super::spatial_indexes::open_tweets(dir.path(), FieldType::Point, def, name)?;
                 let written = AtomicUsize::new(0);
                 let stop = AtomicBool::new(false);
                 let deadline = Duration::from_secs_f64(secs);

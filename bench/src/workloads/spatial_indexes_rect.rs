@@ -10,15 +10,15 @@
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use silt::geo::grid::parse_levels;
 use silt::{
-    BatchOptions, Database, Dataset, DatasetDef, DbOptions, Durability, FieldType, Geometry,
-    IndexDef, IndexKind, Query, QueryOptions, Value, WriteMode,
+    BatchOptions, Dataset, FieldType, Geometry, IndexDef, IndexKind, Query, QueryOptions, Value,
+    WriteMode,
 };
 
-use super::spatial_indexes::{JOIN_RADII_DEG, M_PER_DEG, join_probes, run_joins};
+use super::spatial_indexes::{JOIN_RADII_DEG, M_PER_DEG, join_probes, open_tweets, run_joins};
 use super::{Ctx, Scale, Workload};
 use crate::results::ResultRow;
 use crate::spatial::data::{AreaDist, GEN, TweetData, cities, rects_around};
@@ -158,27 +158,7 @@ impl Workload for SpatialIndexesRect {
                         .unwrap_or_else(|| " (Hilbert order)".into())
                 ));
                 let dir = ScratchDir::new(&ctx.scratch, &system.replace([' ', '^'], "_"))?;
-                let db = Database::open(
-                    dir.path(),
-                    DbOptions {
-                        durability: Durability::None,
-                        block_cache_bytes: 256 << 20,
-                        ..Default::default()
-                    },
-                )
-                .context("opening Silt")?;
-                db.create_dataset(
-                    DatasetDef::new("tweets", &["id"])
-                        .field("id", FieldType::Int)
-                        .field("user_id", FieldType::Int)
-                        .field("ts", FieldType::Int)
-                        .field("loc", FieldType::Rectangle)
-                        .field("text", FieldType::String)
-                        .memory_budget(64 << 20),
-                )?;
-                db.create_index("tweets", def)
-                    .with_context(|| format!("creating the index of {system}"))?;
-                let ds = db.dataset("tweets")?;
+                let (db, ds) = open_tweets(dir.path(), FieldType::Rectangle, def, &system)?;
                 let pb = progress(n as u64, format!("{system}: ingest"));
                 let t = Instant::now();
                 let mut start = 0;

@@ -1121,41 +1121,20 @@ impl Workload for AsterixTable4 {
                 dead.iter().filter(|&&d| d).count() as f64,
             ),
         ];
-        let open_lsm = |d: &Path| -> Result<Box<dyn PointIndex>> {
-            Ok(Box::new(SiltPoints::open(
-                d,
-                sz,
-                ReconcileOption::DeletedKeys,
-                &prefix,
-            )?))
+        // A Silt R-tree with a reconciliation mode and a merge policy.
+        let silt = |rec: ReconcileOption, policy: &'_ MergePolicy| {
+            let policy = policy.clone();
+            move |d: &Path| -> Result<Box<dyn PointIndex>> {
+                Ok(Box::new(SiltPoints::open(d, sz, rec, &policy)?))
+            }
         };
-        let open_am = |d: &Path| -> Result<Box<dyn PointIndex>> {
-            Ok(Box::new(SiltPoints::open(
-                d,
-                sz,
-                ReconcileOption::Antimatter,
-                &prefix,
-            )?))
-        };
+        let open_lsm = silt(ReconcileOption::DeletedKeys, &prefix);
+        let open_am = silt(ReconcileOption::Antimatter, &prefix);
         let open_sql = |d: &Path| -> Result<Box<dyn PointIndex>> {
             Ok(Box::new(SqlitePoints::open(d, sz.sqlite_cache)?))
         };
-        let open_lsm_nm = |d: &Path| -> Result<Box<dyn PointIndex>> {
-            Ok(Box::new(SiltPoints::open(
-                d,
-                sz,
-                ReconcileOption::DeletedKeys,
-                &no_merge,
-            )?))
-        };
-        let open_am_nm = |d: &Path| -> Result<Box<dyn PointIndex>> {
-            Ok(Box::new(SiltPoints::open(
-                d,
-                sz,
-                ReconcileOption::Antimatter,
-                &no_merge,
-            )?))
-        };
+        let open_lsm_nm = silt(ReconcileOption::DeletedKeys, &no_merge);
+        let open_am_nm = silt(ReconcileOption::Antimatter, &no_merge);
         type Open<'a> = &'a dyn Fn(&Path) -> Result<Box<dyn PointIndex>>;
         let systems: Vec<(&str, Open)> =
             vec![(LSM, &open_lsm), (AMLSM, &open_am), (INPLACE, &open_sql)];
