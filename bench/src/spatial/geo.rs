@@ -110,6 +110,32 @@ pub fn circle_bbox(lon: f64, lat: f64, metres: f64) -> Vec<Rect> {
     split_rect(&box_around(lon, lat, dlon, dlat))
 }
 
+/// A within-distance query on an index that can only search boxes: searches
+/// the boxes bounding the circle of `metres` around `(lon, lat)` (`search`
+/// appends (id, lon, lat) of the points in a box, a superset being fine) and
+/// appends to `out` the (id, lon, lat) of those within `metres` by exact
+/// great-circle distance. `cands` is scratch space.
+pub fn within_via_boxes(
+    lon: f64,
+    lat: f64,
+    metres: f64,
+    cands: &mut Vec<(i64, f64, f64)>,
+    out: &mut Vec<(i64, f64, f64)>,
+    mut search: impl FnMut(&Rect, &mut Vec<(i64, f64, f64)>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    cands.clear();
+    // The boxes are disjoint (one, or two split at the antimeridian).
+    for b in circle_bbox(lon, lat, metres) {
+        search(&b, cands)?;
+    }
+    out.extend(
+        cands
+            .iter()
+            .filter(|&&(_, x, y)| haversine_m(lon, lat, x, y) <= metres),
+    );
+    Ok(())
+}
+
 /// A lower bound (metres) of the great-circle distance from `(lon, lat)` to any
 /// point of the box `b` (`[min_lon, min_lat, max_lon, max_lat]`, not crossing
 /// the antimeridian): the larger of the latitude gap (a great-circle path is at

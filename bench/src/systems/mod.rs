@@ -207,6 +207,19 @@ pub trait SpatialStore: System {
     /// The `k` records nearest to (lon, lat) by great-circle distance, nearest
     /// first: (id, metres). `fetch` as for [`SpatialStore::rect`].
     fn knn(&mut self, lon: f64, lat: f64, k: usize, fetch: bool) -> Result<Vec<(i64, f64)>>;
+    /// The records within `metres` of (lon, lat) by great-circle distance
+    /// (edges included). `fetch` as for [`SpatialStore::rect`].
+    fn radius(&mut self, lon: f64, lat: f64, metres: f64, fetch: bool) -> Result<Answer>;
+    /// An index nested-loop spatial join: for each probe point, the records
+    /// within `metres` of it; the answer counts the (probe, record) pairs and
+    /// sums their record ids. By default one [`SpatialStore::radius`] per probe.
+    fn join(&mut self, probes: &[(f64, f64)], metres: f64, fetch: bool) -> Result<Answer> {
+        let mut a = Answer::default();
+        for &(lon, lat) in probes {
+            a.merge(&self.radius(lon, lat, metres, fetch)?);
+        }
+        Ok(a)
+    }
     /// The system's own counters as `Stat` rows (metric names prefixed by `phase`).
     fn stats(&mut self, phase: &str) -> Result<Vec<ResultRow>>;
     /// One line on how this system answers kNN queries and compacts.

@@ -33,7 +33,7 @@ use crate::{
     results::ResultRow,
     spatial::{
         data::{Answer, TweetData},
-        geo::{Rect, refine_knn, split_rect},
+        geo::{Rect, circle_bbox, haversine_m, refine_knn, split_rect, within_via_boxes},
     },
 };
 
@@ -54,6 +54,20 @@ const BOX_POINTS: &str = "SELECT id, ST_X(geom), ST_Y(geom) FROM tweets \
 const KNN_PLANAR: &str = "SELECT id, ST_X(geom), ST_Y(geom) FROM tweets \
      ORDER BY geom <-> ST_SetSRID(ST_MakePoint($1, $2), 4326) LIMIT $3";
 const FETCH: &str = "SELECT user_id, ts, text FROM tweets WHERE id = ANY($1)";
+/// Radius candidates with their records: the box bounding the circle (the
+/// exact great-circle filter runs in the harness).
+const BOX_ROWS: &str = "SELECT id, ST_X(geom), ST_Y(geom), user_id, ts, text FROM tweets \
+     WHERE geom && ST_MakeEnvelope($1, $2, $3, $4, 4326) \
+       AND ST_X(geom) BETWEEN $1 AND $3 AND ST_Y(geom) BETWEEN $2 AND $4";
+/// One index nested-loop join per statement: the probes' circle-bounding
+/// boxes as arrays (probe number in the last), each matched through the GiST
+/// index; the great-circle filter runs in the harness.
+const JOIN_POINTS: &str = "SELECT p.i, t.id, ST_X(t.geom), ST_Y(t.geom) \
+     FROM unnest($1::float8[], $2::float8[], $3::float8[], $4::float8[], $5::int4[]) AS p(x0, y0, x1, y1, i) \
+     JOIN tweets t ON t.geom && ST_MakeEnvelope(p.x0, p.y0, p.x1, p.y1, 4326)";
+const JOIN_ROWS: &str = "SELECT p.i, t.id, ST_X(t.geom), ST_Y(t.geom), t.user_id, t.ts, t.text \
+     FROM unnest($1::float8[], $2::float8[], $3::float8[], $4::float8[], $5::int4[]) AS p(x0, y0, x1, y1, i) \
+     JOIN tweets t ON t.geom && ST_MakeEnvelope(p.x0, p.y0, p.x1, p.y1, 4326)";
 
 /// The PostgreSQL server binaries (initdb, pg_ctl) and the PostGIS extension.
 pub struct PgInstall {
@@ -275,6 +289,9 @@ struct Stmts {
     box_points: Statement,
     knn: Statement,
     fetch: Statement,
+    box_rows: Statement,
+    join_points: Statement,
+    join_rows: Statement,
 }
 
 pub struct PostgisSpatial {
@@ -344,6 +361,9 @@ impl PostgisSpatial {
             box_points: client.prepare(BOX_POINTS).context("PostGIS: prepare")?,
             knn: client.prepare(KNN_PLANAR).context("PostGIS: prepare")?,
             fetch: client.prepare(FETCH).context("PostGIS: prepare")?,
+            box_rows: client.prepare(BOX_ROWS).context("PostGIS: prepare")?,
+            join_points: client.prepare(JOIN_POINTS).context("PostGIS: prepare")?,
+            join_rows: client.prepare(JOIN_ROWS).context("PostGIS: prepare")?,
         };
         Ok(Self {
             client: Some(client),
@@ -510,6 +530,85 @@ impl SpatialStore for PostgisSpatial {
         Ok(top)
     }
 
+    fn radius(&mut self, lon: f64, lat: f64, metres: f64, fetch: bool) -> Result<Answer> {
+        let mut a = Answer::default();
+        if !fetch {
+            let (mut cands, mut hits) = (Vec::new(), Vec::new());
+            within_via_boxes(lon, lat, metres, &mut cands, &mut hits, |r, out| {
+                self.box_points(r, out)
+            })?;
+            for &(id, _, _) in &hits {
+                a.add(id);
+            }
+            return Ok(a);
+        }
+        let st = self.st.box_rows.clone();
+        let mut bytes = 0usize;
+        for b in circle_bbox(lon, lat, metres) {
+            let rows = self
+                .client()?
+                .query(&st, &[&b[0], &b[1], &b[2], &b[3]])
+                .context("PostGIS radius query")?;
+            for row in rows {
+                let (x, y): (f64, f64) = (row.try_get(1)?, row.try_get(2)?);
+                if haversine_m(lon, lat, x, y) <= metres {
+                    a.add(row.try_get(0)?);
+                    let _user: i64 = row.try_get(3)?;
+                    let _ts: i64 = row.try_get(4)?;
+                    let text: &str = row.try_get(5)?;
+                    bytes += text.len();
+                }
+            }
+        }
+        self.text_bytes_read += std::hint::black_box(bytes) as u64;
+        Ok(a)
+    }
+
+    fn join(&mut self, probes: &[(f64, f64)], metres: f64, fetch: bool) -> Result<Answer> {
+        let (mut x0, mut y0, mut x1, mut y1, mut pi) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (i, &(lon, lat)) in probes.iter().enumerate() {
+            let i = i32::try_from(i).context("too many join probes")?;
+            for b in circle_bbox(lon, lat, metres) {
+                x0.push(b[0]);
+                y0.push(b[1]);
+                x1.push(b[2]);
+                y1.push(b[3]);
+                pi.push(i);
+            }
+        }
+        let st = if fetch {
+            self.st.join_rows.clone()
+        } else {
+            self.st.join_points.clone()
+        };
+        let rows = self
+            .client()?
+            .query(&st, &[&x0, &y0, &x1, &y1, &pi])
+            .context("PostGIS spatial join")?;
+        let mut a = Answer::default();
+        let mut bytes = 0usize;
+        for row in rows {
+            let i: i32 = row.try_get(0)?;
+            let &(lon, lat) = usize::try_from(i)
+                .ok()
+                .and_then(|i| probes.get(i))
+                .with_context(|| format!("PostGIS returned a join row of probe {i}"))?;
+            let (x, y): (f64, f64) = (row.try_get(2)?, row.try_get(3)?);
+            if haversine_m(lon, lat, x, y) <= metres {
+                a.add(row.try_get(1)?);
+                if fetch {
+                    let _user: i64 = row.try_get(4)?;
+                    let _ts: i64 = row.try_get(5)?;
+                    let text: &str = row.try_get(6)?;
+                    bytes += text.len();
+                }
+            }
+        }
+        self.text_bytes_read += std::hint::black_box(bytes) as u64;
+        Ok(a)
+    }
+
     fn stats(&mut self, phase: &str) -> Result<Vec<ResultRow>> {
         let row = self
             .client()?
@@ -554,7 +653,11 @@ impl SpatialStore for PostgisSpatial {
         "postgis: kNN = ORDER BY geom <-> point LIMIT k (GiST index search, planar distance in degrees) \
          for k candidates, then one box query bounding the circle of their k-th great-circle distance, \
          ranked by great-circle distance in the harness (exact); with records, one more query \
-         fetches the k rows (id = ANY($1)); settle = VACUUM ANALYZE + CHECKPOINT; compaction = \
+         fetches the k rows (id = ANY($1)); radius = box query bounding the circle (geom && envelope, \
+         with records selecting id, coordinates, user_id, ts, text in the same statement), filtered by \
+         great-circle distance in the harness; join = one statement per join: the probes' circle boxes \
+         as unnest(arrays) joined to tweets on geom && ST_MakeEnvelope (index nested loop through the \
+         GiST index), filtered by great-circle distance in the harness; settle = VACUUM ANALYZE + CHECKPOINT; compaction = \
          VACUUM FULL (rewrites the table, rebuilds the GiST index) + VACUUM ANALYZE + CHECKPOINT"
             .into()
     }

@@ -9,7 +9,7 @@ use std::{ops::Range, path::Path, sync::Arc};
 use anyhow::{Context, Result, bail};
 use silt::{
     BatchOptions, Database, DatasetDef, DbOptions, Durability, FieldType, Geometry, IndexDef,
-    Query, QueryOptions, ReconcileOption, Value, WriteMode,
+    JoinPredicate, Query, QueryOptions, ReconcileOption, Value, WriteMode,
 };
 
 use super::{SpatialStore, System, json_stats::flatten_stats};
@@ -237,6 +237,51 @@ impl SpatialStore for SiltSpatial {
         Ok(out)
     }
 
+    fn radius(&mut self, lon: f64, lat: f64, metres: f64, fetch: bool) -> Result<Answer> {
+        let q = Query::WithinDistance { lon, lat, metres };
+        let opts = QueryOptions {
+            index_only: !fetch,
+            limit: None,
+        };
+        let ds = self.ds()?.clone();
+        let mut a = Answer::default();
+        for hit in ds
+            .query(INDEX, &q, opts)
+            .context("Silt within-distance query")?
+        {
+            let h = hit.context("Silt within-distance query")?;
+            if fetch {
+                self.read_record(h.record.as_ref())?;
+            }
+            a.add(Self::pk_id(&h.pk)?);
+        }
+        Ok(a)
+    }
+
+    fn join(&mut self, probes: &[(f64, f64)], metres: f64, fetch: bool) -> Result<Answer> {
+        let opts = QueryOptions {
+            index_only: !fetch,
+            limit: None,
+        };
+        let ds = self.ds()?.clone();
+        let it = probes
+            .iter()
+            .zip(0i64..)
+            .map(|(&(x, y), i)| (Value::Int(i), Geometry::point(x, y)));
+        let mut a = Answer::default();
+        for hit in ds
+            .spatial_join(INDEX, it, JoinPredicate::WithinDistance(metres), opts)
+            .context("Silt spatial join")?
+        {
+            let (_, h) = hit.context("Silt spatial join")?;
+            if fetch {
+                self.read_record(h.record.as_ref())?;
+            }
+            a.add(Self::pk_id(&h.pk)?);
+        }
+        Ok(a)
+    }
+
     fn stats(&mut self, phase: &str) -> Result<Vec<ResultRow>> {
         let json = serde_json::to_value(self.db()?.stats()).context("serializing Silt stats")?;
         const KEEP: [&str; 8] = [
@@ -263,7 +308,8 @@ impl SpatialStore for SiltSpatial {
     fn methods(&self) -> String {
         format!(
             "{}: kNN = Query::Nearest (best-first search over every component, great-circle metres); \
-             compaction = Dataset::compact() (every index of every partition merged into one component)",
+             radius = Query::WithinDistance; join = Dataset::spatial_join (index nested loop, \
+             WithinDistance); compaction = Dataset::compact() (every index of every partition merged into one component)",
             self.label
         )
     }

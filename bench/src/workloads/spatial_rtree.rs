@@ -17,7 +17,8 @@ use super::{Ctx, Scale, Workload};
 use crate::{
     results::{Kind, ResultRow},
     spatial::data::{
-        Answer, CityPicker, GEN, Grid, Queries, TweetData, cities, delete_schedule, make_queries,
+        Answer, CityPicker, GEN, Grid, Queries, TweetData, cities, delete_schedule, join_label,
+        make_queries, radius_label,
     },
     systems::{
         SpatialStore, System,
@@ -182,7 +183,25 @@ struct Setup {
     /// without and with the delete stream applied.
     oracle: Vec<Vec<Answer>>,
     oracle_del: Vec<Vec<Answer>>,
+    /// Brute-force answers to the first CHECK radius queries and the first
+    /// JOIN_CHECK joins, without and with the delete stream applied.
+    oracle_radius: [Vec<Answer>; 2],
+    oracle_join: [Vec<Answer>; 2],
     deletes: Vec<(usize, i64)>,
+}
+
+/// Joins whose answers are checked against the brute-force oracle.
+pub const JOIN_CHECK: usize = 10;
+
+impl Setup {
+    /// The brute-force answer of radius query `j` (None past the checked ones).
+    fn radius_oracle(&self, with_deletes: bool, j: usize) -> Option<&Answer> {
+        self.oracle_radius[usize::from(with_deletes)].get(j)
+    }
+
+    fn join_oracle(&self, with_deletes: bool, j: usize) -> Option<&Answer> {
+        self.oracle_join[usize::from(with_deletes)].get(j)
+    }
 }
 
 /// The first CHECK kNN answers (distances) of each system, per data set.
@@ -342,6 +361,22 @@ impl Workload for SpatialRtree {
                     .collect()
             })
             .collect();
+        let oracle_radius = [None, Some(deleted.as_slice())].map(|del| {
+            let rq = &queries.radius;
+            rq.centres
+                .iter()
+                .take(CHECK)
+                .map(|&(x, y)| grid.circle(&data, x, y, rq.metres, del))
+                .collect::<Vec<_>>()
+        });
+        let oracle_join = [None, Some(deleted.as_slice())].map(|del| {
+            let jq = &queries.joins;
+            jq.probes
+                .iter()
+                .take(JOIN_CHECK)
+                .map(|p| grid.join(&data, p, jq.metres, del))
+                .collect::<Vec<_>>()
+        });
         sp.finish_and_clear();
         drop(grid);
         let gen_s = t0.elapsed().as_secs_f64();
@@ -390,6 +425,8 @@ impl Workload for SpatialRtree {
             queries,
             oracle,
             oracle_del,
+            oracle_radius,
+            oracle_join,
             deletes,
         };
 
@@ -471,6 +508,42 @@ fn data_rows(
         ),
         ResultRow::stat("data", "generation + calibration time", "s", gen_s),
     ];
+    rows.push(ResultRow::stat(
+        "data",
+        &format!("{} radius", q.radius.label()),
+        "m",
+        q.radius.metres,
+    ));
+    rows.push(ResultRow::stat(
+        "data",
+        &format!("{} calibrated mean results", q.radius.label()),
+        "results",
+        q.radius.calibrated_mean,
+    ));
+    rows.push(ResultRow::stat(
+        "data",
+        "radius queries",
+        "count",
+        q.radius.centres.len() as f64,
+    ));
+    rows.push(ResultRow::stat(
+        "data",
+        &format!("{} radius", q.joins.label()),
+        "m",
+        q.joins.metres,
+    ));
+    rows.push(ResultRow::stat(
+        "data",
+        &format!("{} calibrated mean results per probe", q.joins.label()),
+        "results",
+        q.joins.calibrated_mean,
+    ));
+    rows.push(ResultRow::stat(
+        "data",
+        "joins",
+        "count",
+        q.joins.probes.len() as f64,
+    ));
     for s in &q.sels {
         rows.push(ResultRow::stat(
             "data",
@@ -588,8 +661,92 @@ fn query_phase(
         pb.finish_and_clear();
         rows.extend(latency_rows(&sys, &query, phase, &mut lat));
         checks.add(with_deletes, format!("{sys} ({phase})"), dists)?;
+
+        let rq = &q.radius;
+        let query = rq.label();
+        let pb = progress(rq.centres.len() as u64, format!("{sys}: {query}"));
+        let mut lat = Vec::with_capacity(rq.centres.len());
+        let mut total = 0u64;
+        for (j, &(lon, lat_deg)) in rq.centres.iter().enumerate() {
+            let t = Instant::now();
+            let a = store.radius(lon, lat_deg, rq.metres, fetch)?;
+            lat.push(elapsed_ns(t));
+            total += a.count;
+            check_answer(
+                &sys,
+                phase,
+                &query,
+                j,
+                &a,
+                setup.radius_oracle(with_deletes, j),
+            )?;
+            if j & 0xff == 0 {
+                pb.set_position(j as u64);
+            }
+        }
+        pb.finish_and_clear();
+        rows.extend(latency_rows(&sys, &query, phase, &mut lat));
+        rows.push(ResultRow::stat(
+            &sys,
+            &format!("{query} mean results ({phase})"),
+            "results",
+            total as f64 / rq.centres.len().max(1) as f64,
+        ));
+
+        let jq = &q.joins;
+        let query = jq.label();
+        let pb = progress(jq.probes.len() as u64, format!("{sys}: {query}"));
+        let mut lat = Vec::with_capacity(jq.probes.len());
+        let mut total = 0u64;
+        for (j, probes) in jq.probes.iter().enumerate() {
+            let t = Instant::now();
+            let a = store.join(probes, jq.metres, fetch)?;
+            lat.push(elapsed_ns(t));
+            total += a.count;
+            check_answer(
+                &sys,
+                phase,
+                &query,
+                j,
+                &a,
+                setup.join_oracle(with_deletes, j),
+            )?;
+            pb.set_position(j as u64);
+        }
+        pb.finish_and_clear();
+        rows.extend(latency_rows(&sys, &query, phase, &mut lat));
+        rows.push(ResultRow::stat(
+            &sys,
+            &format!("{query} mean results ({phase})"),
+            "results",
+            total as f64 / jq.probes.len().max(1) as f64,
+        ));
     }
     Ok(rows)
+}
+
+/// Fails the run when a checked answer differs from the brute-force one.
+fn check_answer(
+    sys: &str,
+    phase: &str,
+    query: &str,
+    j: usize,
+    got: &Answer,
+    want: Option<&Answer>,
+) -> Result<()> {
+    if let Some(want) = want
+        && got != want
+    {
+        bail!(
+            "{sys} ({phase}): {query} #{j} found {} results (id sum {}), but a brute-force scan \
+             finds {} (id sum {})",
+            got.count,
+            got.id_sum,
+            want.count,
+            want.id_sum
+        );
+    }
+    Ok(())
 }
 
 /// Ingests (with the delete stream for the delete variants), settles, queries,
@@ -1154,6 +1311,8 @@ fn ratios(rows: &[ResultRow]) -> Vec<ResultRow> {
         .map(|s| format!("rect {s}"))
         .collect();
     queries.push(knn_label());
+    queries.push(radius_label());
+    queries.push(join_label());
     // Latency: the peer's over Silt's (above 1: Silt is faster).
     let mut speed = |silt: &str, silt_phase: &str, peer: &str, peer_phase: &str| {
         for q in &queries {
