@@ -32,7 +32,7 @@ python-full:
 	SILTDB_PROFILE=dev bash crates/silt-py/dev.sh
 
 BENCH_SCALE ?= medium
-BENCH_RUNS  ?= 3
+BENCH_RUNS  ?= 1
 BENCH_BIN   := bench/target/release/silt-bench
 
 bench:

@@ -479,6 +479,8 @@ mod tests {
                 assert_eq!(a, want);
                 assert_eq!(b, want);
             }
+            crate::systems::spatial_checks::radius_and_join(&mut r, &d, &g, &q);
+            crate::systems::spatial_checks::radius_and_join(&mut gi, &d, &g, &q);
             if phase == 0 {
                 r.compact().unwrap();
             }

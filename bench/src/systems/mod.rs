@@ -226,3 +226,45 @@ pub trait SpatialStore: System {
     fn methods(&self) -> String;
     fn close(self: Box<Self>) -> Result<()>;
 }
+
+/// Test support shared by the spatial adapters' tests.
+#[cfg(test)]
+pub(crate) mod spatial_checks {
+    use super::SpatialStore;
+    use crate::spatial::data::{Grid, Queries, TweetData};
+
+    /// Checks `s`'s radius and join answers, on both access paths, against
+    /// the brute-force grid (around the antimeridian and a pole as well).
+    pub fn radius_and_join(s: &mut dyn SpatialStore, d: &TweetData, g: &Grid, q: &Queries) {
+        let mut centres = q.radius.centres.clone();
+        centres.extend([(179.99, 10.0), (-179.99, -10.0), (0.0, 89.9)]);
+        let mut nonempty = 0;
+        for &(x, y) in &centres {
+            for m in [q.radius.metres, q.joins.metres, 400_000.0] {
+                let want = g.circle(d, x, y, m, None);
+                nonempty += usize::from(want.count > 0);
+                for fetch in [false, true] {
+                    assert_eq!(
+                        s.radius(x, y, m, fetch).unwrap(),
+                        want,
+                        "{} radius {m} m around ({x}, {y}), fetch {fetch}",
+                        s.name()
+                    );
+                }
+            }
+        }
+        assert!(nonempty > centres.len(), "{nonempty}");
+        for probes in &q.joins.probes {
+            let want = g.join(d, probes, q.joins.metres, None);
+            assert!(want.count > 0);
+            for fetch in [false, true] {
+                assert_eq!(
+                    s.join(probes, q.joins.metres, fetch).unwrap(),
+                    want,
+                    "{} join",
+                    s.name()
+                );
+            }
+        }
+    }
+}

@@ -719,6 +719,7 @@ mod tests {
                     .collect();
                 assert_eq!(got, all[..10].to_vec());
             }
+            crate::systems::spatial_checks::radius_and_join(&mut s, &d, &g, &q);
             if phase == 0 {
                 s.compact().unwrap();
             }

@@ -322,3 +322,35 @@ impl SpatialStore for SiltSpatial {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        spatial::data::{GEN, Grid, cities, make_queries},
+        util::ScratchDir,
+    };
+
+    #[test]
+    fn radius_and_join_answers_are_exact() {
+        let scratch = ScratchDir::new(
+            &std::env::temp_dir(),
+            &format!("silt-bench-silt-spatial-{}", std::process::id()),
+        )
+        .unwrap();
+        let c = cities().unwrap();
+        let d = TweetData::generate(3000, 11, &c, &GEN);
+        let g = Grid::new(&d);
+        let q = make_queries(&d, &g, 30, 30, 10, 4);
+        let mut s =
+            SiltSpatial::open(scratch.path(), "silt", ReconcileOption::Antimatter, false).unwrap();
+        s.insert_batch(&d, 0..1000).unwrap();
+        s.settle().unwrap();
+        s.insert_batch(&d, 1000..3000).unwrap();
+        // One disk component and the memory component, then one component.
+        crate::systems::spatial_checks::radius_and_join(&mut s, &d, &g, &q);
+        s.compact().unwrap();
+        crate::systems::spatial_checks::radius_and_join(&mut s, &d, &g, &q);
+        Box::new(s).close().unwrap();
+    }
+}

@@ -465,6 +465,7 @@ mod tests {
             let got: Vec<f64> = got.iter().map(|p| p.1).collect();
             assert_eq!(got, want);
         }
+        crate::systems::spatial_checks::radius_and_join(&mut s, &d, &g, &q);
         Box::new(s).close().unwrap();
     }
 }
