@@ -138,16 +138,31 @@ def table3(header, rows, out):
 def table4(header, rows, out):
     meas = [r for r in rows if r["kind"] == "measure"]
     systems = base.ordered(r["system"] for r in meas)
-    fig, axes = plt.subplots(1, 3, figsize=(18, 5))
+    fig, axes = plt.subplots(1, 4, figsize=(23, 5))
     bars(axes[0], meas, systems, ["ingest (raw inserts)", "ingest (inserts with concurrent queries)",
                                   "ingest (1% deletes with concurrent queries)"],
          "ingest rate (records/s; ops/s with deletes)")
-    phases = ["during ingest", "after ingest", "after compaction"]
-    for ax, prefix, title in ((axes[1], "query mean", "ms per query (log; Table 4 / Fig. 5c)"),
-                              (axes[2], "cache misses per query",
-                               "cache misses per query (Silt block cache / SQLite page cache; log)")):
-        metrics = [f"{prefix} ({p})" for p in phases]
-        bars(ax, meas, systems, metrics, title, fmt=lambda y: f"{y:.3g}", eng=False)
+    phases = ["during ingest", "after ingest", "after ingest, cold", "after compaction",
+              "after compaction, cold"]
+    cold = [p for p in phases if p.endswith(", cold")]
+    for ax, prefix, title, which in (
+            (axes[1], "query mean", "ms per query (log; Table 4 / Fig. 5c; cold: files evicted)",
+             phases),
+            (axes[2], "cache misses per query",
+             "cache misses per query (Silt block cache / SQLite page cache; log)", phases),
+            (axes[3], "disk KiB read per query",
+             "disk KiB read per query, cold phases (/proc/self/io read_bytes; log)", cold)):
+        metrics = [f"{prefix} ({p})" for p in which]
+        present = {r["metric"] for r in meas}
+        metrics = [m for m in metrics if m in present]
+        if not metrics:
+            ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
+            ax.set_title(title, fontsize=9)
+            continue
+        # Only the systems that have a bar here (the deletes runs have no cold phase).
+        shown = [s for s in systems if any(r["system"] == s and r["metric"] in metrics
+                                           for r in meas)]
+        bars(ax, meas, shown, metrics, title, fmt=lambda y: f"{y:.3g}", eng=False)
         vals = [r["median"] for r in meas if r["metric"] in metrics and r["median"] > 0]
         ax.set_yscale("log")
         if vals:

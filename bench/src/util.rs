@@ -1,5 +1,6 @@
-//! Small helpers shared by the harness: I/O counters, directory sizes, progress
-//! bars, percentiles, number formatting and timestamps.
+//! Small helpers shared by the harness: I/O counters, directory sizes, OS
+//! page-cache eviction and residency, progress bars, percentiles, number
+//! formatting and timestamps.
 
 use std::{
     fs,
@@ -152,6 +153,169 @@ pub fn dir_size(dir: &Path) -> Result<u64> {
         }
     }
     Ok(total)
+}
+
+/// The regular files below `dir` (recursively; symbolic links are not followed).
+fn regular_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))? {
+            let entry = entry.with_context(|| format!("listing {}", d.display()))?;
+            let ft = entry
+                .file_type()
+                .with_context(|| format!("stat {}", entry.path().display()))?;
+            if ft.is_dir() {
+                stack.push(entry.path());
+            } else if ft.is_file() {
+                files.push(entry.path());
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Opens `path` read-only; `None` if it vanished since it was listed (a
+/// background merge of an open database may delete a component file).
+fn open_if_present(path: &Path) -> Result<Option<fs::File>> {
+    match fs::File::open(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("opening {}", path.display())),
+    }
+}
+
+/// Makes every regular file below `dir` durable (fsync) and asks the kernel to
+/// drop its pages from the OS page cache (`posix_fadvise(POSIX_FADV_DONTNEED)`),
+/// so that the next reads of these files go to the storage device. Returns the
+/// number of files handled (files that vanish meanwhile are skipped).
+///
+/// Pages that a process currently has mapped (an open mmap it has touched) stay
+/// cached: evict after a database is closed, and again after it is reopened
+/// (its open may have read metadata), then check with [`os_cached_bytes`].
+/// On tmpfs nothing can be dropped.
+pub fn evict_os_cache(dir: &Path) -> Result<u64> {
+    use std::os::fd::AsRawFd;
+    let mut n = 0;
+    for path in regular_files(dir)? {
+        let Some(file) = open_if_present(&path)? else {
+            continue;
+        };
+        // DONTNEED skips dirty pages: write them back first.
+        file.sync_all()
+            .with_context(|| format!("fsync of {}", path.display()))?;
+        // SAFETY: posix_fadvise takes no pointers, only a descriptor and
+        // integers. The descriptor is valid for the whole call: it belongs to
+        // `file`, which is borrowed here and closed only when dropped below.
+        // DONTNEED is advice about the kernel's page cache: it cannot change
+        // the file's contents (the file was just fsynced, and dirty pages
+        // are never discarded) or any memory of this process. Pages mapped
+        // by this process (Silt's mmaps) are either left alone or faulted
+        // back in from the same file contents on the next access, so
+        // existing `&[u8]` views into mappings remain valid and unchanged.
+        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if rc != 0 {
+            // posix_fadvise returns the error number rather than setting errno.
+            return Err(std::io::Error::from_raw_os_error(rc))
+                .with_context(|| format!("posix_fadvise(DONTNEED) of {}", path.display()));
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// (bytes of the files below `dir` held in the OS page cache, total bytes of
+/// those files), from `mincore` on a fresh read-only mapping of each file
+/// (which reports the page cache, not only this process's page tables). On a
+/// kernel that restricts mincore (Linux >= 5.0) the caller must own the files
+/// or be able to write them, as the harness does for its scratch databases.
+pub fn os_cached_bytes(dir: &Path) -> Result<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: sysconf takes no pointers and only reads a constant of the system.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = u64::try_from(page)
+        .ok()
+        .filter(|&p| p > 0)
+        .context("sysconf(_SC_PAGESIZE) failed")?;
+    let (mut cached, mut total) = (0u64, 0u64);
+    for path in regular_files(dir)? {
+        let Some(file) = open_if_present(&path)? else {
+            continue;
+        };
+        let len = file
+            .metadata()
+            .with_context(|| format!("stat {}", path.display()))?
+            .len();
+        if len == 0 {
+            continue;
+        }
+        let map_len = usize::try_from(len)
+            .with_context(|| format!("{} is too large to map", path.display()))?;
+        let pages = len.div_ceil(page);
+        let mut residency = vec![0u8; usize::try_from(pages).context("page count overflows")?];
+        // SAFETY: a new read-only shared mapping of `map_len` bytes of an open
+        // descriptor, at an address the kernel chooses (no existing mapping is
+        // replaced). The mapping is never dereferenced, so a concurrent
+        // truncation of the file cannot fault this process.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("mmap of {} for mincore", path.display()));
+        }
+        // SAFETY: `addr` is page-aligned (returned by mmap) and `[addr,
+        // addr + map_len)` is the mapping made above; `residency` has one byte per
+        // page of that range (len rounded up to pages), which is exactly what
+        // mincore writes.
+        let rc = unsafe { libc::mincore(addr, map_len, residency.as_mut_ptr()) };
+        let err = std::io::Error::last_os_error();
+        // SAFETY: unmaps exactly the mapping made above, which nothing else
+        // refers to (no reference into it was ever created).
+        unsafe { libc::munmap(addr, map_len) };
+        if rc != 0 {
+            return Err(err).with_context(|| format!("mincore of {}", path.display()));
+        }
+        let resident = residency.iter().filter(|&&b| b & 1 == 1).count() as u64;
+        cached += (resident * page).min(len);
+        total += len;
+    }
+    Ok((cached, total))
+}
+
+/// Major page faults of this process so far (faults that had to read from
+/// storage: mmap'd file pages not in the OS page cache), all threads;
+/// `None` if getrusage fails.
+pub fn major_faults() -> Option<u64> {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct
+    // (integers and timevals only).
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage owned by this frame, which is
+    // all getrusage writes to.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    (rc == 0).then(|| u64::try_from(ru.ru_majflt).unwrap_or(0))
+}
+
+/// The kernel's readahead window of the disk holding `dir`, KiB
+/// (`/sys/class/block/DEV/queue/read_ahead_kb`; the parent disk for a
+/// partition). A fault on a mapped file not in the page cache reads up to this
+/// much around the faulting page unless the mapping is advised random.
+pub fn read_ahead_kb(dir: &Path) -> Option<u64> {
+    let disk = crate::machine::disk_of(dir);
+    let name = disk.split_whitespace().next()?.strip_prefix("/dev/")?;
+    let sys = fs::canonicalize(Path::new("/sys/class/block").join(name)).ok()?;
+    [Some(sys.clone()), sys.parent().map(Path::to_path_buf)]
+        .iter()
+        .flatten()
+        .find_map(|b| fs::read_to_string(b.join("queue/read_ahead_kb")).ok())
+        .and_then(|t| t.trim().parse().ok())
 }
 
 /// A scratch directory that is removed (with everything in it) when dropped.
@@ -316,6 +480,32 @@ mod tests {
         assert_eq!(percentile(&v, 100.0), 100.0);
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn evict_os_cache_counts_files_and_names_a_missing_dir() {
+        let root = ScratchDir::new(
+            &std::env::temp_dir(),
+            &format!("silt-bench-evict-{}", std::process::id()),
+        )
+        .expect("scratch dir");
+        let sub = root.path().join("a/b");
+        fs::create_dir_all(&sub).expect("mkdir");
+        fs::write(root.path().join("one"), vec![7u8; 10_000]).expect("write");
+        fs::write(sub.join("two"), b"x").expect("write");
+        fs::write(sub.join("empty"), b"").expect("write");
+        assert_eq!(evict_os_cache(root.path()).expect("evict"), 3);
+        // Whether the pages really left depends on the file system (not on
+        // tmpfs), so only the accounting is checked here.
+        let (cached, total) = os_cached_bytes(root.path()).expect("mincore");
+        assert_eq!(total, 10_001);
+        assert!(cached <= total);
+
+        let missing = root.path().join("no-such-dir");
+        let err = evict_os_cache(&missing).expect_err("a missing directory is an error");
+        let msg = format!("{err:#}");
+        assert!(msg.contains("no-such-dir"), "{msg}");
+        assert!(major_faults().is_some());
     }
 
     #[test]
