@@ -24,14 +24,23 @@ pub const WARMUP: usize = 300;
 /// Maximum heap of the driver's JVM.
 pub const JVM_HEAP: &str = "-Xmx3g";
 
+/// The driver's kind of the within-distance queries (its `L`, `T`, `C` lines).
+pub const RADIUS: &str = "radius";
+/// The driver's kind of the index nested-loop joins.
+pub const JOIN: &str = "join";
+
 /// The driver's results for one query phase (0 after ingest + commit, 1 after
 /// forceMerge(1)) and access path (fetch = with records).
 #[derive(Default, Debug)]
 pub struct LucenePhase {
-    /// Latencies in nanoseconds, per selectivity label and "knn".
+    /// Latencies in nanoseconds, per selectivity label, "knn", [`RADIUS`] and
+    /// [`JOIN`] (one per join).
     pub lat_ns: HashMap<String, Vec<u64>>,
+    /// Result totals per selectivity label, [`RADIUS`] (records) and [`JOIN`]
+    /// (pairs).
     pub totals: HashMap<String, u64>,
-    /// The first `check` answers per selectivity label.
+    /// The first `check` answers per selectivity label and of [`RADIUS`], the
+    /// first `join_check` of [`JOIN`].
     pub checks: HashMap<String, Vec<Answer>>,
     /// The distances of the first `check` kNN answers.
     pub dists: Vec<Vec<f64>>,
@@ -113,13 +122,15 @@ impl Lucene {
     }
 
     /// Writes the inputs into `dir`, runs the driver (its index in
-    /// `dir/index`) and parses its results.
+    /// `dir/index`) and parses its results: the answers of the first `check`
+    /// queries of each kind and of the first `join_check` joins come back.
     pub fn run(
         &self,
         dir: &Path,
         data: &TweetData,
         q: &Queries,
         check: usize,
+        join_check: usize,
     ) -> Result<LuceneResult> {
         let records = dir.join("records.bin");
         {
@@ -147,7 +158,10 @@ impl Lucene {
         }
         let queries = dir.join("queries.txt");
         {
-            let mut s = format!("k {}\ncheck {check}\nwarmup {WARMUP}\n", q.k);
+            let mut s = format!(
+                "k {}\ncheck {check}\njoincheck {join_check}\nwarmup {WARMUP}\n",
+                q.k
+            );
             for sel in &q.sels {
                 s.push_str(&format!("sel {} {}\n", sel.label(), sel.rects.len()));
                 for r in &sel.rects {
@@ -158,6 +172,19 @@ impl Lucene {
             s.push_str(&format!("knn {}\n", q.knn.len()));
             for &(x, y) in &q.knn {
                 s.push_str(&format!("{x} {y}\n"));
+            }
+            let rq = &q.radius;
+            s.push_str(&format!("{RADIUS} {} {}\n", rq.metres, rq.centres.len()));
+            for &(x, y) in &rq.centres {
+                s.push_str(&format!("{x} {y}\n"));
+            }
+            // One line per join: its probe points as lon lat pairs.
+            let jq = &q.joins;
+            s.push_str(&format!("{JOIN} {} {}\n", jq.metres, jq.probes.len()));
+            for probes in &jq.probes {
+                let line: Vec<String> = probes.iter().map(|&(x, y)| format!("{x} {y}")).collect();
+                s.push_str(&line.join(" "));
+                s.push('\n');
             }
             fs::write(&queries, s).with_context(|| format!("writing {}", queries.display()))?;
         }
@@ -253,7 +280,9 @@ mod tests {
     fn parses_the_driver_output() {
         let r = parse(
             "M lucene_version 9.12.3\nM ingest_ns 5\nL 0 1 ~10 3 4 5\nT 0 1 ~10 12\n\
-             C 0 1 ~10 2:7 0:0\nD 0 1 0 1.5 2.25\nL 1 0 knn 9\n",
+             C 0 1 ~10 2:7 0:0\nD 0 1 0 1.5 2.25\nL 1 0 knn 9\n\
+             L 1 0 radius 7 8\nT 1 0 radius 30\nC 1 0 radius 3:-4\n\
+             L 1 1 join 11\nT 1 1 join 40\nC 1 1 join 40:9223372036854775807\n",
         )
         .unwrap();
         assert_eq!(r.meta_f64("ingest_ns").unwrap(), 5.0);
@@ -268,7 +297,20 @@ mod tests {
             }
         );
         assert_eq!(p.dists, vec![vec![1.5, 2.25]]);
-        assert_eq!(r.phase(1, false).unwrap().lat_ns["knn"], vec![9]);
+        let p = r.phase(1, false).unwrap();
+        assert_eq!(p.lat_ns["knn"], vec![9]);
+        assert_eq!(p.lat_ns[RADIUS], vec![7, 8]);
+        assert_eq!(p.totals[RADIUS], 30);
+        assert_eq!(
+            p.checks[RADIUS],
+            vec![Answer {
+                count: 3,
+                id_sum: -4
+            }]
+        );
+        let p = r.phase(1, true).unwrap();
+        assert_eq!((p.lat_ns[JOIN].len(), p.totals[JOIN]), (1, 40));
+        assert_eq!(p.checks[JOIN][0].id_sum, i64::MAX);
         assert!(parse("X 0 0 a\n").is_err());
     }
 }

@@ -1028,7 +1028,7 @@ fn run_lucene(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<Re
         lucene.java_version
     ));
     let res: LuceneResult = lucene
-        .run(dir.path(), &setup.data, &setup.queries, CHECK)
+        .run(dir.path(), &setup.data, &setup.queries, CHECK, JOIN_CHECK)
         .context("the Lucene peer")?;
     sp.finish_and_clear();
     let n = setup.data.len();
@@ -1049,7 +1049,10 @@ fn run_lucene(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<Re
         res.meta.get("directory").map_or("?", String::as_str),
     ));
     ctx.note(format!(
-        "{LUCENE} methods: box = LatLonPoint.newBoxQuery on the box grown by 1e-6 degrees, hits kept when their exact doc-value coordinates are inside; kNN = LatLonPointPrototypeQueries.nearest (sandbox; sloppy haversine on quantized points) for k candidates, then one box query bounding the circle of their k-th exact great-circle distance, ranked by exact great-circle distance (exact); index-only = doc values only, with records = + stored JSON; compaction = forceMerge(1) + commit; timed in the JVM (System.nanoTime per query)"
+        "{LUCENE} methods: box = LatLonPoint.newBoxQuery on the box grown by 1e-6 degrees, hits kept when their exact doc-value coordinates are inside; kNN = LatLonPointPrototypeQueries.nearest (sandbox; sloppy haversine on quantized points) for k candidates, then one box query bounding the circle of their k-th exact great-circle distance, ranked by exact great-circle distance (exact); radius = LatLonPoint.newDistanceQuery with the radius grown by {} m (quantized points lie up to ~1 cm from the exact ones; Lucene's sloppy haversine), which builds a relation grid per query (GeoEncodingUtils.createDistancePredicate: a fixed cost whatever the result count, ~150 us here, that dominates the joins), hits kept when their exact doc-value coordinates are within the radius by the harness's great-circle formula (exact); join = index nested loop, one such distance query per probe point, each join timed as one query (warm-up: the first {} joins, i.e. about as many probe searches as the {} warm-up queries of the other kinds); index-only = doc values only, with records = + stored JSON (per pair for joins); compaction = forceMerge(1) + commit; timed in the JVM (System.nanoTime per query)",
+        res.meta.get("radius_slack_m").map_or("?", String::as_str),
+        res.meta.get("join_warmup").map_or("?", String::as_str),
+        crate::systems::lucene::WARMUP
     ));
     let ingest_s = res.meta_f64("ingest_ns")? / 1e9;
     let commit_s = res.meta_f64("commit_ns")? / 1e9;
@@ -1165,6 +1168,8 @@ fn run_lucene(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<Re
                 .collect();
             rows.extend(latency_rows(sys, &query, phase, &mut ns));
             checks.add(false, format!("{sys} ({phase})"), p.dists.clone())?;
+            rows.extend(lucene_circle_rows(setup, p, sys, phase, false)?);
+            rows.extend(lucene_circle_rows(setup, p, sys, phase, true)?);
         }
     }
     eprintln!(
@@ -1173,6 +1178,70 @@ fn run_lucene(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<Re
         commit_s,
         res.meta_f64("forcemerge_ns")? / 1e9
     );
+    Ok(rows)
+}
+
+/// The radius (`join` false) or join queries' latency and mean-results rows of
+/// one Lucene phase and access path, after checking the driver's first answers
+/// against the brute-force oracle (Lucene has no delete stream).
+fn lucene_circle_rows(
+    setup: &Setup,
+    p: &crate::systems::lucene::LucenePhase,
+    sys: &str,
+    phase: &str,
+    join: bool,
+) -> Result<Vec<ResultRow>> {
+    use crate::systems::lucene::{JOIN, RADIUS};
+    let q = &setup.queries;
+    let (kind, query, n, check) = if join {
+        (JOIN, q.joins.label(), q.joins.probes.len(), JOIN_CHECK)
+    } else {
+        (RADIUS, q.radius.label(), q.radius.centres.len(), CHECK)
+    };
+    let lat = p
+        .lat_ns
+        .get(kind)
+        .with_context(|| format!("the Lucene driver reported no latencies for {query}"))?;
+    if lat.len() != n {
+        bail!(
+            "the Lucene driver answered {} queries of {query} instead of {n}",
+            lat.len()
+        );
+    }
+    let checked = p
+        .checks
+        .get(kind)
+        .with_context(|| format!("the Lucene driver reported no answers of {query} to check"))?;
+    if checked.len() != n.min(check) {
+        bail!(
+            "the Lucene driver reported {} answers of {query} to check instead of {}",
+            checked.len(),
+            n.min(check)
+        );
+    }
+    for (j, got) in checked.iter().enumerate() {
+        let want = if join {
+            setup.join_oracle(false, j)
+        } else {
+            setup.radius_oracle(false, j)
+        };
+        check_answer(sys, phase, &query, j, got, want)?;
+    }
+    let total = p
+        .totals
+        .get(kind)
+        .with_context(|| format!("the Lucene driver reported no result total for {query}"))?;
+    let mut ns: Vec<u32> = lat
+        .iter()
+        .map(|&x| u32::try_from(x).unwrap_or(u32::MAX))
+        .collect();
+    let mut rows = latency_rows(sys, &query, phase, &mut ns);
+    rows.push(ResultRow::stat(
+        sys,
+        &format!("{query} mean results ({phase})"),
+        "results",
+        *total as f64 / n.max(1) as f64,
+    ));
     Ok(rows)
 }
 

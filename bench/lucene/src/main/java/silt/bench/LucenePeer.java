@@ -42,9 +42,11 @@ import org.apache.lucene.util.Version;
  *
  * <p>RECORDS.bin (big-endian, written by the harness): per record, id (i64), lon (f64), lat
  * (f64), the byte length (i32) and UTF-8 bytes of the record's JSON. QUERIES.txt: lines {@code k
- * K}, {@code check C}, {@code warmup W}, then for each selectivity {@code sel LABEL N} followed by
- * N lines {@code min_lon min_lat max_lon max_lat} (min_lon &gt; max_lon crosses the antimeridian),
- * then {@code knn M} followed by M lines {@code lon lat}.
+ * K}, {@code check C}, {@code joincheck JC}, {@code warmup W}, then for each selectivity {@code
+ * sel LABEL N} followed by N lines {@code min_lon min_lat max_lon max_lat} (min_lon &gt; max_lon
+ * crosses the antimeridian), then {@code knn M} followed by M lines {@code lon lat}, then {@code
+ * radius METRES R} followed by R lines {@code lon lat} (the centres), then {@code join METRES J}
+ * followed by J lines {@code lon1 lat1 lon2 lat2 ...} (the probe points of one join each).
  *
  * <p>One document per record: LatLonPoint "loc" (the BKD tree; coordinates quantized to 32-bit
  * integers), numeric doc values "id", "lon", "lat" (the exact doubles' bits) and the stored JSON
@@ -56,17 +58,38 @@ import org.apache.lucene.util.Version;
  * inside, so answers are exact; kNN takes LatLonPointPrototypeQueries.nearest's k hits (sloppy
  * haversine on quantized points) as candidates, and one more box query, the box bounding the
  * circle of their k-th exact great-circle distance, gives every record that can be among the k
- * nearest, ranked by exact great-circle distance. "Index-only" reads the doc values only; "with
- * records" also loads each hit's stored JSON.
+ * nearest, ranked by exact great-circle distance. A radius query is LatLonPoint.newDistanceQuery
+ * with the radius grown by {@link #SLACK_M} (the same reason: the tree holds quantized points),
+ * keeping the hits whose exact coordinates are within the radius by the harness's great-circle
+ * formula ({@link #haversineM}); a join is an index nested loop, one such distance query per
+ * probe point, its answer the (probe, record) pairs (each distance query builds its own relation
+ * grid, GeoEncodingUtils.createDistancePredicate: a fixed cost per probe, whatever the result
+ * count). A join is one timed query; its warm-up counts
+ * its probe searches, so the first ceil(W / probes) joins are run untimed. "Index-only" reads the
+ * doc values only; "with records" also loads each hit's stored JSON (for joins, once per pair).
  *
  * <p>OUT.txt: {@code M key value} metadata lines; {@code L phase fetch kind ns...} latencies;
  * {@code T phase fetch kind total} result totals; {@code C phase fetch kind count:idsum...} the
- * first C rectangle answers; {@code D phase fetch j d1 d2 ...} the first C kNN distances.
+ * first C rectangle answers; {@code D phase fetch j d1 d2 ...} the first C kNN distances. The
+ * radius and join queries report under the kinds {@code radius} and {@code join} (L, T, C lines;
+ * their totals are records and pairs; C lines hold the first C radius and the first JC join
+ * answers; id sums wrap like Java's long addition).
  */
 public final class LucenePeer {
   static final double EARTH_RADIUS_M = 6371008.8;
   /** Growth of every box sent to the BKD tree, degrees (LatLonPoint quantizes to ~1e-7). */
   static final double GROW = 1e-6;
+
+  /**
+   * Growth of every radius sent to the BKD tree, metres. LatLonPoint rounds each coordinate down
+   * to a 32-bit grid (steps of 180 / 2^32 degree of latitude, 4.7 mm, and 360 / 2^32 degree of
+   * longitude, up to 9.3 mm), so an indexed point lies up to ~1.05 cm from the exact one, and
+   * LatLonPointDistanceQuery tests it with a sloppy haversine on a radius of 6,371,008.7714 m
+   * (slightly below the harness's 6,371,008.8: its distances are never larger). 5 cm covers the
+   * quantization with room for the sloppy arithmetic (well under a millimetre at these radii); the
+   * exact filter on the doc-value coordinates then removes what the slack lets in.
+   */
+  static final double SLACK_M = 0.05;
 
   private LucenePeer() {}
 
@@ -126,34 +149,26 @@ public final class LucenePeer {
     return split(new double[] {x0, y0, x1, y1});
   }
 
-  /** Collects the hits of one box query whose exact coordinates are inside the box. */
-  static final class ExactBox extends SimpleCollector {
-    double x0;
-    double y0;
-    double x1;
-    double y1;
+  /**
+   * Collects the hits of one search whose exact coordinates (doc values) are inside the shape of
+   * the subclass: count, id sum and (with records) the stored JSON's length.
+   */
+  abstract static class Exact extends SimpleCollector {
     boolean fetch;
-    /** Keep (id, lon, lat, global doc) of every hit (kNN candidates). */
-    boolean keep;
     long count;
     long idSum;
     long bytes;
-    final List<double[]> kept = new ArrayList<>();
-    final List<Integer> keptDocs = new ArrayList<>();
     private NumericDocValues id;
     private NumericDocValues lon;
     private NumericDocValues lat;
     private StoredFields stored;
     private int docBase;
 
-    void reset(double[] b, boolean fetch, boolean keep) {
-      this.x0 = b[0];
-      this.y0 = b[1];
-      this.x1 = b[2];
-      this.y1 = b[3];
-      this.fetch = fetch;
-      this.keep = keep;
-    }
+    /** Whether the exact point (x = lon, y = lat) is part of the answer. */
+    abstract boolean inside(double x, double y);
+
+    /** Called for every hit inside the shape (global doc number). */
+    void hit(long id, double x, double y, int globalDoc) {}
 
     @Override
     protected void doSetNextReader(LeafReaderContext ctx) throws IOException {
@@ -171,16 +186,13 @@ public final class LucenePeer {
       }
       double x = Double.longBitsToDouble(lon.longValue());
       double y = Double.longBitsToDouble(lat.longValue());
-      if (x < x0 || x > x1 || y < y0 || y > y1) {
+      if (!inside(x, y)) {
         return;
       }
       long v = id.longValue();
       count++;
       idSum += v;
-      if (keep) {
-        kept.add(new double[] {v, x, y});
-        keptDocs.add(docBase + doc);
-      }
+      hit(v, x, y, docBase + doc);
       if (fetch) {
         Document d = stored.document(doc);
         String rec = d.get("rec");
@@ -197,6 +209,63 @@ public final class LucenePeer {
     }
   }
 
+  /** The hits of box queries whose exact coordinates are inside the box (edges included). */
+  static final class ExactBox extends Exact {
+    double x0;
+    double y0;
+    double x1;
+    double y1;
+    /** Keep (id, lon, lat) and the global doc of every hit (kNN candidates). */
+    boolean keep;
+    final List<double[]> kept = new ArrayList<>();
+    final List<Integer> keptDocs = new ArrayList<>();
+
+    void reset(double[] b, boolean fetch, boolean keep) {
+      this.x0 = b[0];
+      this.y0 = b[1];
+      this.x1 = b[2];
+      this.y1 = b[3];
+      this.fetch = fetch;
+      this.keep = keep;
+    }
+
+    @Override
+    boolean inside(double x, double y) {
+      return x >= x0 && x <= x1 && y >= y0 && y <= y1;
+    }
+
+    @Override
+    void hit(long id, double x, double y, int globalDoc) {
+      if (keep) {
+        kept.add(new double[] {id, x, y});
+        keptDocs.add(globalDoc);
+      }
+    }
+  }
+
+  /**
+   * The hits of distance queries whose exact coordinates are within the radius by the harness's
+   * great-circle distance (edges included); accumulates over the probes of a join.
+   */
+  static final class ExactCircle extends Exact {
+    double lon;
+    double lat;
+    double metres;
+
+    void reset(double lon, double lat, double metres, boolean fetch) {
+      this.lon = lon;
+      this.lat = lat;
+      this.metres = metres;
+      this.fetch = fetch;
+    }
+
+    @Override
+    boolean inside(double x, double y) {
+      // The centre first, as in the harness's oracle (bit-identical distances).
+      return haversineM(lon, lat, x, y) <= metres;
+    }
+  }
+
   static final class Sel {
     final String label;
     final double[][] rects;
@@ -209,9 +278,15 @@ public final class LucenePeer {
 
   static int k;
   static int check;
+  static int joinCheck;
   static int warmup;
   static final List<Sel> SELS = new ArrayList<>();
   static double[][] knnPoints;
+  static double radiusM = Double.NaN;
+  static double[][] radiusCentres;
+  static double joinM = Double.NaN;
+  /** Per join, its probe points as (lon, lat) pairs. */
+  static double[][][] joinProbes;
   static long sink;
 
   static void readQueries(Path p) throws IOException {
@@ -225,6 +300,7 @@ public final class LucenePeer {
         switch (f[0]) {
           case "k" -> k = Integer.parseInt(f[1]);
           case "check" -> check = Integer.parseInt(f[1]);
+          case "joincheck" -> joinCheck = Integer.parseInt(f[1]);
           case "warmup" -> warmup = Integer.parseInt(f[1]);
           case "sel" -> {
             int n = Integer.parseInt(f[2]);
@@ -241,6 +317,22 @@ public final class LucenePeer {
               knnPoints[i] = parse(r.readLine(), 2);
             }
           }
+          case "radius" -> {
+            radiusM = Double.parseDouble(f[1]);
+            int n = Integer.parseInt(f[2]);
+            radiusCentres = new double[n][];
+            for (int i = 0; i < n; i++) {
+              radiusCentres[i] = parse(r.readLine(), 2);
+            }
+          }
+          case "join" -> {
+            joinM = Double.parseDouble(f[1]);
+            int n = Integer.parseInt(f[2]);
+            joinProbes = new double[n][][];
+            for (int i = 0; i < n; i++) {
+              joinProbes[i] = parsePoints(r.readLine());
+            }
+          }
           default -> throw new IOException("unknown line in " + p + ": " + line);
         }
       }
@@ -248,6 +340,25 @@ public final class LucenePeer {
     if (knnPoints == null || k <= 0) {
       throw new IOException(p + " has no kNN queries or no k");
     }
+    if (radiusCentres == null || !(radiusM >= 0) || joinProbes == null || !(joinM >= 0)) {
+      throw new IOException(p + " has no radius or join queries (or a bad radius)");
+    }
+  }
+
+  /** A line of (lon, lat) pairs. */
+  static double[][] parsePoints(String line) throws IOException {
+    if (line == null) {
+      throw new EOFException("queries file ends early");
+    }
+    String[] f = line.trim().split("\\s+");
+    if (f.length % 2 != 0 || f[0].isEmpty()) {
+      throw new IOException("expected lon lat pairs: " + line);
+    }
+    double[][] out = new double[f.length / 2][];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = new double[] {Double.parseDouble(f[2 * i]), Double.parseDouble(f[2 * i + 1])};
+    }
+    return out;
   }
 
   static double[] parse(String line, int n) throws IOException {
@@ -308,6 +419,29 @@ public final class LucenePeer {
               Math.min(b[2] + GROW, 180.0)),
           c);
     }
+  }
+
+  /** Adds to {@code c} the records within {@code metres} of (lon, lat), exactly. */
+  static void within(
+      IndexSearcher s, ExactCircle c, double lon, double lat, double metres, boolean fetch)
+      throws IOException {
+    c.reset(lon, lat, metres, fetch);
+    s.search(LatLonPoint.newDistanceQuery("loc", lat, lon, metres + SLACK_M), c);
+  }
+
+  /** An index nested-loop join: one distance query per probe, the pairs accumulated in c. */
+  static void spatialJoin(
+      IndexSearcher s, ExactCircle c, double[][] probes, double metres, boolean fetch)
+      throws IOException {
+    for (double[] p : probes) {
+      within(s, c, p[0], p[1], metres, fetch);
+    }
+  }
+
+  /** Joins warmed up: as many probe searches as W queries of the other kinds, at least one. */
+  static int joinWarmup() {
+    int perJoin = Math.max(1, joinProbes.length > 0 ? joinProbes[0].length : 1);
+    return Math.min(joinProbes.length, Math.max(1, (warmup + perJoin - 1) / perJoin));
   }
 
   /** Exact great-circle kNN: (id, metres) pairs nearest first, as a flat array. */
@@ -385,6 +519,16 @@ public final class LucenePeer {
       for (int j = 0; j < Math.min(warmup, knnPoints.length); j++) {
         sink += knn(s, knnPoints[j][0], knnPoints[j][1], fetch).length;
       }
+      for (int j = 0; j < Math.min(warmup, radiusCentres.length); j++) {
+        ExactCircle c = new ExactCircle();
+        within(s, c, radiusCentres[j][0], radiusCentres[j][1], radiusM, fetch);
+        sink += c.count + c.bytes;
+      }
+      for (int j = 0; j < joinWarmup(); j++) {
+        ExactCircle c = new ExactCircle();
+        spatialJoin(s, c, joinProbes[j], joinM, fetch);
+        sink += c.count + c.bytes;
+      }
     }
     for (boolean fetch : new boolean[] {true, false}) {
       int f = fetch ? 1 : 0;
@@ -421,7 +565,52 @@ public final class LucenePeer {
         }
       }
       out.println("L " + phase + " " + f + " knn " + join(lat));
+      circles(
+          phase,
+          f,
+          "radius",
+          radiusCentres.length,
+          check,
+          out,
+          (c, j) -> within(s, c, radiusCentres[j][0], radiusCentres[j][1], radiusM, fetch));
+      circles(
+          phase,
+          f,
+          "join",
+          joinProbes.length,
+          joinCheck,
+          out,
+          (c, j) -> spatialJoin(s, c, joinProbes[j], joinM, fetch));
     }
+  }
+
+  /** One query of a circle kind: adds the j-th query's hits to c. */
+  @FunctionalInterface
+  interface CircleQuery {
+    void run(ExactCircle c, int j) throws IOException;
+  }
+
+  /** Times n queries of one circle kind (radius or join), one fresh collector each. */
+  static void circles(
+      int phase, int f, String kind, int n, int checks, PrintWriter out, CircleQuery q)
+      throws IOException {
+    long[] lat = new long[n];
+    StringBuilder answers = new StringBuilder();
+    long total = 0;
+    for (int j = 0; j < n; j++) {
+      ExactCircle c = new ExactCircle();
+      long t = System.nanoTime();
+      q.run(c, j);
+      lat[j] = System.nanoTime() - t;
+      total += c.count;
+      sink += c.bytes;
+      if (j < checks) {
+        answers.append(' ').append(c.count).append(':').append(c.idSum);
+      }
+    }
+    out.println("L " + phase + " " + f + " " + kind + " " + join(lat));
+    out.println("T " + phase + " " + f + " " + kind + " " + total);
+    out.println("C " + phase + " " + f + " " + kind + answers);
   }
 
   static String join(long[] v) {
@@ -463,6 +652,8 @@ public final class LucenePeer {
       out.println("M lucene_version " + Version.LATEST);
       out.println("M java_version " + System.getProperty("java.version"));
       out.println("M directory " + dir.getClass().getSimpleName());
+      out.println("M radius_slack_m " + SLACK_M);
+      out.println("M join_warmup " + joinWarmup());
       IndexWriterConfig cfg = new IndexWriterConfig();
       cfg.setOpenMode(IndexWriterConfig.OpenMode.CREATE);
       cfg.setRAMBufferSizeMB(64.0);
