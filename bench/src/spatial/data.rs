@@ -298,8 +298,20 @@ impl Grid {
 
     /// The records in `r` (edges included), skipping those marked in `deleted`.
     pub fn query(&self, d: &TweetData, r: &Rect, deleted: Option<&[bool]>) -> Answer {
+        self.scan(d, split_rect(r), deleted, |_, _| true)
+    }
+
+    /// The records in the boxes `parts` (not crossing the antimeridian,
+    /// disjoint) that `keep(lon, lat)` accepts, skipping those marked in `deleted`.
+    fn scan(
+        &self,
+        d: &TweetData,
+        parts: Vec<Rect>,
+        deleted: Option<&[bool]>,
+        keep: impl Fn(f64, f64) -> bool,
+    ) -> Answer {
         let mut a = Answer::default();
-        for part in split_rect(r) {
+        for part in parts {
             let (x0, x1) = (cell_x(part[0]), cell_x(part[2]));
             let (y0, y1) = (cell_y(part[1]), cell_y(part[3]));
             for x in x0..=x1 {
@@ -308,6 +320,7 @@ impl Grid {
                 for &p in &self.points[lo..hi] {
                     let p = p as usize;
                     if rect_contains(&part, d.lon[p], d.lat[p])
+                        && keep(d.lon[p], d.lat[p])
                         && !deleted.is_some_and(|del| del[p])
                     {
                         a.add(p as i64);
@@ -328,25 +341,9 @@ impl Grid {
         metres: f64,
         deleted: Option<&[bool]>,
     ) -> Answer {
-        let mut a = Answer::default();
-        for part in circle_bbox(lon, lat, metres) {
-            let (x0, x1) = (cell_x(part[0]), cell_x(part[2]));
-            let (y0, y1) = (cell_y(part[1]), cell_y(part[3]));
-            for x in x0..=x1 {
-                let lo = self.keys.partition_point(|&k| k < x * ROWS + y0);
-                let hi = self.keys.partition_point(|&k| k <= x * ROWS + y1);
-                for &p in &self.points[lo..hi] {
-                    let p = p as usize;
-                    if rect_contains(&part, d.lon[p], d.lat[p])
-                        && haversine_m(lon, lat, d.lon[p], d.lat[p]) <= metres
-                        && !deleted.is_some_and(|del| del[p])
-                    {
-                        a.add(p as i64);
-                    }
-                }
-            }
-        }
-        a
+        self.scan(d, circle_bbox(lon, lat, metres), deleted, |x, y| {
+            haversine_m(lon, lat, x, y) <= metres
+        })
     }
 
     /// An index nested-loop join's answer: every (probe, record) pair within
@@ -463,9 +460,14 @@ fn calibrate(d: &TweetData, grid: &Grid, centres: &[(f64, f64)], target: usize) 
             .sum();
         total as f64 / centres.len().max(1) as f64
     };
-    let goal = target as f64;
-    let mut hi = 1e-3;
-    while hi < 360.0 && mean(hi) < goal {
+    bisect_size(1e-3, 360.0, target as f64, mean)
+}
+
+/// The smallest size (to 30 geometric bisection steps) whose `mean` result
+/// count reaches `goal`, doubling from `start` up to `max` first: (size, mean).
+fn bisect_size(start: f64, max: f64, goal: f64, mean: impl Fn(f64) -> f64) -> (f64, f64) {
+    let mut hi = start;
+    while hi < max && mean(hi) < goal {
         hi *= 2.0;
     }
     let mut lo = hi / 2.0;
@@ -495,21 +497,7 @@ fn calibrate_radius(
             .sum();
         total as f64 / centres.len().max(1) as f64
     };
-    let goal = target as f64;
-    let mut hi = 100.0;
-    while hi < 2.0e7 && mean(hi) < goal {
-        hi *= 2.0;
-    }
-    let mut lo = hi / 2.0;
-    for _ in 0..30 {
-        let mid = (lo * hi).sqrt();
-        if mean(mid) < goal {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    (hi, mean(hi))
+    bisect_size(100.0, 2.0e7, target as f64, mean)
 }
 
 /// The rectangles (`per_sel` per selectivity, squares centred on random record

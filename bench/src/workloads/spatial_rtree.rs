@@ -520,42 +520,29 @@ fn data_rows(
         ),
         ResultRow::stat("data", "generation + calibration time", "s", gen_s),
     ];
-    rows.push(ResultRow::stat(
-        "data",
-        &format!("{} radius", q.radius.label()),
-        "m",
-        q.radius.metres,
-    ));
-    rows.push(ResultRow::stat(
-        "data",
-        &format!("{} calibrated mean results", q.radius.label()),
-        "results",
-        q.radius.calibrated_mean,
-    ));
-    rows.push(ResultRow::stat(
-        "data",
-        "radius queries",
-        "count",
-        q.radius.centres.len() as f64,
-    ));
-    rows.push(ResultRow::stat(
-        "data",
-        &format!("{} radius", q.joins.label()),
-        "m",
-        q.joins.metres,
-    ));
-    rows.push(ResultRow::stat(
-        "data",
-        &format!("{} calibrated mean results per probe", q.joins.label()),
-        "results",
-        q.joins.calibrated_mean,
-    ));
-    rows.push(ResultRow::stat(
-        "data",
-        "joins",
-        "count",
-        q.joins.probes.len() as f64,
-    ));
+    let (rl, jl) = (q.radius.label(), q.joins.label());
+    for (metric, unit, value) in [
+        (format!("{rl} radius"), "m", q.radius.metres),
+        (
+            format!("{rl} calibrated mean results"),
+            "results",
+            q.radius.calibrated_mean,
+        ),
+        (
+            "radius queries".to_string(),
+            "count",
+            q.radius.centres.len() as f64,
+        ),
+        (format!("{jl} radius"), "m", q.joins.metres),
+        (
+            format!("{jl} calibrated mean results per probe"),
+            "results",
+            q.joins.calibrated_mean,
+        ),
+        ("joins".to_string(), "count", q.joins.probes.len() as f64),
+    ] {
+        rows.push(ResultRow::stat("data", &metric, unit, value));
+    }
     for s in &q.sels {
         rows.push(ResultRow::stat(
             "data",
@@ -621,39 +608,14 @@ fn query_phase(
             e.index_only_label()
         };
         for (si, sel) in q.sels.iter().enumerate() {
-            let query = format!("rect {}", sel.label());
-            let pb = progress(sel.rects.len() as u64, format!("{sys}: {query}"));
-            let mut lat = Vec::with_capacity(sel.rects.len());
-            let mut total = 0u64;
-            for (j, r) in sel.rects.iter().enumerate() {
-                let t = Instant::now();
-                let a = store.rect(r, fetch)?;
-                lat.push(elapsed_ns(t));
-                total += a.count;
-                if let Some(want) = oracle.get(si).and_then(|o| o.get(j))
-                    && a != *want
-                {
-                    bail!(
-                        "{sys} ({phase}): rectangle {query} #{j} {r:?} found {} records (id sum {}), \
-                         but a brute-force scan finds {} (id sum {})",
-                        a.count,
-                        a.id_sum,
-                        want.count,
-                        want.id_sum
-                    );
-                }
-                if j & 0xff == 0 {
-                    pb.set_position(j as u64);
-                }
-            }
-            pb.finish_and_clear();
-            rows.extend(latency_rows(&sys, &query, phase, &mut lat));
-            rows.push(ResultRow::stat(
+            rows.extend(timed_answers(
                 &sys,
-                &format!("{query} mean results ({phase})"),
-                "results",
-                total as f64 / sel.rects.len().max(1) as f64,
-            ));
+                phase,
+                &format!("rect {}", sel.label()),
+                sel.rects.len(),
+                |j| store.rect(&sel.rects[j], fetch),
+                |j| oracle.get(si).and_then(|o| o.get(j)),
+            )?);
         }
         let query = knn_label();
         let pb = progress(q.knn.len() as u64, format!("{sys}: {query}"));
@@ -675,65 +637,61 @@ fn query_phase(
         checks.add(with_deletes, format!("{sys} ({phase})"), dists)?;
 
         let rq = &q.radius;
-        let query = rq.label();
-        let pb = progress(rq.centres.len() as u64, format!("{sys}: {query}"));
-        let mut lat = Vec::with_capacity(rq.centres.len());
-        let mut total = 0u64;
-        for (j, &(lon, lat_deg)) in rq.centres.iter().enumerate() {
-            let t = Instant::now();
-            let a = store.radius(lon, lat_deg, rq.metres, fetch)?;
-            lat.push(elapsed_ns(t));
-            total += a.count;
-            check_answer(
-                &sys,
-                phase,
-                &query,
-                j,
-                &a,
-                setup.radius_oracle(with_deletes, j),
-            )?;
-            if j & 0xff == 0 {
-                pb.set_position(j as u64);
-            }
-        }
-        pb.finish_and_clear();
-        rows.extend(latency_rows(&sys, &query, phase, &mut lat));
-        rows.push(ResultRow::stat(
+        rows.extend(timed_answers(
             &sys,
-            &format!("{query} mean results ({phase})"),
-            "results",
-            total as f64 / rq.centres.len().max(1) as f64,
-        ));
-
+            phase,
+            &rq.label(),
+            rq.centres.len(),
+            |j| {
+                let (lon, lat) = rq.centres[j];
+                store.radius(lon, lat, rq.metres, fetch)
+            },
+            |j| setup.radius_oracle(with_deletes, j),
+        )?);
         let jq = &q.joins;
-        let query = jq.label();
-        let pb = progress(jq.probes.len() as u64, format!("{sys}: {query}"));
-        let mut lat = Vec::with_capacity(jq.probes.len());
-        let mut total = 0u64;
-        for (j, probes) in jq.probes.iter().enumerate() {
-            let t = Instant::now();
-            let a = store.join(probes, jq.metres, fetch)?;
-            lat.push(elapsed_ns(t));
-            total += a.count;
-            check_answer(
-                &sys,
-                phase,
-                &query,
-                j,
-                &a,
-                setup.join_oracle(with_deletes, j),
-            )?;
+        rows.extend(timed_answers(
+            &sys,
+            phase,
+            &jq.label(),
+            jq.probes.len(),
+            |j| store.join(&jq.probes[j], jq.metres, fetch),
+            |j| setup.join_oracle(with_deletes, j),
+        )?);
+    }
+    Ok(rows)
+}
+
+/// Runs queries `0..n` one at a time (`run(j)`), checking each answer
+/// against `oracle(j)` where there is one: latency rows and the mean result count.
+fn timed_answers<'a>(
+    sys: &str,
+    phase: &str,
+    query: &str,
+    n: usize,
+    mut run: impl FnMut(usize) -> Result<Answer>,
+    oracle: impl Fn(usize) -> Option<&'a Answer>,
+) -> Result<Vec<ResultRow>> {
+    let pb = progress(n as u64, format!("{sys}: {query}"));
+    let mut lat = Vec::with_capacity(n);
+    let mut total = 0u64;
+    for j in 0..n {
+        let t = Instant::now();
+        let a = run(j)?;
+        lat.push(elapsed_ns(t));
+        total += a.count;
+        check_answer(sys, phase, query, j, &a, oracle(j))?;
+        if j & 0x3f == 0 {
             pb.set_position(j as u64);
         }
-        pb.finish_and_clear();
-        rows.extend(latency_rows(&sys, &query, phase, &mut lat));
-        rows.push(ResultRow::stat(
-            &sys,
-            &format!("{query} mean results ({phase})"),
-            "results",
-            total as f64 / jq.probes.len().max(1) as f64,
-        ));
     }
+    pb.finish_and_clear();
+    let mut rows = latency_rows(sys, query, phase, &mut lat);
+    rows.push(ResultRow::stat(
+        sys,
+        &format!("{query} mean results ({phase})"),
+        "results",
+        total as f64 / n.max(1) as f64,
+    ));
     Ok(rows)
 }
 
