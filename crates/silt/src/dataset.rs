@@ -889,21 +889,32 @@ impl Dataset {
         self.get_raw(&key)?.map(|b| decode_stored(&b)).transpose()
     }
 
-    /// The encoded record stored under an encoded key (read committed: an
-    /// instant S lock waits out a writer that has not committed yet).
+    /// The encoded record stored under an encoded key (read committed: see
+    /// [`Dataset::committed_entry`]).
     pub fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.txn
-            .locks
-            .lock_s_instant(LockManager::name(self.id, key));
-        self.get_raw_unlocked(key)
+        Ok(self.committed_entry(key)?.map(|e| e.value))
     }
 
-    fn get_raw_unlocked(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let p = self.partition_of(key);
-        Ok(p.primary
-            .get_entry(key)?
-            .filter(|e| !e.is_delete())
-            .map(|e| e.value))
+    /// The live entry of `key` in the primary index, committed.
+    ///
+    /// Read, then check: the entry is returned only if, after reading it, no
+    /// writer holds the key (an instant S lock is granted) and no transaction
+    /// aborted since before the read. Otherwise the read may have seen a
+    /// writer's uncommitted version (still in flight, or undone since): wait
+    /// the writer out and read again. Taking the lock *before* reading is not
+    /// enough: a writer can lock the key and write between the grant and the
+    /// read (`tests/concurrent_queries.rs` caught exactly that). Aborts bump
+    /// the epoch after undoing and before releasing their locks.
+    pub(crate) fn committed_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        let name = LockManager::name(self.id, key);
+        loop {
+            let epoch = self.txn.abort_epoch();
+            let e = self.partition_of(key).primary.get_entry(key)?;
+            if self.txn.locks.try_s_instant(name) && self.txn.abort_epoch() == epoch {
+                return Ok(e.filter(|e| !e.is_delete()));
+            }
+            self.txn.locks.lock_s_instant(name);
+        }
     }
 
     /// Records with primary keys within the bounds, in key order.

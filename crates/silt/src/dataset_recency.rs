@@ -437,14 +437,7 @@ impl Dataset {
     /// The current version of a record (read committed: waits out a writer
     /// that holds it), `None` if absent or deleted.
     fn current_entry(&self, pk: &[u8]) -> Result<Option<Entry>> {
-        self.txn
-            .locks
-            .lock_s_instant(LockManager::name(self.id, pk));
-        Ok(self
-            .partition_of(pk)
-            .primary
-            .get_entry(pk)?
-            .filter(|e| !e.is_delete()))
+        self.committed_entry(pk)
     }
 
     /// `Query::Recent` through index `i`: the `k` most recent live records
