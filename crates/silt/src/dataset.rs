@@ -15,7 +15,7 @@ use crate::txn_ctx::TxnContext;
 use crate::value::{self, Value};
 use serde::Serialize;
 use std::cmp::Ordering as CmpOrdering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -697,14 +697,29 @@ impl Dataset {
     /// Undo a transaction's applied operations by inverse operations, newest
     /// first (no compensation log records: redo skips uncommitted work).
     fn undo(&self, work: &mut TxnWork) {
+        // A primary key the transaction wrote more than once is restored to
+        // what it held before the transaction (the prior of its first
+        // write) in every memtable the writes went into. Its writes can land
+        // in two memtables (another writer rotated the active one between
+        // them); restoring each write's own prior would leave the newer
+        // memtable holding the first write's uncommitted version, which
+        // shadows the older one's restore for good
+        // (`tests/abort_same_key_twice.rs`).
+        let mut before: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
+        for u in work.undo.iter().filter(|u| !u.exact) {
+            before
+                .entry(u.key.clone())
+                .or_insert_with(|| u.prior.as_ref().map(|e| e.value.clone()));
+        }
         for u in work.undo.drain(..).rev() {
             if u.exact {
                 u.mem.restore(&u.key, u.prior);
                 continue;
             }
             let seq = self.next_seq();
-            let e = match u.prior {
-                Some(p) => Entry::put(seq, p.value),
+            let prior = before.get(&u.key).cloned().flatten();
+            let e = match prior {
+                Some(v) => Entry::put(seq, v),
                 None => Entry::delete(seq),
             };
             work.cost += u.mem.insert(&u.key, e, 0);

@@ -213,6 +213,15 @@ fn queries_during_ingest_see_only_committed_matching_records() {
         .unwrap()
         .map(|r| r.unwrap())
         .collect();
+    // No aborted write survived in the primary (an index that dropped it
+    // would no longer lead a query to it, so check the records themselves).
+    for r in &recs {
+        assert_ne!(
+            r.get("msg"),
+            Some(&Value::String("poison".into())),
+            "an aborted write survived: {r:?}"
+        );
+    }
     let mut want: Vec<i64> = recs
         .iter()
         .map(|r| r.get("id").and_then(Value::as_i64).unwrap())
@@ -231,6 +240,30 @@ fn queries_during_ingest_see_only_committed_matching_records() {
             .collect();
         got.sort_unstable();
         assert_eq!(got, want, "{index} after the run");
+        // And by location: an index-only box query returns exactly the
+        // records whose point lies in the box.
+        for (x, y) in [(-100.0, -50.0), (0.0, 0.0), (60.0, 20.0)] {
+            let q = Query::Intersects(Geometry::rect(x, y, x + 40.0, y + 30.0));
+            let mut got: Vec<i64> = ds
+                .query(index, &q, o)
+                .unwrap()
+                .map(|h| h.unwrap().pk[0].as_i64().unwrap())
+                .collect();
+            got.sort_unstable();
+            let mut inside: Vec<i64> = recs
+                .iter()
+                .filter(|r| {
+                    let Some(Value::Geometry(Geometry::Point { x: px, y: py })) = r.get("loc")
+                    else {
+                        return false;
+                    };
+                    (x..=x + 40.0).contains(px) && (y..=y + 30.0).contains(py)
+                })
+                .map(|r| r.get("id").and_then(Value::as_i64).unwrap())
+                .collect();
+            inside.sort_unstable();
+            assert_eq!(got, inside, "{index}: box at ({x}, {y}) after the run");
+        }
     }
     let st = ds.stats();
     let flushes: u64 = st.indexes.iter().map(|t| t.flushes).sum();
