@@ -339,7 +339,7 @@ pub fn render_log(stats: &DbStats) -> String {
     let r = &stats.last_recovery;
     format!(
         "log ({} durability; counters of this process): {} records, {} commits, {} fsyncs ({} commits per fsync), {} written, durable up to LSN {}\n\
-         last recovery: {} log records scanned from LSN {}, {} re-applied, {} uncommitted ignored, {} ms\n",
+         last recovery: {} log records scanned from LSN {}, {} re-applied, {} uncommitted ignored, {} of log checked for its end, {} ms\n",
         stats.durability,
         count(w.records),
         count(w.commits),
@@ -351,6 +351,7 @@ pub fn render_log(stats: &DbStats) -> String {
         r.from_lsn,
         count(r.records_redone),
         count(r.records_uncommitted),
+        bytes(r.log_bytes_checked),
         r.millis
     )
 }

@@ -78,6 +78,9 @@ pub struct RecoverySummary {
     pub end_lsn: u64,
     /// Bytes of a torn last record that were cut off the log.
     pub truncated_bytes: u64,
+    /// Bytes of the last log file read at open to find the end of the valid
+    /// log: from the checkpoint's low-water mark on, so 0 after a clean close.
+    pub log_bytes_checked: u64,
     pub records_scanned: u64,
     pub committed_txns: u64,
     /// UPDATE records re-applied (committed and newer than the index's disk components).
@@ -160,6 +163,7 @@ impl Database {
                 durability: opts.durability,
                 file_size_limit: opts.wal_file_bytes,
                 fault: opts.wal_fault.clone(),
+                valid_below_lsn: checkpoint.as_ref().map_or(0, |c| c.low_water_lsn),
                 ..Default::default()
             },
         )?;
@@ -184,6 +188,7 @@ impl Database {
         let from_lsn = checkpoint.as_ref().map_or(0, |c| c.low_water_lsn);
         let mut recovery = recover(&wal_dir, from_lsn, &datasets, &txn)?;
         recovery.truncated_bytes = wal_open.truncated_bytes;
+        recovery.log_bytes_checked = wal_open.scanned_bytes;
         let db = Database {
             dir,
             _lock: lock,

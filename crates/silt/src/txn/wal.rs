@@ -640,6 +640,13 @@ pub struct WalOptions {
     pub tail_buffer_limit: usize,
     /// Fault injection for tests; `None` in production.
     pub fault: Option<Arc<FaultInjector>>,
+    /// An LSN below which the log is known to be valid and durable (the
+    /// checkpoint's low-water mark: a record boundary that was synced before
+    /// the checkpoint was written). Open then reads the last file only from
+    /// there on to find its end, instead of from its start. 0 (the default)
+    /// reads the whole last file. If the record at this LSN does not read
+    /// back, open distrusts the hint and reads the whole file.
+    pub valid_below_lsn: u64,
 }
 
 impl Default for WalOptions {
@@ -649,6 +656,7 @@ impl Default for WalOptions {
             durability: Durability::Sync,
             tail_buffer_limit: DEFAULT_TAIL_BUFFER_LIMIT,
             fault: None,
+            valid_below_lsn: 0,
         }
     }
 }
@@ -662,6 +670,9 @@ pub struct OpenSummary {
     pub truncated_bytes: u64,
     /// Number of log files in the directory.
     pub files: usize,
+    /// Bytes of the last file read to find the end of the valid log (see
+    /// [`WalOptions::valid_below_lsn`]).
+    pub scanned_bytes: u64,
 }
 
 /// Counters of a [`Wal`] since it was opened.
@@ -1071,6 +1082,22 @@ pub fn read_from(dir: &Path, from_lsn: u64) -> Result<LogReader> {
     let mut r = empty(files, idx);
     r.first_offset = first_offset;
     Ok(r)
+}
+
+/// Read the last log file from `offset` (a record boundary) to the end of
+/// its valid records: (valid length, bytes read, why it stopped early if it
+/// hit a torn tail).
+fn valid_end(last: &LogFileInfo, offset: u64) -> Result<(u64, u64, Option<String>)> {
+    let mut cursor = FileCursor::open(last, offset, true)?;
+    loop {
+        match cursor.next()? {
+            Next::Record { .. } => {}
+            Next::End => return Ok((last.len, last.len - offset, None)),
+            Next::Torn { offset: at, reason } => {
+                return Ok((at, at - offset, Some(reason)));
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1557,6 +1584,7 @@ impl Wal {
         let files = list_log_files(dir)?;
         let stats = Counters::default();
         let mut truncated_bytes = 0;
+        let mut scanned_bytes = 0;
         let current = match files.last() {
             None => {
                 let f = LogFile::create(dir, 0)
@@ -1567,21 +1595,34 @@ impl Wal {
                 f
             }
             Some(last) => {
-                let mut cursor = FileCursor::open(last, 0, true)?;
-                let valid_len = loop {
-                    match cursor.next()? {
-                        Next::Record { .. } => {}
-                        Next::End => break last.len,
-                        Next::Torn { offset, reason } => {
-                            tracing::warn!(
-                                "write-ahead log {}: torn tail at offset {offset} ({reason}); truncating {} bytes of records that were never acknowledged",
-                                last.path.display(),
-                                last.len - offset
-                            );
-                            break offset;
-                        }
+                let hint = opts
+                    .valid_below_lsn
+                    .checked_sub(last.start)
+                    .filter(|&o| o <= last.len)
+                    .unwrap_or(0);
+                let (valid_len, scanned, torn) = match valid_end(last, hint) {
+                    Ok(found) if hint == 0 || hint == last.len || found.0 > hint => found,
+                    Err(e) if hint == 0 => return Err(e),
+                    _ => {
+                        // Nothing valid reads back at the mark (or what follows
+                        // it looks corrupt): distrust the mark and check the
+                        // whole file, which decides between torn and corrupt.
+                        tracing::warn!(
+                            "write-ahead log {}: no valid record at offset {hint} (the checkpoint's low-water mark); checking the whole file",
+                            last.path.display()
+                        );
+                        let (len, scanned, torn) = valid_end(last, 0)?;
+                        (len, scanned + (last.len - hint), torn)
                     }
                 };
+                scanned_bytes = scanned;
+                if let Some(reason) = torn {
+                    tracing::warn!(
+                        "write-ahead log {}: torn tail at offset {valid_len} ({reason}); truncating {} bytes of records that were never acknowledged",
+                        last.path.display(),
+                        last.len - valid_len
+                    );
+                }
                 let file = OpenOptions::new()
                     .read(true)
                     .write(true)
@@ -1672,6 +1713,7 @@ impl Wal {
             end_lsn,
             truncated_bytes,
             files: files.len().max(1),
+            scanned_bytes,
         };
         Ok((
             Wal {
@@ -2344,7 +2386,8 @@ mod tests {
             OpenSummary {
                 end_lsn: 0,
                 truncated_bytes: 0,
-                files: 1
+                files: 1,
+                scanned_bytes: 0
             }
         );
         let recs = write_records(&wal, 1000);
@@ -2565,6 +2608,66 @@ mod tests {
         // Untouched file: nothing truncated.
         let (_dir, r) = open_with_file(&name, &bytes);
         assert_eq!(r.unwrap().1.truncated_bytes, 0);
+    }
+
+    #[test]
+    fn open_reads_the_last_file_only_from_the_low_water_mark() {
+        let (recs, bytes, name) = torn_fixture();
+        let total = bytes.len() as u64;
+        let last_lsn = recs.last().unwrap().0;
+        let open_hint = |b: &[u8], hint: u64| {
+            let dir = tempfile::tempdir().unwrap();
+            fs::write(dir.path().join(&name), b).unwrap();
+            let o = WalOptions {
+                valid_below_lsn: hint,
+                ..opts()
+            };
+            let r = Wal::open(dir.path(), o).map(|(w, s)| {
+                w.close().unwrap();
+                s
+            });
+            (dir, r)
+        };
+        // Every record boundary as the mark: same end, and only the bytes
+        // from the mark on are read.
+        for &(lsn, _) in &recs {
+            let (_d, r) = open_hint(&bytes, lsn);
+            let s = r.unwrap();
+            assert_eq!((s.end_lsn, s.truncated_bytes), (total, 0));
+            assert_eq!(s.scanned_bytes, total - lsn, "mark {lsn}");
+        }
+        // A clean close leaves the mark at the end: nothing to read.
+        let (_d, r) = open_hint(&bytes, total);
+        assert_eq!(r.unwrap().scanned_bytes, 0);
+        // Without a mark the whole file is read.
+        let (_d, r) = open_hint(&bytes, 0);
+        assert_eq!(r.unwrap().scanned_bytes, total);
+        // A torn tail after the mark is still found and cut.
+        let cut = last_lsn + 5;
+        let (d, r) = open_hint(&bytes[..cut as usize], recs[10].0);
+        let s = r.unwrap();
+        assert_eq!((s.end_lsn, s.truncated_bytes), (last_lsn, 5));
+        assert_eq!(read_all(d.path(), 0), recs[..recs.len() - 1].to_vec());
+        // Corruption between the mark and a later valid record is refused.
+        let mut b = bytes.clone();
+        b[recs[20].0 as usize + 9] ^= 0x40;
+        let (_d, r) = open_hint(&b, recs[10].0);
+        assert!(matches!(r, Err(Error::Corrupt { .. })), "{r:?}");
+        // Corruption below the mark is not looked at (those records are
+        // checkpointed and never read again).
+        let mut b = bytes.clone();
+        b[recs[2].0 as usize + 9] ^= 0x40;
+        let (_d, r) = open_hint(&b, recs[10].0);
+        assert_eq!(r.unwrap().end_lsn, total);
+        // A mark that is not a record boundary, or lies past the end, is
+        // distrusted: the whole file decides.
+        for hint in [recs[5].0 + 3, total + 100] {
+            let (_d, r) = open_hint(&bytes, hint);
+            let s = r.unwrap();
+            assert_eq!((s.end_lsn, s.truncated_bytes), (total, 0), "mark {hint}");
+        }
+        let (_d, r) = open_hint(&bytes[..cut as usize], recs[5].0 + 3);
+        assert_eq!(r.unwrap().end_lsn, last_lsn);
     }
 
     #[test]
