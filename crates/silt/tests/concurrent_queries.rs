@@ -227,8 +227,9 @@ fn queries_during_ingest_see_only_committed_matching_records() {
         .map(|r| r.get("id").and_then(Value::as_i64).unwrap())
         .collect();
     want.sort_unstable();
-    for index in ["am", "dk"] {
-        let q = Query::Intersects(Geometry::rect(-180.0, -90.0, 180.0, 90.0));
+    // Sorted ids of an index-only box query.
+    let box_ids = |index: &str, x0: f64, y0: f64, x1: f64, y1: f64| {
+        let q = Query::Intersects(Geometry::rect(x0, y0, x1, y1));
         let o = QueryOptions {
             index_only: true,
             limit: None,
@@ -239,17 +240,15 @@ fn queries_during_ingest_see_only_committed_matching_records() {
             .map(|h| h.unwrap().pk[0].as_i64().unwrap())
             .collect();
         got.sort_unstable();
+        got
+    };
+    for index in ["am", "dk"] {
+        let got = box_ids(index, -180.0, -90.0, 180.0, 90.0);
         assert_eq!(got, want, "{index} after the run");
         // And by location: an index-only box query returns exactly the
         // records whose point lies in the box.
         for (x, y) in [(-100.0, -50.0), (0.0, 0.0), (60.0, 20.0)] {
-            let q = Query::Intersects(Geometry::rect(x, y, x + 40.0, y + 30.0));
-            let mut got: Vec<i64> = ds
-                .query(index, &q, o)
-                .unwrap()
-                .map(|h| h.unwrap().pk[0].as_i64().unwrap())
-                .collect();
-            got.sort_unstable();
+            let got = box_ids(index, x, y, x + 40.0, y + 30.0);
             let mut inside: Vec<i64> = recs
                 .iter()
                 .filter(|r| {
