@@ -2,7 +2,8 @@
 //! points, then time small box queries and kNN (used with `perf` to profile).
 //! `cargo run --release -p silt --example spatial_probe -- [records] [queries]`
 //! Environment: PROBE_COMPACT (also query after a full compaction),
-//! PROBE_BOX (half side of the query boxes, degrees), PROBE_ONLY_BOX /
+//! PROBE_BOX (half side of the query boxes, degrees), PROBE_RADIUS (also time
+//! circles of this many metres around the boxes' centres), PROBE_ONLY_BOX /
 //! PROBE_ONLY_KNN, PROBE_DELETES, PROBE_SLEEP (seconds before ingest, to
 //! attach a profiler), PROBE_COMPRESSION (`lz4` default, `none`, `zstd`), PROBE_BLOCK (primary
 //! block bytes, default 4096).
@@ -137,6 +138,9 @@ fn main() -> silt::Result<()> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0.036);
+    let radius_m: Option<f64> = std::env::var("PROBE_RADIUS")
+        .ok()
+        .and_then(|s| s.parse().ok());
     let only_box = std::env::var("PROBE_ONLY_BOX").is_ok();
     let only_knn = std::env::var("PROBE_ONLY_KNN").is_ok();
     for phase in phases {
@@ -182,6 +186,26 @@ fn main() -> silt::Result<()> {
                 (cache1.hits - cache0.hits) as f64 / nq as f64,
                 (cache1.misses - cache0.misses) as f64 / nq as f64
             );
+            if let Some(metres) = radius_m {
+                let t = Instant::now();
+                let c0 = cpu_s();
+                let mut hits = 0;
+                for q in 0..nq {
+                    let p = pts[(q * 7919) % pts.len()];
+                    let r = Query::WithinDistance {
+                        lon: p.0,
+                        lat: p.1,
+                        metres,
+                    };
+                    hits += ds.query("loc", &r, o)?.count();
+                }
+                eprintln!(
+                    "radius {metres} m index_only={index_only}: {:.1} us/query ({:.1} us CPU), {:.1} hits",
+                    t.elapsed().as_secs_f64() * 1e6 / nq as f64,
+                    (cpu_s() - c0) * 1e6 / nq as f64,
+                    hits as f64 / nq as f64
+                );
+            }
             if only_box {
                 continue;
             }

@@ -818,22 +818,16 @@ impl Dataset {
                     p.validate()?;
                 }
                 let rects = query_rects(g);
-                let hits = self.spatial_candidates(&set, i, &rects, opts.index_only, &mut stats)?;
-                let mut out = Vec::new();
-                for (pk, e) in hits {
-                    // Exact bounds decide now; an MBR waits for the record.
-                    if e.bounds_kind != BoundsKind::Mbr {
+                // Exact bounds decide now; an MBR waits for the record.
+                let keep = |e: &SpatialEntry| {
+                    e.bounds_kind == BoundsKind::Mbr || {
                         let eg = bounds_geometry(&e.bounds, e.bounds_kind);
-                        if !parts.iter().any(|q| predicates::intersects(&eg, q)) {
-                            continue;
-                        }
+                        parts.iter().any(|q| predicates::intersects(&eg, q))
                     }
-                    out.push(Cand {
-                        pk,
-                        bounds: Some((e.bounds, e.bounds_kind)),
-                    });
-                }
-                Source::List(out.into())
+                };
+                let hits =
+                    self.spatial_candidates(&set, i, &rects, opts.index_only, &keep, &mut stats)?;
+                Source::List(hits)
             }
             Query::WithinDistance { lon, lat, metres } => {
                 check_point(*lon, *lat)?;
@@ -846,20 +840,13 @@ impl Dataset {
                     ));
                 }
                 let rects = sphere::circle_bboxes(*lon, *lat, *metres);
-                let hits = self.spatial_candidates(&set, i, &rects, opts.index_only, &mut stats)?;
-                let mut out = Vec::new();
-                for (pk, e) in hits {
-                    if e.bounds_kind != BoundsKind::Mbr
-                        && sphere::min_dist_rect_m(*lon, *lat, &e.bounds) > *metres
-                    {
-                        continue;
-                    }
-                    out.push(Cand {
-                        pk,
-                        bounds: Some((e.bounds, e.bounds_kind)),
-                    });
-                }
-                Source::List(out.into())
+                let keep = |e: &SpatialEntry| {
+                    e.bounds_kind == BoundsKind::Mbr
+                        || sphere::min_dist_rect_m(*lon, *lat, &e.bounds) <= *metres
+                };
+                let hits =
+                    self.spatial_candidates(&set, i, &rects, opts.index_only, &keep, &mut stats)?;
+                Source::List(hits)
             }
             Query::Nearest { lon, lat, k } => {
                 check_point(*lon, *lat)?;
@@ -958,8 +945,10 @@ impl Dataset {
             .sum()
     }
 
-    /// Live R-tree entries intersecting `rects` from every partition, as
-    /// (primary key, entry) sorted by primary key. `exact`: also drop
+    /// Live R-tree entries intersecting `rects` from every partition that
+    /// `keep` accepts (the query's exact test on exact bounds, applied before
+    /// the candidates are collected and sorted), as candidates sorted by
+    /// primary key. `exact`: also drop
     /// entries whose key has a newer version that does not match (a record
     /// moved within its key cell), as index-only answers need; validated
     /// candidates are re-checked against the record anyway.
@@ -969,8 +958,9 @@ impl Dataset {
         i: usize,
         rects: &[Rect],
         exact: bool,
+        keep: &dyn Fn(&SpatialEntry) -> bool,
         stats: &mut QueryStats,
-    ) -> Result<Vec<(Vec<u8>, SpatialEntry)>> {
+    ) -> Result<VecDeque<Cand>> {
         let def = &set.defs[i];
         let mut ss = SearchStats::default();
         let mut out = Vec::new();
@@ -982,16 +972,21 @@ impl Dataset {
                 _ => t.search_spatial(&t.snapshot(), rects, exact, &mut ss)?,
             };
             for e in found {
-                out.push((def.entry_pk(&e.key)?.to_vec(), e));
+                if keep(&e) {
+                    out.push(Cand {
+                        pk: def.entry_pk(&e.key)?.to_vec(),
+                        bounds: Some((e.bounds, e.bounds_kind)),
+                    });
+                }
             }
         }
         stats.components += ss.components;
         stats.blocks += ss.blocks;
         stats.candidates += ss.candidates;
         stats.z_pruned += ss.z_pruned;
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out.dedup_by(|a, b| a.0 == b.0);
-        Ok(out)
+        out.sort_by(|a, b| a.pk.cmp(&b.pk));
+        out.dedup_by(|a, b| a.pk == b.pk);
+        Ok(out.into())
     }
 
     /// Re-check a query against a fetched record: `None` if it does not
