@@ -160,26 +160,33 @@ fn main() -> silt::Result<()> {
                 index_only,
                 limit: None,
             };
-            let t = Instant::now();
-            let c0 = cpu_s();
+            // Time `count` queries made around the probe points; print the
+            // time, CPU and hits per query (divided by `nq`).
+            let timed = |label: String, count: usize, make: &dyn Fn((f64, f64)) -> Query| {
+                let t = Instant::now();
+                let c0 = cpu_s();
+                let mut hits = 0;
+                for q in 0..count {
+                    let p = pts[(q * 7919) % pts.len()];
+                    hits += ds.query("loc", &make(p), o)?.count();
+                }
+                eprintln!(
+                    "{label} index_only={index_only}: {:.1} us/query ({:.1} us CPU), {:.1} hits",
+                    t.elapsed().as_secs_f64() * 1e6 / nq as f64,
+                    (cpu_s() - c0) * 1e6 / nq as f64,
+                    hits as f64 / nq as f64
+                );
+                silt::Result::Ok(())
+            };
             let cache0 = db.stats().block_cache;
-            let mut hits = 0;
-            for q in 0..if only_knn { 0 } else { nq } {
-                let p = pts[(q * 7919) % pts.len()];
-                let b = Query::Intersects(Geometry::rect(
+            timed("box".into(), if only_knn { 0 } else { nq }, &|p| {
+                Query::Intersects(Geometry::rect(
                     p.0 - half,
                     p.1 - half,
                     p.0 + half,
                     p.1 + half,
-                ));
-                hits += ds.query("loc", &b, o)?.count();
-            }
-            eprintln!(
-                "box index_only={index_only}: {:.1} us/query ({:.1} us CPU), {:.1} hits",
-                t.elapsed().as_secs_f64() * 1e6 / nq as f64,
-                (cpu_s() - c0) * 1e6 / nq as f64,
-                hits as f64 / nq as f64
-            );
+                ))
+            })?;
             let cache1 = db.stats().block_cache;
             eprintln!(
                 "  block cache per box: {:.1} hits, {:.1} misses",
@@ -187,24 +194,13 @@ fn main() -> silt::Result<()> {
                 (cache1.misses - cache0.misses) as f64 / nq as f64
             );
             if let Some(metres) = radius_m {
-                let t = Instant::now();
-                let c0 = cpu_s();
-                let mut hits = 0;
-                for q in 0..nq {
-                    let p = pts[(q * 7919) % pts.len()];
-                    let r = Query::WithinDistance {
+                timed(format!("radius {metres} m"), nq, &|p| {
+                    Query::WithinDistance {
                         lon: p.0,
                         lat: p.1,
                         metres,
-                    };
-                    hits += ds.query("loc", &r, o)?.count();
-                }
-                eprintln!(
-                    "radius {metres} m index_only={index_only}: {:.1} us/query ({:.1} us CPU), {:.1} hits",
-                    t.elapsed().as_secs_f64() * 1e6 / nq as f64,
-                    (cpu_s() - c0) * 1e6 / nq as f64,
-                    hits as f64 / nq as f64
-                );
+                    }
+                })?;
             }
             if only_box {
                 continue;

@@ -54,6 +54,17 @@ pub struct BatchOptions {
     pub stop_on_error: bool,
 }
 
+impl BatchOptions {
+    /// One all-or-nothing transaction for the whole batch, writing in `mode`.
+    pub fn atomic(mode: WriteMode) -> Self {
+        BatchOptions {
+            mode,
+            atomic: true,
+            ..Default::default()
+        }
+    }
+}
+
 impl Default for BatchOptions {
     fn default() -> Self {
         BatchOptions {

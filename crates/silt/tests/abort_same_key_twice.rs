@@ -70,14 +70,7 @@ fn undo_of_a_key_written_twice_across_a_rotation_restores_the_committed_record()
             ]),
         ];
         let rep = ds
-            .write_batch(
-                batch,
-                BatchOptions {
-                    atomic: true,
-                    mode: WriteMode::Upsert,
-                    ..Default::default()
-                },
-            )
+            .write_batch(batch, BatchOptions::atomic(WriteMode::Upsert))
             .unwrap();
         assert_eq!(rep.committed, 0);
         let got = ds.get(&[Value::Int(id)]).unwrap().unwrap();

@@ -114,14 +114,7 @@ fn queries_during_ingest_see_only_committed_matching_records() {
                         ("loc".into(), Value::Int(5)),
                     ]));
                     let rep = ds
-                        .write_batch(
-                            batch,
-                            BatchOptions {
-                                atomic: true,
-                                mode: WriteMode::Upsert,
-                                ..Default::default()
-                            },
-                        )
+                        .write_batch(batch, BatchOptions::atomic(WriteMode::Upsert))
                         .unwrap();
                     assert_eq!(rep.committed, 0);
                     aborts.fetch_add(1, Ordering::Relaxed);

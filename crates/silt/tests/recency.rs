@@ -513,14 +513,7 @@ fn concurrent_writers_aborts_and_readers_agree_with_the_primary() {
                             recs.push(record(id, user, 1, n));
                         }
                         let rep = ds
-                            .write_batch(
-                                recs,
-                                BatchOptions {
-                                    mode: WriteMode::Insert,
-                                    atomic: true,
-                                    stop_on_error: true,
-                                },
-                            )
+                            .write_batch(recs, BatchOptions::atomic(WriteMode::Insert))
                             .unwrap();
                         for (_, e) in &rep.failed {
                             let m = e.to_string();

@@ -77,10 +77,7 @@ fn atomic_batch_is_all_or_nothing() {
     ds.insert(rec(5000, "before")).unwrap();
     let mut batch: Vec<Value> = (1..=1000).map(|i| rec(i, "x")).collect();
     batch[800] = rec(5000, "clashes with an existing record");
-    let atomic = BatchOptions {
-        atomic: true,
-        ..Default::default()
-    };
+    let atomic = BatchOptions::atomic(WriteMode::Insert);
     let report = ds.write_batch(batch, atomic).unwrap();
     assert_eq!(report.committed, 0);
     assert_eq!(report.failed.len(), 1);
@@ -88,14 +85,7 @@ fn atomic_batch_is_all_or_nothing() {
     // An atomic upsert batch that overwrites and then fails restores the old values.
     let batch = vec![rec(5000, "overwritten"), rec(7, "new"), Value::Int(3)];
     let report = ds
-        .write_batch(
-            batch,
-            BatchOptions {
-                atomic: true,
-                mode: WriteMode::Upsert,
-                ..Default::default()
-            },
-        )
+        .write_batch(batch, BatchOptions::atomic(WriteMode::Upsert))
         .unwrap();
     assert_eq!(report.committed, 0);
     let v = ds.get(&[Value::Int(5000)]).unwrap().unwrap();
@@ -199,13 +189,7 @@ fn concurrent_writers_and_readers_see_only_committed_values() {
                             rec(1_000_000 + t, "dup"),
                         ];
                         let r = ds
-                            .write_batch(
-                                batch,
-                                BatchOptions {
-                                    atomic: true,
-                                    ..Default::default()
-                                },
-                            )
+                            .write_batch(batch, BatchOptions::atomic(WriteMode::Insert))
                             .unwrap();
                         assert_eq!(r.committed, 0);
                         assert_eq!(r.failed.len(), 1);
@@ -214,11 +198,7 @@ fn concurrent_writers_and_readers_see_only_committed_values() {
                         let r = ds
                             .write_batch(
                                 vec![val(k1), val(k2)],
-                                BatchOptions {
-                                    atomic: true,
-                                    mode: WriteMode::Upsert,
-                                    ..Default::default()
-                                },
+                                BatchOptions::atomic(WriteMode::Upsert),
                             )
                             .unwrap();
                         assert_eq!(r.committed, 2);
@@ -459,10 +439,7 @@ fn text_index_entries_are_one_log_record_undone_and_redone() {
     assert_eq!(db.stats().wal.records - before, 4);
 
     // An atomic batch that fails after writing a record with new words.
-    let atomic = BatchOptions {
-        atomic: true,
-        ..Default::default()
-    };
+    let atomic = BatchOptions::atomic(WriteMode::Insert);
     let r = ds
         .write_batch(vec![rec(2, "alpha zeta"), rec(1, "duplicate")], atomic)
         .unwrap();
@@ -475,11 +452,7 @@ fn text_index_entries_are_one_log_record_undone_and_redone() {
     let r = ds
         .write_batch(
             vec![rec(1, "omega psi"), Value::Int(3)],
-            BatchOptions {
-                atomic: true,
-                mode: WriteMode::Upsert,
-                ..Default::default()
-            },
+            BatchOptions::atomic(WriteMode::Upsert),
         )
         .unwrap();
     assert_eq!(r.committed, 0);
