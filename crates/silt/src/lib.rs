@@ -15,7 +15,6 @@ pub mod recency;
 pub mod schema;
 pub mod storage;
 pub mod txn;
-pub mod txn_ctx;
 pub mod value;
 pub mod workload;
 

@@ -86,7 +86,7 @@ fn state(tree: &Arc<LsmTree>) -> (String, Vec<String>) {
             ents.push((k, e.is_delete()));
         }
         let mut deleted = Vec::new();
-        if let Some(d) = c.deleted_keys() {
+        if let Some(d) = c.companion() {
             let mut di = d.iter(Bound::Unbounded, false).unwrap();
             while let Some((k, _)) = di.next_entry().unwrap() {
                 deleted.push(k);

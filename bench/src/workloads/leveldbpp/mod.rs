@@ -247,7 +247,7 @@ impl Store for SiltStore {
             match (self.kind, self.bits) {
                 (Some(IndexKind::Embedded), b) => format!(
                     ", embedded bloom {} bits per key",
-                    b.unwrap_or(silt::lsm::block_filters::DEFAULT_BITS_PER_KEY)
+                    b.unwrap_or(silt::storage::block_filters::DEFAULT_BITS_PER_KEY)
                 ),
                 _ => String::new(),
             },

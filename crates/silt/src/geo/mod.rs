@@ -37,6 +37,15 @@ pub mod zorder;
 /// north latitude]` in degrees.
 pub type Rect = [f64; 4];
 
+/// A box that contains nothing and intersects nothing (the start of a
+/// running union).
+pub const EMPTY_RECT: Rect = [
+    f64::INFINITY,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    f64::NEG_INFINITY,
+];
+
 /// The whole longitude/latitude domain: `[-180, -90, 180, 90]`.
 pub const WORLD: Rect = [-180.0, -90.0, 180.0, 90.0];
 

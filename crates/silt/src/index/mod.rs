@@ -242,7 +242,7 @@ pub struct IndexOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leaf_bytes: Option<usize>,
     /// Embedded indexes: bloom filter bits per distinct value and block
-    /// (default [`crate::lsm::block_filters::DEFAULT_BITS_PER_KEY`]).
+    /// (default [`crate::storage::block_filters::DEFAULT_BITS_PER_KEY`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bits_per_key: Option<f64>,
     /// R-tree: the order of disk components' entries (default Hilbert;
@@ -333,7 +333,7 @@ impl IndexDef {
     pub fn bits_per_key(&self) -> f64 {
         self.options
             .bits_per_key
-            .unwrap_or(crate::lsm::block_filters::DEFAULT_BITS_PER_KEY)
+            .unwrap_or(crate::storage::block_filters::DEFAULT_BITS_PER_KEY)
     }
 
     pub fn reconcile(mut self, r: ReconcileOption) -> Self {

@@ -17,34 +17,17 @@
 //! A tree without hooks behaves exactly as before.
 
 use super::kind::ComponentBuilder;
+pub use super::memtable::MemSecondary;
 use super::memtable::MemTable;
 use crate::error::Result;
-use crate::storage::{Entry, EntryKind};
+use crate::storage::Entry;
+pub use crate::storage::block_filters::BlockObserver;
 use std::sync::Arc;
-
-/// Watches the entries of one component being written.
-pub trait BlockObserver: Send {
-    /// An entry was added to the current data block (in key order).
-    fn entry(&mut self, key: &[u8], kind: EntryKind, seq: u64, value: &[u8]);
-    /// The current data block is complete: every entry since the previous
-    /// call (or the start) belongs to it.
-    fn end_block(&mut self);
-    /// The component is complete; entries since the last `end_block` form
-    /// its last block. Returns the aux block (empty: none).
-    fn finish(self: Box<Self>) -> Vec<u8>;
-}
 
 /// Makes one [`BlockObserver`] per component.
 pub trait ObserverFactory: Send + Sync {
     /// `None`: nothing to observe right now.
     fn observer(&self) -> Option<Box<dyn BlockObserver>>;
-}
-
-/// Derives the keys of an in-memory secondary structure kept with a
-/// memtable. Keys are opaque to the memtable (sorted bytes).
-pub trait MemSecondary: Send + Sync + std::fmt::Debug {
-    /// Append the secondary keys of `(key, e)` (a live entry) to `out`.
-    fn keys(&self, key: &[u8], e: &Entry, out: &mut Vec<Vec<u8>>);
 }
 
 /// Writes a memtable's entries into a new component at flush.

@@ -28,7 +28,10 @@
 //! antimatter carries the deleted geometry's bounds so that spatial searches
 //! find it and Hilbert-ordered merges reconcile it.
 
-use super::super::error::{Error, Result};
+use crate::error::{Error, Result};
+use crate::geo::{EMPTY_RECT, Rect};
+use crate::geo::{rect_intersects, rect_union};
+use crate::storage::block_filters::{self, BlockFilters, BlockObserver};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
 use crate::storage::{
@@ -36,31 +39,6 @@ use crate::storage::{
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// `[min_x, min_y, max_x, max_y]`.
-pub type Rect = [f64; 4];
-
-/// A rectangle that contains nothing and intersects nothing.
-pub const EMPTY_RECT: Rect = [
-    f64::INFINITY,
-    f64::INFINITY,
-    f64::NEG_INFINITY,
-    f64::NEG_INFINITY,
-];
-
-/// Edges inclusive.
-pub fn intersects(a: &Rect, b: &Rect) -> bool {
-    a[0] <= b[2] && b[0] <= a[2] && a[1] <= b[3] && b[1] <= a[3]
-}
-
-pub fn union(a: &Rect, b: &Rect) -> Rect {
-    [
-        a[0].min(b[0]),
-        a[1].min(b[1]),
-        a[2].max(b[2]),
-        a[3].max(b[3]),
-    ]
-}
 
 /// How the entries of different components are reconciled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -190,7 +168,7 @@ impl PackedRtree {
             let below = levels.last().map(|l| l.as_slice()).unwrap_or(&[]);
             let up: Vec<Rect> = below
                 .chunks(FANOUT)
-                .map(|c| c.iter().fold(EMPTY_RECT, |a, r| union(&a, r)))
+                .map(|c| c.iter().fold(EMPTY_RECT, |a, r| rect_union(&a, r)))
                 .collect();
             levels.push(up);
         }
@@ -270,7 +248,7 @@ impl PackedRtree {
         let top = self.top_level();
         let mut stack: Vec<(usize, usize)> = (0..self.nodes(top)).rev().map(|i| (top, i)).collect();
         while let Some((level, i)) = stack.pop() {
-            if !intersects(&self.mbr(level, i), q) {
+            if !rect_intersects(&self.mbr(level, i), q) {
                 continue;
             }
             if level == 0 {
@@ -284,20 +262,47 @@ impl PackedRtree {
     }
 }
 
-/// Structures attached to an open component by its index kind.
+/// The order of a nearest-neighbour search: keys that grow with the
+/// distance from the query.
+pub trait KnnMetric: Send + Sync {
+    /// A lower bound of the key of anything inside `r` (tree nodes).
+    fn bound(&self, r: &Rect) -> f64;
+    /// The key of an entry: exact for points and rectangles, a lower bound
+    /// for the MBR of a polygon.
+    fn key(&self, r: &Rect, kind: BoundsKind) -> f64;
+    /// A cheaper lower bound of [`key`](Self::key): entries wait in the
+    /// queue under it and get their exact key only when they reach the
+    /// front (most candidates never do).
+    fn key_lower(&self, r: &Rect, kind: BoundsKind) -> f64 {
+        self.key(r, kind)
+    }
+}
+
+/// Structures attached to an open component by its index kind (see
+/// [`ComponentReader::attach`]); the deleted-key B+-tree is the component's
+/// companion ([`ComponentReader::companion`]).
 #[derive(Debug, Default)]
 pub struct ComponentExt {
     pub rtree: Option<PackedRtree>,
-    /// The deleted-key B+-tree (keys = primary keys).
-    pub deleted: Option<Arc<ComponentReader>>,
     /// Per-block attribute bloom filters and zone maps (embedded indexes on
     /// a primary index), a view over the aux block.
-    pub filters: Option<super::block_filters::BlockFilters>,
+    pub filters: Option<BlockFilters>,
+}
+
+/// The packed R-tree of a spatial component.
+pub fn packed_rtree(c: &ComponentReader) -> Option<&PackedRtree> {
+    c.attached::<ComponentExt>().and_then(|x| x.rtree.as_ref())
+}
+
+/// The per-block attribute filters of a component, if it has any.
+pub fn block_filters(c: &ComponentReader) -> Option<&BlockFilters> {
+    c.attached::<ComponentExt>()
+        .and_then(|x| x.filters.as_ref())
 }
 
 /// Whether the deleted-key tree of `c` holds `pk`.
 pub fn deleted_contains(c: &ComponentReader, pk: &[u8]) -> Result<bool> {
-    let Some(d) = c.ext.get().and_then(|x| x.deleted.as_ref()) else {
+    let Some(d) = c.companion() else {
         return Ok(false);
     };
     Ok(matches!(d.probe(pk, key_hash(pk))?, Probe::Found(_)))
@@ -316,7 +321,7 @@ pub fn points_only(c: &ComponentReader) -> bool {
 
 /// Whether `c` has a non-empty deleted-key tree.
 pub fn has_deleted(c: &ComponentReader) -> bool {
-    c.ext.get().is_some_and(|x| x.deleted.is_some())
+    c.companion().is_some()
 }
 
 /// Path of the deleted-key companion of the component at `main`.
@@ -361,9 +366,9 @@ pub fn open_component_at(
         }
         ext.rtree = Some(t);
     }
-    if !kind.spatial && r.aux().first() == Some(&super::block_filters::MAGIC) {
-        let f = super::block_filters::BlockFilters::decode(r.aux(), r.num_blocks())
-            .map_err(|m| Error::corrupt(path, m))?;
+    if !kind.spatial && r.aux().first() == Some(&block_filters::MAGIC) {
+        let f =
+            BlockFilters::decode(r.aux(), r.num_blocks()).map_err(|m| Error::corrupt(path, m))?;
         ext.filters = Some(f);
     }
     let n_deleted = r
@@ -380,9 +385,9 @@ pub fn open_component_at(
                 "the component's deleted-key file is missing; the index directory was modified or damaged",
             ));
         }
-        ext.deleted = Some(Arc::new(ComponentReader::open(&dp, cache)?));
+        r.set_companion(Arc::new(ComponentReader::open(&dp, cache)?));
     }
-    let _ = r.ext.set(ext);
+    r.attach(ext);
     Ok(Arc::new(r))
 }
 
@@ -400,7 +405,7 @@ pub struct ComponentBuilder {
     non_points: u64,
     deleted: Vec<Vec<u8>>,
     /// Sees every entry written, block by block (see `lsm::hooks`).
-    observer: Option<Box<dyn super::hooks::BlockObserver>>,
+    observer: Option<Box<dyn BlockObserver>>,
 }
 
 impl ComponentBuilder {
@@ -426,7 +431,7 @@ impl ComponentBuilder {
 
     /// Let `o` see every entry written from now on and contribute the aux
     /// block (ignored for spatial components, whose aux block is the R-tree).
-    pub fn set_observer(&mut self, o: Box<dyn super::hooks::BlockObserver>) {
+    pub fn set_observer(&mut self, o: Box<dyn BlockObserver>) {
         self.observer = Some(o);
     }
 
@@ -447,7 +452,7 @@ impl ComponentBuilder {
         }
         if self.kind.spatial {
             if let Some((r, point)) = decode_bounds(value) {
-                self.cur = union(&self.cur, &r);
+                self.cur = rect_union(&self.cur, &r);
                 if !point {
                     self.non_points += 1;
                 }

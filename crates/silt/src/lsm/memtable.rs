@@ -8,8 +8,8 @@
 //! thread on the allocator's locks; values now live in 1 MiB chunks and keys of
 //! up to 16 bytes need no allocation at all.
 
-use super::hooks::MemSecondary;
-use super::kind::{BoundsKind, Rect, decode_bounds_kind};
+use super::kind::{BoundsKind, decode_bounds_kind};
+use crate::geo::Rect;
 use crate::storage::{Entry, EntryKind};
 use parking_lot::RwLock;
 use rstar::primitives::{GeomWithData, Rectangle};
@@ -23,6 +23,13 @@ use std::collections::btree_map::Entry as MapEntry;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Derives the keys of an in-memory secondary structure kept with a
+/// memtable. Keys are opaque to the memtable (sorted bytes).
+pub trait MemSecondary: Send + Sync + std::fmt::Debug {
+    /// Append the secondary keys of `(key, e)` (a live entry) to `out`.
+    fn keys(&self, key: &[u8], e: &Entry, out: &mut Vec<Vec<u8>>);
+}
 
 /// A memtable key: the first 32 bytes inline as two zero-padded big-endian
 /// `u128`s, the bytes past 32 (if any) on the heap, and the length.
@@ -284,7 +291,7 @@ impl MemTable {
     pub fn nearest(
         &self,
         n: usize,
-        metric: &dyn super::spatial::KnnMetric,
+        metric: &dyn super::kind::KnnMetric,
     ) -> Vec<(f64, SpatialEntry)> {
         struct Item<'a> {
             d: f64,

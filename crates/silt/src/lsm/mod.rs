@@ -2,7 +2,6 @@
 //! reconciliation, merge policies and the background scheduler.
 
 pub mod background;
-pub mod block_filters;
 pub mod hooks;
 pub mod kind;
 pub mod memtable;

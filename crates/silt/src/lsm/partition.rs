@@ -20,7 +20,7 @@
 //! Plans route by the entry's centre with half-open cuts (`< cut` goes
 //! low), so equal centres always meet in one partition.
 
-use super::kind::Rect;
+use crate::geo::Rect;
 
 /// How to route a centre to one of `parts()` partitions.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,12 +13,11 @@
 //! ordered by a distance that is a lower bound for nodes and exact for
 //! entries), so it reads only the nodes nearer than the k-th answer.
 
-use super::kind::{
-    BoundsKind, Rect, decode_bounds_kind, deleted_contains, intersects, points_only,
-};
+use super::kind::{BoundsKind, decode_bounds_kind, deleted_contains, points_only};
 use super::memtable::SpatialEntry;
 use super::tree::{LsmTree, Snapshot};
 use crate::error::Result;
+use crate::geo::{Rect, rect_intersects};
 use crate::storage::EntryKind;
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
@@ -87,21 +86,7 @@ fn leaf_entries(
     })
 }
 
-/// The order of a nearest-neighbour search: keys that grow with the
-/// distance from the query.
-pub trait KnnMetric: Send + Sync {
-    /// A lower bound of the key of anything inside `r` (tree nodes).
-    fn bound(&self, r: &Rect) -> f64;
-    /// The key of an entry: exact for points and rectangles, a lower bound
-    /// for the MBR of a polygon.
-    fn key(&self, r: &Rect, kind: BoundsKind) -> f64;
-    /// A cheaper lower bound of [`key`](Self::key): entries wait in the
-    /// queue under it and get their exact key only when they reach the
-    /// front (most candidates never do).
-    fn key_lower(&self, r: &Rect, kind: BoundsKind) -> f64 {
-        self.key(r, kind)
-    }
-}
+pub use super::kind::KnnMetric;
 
 /// Whether a component newer than `rank` (memtables first, then disk
 /// components, as ranked by `search_spatial`) holds any version of `key`.
@@ -166,7 +151,7 @@ impl LsmTree {
         let mut blocks = Vec::new();
         let mut touched = 0;
         for (p, c) in snap.disk.iter().enumerate() {
-            let Some(t) = c.ext.get().and_then(|x| x.rtree.as_ref()) else {
+            let Some(t) = super::kind::packed_rtree(&c) else {
                 continue;
             };
             if zorder && points_only(c) {
@@ -204,7 +189,7 @@ impl LsmTree {
                 leaf_entries(
                     c,
                     b,
-                    |r| rects.iter().any(|q| intersects(q, r)),
+                    |r| rects.iter().any(|q| rect_intersects(q, r)),
                     |e| hits.push((nm + p, e)),
                 )?;
             }
@@ -265,7 +250,7 @@ impl LsmTree {
             }
         }
         for c in 0..cur.snap.disk.len() {
-            let Some(t) = cur.snap.disk[c].ext.get().and_then(|x| x.rtree.as_ref()) else {
+            let Some(t) = super::kind::packed_rtree(&cur.snap.disk[c]) else {
                 continue;
             };
             cur.stats.components += 1;
@@ -464,7 +449,7 @@ impl KnnCursor {
                 KWhat::Node { comp, level, idx } => {
                     let (comp, level, idx) = (comp as usize, level as usize, idx as usize);
                     let c = self.snap.disk[comp].clone();
-                    let Some(t) = c.ext.get().and_then(|x| x.rtree.as_ref()) else {
+                    let Some(t) = super::kind::packed_rtree(&c) else {
                         continue;
                     };
                     if level == 0 {

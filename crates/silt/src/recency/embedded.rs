@@ -11,9 +11,9 @@
 //! memtable's version of `pk` still has that sequence number.
 
 use crate::error::{Error, Result};
-use crate::lsm::block_filters::{FilterBuilder, FilterSpec, attr_key};
 use crate::lsm::hooks::{BlockObserver, MemSecondary, ObserverFactory};
 use crate::storage::Entry;
+use crate::storage::block_filters::{FilterBuilder, FilterSpec, attr_key};
 use crate::value::{self, Value};
 use parking_lot::RwLock;
 use std::ops::Bound;

@@ -399,9 +399,13 @@ pub struct ComponentReader {
     /// When set, the file is deleted once the last reference is dropped.
     obsolete: AtomicBool,
     aux: Vec<u8>,
-    /// Structures an index kind attaches after open (packed R-tree levels,
-    /// the deleted-key B+-tree), see `lsm::kind`.
-    pub(crate) ext: std::sync::OnceLock<crate::lsm::kind::ComponentExt>,
+    /// What the component's index kind decodes from its sections after open
+    /// (the packed R-tree's upper levels, per-block filters): opaque here,
+    /// attached once by the layer that knows the kind (`lsm::kind`).
+    attached: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+    /// A companion component file that lives and dies with this one (the
+    /// deleted-key B+-tree of a deleted-key index component).
+    companion: Option<Arc<ComponentReader>>,
 }
 
 impl std::fmt::Debug for ComponentReader {
@@ -637,14 +641,31 @@ impl ComponentReader {
             cache,
             obsolete: AtomicBool::new(false),
             aux,
-            ext: std::sync::OnceLock::new(),
+            attached: std::sync::OnceLock::new(),
+            companion: None,
         })
     }
 
-    /// The deleted-key B+-tree of a deleted-key index component (keys are
-    /// the deleted primary keys), if it has one.
-    pub fn deleted_keys(&self) -> Option<&Arc<ComponentReader>> {
-        self.ext.get().and_then(|x| x.deleted.as_ref())
+    /// The companion component (for a deleted-key index component: its
+    /// deleted-key B+-tree, whose keys are the deleted primary keys), if any.
+    pub fn companion(&self) -> Option<&Arc<ComponentReader>> {
+        self.companion.as_ref()
+    }
+
+    /// Tie `c` to this component: it is marked obsolete with it.
+    pub fn set_companion(&mut self, c: Arc<ComponentReader>) {
+        self.companion = Some(c);
+    }
+
+    /// Attach what the index kind decoded from this component's sections.
+    /// Only the first attachment is kept.
+    pub fn attach<T: std::any::Any + Send + Sync>(&self, t: T) {
+        let _ = self.attached.set(Box::new(t));
+    }
+
+    /// The attachment, if one of type `T` was attached.
+    pub fn attached<T: std::any::Any>(&self) -> Option<&T> {
+        self.attached.get().and_then(|b| b.downcast_ref::<T>())
     }
 
     /// The index-kind specific block written with [`ComponentWriter::set_aux`]
@@ -705,7 +726,7 @@ impl ComponentReader {
     /// Mark the file for deletion when the last reference goes away.
     pub fn mark_obsolete(&self) {
         self.obsolete.store(true, Ordering::Release);
-        if let Some(d) = self.ext.get().and_then(|x| x.deleted.as_ref()) {
+        if let Some(d) = &self.companion {
             d.mark_obsolete();
         }
     }

@@ -6,6 +6,7 @@
 //! name, fsynced, renamed and the directory fsynced (see [`component::ComponentWriter`]).
 
 pub mod block;
+pub mod block_filters;
 pub mod bloom;
 pub mod cache;
 pub mod component;

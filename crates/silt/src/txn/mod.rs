@@ -20,6 +20,7 @@
 //! [`LockManager::lock_x`]. The test at the bottom of this file runs exactly
 //! that with several transactor threads.
 
+pub mod ctx;
 pub mod fault;
 pub mod lock;
 pub mod wal;

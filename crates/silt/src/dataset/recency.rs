@@ -7,11 +7,11 @@ use super::{Dataset, IndexSet, TxnWork};
 use crate::error::{Error, Result};
 use crate::index::{IndexDef, IndexKind};
 use crate::lsm::LsmTree;
-use crate::lsm::block_filters::{FilterSpec, attr_key, in_range};
 use crate::lsm::hooks::{MemSecondary, ObserverFactory, TreeHooks};
 use crate::lsm::memtable::{MemIter, MemTable};
 use crate::recency::embedded::{field_prefix, mem_bounds, parse_mem_key};
 use crate::recency::postings::{self, Posting};
+use crate::storage::block_filters::{FilterSpec, attr_key, in_range};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
 use crate::storage::{ComponentReader, Entry, EntryKind};
@@ -402,9 +402,7 @@ impl Dataset {
                 p.primary.wait_flushed()?;
                 let needs = |c: &ComponentReader| {
                     c.meta().entries > 0
-                        && c.ext
-                            .get()
-                            .and_then(|x| x.filters.as_ref())
+                        && crate::lsm::kind::block_filters(c)
                             .is_none_or(|f| f.field(&field).is_none())
                 };
                 let mut check = |k: &[u8], e: &Entry| -> Result<()> {
@@ -638,7 +636,7 @@ impl Dataset {
                     Self::admit(&srcs, j, cands, &mut top, stats)?;
                 }
                 SrcKind::Disk(c) => {
-                    let filters = c.ext.get().and_then(|x| x.filters.as_ref());
+                    let filters = crate::lsm::kind::block_filters(c);
                     // (block, largest live sequence number in it)
                     let mut blocks: Vec<(usize, u64)> = Vec::new();
                     match filters.and_then(|f| f.field(field).map(|ff| (f, ff))) {

@@ -3,11 +3,11 @@
 //! observer added later also covers them (the bulk build of an embedded
 //! index).
 
-use super::super::hooks::{FlushTransform, TreeHooks, ValueMerger};
-use super::super::kind::ComponentBuilder;
-use super::super::memtable::MemTable;
 use super::{LsmTree, component_path};
 use crate::error::Result;
+use crate::lsm::hooks::{FlushTransform, TreeHooks, ValueMerger};
+use crate::lsm::kind::ComponentBuilder;
+use crate::lsm::memtable::MemTable;
 use crate::storage::{ComponentReader, Entry};
 use std::ops::Bound;
 use std::sync::Arc;

@@ -29,11 +29,23 @@
 //!                       varint(bloom_len) bloom              (0: no values)
 //! ```
 
-use super::hooks::BlockObserver;
 use crate::storage::bloom::{Bloom, key_hash, may_contain_encoded};
 use crate::storage::{EntryKind, varint};
+
 use crate::value;
 use std::ops::Bound;
+
+/// Watches the entries of one component being written.
+pub trait BlockObserver: Send {
+    /// An entry was added to the current data block (in key order).
+    fn entry(&mut self, key: &[u8], kind: EntryKind, seq: u64, value: &[u8]);
+    /// The current data block is complete: every entry since the previous
+    /// call (or the start) belongs to it.
+    fn end_block(&mut self);
+    /// The component is complete; entries since the last `end_block` form
+    /// its last block. Returns the aux block (empty: none).
+    fn finish(self: Box<Self>) -> Vec<u8>;
+}
 
 /// First byte of an aux block holding block filters.
 pub const MAGIC: u8 = b'E';

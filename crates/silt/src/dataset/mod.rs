@@ -10,8 +10,8 @@ use crate::lsm::tree::{Scheduler, TreeScan};
 use crate::lsm::{LsmTree, MemoryGroup, TreeConfig, TreeKind, TreeStats};
 use crate::schema::{DatasetDef, MAX_RECORD_BYTES};
 use crate::storage::{BlockCache, Entry, WriterOptions};
+use crate::txn::ctx::TxnContext;
 use crate::txn::{LockManager, LogEntry, LogOp, LogRecord};
-use crate::txn_ctx::TxnContext;
 use crate::value::{self, Value};
 use serde::Serialize;
 use std::cmp::Ordering as CmpOrdering;
@@ -26,9 +26,7 @@ use xxhash_rust::xxh3::xxh3_64;
 /// a record with more entries in one index is logged in several.
 const SEC_BATCH_LOG_BYTES: usize = 1 << 20;
 
-#[path = "dataset_query.rs"]
 mod query;
-#[path = "dataset_recency.rs"]
 mod recency;
 pub use query::{
     JoinPredicate, JoinResults, Query, QueryHit, QueryOptions, QueryResults, QueryStats,

@@ -37,8 +37,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-#[path = "tree_hooks.rs"]
-mod tree_hooks;
+mod hooks;
 
 /// Static configuration of one LSM index.
 #[derive(Clone, Debug)]
@@ -697,7 +696,7 @@ impl LsmTree {
     /// their centres share the key's cell, so their components' regions
     /// always meet).
     fn key_region(&self, c: &ComponentReader) -> Option<[f64; 4]> {
-        let t = c.ext.get().and_then(|x| x.rtree.as_ref())?;
+        let t = super::kind::packed_rtree(&c)?;
         let top = t.top_level();
         let mut r = [
             f64::INFINITY,
@@ -742,7 +741,7 @@ impl LsmTree {
     fn leaf_centres(inputs: &[Arc<ComponentReader>]) -> Vec<[f64; 2]> {
         let mut out = Vec::new();
         for c in inputs {
-            if let Some(t) = c.ext.get().and_then(|x| x.rtree.as_ref()) {
+            if let Some(t) = super::kind::packed_rtree(&c) {
                 for i in 0..t.nodes(0) {
                     out.push(partition::centre(&t.mbr(0, i)));
                 }
@@ -1083,7 +1082,7 @@ impl LsmTree {
          -> Result<()> {
             if let Some(r) = w.finish(&self.cache)? {
                 *written += r.meta().file_bytes;
-                if let Some(d) = r.ext.get().and_then(|x| x.deleted.as_ref()) {
+                if let Some(d) = r.companion() {
                     *written += d.meta().file_bytes;
                 }
                 outs.push(r);
@@ -1158,7 +1157,7 @@ impl LsmTree {
                 }
                 if let Some(w) = writer.as_mut() {
                     for &i in &with_dk {
-                        if let Some(d) = ordered[i].ext.get().and_then(|x| x.deleted.as_ref()) {
+                        if let Some(d) = ordered[i].companion() {
                             let mut di = d.iter(Bound::Unbounded, false)?;
                             while let Some((pk, _)) = di.next_entry()? {
                                 w.add_deleted(&pk);

@@ -23,9 +23,10 @@
 
 use super::{Dataset, IndexSet};
 use crate::error::{Error, Result};
+use crate::geo::Rect;
 use crate::geo::{predicates, sphere, split_query_rect};
 use crate::index::{IndexDef, IndexKind};
-use crate::lsm::kind::{BoundsKind, Rect};
+use crate::lsm::kind::BoundsKind;
 use crate::lsm::memtable::SpatialEntry;
 use crate::lsm::spatial::{KnnCursor, KnnMetric, SearchStats};
 use crate::txn::LockManager;
@@ -495,7 +496,7 @@ fn hilbert_search(
                 }
                 if let Some((bounds, bk)) = decode_bounds_kind(&e.value) {
                     stats.candidates += 1;
-                    if crate::lsm::kind::intersects(r, &bounds) {
+                    if crate::geo::rect_intersects(r, &bounds) {
                         out.push(SpatialEntry {
                             key: k,
                             delete: false,
@@ -624,7 +625,7 @@ fn grid_search(
                     continue;
                 };
                 stats.candidates += 1;
-                if crate::lsm::kind::intersects(r, &bounds) {
+                if crate::geo::rect_intersects(r, &bounds) {
                     out.push(SpatialEntry {
                         key: k,
                         delete: false,
