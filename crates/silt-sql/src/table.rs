@@ -497,11 +497,7 @@ impl SiltTable {
                         };
                     }
                     Some((index, kind)) => {
-                        let b = |x: Bound<Value>| match x {
-                            Bound::Included(v) => Bound::Included(vec![v]),
-                            Bound::Excluded(v) => Bound::Excluded(vec![v]),
-                            Bound::Unbounded => Bound::Unbounded,
-                        };
+                        let b = |x: Bound<Value>| x.map(|v| vec![v]);
                         break 'choose Access::Index {
                             index,
                             kind,
@@ -754,10 +750,9 @@ fn fmt_bound(col: &str, b: &Bound<Value>, lower: bool) -> Option<String> {
 }
 
 fn fmt_vbound(col: &str, b: &Bound<Vec<Value>>, lower: bool) -> Option<String> {
-    let one = |b: &Bound<Vec<Value>>| match b {
-        Bound::Included(v) => Bound::Included(v.first().cloned().unwrap_or(Value::Null)),
-        Bound::Excluded(v) => Bound::Excluded(v.first().cloned().unwrap_or(Value::Null)),
-        Bound::Unbounded => Bound::Unbounded,
+    let one = |b: &Bound<Vec<Value>>| {
+        b.as_ref()
+            .map(|v| v.first().cloned().unwrap_or(Value::Null))
     };
     fmt_bound(col, &one(b), lower)
 }

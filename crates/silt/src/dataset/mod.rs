@@ -982,11 +982,7 @@ impl Dataset {
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
     ) -> Result<DatasetScan> {
-        let lo_ref = match &lo {
-            Bound::Included(k) => Bound::Included(k.as_slice()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
+        let lo_ref = lo.as_ref().map(Vec::as_slice);
         let epoch = self.txn.abort_epoch();
         let scans = self.partition_scans(lo_ref, &hi)?;
         DatasetScan::new(scans, self.clone(), hi, epoch)
@@ -1191,11 +1187,7 @@ impl Dataset {
         lo: &Bound<Vec<u8>>,
         hi: &Bound<Vec<u8>>,
     ) -> Result<Vec<Vec<u8>>> {
-        let lo_ref = match lo {
-            Bound::Included(k) => Bound::Included(k.as_slice()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
+        let lo_ref = lo.as_ref().map(Vec::as_slice);
         let mut out = Vec::new();
         for t in &set.trees[i] {
             let snap = t.snapshot();

@@ -785,18 +785,8 @@ impl Dataset {
                 )
             }
             Query::Range { lo, hi } => {
-                let as_ref = |b: &Bound<Vec<Value>>| -> Bound<Vec<Value>> { b.clone() };
-                let (lo, hi) = (as_ref(lo), as_ref(hi));
-                let lo_s = match &lo {
-                    Bound::Included(v) => Bound::Included(v.as_slice()),
-                    Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-                    Bound::Unbounded => Bound::Unbounded,
-                };
-                let hi_s = match &hi {
-                    Bound::Included(v) => Bound::Included(v.as_slice()),
-                    Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-                    Bound::Unbounded => Bound::Unbounded,
-                };
+                let lo_s = lo.as_ref().map(Vec::as_slice);
+                let hi_s = hi.as_ref().map(Vec::as_slice);
                 let (elo, ehi) = self.index_bounds(&def, lo_s, hi_s)?;
                 let entries = self.index_entries(&set, i, &elo, &ehi)?;
                 stats.candidates = entries.len() as u64;
@@ -1007,16 +997,8 @@ impl Dataset {
         };
         Ok(match q {
             Query::Range { lo, hi } | Query::Recent { lo, hi, .. } => {
-                let lo_s = match lo {
-                    Bound::Included(v) => Bound::Included(v.as_slice()),
-                    Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-                    Bound::Unbounded => Bound::Unbounded,
-                };
-                let hi_s = match hi {
-                    Bound::Included(v) => Bound::Included(v.as_slice()),
-                    Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-                    Bound::Unbounded => Bound::Unbounded,
-                };
+                let lo_s = lo.as_ref().map(Vec::as_slice);
+                let hi_s = hi.as_ref().map(Vec::as_slice);
                 let (elo, ehi) = self.index_bounds(def, lo_s, hi_s)?;
                 match def.entry_key(rec, pk).ok().flatten() {
                     Some(k) if Dataset::in_bounds(&k, &elo, &ehi) => Some(None),

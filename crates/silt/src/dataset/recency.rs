@@ -133,14 +133,6 @@ fn sources(trees: &[Arc<LsmTree>]) -> Vec<Src> {
     out
 }
 
-fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(v) => Bound::Included(v.as_slice()),
-        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 /// Whether `v` lies above the upper bound `hi`.
 fn above(v: &[u8], hi: Bound<&[u8]>) -> bool {
     match hi {
@@ -452,7 +444,11 @@ impl Dataset {
         stats: &mut QueryStats,
     ) -> Result<Vec<QueryHit>> {
         let def = &set.defs[i];
-        let (elo, ehi) = self.index_bounds(def, as_values(lo), as_values(hi))?;
+        let (elo, ehi) = self.index_bounds(
+            def,
+            lo.as_ref().map(Vec::as_slice),
+            hi.as_ref().map(Vec::as_slice),
+        )?;
         if k == Some(0) {
             return Ok(Vec::new());
         }
@@ -502,7 +498,7 @@ impl Dataset {
     ) -> Result<Vec<QueryHit>> {
         let d = &set.defs[i];
         stats.components += set.trees[i].iter().map(|t| component_count(t)).sum::<u64>();
-        let lo = as_ref(elo);
+        let lo = elo.as_ref().map(Vec::as_slice);
         let mut cands: Vec<(u64, Vec<u8>)> = Vec::new();
         for t in &set.trees[i] {
             let snap = t.snapshot();
@@ -596,7 +592,10 @@ impl Dataset {
         stats: &mut QueryStats,
     ) -> Result<Vec<Found>> {
         let field = def.fields.first().map(String::as_str).unwrap_or_default();
-        let (lo, hi) = (as_ref(elo), as_ref(ehi));
+        let (lo, hi) = (
+            elo.as_ref().map(Vec::as_slice),
+            ehi.as_ref().map(Vec::as_slice),
+        );
         let prefix = field_prefix(field);
         let (mstart, mend) = mem_bounds(&prefix, lo, hi);
         let point_hash = point.as_deref().map(key_hash);
@@ -614,7 +613,8 @@ impl Dataset {
                 SrcKind::Mem(m) => {
                     let thr = top.threshold();
                     let mut cands: Vec<Found> = Vec::new();
-                    let keys = m.secondary_range(&mstart, as_ref(&mend), usize::MAX);
+                    let keys =
+                        m.secondary_range(&mstart, mend.as_ref().map(Vec::as_slice), usize::MAX);
                     for sk in keys {
                         let Some(rest) = sk.get(prefix.len()..) else {
                             continue;
@@ -747,7 +747,10 @@ impl Dataset {
             .first()
             .map(String::as_str)
             .unwrap_or_default();
-        let (lo, hi) = (as_ref(elo), as_ref(ehi));
+        let (lo, hi) = (
+            elo.as_ref().map(Vec::as_slice),
+            ehi.as_ref().map(Vec::as_slice),
+        );
         let srcs = sources(&set.trees[i]);
         let mut st = LazyState {
             best: HashMap::new(),
@@ -880,7 +883,10 @@ impl Dataset {
             .first()
             .map(String::as_str)
             .unwrap_or_default();
-        let (lo, hi) = (as_ref(elo), as_ref(ehi));
+        let (lo, hi) = (
+            elo.as_ref().map(Vec::as_slice),
+            ehi.as_ref().map(Vec::as_slice),
+        );
         // The raw lists, decoded lazily: a top-k lookup reads a prefix.
         let mut lists: Vec<Vec<u8>> = Vec::new();
         for t in &set.trees[i] {
@@ -963,7 +969,10 @@ impl Dataset {
         epoch: u64,
         stats: &mut QueryStats,
     ) -> Result<Vec<QueryHit>> {
-        let (lo, hi) = (as_ref(elo), as_ref(ehi));
+        let (lo, hi) = (
+            elo.as_ref().map(Vec::as_slice),
+            ehi.as_ref().map(Vec::as_slice),
+        );
         let mut out = Vec::with_capacity(found.len());
         for f in found {
             let name = LockManager::name(self.id, &f.pk);
@@ -1020,13 +1029,5 @@ struct LazyState {
 impl LazyState {
     fn done(&self) -> bool {
         self.k.is_some_and(|k| self.found.len() >= k)
-    }
-}
-
-fn as_values(b: &Bound<Vec<Value>>) -> Bound<&[Value]> {
-    match b {
-        Bound::Included(v) => Bound::Included(v.as_slice()),
-        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
     }
 }

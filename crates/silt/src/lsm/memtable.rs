@@ -611,11 +611,7 @@ impl MemIter {
         MemIter {
             table,
             buf: VecDeque::new(),
-            next_from: Some(match start {
-                Bound::Included(k) => Bound::Included(k.to_vec()),
-                Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-                Bound::Unbounded => Bound::Unbounded,
-            }),
+            next_from: Some(start.map(<[u8]>::to_vec)),
         }
     }
 
@@ -623,11 +619,7 @@ impl MemIter {
         let Some(from) = self.next_from.take() else {
             return;
         };
-        let lower = match &from {
-            Bound::Included(k) => Bound::Included(MemKey::new(k)),
-            Bound::Excluded(k) => Bound::Excluded(MemKey::new(k)),
-            Bound::Unbounded => Bound::Unbounded,
-        };
+        let lower = from.as_ref().map(|k| MemKey::new(k));
         let g = self.table.inner.read();
         for (k, s) in g
             .map
