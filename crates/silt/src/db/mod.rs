@@ -1,22 +1,36 @@
-//! The database: a directory holding a catalog and datasets.
+//! The database: a directory holding a catalog and datasets, the log and
+//! the threads they share.
+//!
+//! - [`catalog`]: `catalog.json`, the dataset definitions;
+//! - [`checkpoint`]: checkpoints and the thread that takes them;
+//! - [`recovery`]: redo-only recovery at open.
+//!
+//! The directory layout is in `docs/format/README.md`.
+
+mod catalog;
+mod checkpoint;
+mod recovery;
+
+use catalog::Catalog;
+use checkpoint::checkpoint;
+pub use recovery::RecoverySummary;
+use recovery::recover;
 
 use crate::dataset::{Dataset, DatasetStats};
 use crate::error::{Error, Result};
 use crate::lsm::background::Background;
 use crate::schema::DatasetDef;
-use crate::storage::fsutil::{create_dir_all, write_atomic};
+use crate::storage::fsutil::create_dir_all;
 use crate::storage::{BlockCache, CacheStats};
 use crate::txn::ctx::TxnContext;
-use crate::txn::{Checkpoint, Durability, LogRecord, Wal, WalOptions, WalStats};
+use crate::txn::{Checkpoint, Durability, Wal, WalOptions, WalStats};
 use parking_lot::{Mutex, RwLock};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
-use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 /// Options of an open database (not persisted; each open chooses).
 #[derive(Clone, Debug)]
@@ -61,33 +75,6 @@ impl Default for DbOptions {
             wal_fault: None,
         }
     }
-}
-
-#[derive(Serialize, Deserialize, Default)]
-struct Catalog {
-    version: u32,
-    datasets: Vec<DatasetDef>,
-}
-
-/// What recovery did when the database was opened.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct RecoverySummary {
-    /// Log position recovery started from (the checkpoint's low-water mark).
-    pub from_lsn: u64,
-    /// End of the valid log.
-    pub end_lsn: u64,
-    /// Bytes of a torn last record that were cut off the log.
-    pub truncated_bytes: u64,
-    /// Bytes of the last log file read at open to find the end of the valid
-    /// log: from the checkpoint's low-water mark on, so 0 after a clean close.
-    pub log_bytes_checked: u64,
-    pub records_scanned: u64,
-    pub committed_txns: u64,
-    /// UPDATE records re-applied (committed and newer than the index's disk components).
-    pub records_redone: u64,
-    /// UPDATE records of transactions without a durable COMMIT (ignored).
-    pub records_uncommitted: u64,
-    pub millis: u64,
 }
 
 /// Everything `silt stats` shows.
@@ -142,16 +129,7 @@ impl Database {
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
         }
-        let cat_path = dir.join("catalog.json");
-        let catalog: Catalog = match std::fs::read(&cat_path) {
-            Ok(b) => serde_json::from_slice(&b)
-                .map_err(|e| Error::corrupt(&cat_path, format!("unreadable catalog: {e}")))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Catalog {
-                version: 1,
-                datasets: Vec::new(),
-            },
-            Err(e) => return Err(Error::io(&cat_path, e)),
-        };
+        let catalog = Catalog::load(&dir)?;
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let bg = Background::start(opts.flush_threads, opts.merge_threads);
         let seq = Arc::new(AtomicU64::new(1));
@@ -222,39 +200,6 @@ impl Database {
         checkpoint(&self.datasets, &self.txn, &self.checkpoint_lock)
     }
 
-    /// Start the thread that checkpoints whenever `checkpoint_interval_bytes`
-    /// of log accumulated since the last checkpoint (0 disables it).
-    fn start_checkpointer(&self) {
-        if self.opts.checkpoint_interval_bytes == 0 {
-            return;
-        }
-        let (tx, rx) = crossbeam_channel::bounded::<()>(1);
-        let (datasets, txn, last) = (
-            self.datasets.clone(),
-            self.txn.clone(),
-            self.checkpoint_lock.clone(),
-        );
-        let interval = self.opts.checkpoint_interval_bytes;
-        let handle = std::thread::Builder::new()
-            .name("silt-checkpoint".into())
-            .spawn(move || {
-                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
-                    rx.recv_timeout(Duration::from_millis(200))
-                {
-                    let since = *last.lock();
-                    if txn.wal.end_lsn().saturating_sub(since) >= interval
-                        && let Err(e) = checkpoint(&datasets, &txn, &last)
-                    {
-                        tracing::error!("checkpoint failed: {e}");
-                    }
-                }
-            });
-        match handle {
-            Ok(h) => *self.checkpointer.lock() = Some((tx, h)),
-            Err(e) => tracing::error!("cannot start the checkpoint thread: {e}"),
-        }
-    }
-
     pub fn path(&self) -> &Path {
         &self.dir
     }
@@ -267,9 +212,7 @@ impl Database {
     }
 
     fn save_catalog(&self, cat: &Catalog) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(cat)
-            .map_err(|e| Error::Config(format!("encoding catalog: {e}")))?;
-        write_atomic(&self.dir.join("catalog.json"), &bytes)
+        cat.save(&self.dir)
     }
 
     /// Create a dataset; its definition is recorded in the catalog.
@@ -444,152 +387,4 @@ impl Drop for Database {
             tracing::error!("closing database {}: {e}", self.dir.display());
         }
     }
-}
-
-type DatasetMap = Arc<RwLock<BTreeMap<String, Arc<Dataset>>>>;
-
-/// Take a checkpoint: flush every in-memory component holding log records
-/// older than the current end of the log (by each component's *minimum* LSN:
-/// flushing by the last LSN, as the paper's text says, would drop log still
-/// needed), write the checkpoint file with the low-water mark, and delete log
-/// files wholly below it.
-fn checkpoint(
-    datasets: &DatasetMap,
-    txn: &Arc<TxnContext>,
-    last: &Mutex<u64>,
-) -> Result<Checkpoint> {
-    let mut last = last.lock();
-    let target = txn.wal.end_lsn();
-    let datasets: Vec<Arc<Dataset>> = datasets.read().values().cloned().collect();
-    // The mark must never lie beyond the durable end of the log (in any
-    // durability mode), or a crash could leave the log ending below it.
-    txn.wal.sync()?;
-    for ds in &datasets {
-        // A write that got its LSN before `target` may still be on its way
-        // into a memtable; the barrier waits for it.
-        for t in ds.trees() {
-            t.barrier();
-        }
-        if ds
-            .trees()
-            .iter()
-            .any(|t| t.min_memory_lsn().is_some_and(|l| l < target))
-        {
-            ds.flush()?;
-        }
-    }
-    let mut low = target;
-    for ds in &datasets {
-        for t in ds.trees() {
-            if let Some(l) = t.min_memory_lsn() {
-                low = low.min(l);
-            }
-        }
-    }
-    let cp = Checkpoint {
-        low_water_lsn: low,
-        end_lsn: txn.wal.end_lsn(),
-        next_txn_id: txn.next_txn_id(),
-    };
-    crate::txn::write_checkpoint(txn.wal.dir(), &cp)?;
-    txn.wal.truncate_before(low)?;
-    *last = target;
-    Ok(cp)
-}
-
-/// Redo-only recovery (000 §3.3.4): analysis finds the transactions whose
-/// COMMIT is in the log; redo re-applies their UPDATE records whose LSN is
-/// above the index's disk LSN. No undo: nothing uncommitted ever reached a
-/// disk component (no-steal).
-fn recover(
-    wal_dir: &Path,
-    from_lsn: u64,
-    datasets: &BTreeMap<String, Arc<Dataset>>,
-    txn: &Arc<TxnContext>,
-) -> Result<RecoverySummary> {
-    let start = Instant::now();
-    let mut sum = RecoverySummary {
-        from_lsn,
-        ..Default::default()
-    };
-    let mut committed = HashSet::new();
-    let mut last_progress = Instant::now();
-    for r in crate::txn::read_from(wal_dir, from_lsn)? {
-        let (lsn, rec) = r?;
-        sum.records_scanned += 1;
-        sum.end_lsn = lsn;
-        txn.bump_txn(rec.txn());
-        if let LogRecord::Commit { txn } = rec {
-            committed.insert(txn);
-        }
-        if last_progress.elapsed() > Duration::from_secs(2) {
-            tracing::info!(
-                "recovery analysis: {} log records scanned",
-                sum.records_scanned
-            );
-            last_progress = Instant::now();
-        }
-    }
-    sum.committed_txns = committed.len() as u64;
-    if sum.records_scanned == 0 {
-        return Ok(sum);
-    }
-    let by_id: HashMap<u32, &Arc<Dataset>> = datasets.values().map(|d| (d.id(), d)).collect();
-    let mut disk_lsn: HashMap<(u32, u32, u32), u64> = HashMap::new();
-    for r in crate::txn::read_from(wal_dir, from_lsn)? {
-        let (lsn, rec) = r?;
-        let Some((t, dataset, partition, index, seq)) = rec.index_target() else {
-            continue;
-        };
-        if !committed.contains(&t) {
-            sum.records_uncommitted += 1;
-            continue;
-        }
-        // A dataset dropped after the record was written has nothing to redo.
-        let Some(ds) = by_id.get(&dataset) else {
-            continue;
-        };
-        if partition >= ds.def().partitions {
-            return Err(crate::error::Error::corrupt(
-                wal_dir,
-                format!(
-                    "log record at LSN {lsn} names partition {partition} of dataset {}, which does not exist",
-                    ds.name()
-                ),
-            ));
-        }
-        // An index dropped after the record was written has nothing to redo.
-        let Some(tree) = ds.tree_for(index, partition as usize) else {
-            continue;
-        };
-        let floor = *disk_lsn
-            .entry((dataset, partition, index))
-            .or_insert_with(|| tree.disk_lsn());
-        if lsn < floor {
-            // Reflected in a disk component (floor is an LSN mark = LSN + 1).
-            continue;
-        }
-        ds.bump_seq(seq);
-        for op in rec.into_entries() {
-            let (key, entry) = op.into_entry(seq);
-            let cost = tree.put(&key, entry, lsn + 1);
-            ds.memory_group().charge(cost)?;
-        }
-        sum.records_redone += 1;
-        if last_progress.elapsed() > Duration::from_secs(2) {
-            tracing::info!("recovery redo: {} records re-applied", sum.records_redone);
-            last_progress = Instant::now();
-        }
-    }
-    sum.millis = start.elapsed().as_millis() as u64;
-    tracing::info!(
-        "recovery: scanned {} log records from LSN {}, {} committed transactions, redid {} records, ignored {} uncommitted, in {} ms",
-        sum.records_scanned,
-        sum.from_lsn,
-        sum.committed_txns,
-        sum.records_redone,
-        sum.records_uncommitted,
-        sum.millis
-    );
-    Ok(sum)
 }

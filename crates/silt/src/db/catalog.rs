@@ -1,0 +1,42 @@
+//! `catalog.json`: the definitions of the datasets (and their indexes), the
+//! only persistent schema. Replaced atomically (temporary file, fsync,
+//! rename, directory fsync) on every DDL. Format: `docs/format/catalog.md`.
+
+use crate::error::{Error, Result};
+use crate::schema::DatasetDef;
+use crate::storage::fsutil::write_atomic;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// File name of the catalog in the database directory.
+pub(super) const CATALOG_FILE: &str = "catalog.json";
+
+#[derive(Serialize, Deserialize, Default)]
+pub(super) struct Catalog {
+    pub(super) version: u32,
+    pub(super) datasets: Vec<DatasetDef>,
+}
+
+impl Catalog {
+    /// Read the catalog of the database in `dir` (an empty one if the
+    /// database is new).
+    pub(super) fn load(dir: &Path) -> Result<Catalog> {
+        let cat_path = dir.join(CATALOG_FILE);
+        match std::fs::read(&cat_path) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map_err(|e| Error::corrupt(&cat_path, format!("unreadable catalog: {e}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Catalog {
+                version: 1,
+                datasets: Vec::new(),
+            }),
+            Err(e) => Err(Error::io(&cat_path, e)),
+        }
+    }
+
+    /// Replace the catalog of the database in `dir` atomically.
+    pub(super) fn save(&self, dir: &Path) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::Config(format!("encoding catalog: {e}")))?;
+        write_atomic(&dir.join(CATALOG_FILE), &bytes)
+    }
+}
