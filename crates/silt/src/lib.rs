@@ -16,6 +16,7 @@ pub mod schema;
 pub mod storage;
 pub mod txn;
 pub mod value;
+pub mod varint;
 pub mod workload;
 
 pub use dataset::{

@@ -63,31 +63,5 @@ impl Entry {
     }
 }
 
-/// Varint helpers shared by the block and meta encodings.
-pub(crate) mod varint {
-    pub fn put(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-
-    /// Decode a varint at `*pos`, advancing it. `None` on truncation or overflow.
-    pub fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
-        let mut result: u64 = 0;
-        let mut shift = 0u32;
-        loop {
-            let b = *buf.get(*pos)?;
-            *pos += 1;
-            if shift >= 64 {
-                return None;
-            }
-            result |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(result);
-            }
-            shift += 7;
-        }
-    }
-}
+/// LEB128 varints (one implementation for the crate: [`crate::varint`]).
+pub(crate) use crate::varint;

@@ -26,6 +26,7 @@
 
 use super::{Geometry, MAX_DEPTH, Value, parse_index};
 use crate::error::{Error, Result};
+use crate::varint::{VarintError, put as put_varint};
 
 const T_NULL: u8 = 0x00;
 const T_FALSE: u8 = 0x01;
@@ -217,14 +218,6 @@ fn unzigzag(u: u64) -> i64 {
     ((u >> 1) as i64) ^ -((u & 1) as i64)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
     out.extend_from_slice(b);
@@ -314,25 +307,19 @@ impl<'a> Reader<'a> {
     }
 
     fn varint(&mut self) -> DResult<u64> {
-        let start = self.pos;
-        let mut v: u64 = 0;
-        for i in 0..10 {
-            let b = self.byte()?;
-            if i == 9 && b > 1 {
-                self.pos = start;
-                return Err(self.err("varint overflows 64 bits"));
+        let mut pos = self.pos;
+        match crate::varint::decode(self.buf, &mut pos) {
+            Ok(v) => {
+                self.pos = pos;
+                Ok(v)
             }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                if b == 0 && i > 0 {
-                    self.pos = start;
-                    return Err(self.err("overlong varint"));
-                }
-                return Ok(v);
+            Err(VarintError::Truncated { at }) => {
+                self.pos = at;
+                Err(self.err("unexpected end of input"))
             }
+            Err(VarintError::Overflow) => Err(self.err("varint overflows 64 bits")),
+            Err(VarintError::Overlong) => Err(self.err("overlong varint")),
         }
-        self.pos = start;
-        Err(self.err("varint longer than 10 bytes"))
     }
 
     /// A count of items each taking at least `min_size` bytes, checked
