@@ -125,7 +125,7 @@ pub fn create_dataset(db: &Database, o: &CreateOptions) -> CliResult<()> {
         println!(
             "  index {}: {}, merge policy {}",
             created.name,
-            index::describe(&created),
+            crate::describe::describe(&created),
             created.policy
         );
     }

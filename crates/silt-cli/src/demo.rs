@@ -1,8 +1,9 @@
 //! `silt demo`: a guided tour of the engine on a generated data set of
 //! geotagged tweet-like records.
 
+use crate::describe::describe;
 use crate::error::{CliError, CliResult};
-use crate::index::{describe, index_totals};
+use crate::index::index_totals;
 use crate::load::spinner_style;
 use crate::query::stats_text;
 use crate::stats::{self, Totals};

@@ -1,6 +1,7 @@
 //! Secondary index commands: create-index and drop-index, and the index
 //! descriptions other commands show. `silt query` is in `query`.
 
+use crate::describe::{describe, option_parts};
 use crate::error::{CliError, CliResult};
 use crate::stats::{Totals, totals_of};
 use crate::util::{bytes, duration, parse_numbers, plural};
@@ -41,14 +42,6 @@ pub fn article(kind: IndexKind) -> &'static str {
         | IndexKind::Dhb
         | IndexKind::Sif => "a",
         IndexKind::Shb => "an",
-    }
-}
-
-/// The command-line name of a reconciliation mode.
-pub fn reconcile_name(r: ReconcileOption) -> &'static str {
-    match r {
-        ReconcileOption::Antimatter => "antimatter",
-        ReconcileOption::DeletedKeys => "deleted-keys",
     }
 }
 
@@ -318,54 +311,6 @@ fn index_trees<'a>(ds: &str, index: &str, trees: &'a [TreeStats]) -> Vec<&'a Tre
                 .is_some_and(|(p, name)| p.bytes().all(|b| b.is_ascii_digit()) && name == index)
         })
         .collect()
-}
-
-/// The kind-specific options of an index, each as `NAME<sep>VALUE`:
-/// `gram 3`, `reconcile antimatter`, `space 0,0,100,100`.
-fn option_parts(def: &IndexDef, sep: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if def.kind == IndexKind::Ngram {
-        out.push(format!("gram{sep}{}", def.gram()));
-    }
-    if !(def.kind.is_btree() || def.kind.is_recency()) {
-        out.push(format!(
-            "reconcile{sep}{}",
-            reconcile_name(def.reconcile_mode())
-        ));
-    }
-    if def.kind == IndexKind::Embedded {
-        out.push(format!("bits per key{sep}{}", def.bits_per_key()));
-    }
-    if let Some(o) = def.options.order {
-        out.push(format!(
-            "order{sep}{}",
-            match o {
-                silt::index::RtreeOrder::Hilbert => "hilbert",
-                silt::index::RtreeOrder::Simple => "simple",
-                silt::index::RtreeOrder::Zorder => "zorder",
-            }
-        ));
-    }
-    if let Some(l) = &def.options.levels {
-        let l: Vec<String> = l.iter().map(u8::to_string).collect();
-        out.push(format!("levels{sep}{}", l.join(",")));
-    }
-    if let Some([a, b, c, d]) = def.options.space {
-        out.push(format!("space{sep}{a},{b},{c},{d}"));
-    }
-    out
-}
-
-/// A one-line description of an index: `btree on age, name`, `rtree on
-/// loc (reconcile antimatter)`, `ngram on text (gram 3, reconcile
-/// deleted-keys)`.
-pub fn describe(def: &IndexDef) -> String {
-    let opts = option_parts(def, " ");
-    let mut s = format!("{} on {}", def.kind, def.fields.join(", "));
-    if !opts.is_empty() {
-        s.push_str(&format!(" ({})", opts.join(", ")));
-    }
-    s
 }
 
 pub fn find_def(ds: &Dataset, index: &str) -> CliResult<IndexDef> {

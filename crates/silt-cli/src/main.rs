@@ -2,6 +2,7 @@
 
 mod commands;
 mod demo;
+mod describe;
 mod error;
 mod index;
 mod load;

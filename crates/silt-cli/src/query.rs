@@ -4,8 +4,9 @@
 //! or range), results as JSON Lines, a summary of what the query touched on
 //! standard error.
 
+use crate::describe::describe;
 use crate::error::{CliError, CliResult};
-use crate::index::{article, describe, find_def};
+use crate::index::{article, find_def};
 use crate::util::{count, parse_key_part, parse_numbers, plural};
 use silt::value::coerce_text;
 use silt::{

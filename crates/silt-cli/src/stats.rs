@@ -204,7 +204,7 @@ pub fn render_dataset(ds: &DatasetStats, defs: &[IndexDef]) -> String {
             out,
             "  index {}: {}, policy {}",
             d.name,
-            crate::index::describe(d),
+            crate::describe::describe(d),
             d.policy
         );
     }
