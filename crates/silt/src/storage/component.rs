@@ -989,6 +989,108 @@ mod tests {
         path
     }
 
+    /// The byte layout documented in `docs/format/component.md`: section
+    /// order (data, index, bloom, aux, meta, footer), footer field offsets,
+    /// block trailers and the first entries of a data block. Update that page
+    /// together with this test.
+    #[test]
+    fn file_layout_matches_docs_format_component_md() {
+        let u32_at = |b: &[u8], p: usize| u32::from_le_bytes(b[p..p + 4].try_into().unwrap());
+        let u64_at = |b: &[u8], p: usize| u64::from_le_bytes(b[p..p + 8].try_into().unwrap());
+        for (with_aux, compression) in [(true, Compression::None), (false, Compression::Lz4)] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("0000000000000001.sc");
+            let opts = WriterOptions {
+                compression,
+                sync: false,
+                ..Default::default()
+            };
+            let mut w = ComponentWriter::create(&path, ComponentMeta::default(), opts).unwrap();
+            for i in 0..2000u32 {
+                let k = (i * 2).to_be_bytes();
+                if i % 7 == 0 {
+                    w.add(&k, EntryKind::Delete, u64::from(i), b"").unwrap();
+                } else {
+                    let v = format!("value-{i}");
+                    w.add(&k, EntryKind::Put, u64::from(i), v.as_bytes())
+                        .unwrap();
+                }
+            }
+            let aux = vec![b'X', 1, 2, 3];
+            if with_aux {
+                w.set_aux(aux.clone());
+            }
+            w.finish().unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            let size = bytes.len();
+            let footer = &bytes[size - 64..];
+            assert_eq!(&footer[..8], b"SILTCMP\x01");
+            assert_eq!(u32_at(footer, 8), 1);
+            assert_eq!(u32_at(footer, 60), crc32c::crc32c(&footer[..60]));
+            // Slots: index, bloom, meta, aux at 12, 24, 36, 48 (u64 off, u32 len).
+            let slot = |i: usize| {
+                let p = 12 + 12 * i;
+                (u64_at(footer, p) as usize, u32_at(footer, p + 8) as usize)
+            };
+            let (index, bloom, meta, aux_slot) = (slot(0), slot(1), slot(2), slot(3));
+            // File order: data blocks, index, bloom, aux, meta, footer.
+            let r = ComponentReader::open(&path, Arc::new(BlockCache::new(0))).unwrap();
+            let last = r.num_blocks() - 1;
+            assert_eq!(r.block_offs[0], 0);
+            assert_eq!(
+                r.block_offs[last] as usize + r.block_lens[last] as usize,
+                index.0
+            );
+            assert_eq!(index.0 + index.1, bloom.0);
+            if with_aux {
+                assert_eq!(bloom.0 + bloom.1, aux_slot.0);
+                assert_eq!(aux_slot.0 + aux_slot.1, meta.0);
+            } else {
+                assert_eq!(aux_slot, (0, 0));
+                assert_eq!(bloom.0 + bloom.1, meta.0);
+            }
+            assert_eq!(meta.0 + meta.1, size - 64);
+            // Stored blocks: payload, compression byte, crc32c(payload ++ byte).
+            let payload = |(off, len): (usize, usize), code: u8| {
+                let b = &bytes[off..off + len];
+                assert_eq!(b[len - 5], code);
+                assert_eq!(u32_at(b, len - 4), crc32c::crc32c(&b[..len - 4]));
+                &b[..len - 5]
+            };
+            for s in [index, bloom, meta] {
+                payload(s, 0);
+            }
+            if with_aux {
+                assert_eq!(payload(aux_slot, 0), aux.as_slice());
+            }
+            // Bloom at 1%: k = 7, then the bits.
+            assert_eq!(payload(bloom, 0)[0], 7);
+            // Meta: JSON; file_bytes as stored is the meta block's offset.
+            let m: serde_json::Value = serde_json::from_slice(payload(meta, 0)).unwrap();
+            assert_eq!(m["file_bytes"], serde_json::json!(meta.0));
+            assert_eq!(m["blocks"], serde_json::json!(r.num_blocks()));
+            assert_eq!(m["entries"], serde_json::json!(2000));
+            assert_eq!(m["compression"], serde_json::json!(compression.to_string()));
+            // Data block 0.
+            let d0 = payload((0, r.block_lens[0] as usize), compression.code());
+            if compression == Compression::Lz4 {
+                let raw = r.block(0, false).unwrap();
+                assert_eq!(u32_at(d0, 0) as usize, raw.size());
+                continue;
+            }
+            // Entry 0: shared 0, unshared 4, value_len 0, kind 2, seq 0, key.
+            assert_eq!(&d0[..9], &[0, 4, 0, 2, 0, 0, 0, 0, 0]);
+            // Entry 1: shared 3, unshared 1, value_len 7, kind 1, seq 1, key suffix, value.
+            assert_eq!(&d0[9..15], &[3, 1, 7, 1, 1, 2]);
+            assert_eq!(&d0[15..22], b"value-1");
+            // Restarts: every 16 entries, the first at offset 0; count last.
+            let n = d0.len();
+            let restarts = u32_at(d0, n - 4) as usize;
+            assert!(restarts >= 1);
+            assert_eq!(u32_at(d0, n - 4 - 4 * restarts), 0);
+        }
+    }
+
     #[test]
     fn roundtrip_all_codecs() {
         for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
