@@ -231,7 +231,7 @@ impl ComponentWriter {
         &mut self.meta
     }
 
-    /// Index-kind specific bytes (e.g. the upper levels of a packed R-tree),
+    /// Index-kind specific bytes (e.g. the leaf MBRs of a packed R-tree),
     /// stored in their own checksummed block and returned by
     /// [`ComponentReader::aux`].
     pub fn set_aux(&mut self, aux: Vec<u8>) {

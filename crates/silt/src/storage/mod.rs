@@ -1,9 +1,21 @@
 //! Component files: the immutable, self-describing on-disk form of an LSM component.
 //!
-//! A component file is `[data blocks][index block][bloom block][meta block][footer]`.
-//! Every block carries a compression byte and a CRC32C; the fixed-size footer is
-//! written last and is what makes a file valid. Files are written under a temporary
-//! name, fsynced, renamed and the directory fsynced (see [`component::ComponentWriter`]).
+//! A component file is `[data blocks][index block][bloom block][aux block][meta
+//! block][footer]` (byte by byte: `docs/format/component.md`). Every block carries a
+//! compression byte and a CRC32C; the fixed-size footer is written last and is what
+//! makes a file valid. Files are written under a temporary name, fsynced, renamed and
+//! the directory fsynced (see [`component::ComponentWriter`]). The aux block is
+//! opaque here: the index kind above writes it and attaches what it decodes from it
+//! ([`ComponentReader::attach`]); [`block_filters`] are one such section, per-block
+//! attribute filters.
+//!
+//! - [`block`]: data blocks (prefix-compressed entries, restart points);
+//! - [`bloom`]: the key bloom filter;
+//! - [`cache`]: the shared block cache;
+//! - [`component`]: writing and reading a component file;
+//! - [`block_filters`]: per-block attribute blooms and zone maps, and the
+//!   [`block_filters::BlockObserver`] that builds such sections while a file is written;
+//! - [`fsutil`]: atomic file replacement and directory fsync.
 
 pub mod block;
 pub mod block_filters;

@@ -1,0 +1,221 @@
+//! The read path of the primary index: point reads and ordered scans under
+//! read committed (read, then an instant S lock; see `docs/architecture.md`).
+
+use super::*;
+
+struct ScanHead {
+    key: Vec<u8>,
+    value: Vec<u8>,
+    src: usize,
+}
+
+impl PartialEq for ScanHead {
+    fn eq(&self, o: &Self) -> bool {
+        self.key == o.key
+    }
+}
+
+impl Eq for ScanHead {}
+
+impl PartialOrd for ScanHead {
+    fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for ScanHead {
+    fn cmp(&self, o: &Self) -> CmpOrdering {
+        o.key.cmp(&self.key)
+    }
+}
+
+/// An ordered scan over all partitions of a dataset. Yields decoded records;
+/// [`DatasetScan::next_raw`] yields encoded (key, record) pairs.
+pub struct DatasetScan {
+    scans: Vec<TreeScan>,
+    heap: BinaryHeap<ScanHead>,
+    ds: Arc<Dataset>,
+    hi: Bound<Vec<u8>>,
+    /// Abort epoch sampled before any buffered entry was read.
+    epoch: u64,
+}
+
+impl DatasetScan {
+    fn new(scans: Vec<TreeScan>, ds: Arc<Dataset>, hi: Bound<Vec<u8>>, epoch: u64) -> Result<Self> {
+        let mut s = DatasetScan {
+            scans,
+            heap: BinaryHeap::new(),
+            ds,
+            hi,
+            epoch,
+        };
+        s.fill_heap()?;
+        Ok(s)
+    }
+
+    /// Re-read from `from` (inclusive) with fresh cursors.
+    fn restart(&mut self, from: &[u8]) -> Result<()> {
+        self.epoch = self.ds.txn.abort_epoch();
+        self.scans = self.ds.partition_scans(Bound::Included(from), &self.hi)?;
+        self.heap.clear();
+        self.fill_heap()
+    }
+
+    fn fill_heap(&mut self) -> Result<()> {
+        let scans = &mut self.scans;
+        let heap = &mut self.heap;
+        for (i, s) in scans.iter_mut().enumerate() {
+            if let Some((key, e)) = s.next_entry()? {
+                heap.push(ScanHead {
+                    key,
+                    value: e.value,
+                    src: i,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Next (encoded key, encoded record). Read committed: a record whose key
+    /// is X-locked by a transaction that has not committed is re-read after
+    /// the lock is released (it may then be gone or changed).
+    pub fn next_raw(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        loop {
+            let Some((k, v)) = self.next_unlocked()? else {
+                return Ok(None);
+            };
+            let name = LockManager::name(self.ds.id, &k);
+            let granted = self.ds.txn.locks.try_s_instant(name);
+            if granted && self.ds.txn.abort_epoch() == self.epoch {
+                return Ok(Some((k, v)));
+            }
+            // A writer is in flight (wait for it), or an abort may have undone
+            // something we buffered: re-read from this key.
+            if !granted {
+                self.ds.txn.locks.lock_s_instant(name);
+            }
+            self.restart(&k)?;
+        }
+    }
+
+    fn next_unlocked(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let Some(top) = self.heap.pop() else {
+            return Ok(None);
+        };
+        if let Some((key, e)) = self.scans[top.src].next_entry()? {
+            self.heap.push(ScanHead {
+                key,
+                value: e.value,
+                src: top.src,
+            });
+        }
+        Ok(Some((top.key, top.value)))
+    }
+}
+
+impl Iterator for DatasetScan {
+    type Item = Result<Value>;
+    fn next(&mut self) -> Option<Result<Value>> {
+        match self.next_raw() {
+            Ok(Some((_, v))) => Some(decode_stored(&v)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+impl Dataset {
+    /// The record with this primary key, if any.
+    pub fn get(&self, pk: &[Value]) -> Result<Option<Value>> {
+        let key = self.encode_pk(pk)?;
+        self.get_raw(&key)?.map(|b| decode_stored(&b)).transpose()
+    }
+
+    /// The encoded record stored under an encoded key (read committed: see
+    /// [`Dataset::committed_entry`]).
+    pub fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.committed_entry(key)?.map(|e| e.value))
+    }
+
+    /// The live entry of `key` in the primary index, committed.
+    ///
+    /// Read, then check: the entry is returned only if, after reading it, no
+    /// writer holds the key (an instant S lock is granted) and no transaction
+    /// aborted since before the read. Otherwise the read may have seen a
+    /// writer's uncommitted version (still in flight, or undone since): wait
+    /// the writer out and read again. Taking the lock *before* reading is not
+    /// enough: a writer can lock the key and write between the grant and the
+    /// read (`tests/concurrent_queries.rs` caught exactly that). Aborts bump
+    /// the epoch after undoing and before releasing their locks.
+    pub(crate) fn committed_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        let name = LockManager::name(self.id, key);
+        loop {
+            let epoch = self.txn.abort_epoch();
+            let e = self.partition_of(key).primary.get_entry(key)?;
+            if self.txn.locks.try_s_instant(name) && self.txn.abort_epoch() == epoch {
+                return Ok(e.filter(|e| !e.is_delete()));
+            }
+            self.txn.locks.lock_s_instant(name);
+        }
+    }
+
+    /// Records with primary keys within the bounds, in key order.
+    pub fn scan(self: &Arc<Self>, lo: Bound<&[Value]>, hi: Bound<&[Value]>) -> Result<DatasetScan> {
+        let enc = |b: Bound<&[Value]>| -> Result<Bound<Vec<u8>>> {
+            Ok(match b {
+                Bound::Included(k) => Bound::Included(self.encode_pk_prefix(k)?),
+                Bound::Excluded(k) => Bound::Excluded(self.encode_pk_prefix(k)?),
+                Bound::Unbounded => Bound::Unbounded,
+            })
+        };
+        let lo = enc(lo)?;
+        let hi = enc(hi)?;
+        self.scan_raw(lo, hi)
+    }
+
+    /// Encode a key or a key prefix (fewer fields than the key) for scans.
+    /// The exclusive upper bound of all keys extending a prefix is
+    /// [`value::prefix_upper_bound`] of it.
+    pub fn encode_pk_prefix(&self, pk: &[Value]) -> Result<Vec<u8>> {
+        if pk.len() > self.def.primary_key.len() {
+            return Err(Error::invalid(
+                None,
+                "scan bound has more fields than the primary key",
+            ));
+        }
+        let mut key = Vec::new();
+        for (name, v) in self.def.primary_key.iter().zip(pk) {
+            let v = match self.def.field_type(name) {
+                Some(t) => value::coerce(name, t, v.clone())?,
+                None => v.clone(),
+            };
+            value::encode_key_part(&v, &mut key)?;
+        }
+        Ok(key)
+    }
+
+    /// Scan by encoded key bounds.
+    pub fn scan_raw(
+        self: &Arc<Self>,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    ) -> Result<DatasetScan> {
+        let lo_ref = lo.as_ref().map(Vec::as_slice);
+        let epoch = self.txn.abort_epoch();
+        let scans = self.partition_scans(lo_ref, &hi)?;
+        DatasetScan::new(scans, self.clone(), hi, epoch)
+    }
+
+    pub(super) fn partition_scans(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: &Bound<Vec<u8>>,
+    ) -> Result<Vec<TreeScan>> {
+        let mut scans = Vec::with_capacity(self.partitions.len());
+        for p in &self.partitions {
+            let snap = p.primary.snapshot();
+            scans.push(p.primary.scan(&snap, lo, hi.clone(), false)?);
+        }
+        Ok(scans)
+    }
+}

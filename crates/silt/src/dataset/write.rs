@@ -1,0 +1,565 @@
+//! The write path: a record's transaction (lock, check, log, apply to the
+//! primary and every secondary index, commit or undo), single writes and
+//! batches (Algorithm 1 of 000 §3.4.2, or atomic).
+
+use super::*;
+
+/// Largest payload of one secondary-index `UpdateBatch` log record (about):
+/// a record with more entries in one index is logged in several.
+pub(super) const SEC_BATCH_LOG_BYTES: usize = 1 << 20;
+
+/// What a batch write does with each record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    Insert,
+    Upsert,
+}
+
+/// How a batch of records is written.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchOptions {
+    pub mode: WriteMode,
+    /// All-or-nothing: one transaction for the whole batch; on any error every
+    /// record is undone and nothing is committed.
+    pub atomic: bool,
+    /// Non-atomic batches: stop at the first failing record (as an AsterixDB
+    /// statement does: the records before it stay committed) instead of
+    /// skipping it and going on.
+    pub stop_on_error: bool,
+}
+
+impl BatchOptions {
+    /// One all-or-nothing transaction for the whole batch, writing in `mode`.
+    pub fn atomic(mode: WriteMode) -> Self {
+        BatchOptions {
+            mode,
+            atomic: true,
+            ..Default::default()
+        }
+    }
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        BatchOptions {
+            mode: WriteMode::Insert,
+            atomic: false,
+            stop_on_error: true,
+        }
+    }
+}
+
+/// What a batch write did, record by record.
+#[derive(Debug, Default)]
+pub struct BatchReport {
+    /// Records committed (durable according to the durability mode).
+    pub committed: usize,
+    /// (position in the batch, error) of each record that failed.
+    pub failed: Vec<(usize, Error)>,
+    /// Records not attempted because the batch stopped at an error.
+    pub not_attempted: usize,
+}
+
+pub(super) enum WriteOp {
+    Insert(Vec<u8>, Vec<u8>),
+    Upsert(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
+impl WriteOp {
+    fn key(&self) -> &[u8] {
+        match self {
+            WriteOp::Insert(k, _) | WriteOp::Upsert(k, _) | WriteOp::Delete(k) => k,
+        }
+    }
+}
+
+/// One undo step of a transaction: restore `prior` (None = absent) at `key`.
+pub(super) struct Undo {
+    /// The memtable the forward operation went into: the undo goes there too,
+    /// so that it can never be flushed apart from the operation it reverses
+    /// (the transaction is still a registered writer of it).
+    mem: Arc<MemTable>,
+    key: Vec<u8>,
+    prior: Option<Entry>,
+    /// Restore `prior` as the memtable's exact former content (secondary
+    /// indexes) rather than writing a newer version (primary).
+    exact: bool,
+}
+
+/// Per-transaction bookkeeping while it runs.
+#[derive(Default)]
+pub(super) struct TxnWork {
+    pub(super) mems: Vec<Arc<MemTable>>,
+    pub(super) undo: Vec<Undo>,
+    pub(super) cost: u64,
+    /// Largest eager-index value lock name held (see `recency`).
+    pub(super) value_lock_max: Option<u64>,
+}
+
+impl Dataset {
+    pub(super) fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::SeqCst)
+    }
+
+    pub(super) fn duplicate(&self, key: &[u8]) -> Error {
+        let shown = value::decode_key(key)
+            .map(|k| value::key_to_string(&k))
+            .unwrap_or_else(|_| "?".into());
+        Error::DuplicateKey {
+            dataset: self.def.name.clone(),
+            key: shown,
+        }
+    }
+
+    /// Apply one record operation inside transaction `txn`, whose X lock on the
+    /// key is held. Every index operation is logged (UPDATE) before it is
+    /// applied. Returns false when there was nothing to do (delete of an
+    /// absent key). With `track_undo`, remembers how to undo it.
+    pub(super) fn apply(
+        &self,
+        txn: u64,
+        op: &WriteOp,
+        work: &mut TxnWork,
+        track_undo: bool,
+    ) -> Result<bool> {
+        let key = op.key();
+        let pidx = self.partition_index(key);
+        let tree = &self.partitions[pidx].primary;
+        tree.check_failed()?;
+        let idx = self.indexes.read().clone();
+        let has_sec = !idx.defs.is_empty();
+        let prior = match op {
+            WriteOp::Insert(..) | WriteOp::Delete(_) => tree.check_entry(key)?,
+            WriteOp::Upsert(..) if track_undo || has_sec => tree.check_entry(key)?,
+            WriteOp::Upsert(..) => None,
+        };
+        let live = prior.as_ref().is_some_and(|e| !e.is_delete());
+        match op {
+            WriteOp::Insert(..) if live => return Err(self.duplicate(key)),
+            WriteOp::Delete(_) if !live => return Ok(false),
+            _ => {}
+        }
+        // Secondary index changes, computed before anything is written so that
+        // a record whose indexed field cannot be indexed is refused cleanly.
+        // Eager maintenance as AsterixDB: the old record's entries are removed.
+        // (index, key, put?, value)
+        let mut sec_ops: Vec<(usize, Vec<u8>, bool, Vec<u8>)> = Vec::new();
+        let mut rec_ops = Vec::new();
+        if has_sec {
+            let old_rec = match &prior {
+                Some(e) if !e.is_delete() => Some(value::decode_value(&e.value)?),
+                _ => None,
+            };
+            let new_rec = match op {
+                WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) => Some(value::decode_value(v)?),
+                WriteOp::Delete(_) => None,
+            };
+            for (i, d) in idx.defs.iter().enumerate() {
+                if d.kind.is_recency() {
+                    // Maintained by `recency_prepare` / `recency_apply`.
+                    continue;
+                }
+                let old_e = match &old_rec {
+                    Some(r) => d.entries(r, key).unwrap_or_default(),
+                    None => Vec::new(),
+                };
+                let new_e = match &new_rec {
+                    Some(r) => d.entries(r, key)?,
+                    None => Vec::new(),
+                };
+                // A composite index's entries carry the sequence number of
+                // the record's last write (LevelDB++ writes the composite key
+                // on every PUT), so recency queries can rank by the entries
+                // and stop after k valid ones: always rewritten.
+                let restamp = d.kind == IndexKind::Composite;
+                if old_e == new_e && !restamp {
+                    continue;
+                }
+                // With deleted-key reconciliation a delete hides every entry of
+                // the primary key in older components, so all new entries are
+                // rewritten; with antimatter only the changed ones.
+                let rewrite_all = d.reconcile_mode() == ReconcileOption::DeletedKeys || restamp;
+                for (k, v) in &old_e {
+                    if !new_e.iter().any(|(nk, _)| nk == k) {
+                        sec_ops.push((i, k.clone(), false, v.clone()));
+                    }
+                }
+                for (k, v) in new_e {
+                    if rewrite_all || !old_e.iter().any(|(ok, ov)| *ok == k && *ov == v) {
+                        sec_ops.push((i, k, true, v));
+                    }
+                }
+            }
+            rec_ops = self.recency_prepare(txn, &idx, old_rec.as_ref(), new_rec.as_ref(), work)?;
+        }
+        let seq = self.next_seq();
+        let (entry, log_op) = match op {
+            WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) => {
+                (Entry::put(seq, v.clone()), LogOp::Put)
+            }
+            WriteOp::Delete(_) => (Entry::delete(seq), LogOp::Delete),
+        };
+        let wal = &self.txn.wal;
+        let (mem, cost) = tree.put_logged(key, entry, || {
+            wal.append(&LogRecord::Update {
+                txn,
+                dataset: self.id,
+                partition: pidx as u32,
+                index: 0,
+                op: log_op,
+                key: key.to_vec(),
+                seq,
+                value: match op {
+                    WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) => v.clone(),
+                    WriteOp::Delete(_) => Vec::new(),
+                },
+            })
+        })?;
+        work.mems.push(mem.clone());
+        work.cost += cost;
+        if track_undo || has_sec {
+            work.undo.push(Undo {
+                mem,
+                key: key.to_vec(),
+                prior: prior.filter(|e| !e.is_delete()),
+                exact: false,
+            });
+        }
+        // One log record per index for this record's entries there (sec_ops
+        // are grouped by index, in index order).
+        let mut ops = sec_ops.into_iter().peekable();
+        while let Some((i, skey, put, sval)) = ops.next() {
+            let entry = |put: bool, key: Vec<u8>, value: Vec<u8>| LogEntry {
+                op: if put { LogOp::Put } else { LogOp::Delete },
+                key,
+                value,
+            };
+            let mut group = vec![entry(put, skey, sval)];
+            while let Some((_, k, p, v)) = ops.next_if(|op| op.0 == i) {
+                group.push(entry(p, k, v));
+            }
+            let ctx = (txn, pidx, idx.defs[i].id);
+            self.write_secondary_batch(&idx.trees[i][pidx], ctx, seq, group, work)?;
+        }
+        if !rec_ops.is_empty() {
+            self.recency_apply(txn, pidx, seq, key, rec_ops, &idx, work)?;
+        }
+        Ok(true)
+    }
+
+    /// Log one secondary-index operation (an UPDATE record for index
+    /// `index_id`), apply it to the index's active memtable and remember the
+    /// memtable's exact prior content for undo. `ctx` = (txn, partition, index id).
+    pub(super) fn write_secondary(
+        &self,
+        tree: &Arc<LsmTree>,
+        ctx: (u64, usize, u32),
+        key: Vec<u8>,
+        e: Entry,
+        work: &mut TxnWork,
+    ) -> Result<()> {
+        let (txn, pidx, index_id) = ctx;
+        let op = if e.is_delete() {
+            LogOp::Delete
+        } else {
+            LogOp::Put
+        };
+        let (seq, logged) = (e.seq, e.value.clone());
+        let wal = &self.txn.wal;
+        let (mem, cost, prior) = tree.put_logged_prior(&key, e, || {
+            wal.append(&LogRecord::Update {
+                txn,
+                dataset: self.id,
+                partition: pidx as u32,
+                index: index_id,
+                op,
+                key: key.clone(),
+                seq,
+                value: logged,
+            })
+        })?;
+        work.mems.push(mem.clone());
+        work.cost += cost;
+        work.undo.push(Undo {
+            mem,
+            key,
+            prior,
+            exact: true,
+        });
+        Ok(())
+    }
+
+    /// Log a record's entries in one secondary index as one log record (an
+    /// `UpdateBatch`, or an `Update` for a single entry), apply them to the
+    /// index's active memtable and remember the memtable's exact prior
+    /// content of each for undo. All entries carry the record's sequence
+    /// number. `ctx` = (txn, partition, index id).
+    pub(super) fn write_secondary_batch(
+        &self,
+        tree: &Arc<LsmTree>,
+        ctx: (u64, usize, u32),
+        seq: u64,
+        mut entries: Vec<LogEntry>,
+        work: &mut TxnWork,
+    ) -> Result<()> {
+        if entries.len() == 1 {
+            if let Some(op) = entries.pop() {
+                let (key, e) = op.into_entry(seq);
+                return self.write_secondary(tree, ctx, key, e, work);
+            }
+            return Ok(());
+        }
+        let (txn, pidx, index_id) = ctx;
+        // Keep each log record far below the log's payload limit, however
+        // many entries one record produces (an n-gram index on a long text).
+        while !entries.is_empty() {
+            let mut end = 0;
+            let mut bytes = 0usize;
+            while end < entries.len() && (end == 0 || bytes < SEC_BATCH_LOG_BYTES) {
+                bytes += entries[end].key.len() + entries[end].value.len() + 8;
+                end += 1;
+            }
+            let chunk: Vec<LogEntry> = if end == entries.len() {
+                std::mem::take(&mut entries)
+            } else {
+                entries.drain(..end).collect()
+            };
+            let wal = &self.txn.wal;
+            // The log record owns the entries while it is written, then hands
+            // them to the memtable (no copy).
+            let (mem, cost, priors) = tree.put_batch_logged_prior(|| {
+                let rec = LogRecord::UpdateBatch {
+                    txn,
+                    dataset: self.id,
+                    partition: pidx as u32,
+                    index: index_id,
+                    seq,
+                    entries: chunk,
+                };
+                let lsn = wal.append(&rec)?;
+                let back = rec.into_entries().into_iter();
+                Ok((lsn, back.map(|op| op.into_entry(seq)).collect()))
+            })?;
+            work.mems.push(mem.clone());
+            work.cost += cost;
+            for (key, prior) in priors {
+                work.undo.push(Undo {
+                    mem: mem.clone(),
+                    key,
+                    prior,
+                    exact: true,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Undo a transaction's applied operations by inverse operations, newest
+    /// first (no compensation log records: redo skips uncommitted work).
+    pub(super) fn undo(&self, work: &mut TxnWork) {
+        // A primary key the transaction wrote more than once is restored to
+        // what it held before the transaction (the prior of its first
+        // write) in every memtable the writes went into. Its writes can land
+        // in two memtables (another writer rotated the active one between
+        // them); restoring each write's own prior would leave the newer
+        // memtable holding the first write's uncommitted version, which
+        // shadows the older one's restore for good
+        // (`tests/abort_same_key_twice.rs`).
+        let mut before: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
+        for u in work.undo.iter().filter(|u| !u.exact) {
+            before
+                .entry(u.key.clone())
+                .or_insert_with(|| u.prior.as_ref().map(|e| e.value.clone()));
+        }
+        for u in work.undo.drain(..).rev() {
+            if u.exact {
+                u.mem.restore(&u.key, u.prior);
+                continue;
+            }
+            let seq = self.next_seq();
+            let prior = before.get(&u.key).cloned().flatten();
+            let e = match prior {
+                Some(v) => Entry::put(seq, v),
+                None => Entry::delete(seq),
+            };
+            work.cost += u.mem.insert(&u.key, e, 0);
+        }
+    }
+
+    /// One record, one transaction: X lock, log + apply, COMMIT, acknowledge
+    /// per the durability mode (`sync`: once the COMMIT is fsynced).
+    pub(super) fn write_one(&self, op: WriteOp) -> Result<bool> {
+        let _ddl = self.ddl.read();
+        let ctx = &self.txn;
+        let txn = ctx.begin();
+        ctx.locks.lock_x(txn, LockManager::name(self.id, op.key()));
+        let mut work = TxnWork::default();
+        match self.apply(txn, &op, &mut work, false) {
+            Ok(true) => {
+                let h = ctx.commit(txn, &work.mems);
+                self.group.charge(work.cost)?;
+                h.acknowledge(ctx.durability)?;
+                Ok(true)
+            }
+            Ok(false) => {
+                ctx.locks.release_all(txn);
+                Ok(false)
+            }
+            Err(e) => {
+                if work.mems.is_empty() {
+                    ctx.locks.release_all(txn);
+                } else {
+                    self.undo(&mut work);
+                    ctx.abort(txn, &work.mems);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Insert a new record; fails with [`Error::DuplicateKey`] if its primary
+    /// key exists (checked newest to oldest component through bloom filters).
+    pub fn insert(&self, record: Value) -> Result<()> {
+        let (key, bytes) = self.prepare(record)?;
+        self.write_one(WriteOp::Insert(key, bytes)).map(|_| ())
+    }
+
+    /// Insert or replace a record.
+    pub fn upsert(&self, record: Value) -> Result<()> {
+        let (key, bytes) = self.prepare(record)?;
+        self.write_one(WriteOp::Upsert(key, bytes)).map(|_| ())
+    }
+
+    /// Delete the record with this primary key; returns whether it existed.
+    pub fn delete(&self, pk: &[Value]) -> Result<bool> {
+        let key = self.encode_pk(pk)?;
+        self.write_one(WriteOp::Delete(key))
+    }
+
+    /// Write many records. Non-atomic batches make each record its own
+    /// transaction and follow the deadlock-free protocol of Algorithm 1
+    /// (000 §3.4.2): try-lock; on refusal, make this thread's appended
+    /// COMMITs durable with a WAIT record (its locks are then released), and
+    /// only then block on the lock. COMMITs are appended without waiting, so
+    /// a batch shares fsyncs (group commit). Atomic batches lock every key in
+    /// sorted lock-name order and commit once, or undo everything.
+    pub fn write_batch(&self, records: Vec<Value>, opts: BatchOptions) -> Result<BatchReport> {
+        if opts.atomic {
+            return self.write_batch_atomic(records, opts);
+        }
+        let ctx = &self.txn;
+        let mut report = BatchReport::default();
+        let mut handles = Vec::new();
+        let total = records.len();
+        for (i, rec) in records.into_iter().enumerate() {
+            let op = match self.prepare(rec) {
+                Ok((k, v)) => match opts.mode {
+                    WriteMode::Insert => WriteOp::Insert(k, v),
+                    WriteMode::Upsert => WriteOp::Upsert(k, v),
+                },
+                Err(e) => {
+                    report.failed.push((i, e));
+                    if opts.stop_on_error {
+                        report.not_attempted = total - i - 1;
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let _ddl = self.ddl.read();
+            let txn = ctx.begin();
+            let name = LockManager::name(self.id, op.key());
+            if !ctx.locks.try_lock_x(txn, name) {
+                ctx.wait_for_commits(txn)?;
+                ctx.locks.lock_x(txn, name);
+            }
+            let mut work = TxnWork::default();
+            match self.apply(txn, &op, &mut work, false) {
+                Ok(true) => {
+                    handles.push(ctx.commit(txn, &work.mems));
+                    self.group.charge(work.cost)?;
+                }
+                Ok(false) => ctx.locks.release_all(txn),
+                Err(e) => {
+                    if work.mems.is_empty() {
+                        ctx.locks.release_all(txn);
+                    } else {
+                        self.undo(&mut work);
+                        ctx.abort(txn, &work.mems);
+                    }
+                    if matches!(e, Error::Closed(_) | Error::Io { .. }) {
+                        return Err(e);
+                    }
+                    report.failed.push((i, e));
+                    if opts.stop_on_error {
+                        report.not_attempted = total - i - 1;
+                        break;
+                    }
+                }
+            }
+        }
+        for h in handles {
+            match ctx.durability {
+                crate::txn::Durability::Sync => h.wait()?,
+                d => h.acknowledge(d)?,
+            }
+            report.committed += 1;
+        }
+        Ok(report)
+    }
+
+    pub(super) fn write_batch_atomic(
+        &self,
+        records: Vec<Value>,
+        opts: BatchOptions,
+    ) -> Result<BatchReport> {
+        let ctx = &self.txn;
+        let mut report = BatchReport::default();
+        let total = records.len();
+        let mut ops = Vec::with_capacity(total);
+        for (i, rec) in records.into_iter().enumerate() {
+            match self.prepare(rec) {
+                Ok((k, v)) => ops.push(match opts.mode {
+                    WriteMode::Insert => WriteOp::Insert(k, v),
+                    WriteMode::Upsert => WriteOp::Upsert(k, v),
+                }),
+                Err(e) => {
+                    report.failed.push((i, e));
+                    report.not_attempted = total - report.failed.len();
+                    return Ok(report);
+                }
+            }
+        }
+        let _ddl = self.ddl.read();
+        let txn = ctx.begin();
+        let mut names: Vec<u64> = ops
+            .iter()
+            .map(|o| LockManager::name(self.id, o.key()))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        for n in names {
+            ctx.locks.lock_x(txn, n);
+        }
+        let mut work = TxnWork::default();
+        for (i, op) in ops.iter().enumerate() {
+            if let Err(e) = self.apply(txn, op, &mut work, true) {
+                self.undo(&mut work);
+                ctx.abort(txn, &work.mems);
+                self.group.charge(work.cost)?;
+                if matches!(e, Error::Closed(_) | Error::Io { .. }) {
+                    return Err(e);
+                }
+                report.failed.push((i, e));
+                report.not_attempted = total - 1;
+                return Ok(report);
+            }
+        }
+        let h = ctx.commit(txn, &work.mems);
+        self.group.charge(work.cost)?;
+        h.acknowledge(ctx.durability)?;
+        report.committed = total;
+        Ok(report)
+    }
+}
