@@ -43,7 +43,8 @@ pub enum Durability {
     /// crash loses up to the last `interval_ms` of acknowledged commits. If a
     /// periodic fsync fails, the commits acknowledged since the previous
     /// successful fsync may be lost even without a crash (the kernel may have
-    /// dropped the pages); the log then fails as described in the module docs.
+    /// dropped the pages); the log then fails as described in the
+    /// [`wal`](super) module documentation ("Failure handling").
     Batched { interval_ms: u64 },
     /// Acknowledge once the record is written to the OS; never fsync the log
     /// (except when a file is finished and at close). A process crash loses
