@@ -9,6 +9,7 @@
 //! of the fields is stated exactly once.
 
 use crate::error::{Error, Result};
+use crate::varint::{self, VarintError};
 use std::borrow::Cow;
 
 /// Bytes of the frame header (`u32` length, `u32` crc32c).
@@ -389,49 +390,6 @@ fn get_field<'a>(
 // Varints
 // ---------------------------------------------------------------------------
 
-/// The payload's varints (LEB128: 7 bits a byte, low bits first, high bit set
-/// on every byte but the last; at most 10 bytes). Every varint the WAL writes
-/// or reads goes through here; the same codec as `crate::storage::varint`
-/// (same `put`/`get` signatures), kept separate only until there is one
-/// crate-wide varint module to switch to.
-mod varint {
-    /// Bytes `put` writes for `v`.
-    pub(super) fn len(mut v: u64) -> usize {
-        let mut n = 1;
-        while v >= 0x80 {
-            v >>= 7;
-            n += 1;
-        }
-        n
-    }
-
-    pub(super) fn put(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-
-    /// Decode a varint at `*pos`, advancing it. `None` on truncation or overflow.
-    pub(super) fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
-        let mut result: u64 = 0;
-        let mut shift = 0u32;
-        loop {
-            let b = *buf.get(*pos)?;
-            *pos += 1;
-            if shift >= 64 {
-                return None;
-            }
-            result |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(result);
-            }
-            shift += 7;
-        }
-    }
-}
-
 /// Most bytes a valid varint takes.
 const MAX_VARINT_BYTES: usize = 10;
 
@@ -453,21 +411,18 @@ impl<'a> Decoder<'a> {
 
     fn varint(&mut self) -> std::result::Result<u64, String> {
         let mut pos = self.pos;
-        if let Some(v) = varint::get(self.buf, &mut pos) {
-            self.pos = pos;
-            return Ok(v);
-        }
-        // Too long if the first ten bytes all say "more follows"; otherwise
-        // the payload ended inside the varint.
-        let rest = &self.buf[self.pos..];
-        if rest.len() >= MAX_VARINT_BYTES && rest[..MAX_VARINT_BYTES].iter().all(|b| b & 0x80 != 0)
-        {
-            Err(format!(
+        match varint::decode(self.buf, &mut pos) {
+            Ok(v) => {
+                self.pos = pos;
+                Ok(v)
+            }
+            Err(VarintError::Truncated { .. }) => {
+                Err(format!("payload truncated at byte {}", self.buf.len()))
+            }
+            Err(VarintError::Overflow | VarintError::Overlong) => Err(format!(
                 "varint too long at byte {}",
                 self.pos + MAX_VARINT_BYTES
-            ))
-        } else {
-            Err(format!("payload truncated at byte {}", self.buf.len()))
+            )),
         }
     }
 
