@@ -15,9 +15,23 @@ pub(super) const CATALOG_FILE: &str = "catalog.json";
 pub(super) struct Catalog {
     pub(super) version: u32,
     pub(super) datasets: Vec<DatasetDef>,
+    /// The largest dataset id ever given, dropped datasets included: log
+    /// records are routed by dataset id at recovery, so a dropped dataset's
+    /// id must never name a new one. Absent in catalogs written before it
+    /// existed (read as 0: the largest live id then decides).
+    #[serde(default)]
+    pub(super) dataset_ids_used: u32,
 }
 
 impl Catalog {
+    /// The id for a new dataset (and remember that it was given).
+    pub(super) fn next_dataset_id(&mut self) -> u32 {
+        let live = self.datasets.iter().map(|d| d.id).max().unwrap_or(0);
+        let id = live.max(self.dataset_ids_used) + 1;
+        self.dataset_ids_used = id;
+        id
+    }
+
     /// Read the catalog of the database in `dir` (an empty one if the
     /// database is new).
     pub(super) fn load(dir: &Path) -> Result<Catalog> {
@@ -28,6 +42,7 @@ impl Catalog {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Catalog {
                 version: 1,
                 datasets: Vec::new(),
+                dataset_ids_used: 0,
             }),
             Err(e) => Err(Error::io(&cat_path, e)),
         }

@@ -229,7 +229,7 @@ impl Database {
             std::fs::remove_dir_all(&ds_dir).map_err(|e| Error::io(&ds_dir, e))?;
         }
         let mut def = def;
-        def.id = cat.datasets.iter().map(|d| d.id).max().unwrap_or(0) + 1;
+        def.id = cat.next_dataset_id();
         let ds = Dataset::open(
             def.clone(),
             &ds_dir,

@@ -151,7 +151,7 @@ impl LsmTree {
         let mut blocks = Vec::new();
         let mut touched = 0;
         for (p, c) in snap.disk.iter().enumerate() {
-            let Some(t) = super::kind::packed_rtree(&c) else {
+            let Some(t) = super::kind::packed_rtree(c) else {
                 continue;
             };
             if zorder && points_only(c) {

@@ -4,6 +4,7 @@ use super::block::{Block, BlockBuilder, BlockView, RawEntry, TRAILER_LEN};
 use super::bloom::{Bloom, bits_per_key_for_fpr, key_hash};
 use super::cache::BlockCache;
 use super::fsutil::sync_dir;
+use super::source::{ComponentSource, LocalFile};
 use super::varint;
 use super::{Entry, EntryKind};
 use crate::error::{Error, Result};
@@ -11,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::ops::Bound;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -377,10 +377,10 @@ pub enum Probe {
 /// An open, validated component file.
 pub struct ComponentReader {
     path: PathBuf,
-    file: File,
-    /// The whole file mapped read-only (blocks are read from it without a
+    /// Where the bytes come from (a mapped local file today). When the
+    /// source maps the file, blocks are read from the mapping without a
     /// system call or a copy); `None` where mapping failed (then `pread`).
-    map: Option<memmap2::Mmap>,
+    src: Box<dyn ComponentSource>,
     uid: u64,
     index_keys: Vec<u8>,
     index_key_ends: Vec<u32>,
@@ -420,7 +420,7 @@ impl std::fmt::Debug for ComponentReader {
 impl Drop for ComponentReader {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire)
-            && let Err(e) = std::fs::remove_file(&self.path)
+            && let Err(e) = self.src.remove()
         {
             tracing::warn!(
                 "could not delete merged-away component {}: {e}",
@@ -436,34 +436,6 @@ fn prefix64(key: &[u8]) -> u64 {
     let n = key.len().min(8);
     b[..n].copy_from_slice(&key[..n]);
     u64::from_be_bytes(b)
-}
-
-fn read_exact_at(file: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>> {
-    let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, off).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            Error::corrupt(
-                path,
-                format!("truncated: cannot read {len} bytes at offset {off}"),
-            )
-        } else {
-            Error::io(path, e)
-        }
-    })?;
-    Ok(buf)
-}
-
-/// Map a component file read-only.
-fn map_file(file: &File) -> Option<memmap2::Mmap> {
-    // SAFETY: a mapping is sound as long as nobody modifies or truncates the
-    // file while it is mapped. Component files are immutable: they are
-    // written under a temporary name, fsynced and renamed, and never opened
-    // for writing again; when obsolete they are unlinked, which leaves an
-    // existing mapping valid. Another process writing into a database
-    // directory is outside what Silt supports (as for every mmap-based
-    // engine); reads are still checksummed, so a changed block is reported
-    // as corrupt rather than trusted.
-    unsafe { memmap2::Mmap::map(file) }.ok()
 }
 
 /// Verify a block's checksum and return its uncompressed payload.
@@ -524,15 +496,23 @@ fn decode_block(path: &Path, off: u64, raw: &[u8]) -> Result<Vec<u8>> {
 impl ComponentReader {
     /// Open and validate a component file: footer, index, bloom and meta blocks.
     pub fn open(path: &Path, cache: Arc<BlockCache>) -> Result<ComponentReader> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        Self::from_source(Box::new(LocalFile::open(path)?), cache)
+    }
+
+    /// Open and validate the component file that `src` reads.
+    pub fn from_source(
+        src: Box<dyn ComponentSource>,
+        cache: Arc<BlockCache>,
+    ) -> Result<ComponentReader> {
+        let path = &src.path().to_path_buf();
+        let size = src.len();
         if size < FOOTER_LEN as u64 {
             return Err(Error::corrupt(
                 path,
                 "file is shorter than a footer (incomplete write?)",
             ));
         }
-        let footer = read_exact_at(&file, path, size - FOOTER_LEN as u64, FOOTER_LEN)?;
+        let footer = src.read_at(size - FOOTER_LEN as u64, FOOTER_LEN)?;
         if &footer[..8] != MAGIC {
             return Err(Error::corrupt(
                 path,
@@ -563,7 +543,7 @@ impl ComponentReader {
             }
         }
         let read_block = |(off, len): (u64, u32)| -> Result<Vec<u8>> {
-            let raw = read_exact_at(&file, path, off, len as usize)?;
+            let raw = src.read_at(off, len as usize)?;
             decode_block(path, off, &raw)
         };
         let index_raw = read_block(ranges[0])?;
@@ -621,14 +601,12 @@ impl ComponentReader {
                 ),
             ));
         }
-        let map = map_file(&file).filter(|m| m.len() as u64 == size);
         let verified = (0..block_offs.len().div_ceil(64))
             .map(|_| AtomicU64::new(0))
             .collect();
         Ok(ComponentReader {
             path: path.to_path_buf(),
-            file,
-            map,
+            src,
             uid: NEXT_FILE_UID.fetch_add(1, Ordering::Relaxed),
             index_keys,
             index_key_ends,
@@ -770,10 +748,10 @@ impl ComponentReader {
             return Ok(b);
         }
         let len = self.block_lens[i] as usize;
-        let data = match &self.map {
+        let data = match self.src.mapped() {
             Some(m) => decode_block(&self.path, off, self.mapped_bytes(m, i)?)?,
             None => {
-                let raw = read_exact_at(&self.file, &self.path, off, len)?;
+                let raw = self.src.read_at(off, len)?;
                 decode_block(&self.path, off, &raw)?
             }
         };
@@ -788,7 +766,7 @@ impl ComponentReader {
     }
 
     /// The stored bytes of block `i` in the mapping (payload and trailer).
-    fn mapped_bytes<'a>(&self, m: &'a memmap2::Mmap, i: usize) -> Result<&'a [u8]> {
+    fn mapped_bytes<'a>(&self, m: &'a [u8], i: usize) -> Result<&'a [u8]> {
         let off = self.block_offs[i];
         let len = self.block_lens[i] as usize;
         usize::try_from(off)
@@ -809,7 +787,7 @@ impl ComponentReader {
     /// of each block after open (a bit per block), so a corrupt block is
     /// still reported, never trusted. `None`: use [`Self::block`].
     pub fn mapped_view(&self, i: usize) -> Result<Option<BlockView<'_>>> {
-        let Some(m) = &self.map else {
+        let Some(m) = self.src.mapped() else {
             return Ok(None);
         };
         let off = self.block_offs[i];
@@ -1179,7 +1157,7 @@ mod tests {
         let path = write(dir.path(), 3000, Compression::None);
         let cache = Arc::new(BlockCache::new(1 << 20));
         let r = Arc::new(ComponentReader::open(&path, cache.clone()).unwrap());
-        assert!(r.map.is_some(), "the test needs a mapped file");
+        assert!(r.src.mapped().is_some(), "the test needs a mapped file");
         // Every block has an in-place view, identical to the decoded block.
         for i in 0..r.num_blocks() {
             let v = r

@@ -15,6 +15,8 @@
 //! - [`component`]: writing and reading a component file;
 //! - [`block_filters`]: per-block attribute blooms and zone maps, and the
 //!   [`block_filters::BlockObserver`] that builds such sections while a file is written;
+//! - [`source`]: where a component's bytes come from ([`source::ComponentSource`];
+//!   [`source::LocalFile`], a mapped local file, is the one backend today);
 //! - [`fsutil`]: atomic file replacement and directory fsync.
 
 pub mod block;
@@ -23,6 +25,7 @@ pub mod bloom;
 pub mod cache;
 pub mod component;
 pub mod fsutil;
+pub mod source;
 
 pub use cache::{BlockCache, CacheStats};
 pub use component::{ComponentMeta, ComponentReader, ComponentWriter, Compression, WriterOptions};

@@ -1,0 +1,166 @@
+//! Reads of one tree: point lookups newest to oldest (bloom filters, key
+//! ranges) and reconciled ordered scans over a snapshot.
+
+use super::*;
+
+fn range_overlaps(meta: &ComponentMeta, lo: Bound<&[u8]>, hi: &Bound<Vec<u8>>) -> bool {
+    let above_lo = match lo {
+        Bound::Included(k) => meta.max_key.as_slice() >= k,
+        Bound::Excluded(k) => meta.max_key.as_slice() > k,
+        Bound::Unbounded => true,
+    };
+    let below_hi = match hi {
+        Bound::Included(k) => meta.min_key.as_slice() <= k.as_slice(),
+        Bound::Excluded(k) => meta.min_key.as_slice() < k.as_slice(),
+        Bound::Unbounded => true,
+    };
+    above_lo && below_hi
+}
+
+/// A reconciled, bounded scan over one index.
+pub struct TreeScan {
+    inner: MergeIter,
+    hi: Bound<Vec<u8>>,
+    with_antimatter: bool,
+    done: bool,
+    /// Per source: the newer disk components with deleted-key trees.
+    newer_deleted: Vec<Vec<Arc<ComponentReader>>>,
+    kind: TreeKind,
+}
+
+impl TreeScan {
+    pub fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Entry)>> {
+        while !self.done {
+            let Some((k, e, rank)) = self.inner.next_ranked()? else {
+                self.done = true;
+                break;
+            };
+            let in_range = match &self.hi {
+                Bound::Included(h) => k.as_slice() <= h.as_slice(),
+                Bound::Excluded(h) => k.as_slice() < h.as_slice(),
+                Bound::Unbounded => true,
+            };
+            if !in_range {
+                self.done = true;
+                break;
+            }
+            if e.is_delete() && !self.with_antimatter {
+                continue;
+            }
+            if let Some(newer) = self.newer_deleted.get(rank)
+                && !newer.is_empty()
+            {
+                let pk = self.kind.pk.pk(&k)?;
+                let mut hidden = false;
+                for c in newer {
+                    if deleted_contains(c, pk)? {
+                        hidden = true;
+                        break;
+                    }
+                }
+                if hidden {
+                    continue;
+                }
+            }
+            return Ok(Some((k, e)));
+        }
+        Ok(None)
+    }
+}
+
+impl LsmTree {
+    /// Newest version of `key` (antimatter included), newest component first.
+    /// A user lookup (counted in `gets` and read amplification).
+    pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.get_in(&self.snapshot(), key, true)
+    }
+
+    /// A lookup the engine makes for itself (uniqueness check, old-record
+    /// fetch): counted in `key_checks`, not in the user's read amplification.
+    pub fn check_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.counters.key_checks.fetch_add(1, Ordering::Relaxed);
+        self.get_in(&self.snapshot(), key, false)
+    }
+
+    pub fn get_in(&self, snap: &Snapshot, key: &[u8], user: bool) -> Result<Option<Entry>> {
+        for m in &snap.mems {
+            if let Some(e) = m.get(key) {
+                return Ok(Some(e));
+            }
+        }
+        let h = key_hash(key);
+        let (mut probed, mut negatives, mut false_pos) = (0u64, 0u64, 0u64);
+        let mut found = None;
+        for c in snap.disk.iter() {
+            let meta = c.meta();
+            if key < meta.min_key.as_slice() || key > meta.max_key.as_slice() {
+                continue;
+            }
+            probed += 1;
+            match c.probe(key, h)? {
+                Probe::BloomNegative => negatives += 1,
+                Probe::Absent => false_pos += 1,
+                Probe::Found(e) => {
+                    found = Some(e);
+                    break;
+                }
+            }
+        }
+        let c = &self.counters;
+        if user {
+            c.components_probed.fetch_add(probed, Ordering::Relaxed);
+        }
+        c.bloom_negatives.fetch_add(negatives, Ordering::Relaxed);
+        c.bloom_false_positives
+            .fetch_add(false_pos, Ordering::Relaxed);
+        Ok(found)
+    }
+
+    /// Reconciled cursor over `[lo, hi)`-style bounds; antimatter is filtered
+    /// out unless `with_antimatter`.
+    pub fn scan(
+        &self,
+        snap: &Snapshot,
+        lo: Bound<&[u8]>,
+        hi: Bound<Vec<u8>>,
+        with_antimatter: bool,
+    ) -> Result<TreeScan> {
+        self.counters.scans.fetch_add(1, Ordering::Relaxed);
+        let mut sources = Vec::new();
+        for m in &snap.mems {
+            sources.push(Source::Mem(MemIter::new(m.clone(), lo)));
+        }
+        let mut newer_deleted: Vec<Vec<Arc<ComponentReader>>> = vec![Vec::new(); sources.len()];
+        let dk = self.cfg.kind.deleted_keys();
+        let mut touched = 0;
+        for (p, c) in snap.disk.iter().enumerate() {
+            let meta = c.meta();
+            if meta.entries == 0 || !range_overlaps(meta, lo, &hi) {
+                continue;
+            }
+            touched += 1;
+            sources.push(Source::Disk(c.iter(lo, true)?));
+            newer_deleted.push(if dk {
+                snap.disk[..p]
+                    .iter()
+                    .filter(|d| has_deleted(d))
+                    .cloned()
+                    .collect()
+            } else {
+                Vec::new()
+            });
+        }
+        self.counters
+            .scan_components
+            .fetch_add(touched, Ordering::Relaxed);
+        Ok(TreeScan {
+            inner: MergeIter::new(sources)?,
+            hi,
+            with_antimatter,
+            done: false,
+            newer_deleted,
+            kind: self.cfg.kind,
+        })
+    }
+}
