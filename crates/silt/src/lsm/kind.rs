@@ -1,5 +1,6 @@
 //! Index kinds of the LSM framework: what a component carries besides its
-//! ordered entries, and how entries of different components are reconciled.
+//! ordered entries, and how entries of different components are reconciled
+//! (what each kind writes into a component: `docs/format/component.md`).
 //!
 //! Every LSM index in Silt stores totally ordered `(key, entry)` pairs in
 //! prefix-compressed blocks (see `storage::component`). An index kind adds:

@@ -1,6 +1,6 @@
 //! The embedded index's hooks on a primary index: which attributes are
 //! indexed, the per-block filters a flush, merge or rewrite builds for them
-//! (`lsm::block_filters`), and the in-memory secondary structure of each
+//! (`storage::block_filters`), and the in-memory secondary structure of each
 //! memtable.
 //!
 //! Memtable side: for every live entry and indexed attribute, a key

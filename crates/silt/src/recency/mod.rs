@@ -9,7 +9,7 @@
 //! index (the record must be current and still match), as every access path
 //! of Silt is. Four kinds answer it:
 //!
-//! - **embedded** ([`embedded`], `lsm::block_filters`): no index tree. The
+//! - **embedded** ([`embedded`], `storage::block_filters`): no index tree. The
 //!   primary's disk components carry per-block bloom filters and zone maps
 //!   of the field, plus a per-component zone map; memtables keep a sorted
 //!   secondary set. A lookup visits the memtables and components of every

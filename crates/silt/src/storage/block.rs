@@ -1,4 +1,4 @@
-//! Data and index blocks.
+//! Data and index blocks (format: `docs/format/component.md`, "Data blocks").
 //!
 //! Uncompressed layout: a run of entries, then `restarts: [u32]` and `n_restarts: u32`.
 //! Each entry is `varint shared, varint unshared, varint value_len, u8 kind,

@@ -1,5 +1,6 @@
 //! Per-block attribute filters: the disk side of an *embedded* secondary
-//! index (LevelDB++, seed 001 §3.3). For each indexed attribute, a primary
+//! index (LevelDB++, seed 001 §3.3; format: `docs/format/component.md`).
+//! For each indexed attribute, a primary
 //! index component carries, per data block, a bloom filter of the
 //! attribute values in the block and their min/max (a zone map), plus a
 //! zone map of the whole component. They are built by a

@@ -1,5 +1,6 @@
 //! A blocked-free, classic bloom filter over 64-bit key hashes using double
-//! hashing (Kirsch–Mitzenmacher). Serialized form: `[k: u8][bits...]`.
+//! hashing (Kirsch–Mitzenmacher). Serialized form: `[k: u8][bits...]`
+//! (`docs/format/component.md`, "Bloom block").
 
 use crate::error::Result;
 use xxhash_rust::xxh3::xxh3_64;

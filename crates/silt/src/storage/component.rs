@@ -1,4 +1,5 @@
-//! Writing and reading component files.
+//! Writing and reading component files (layout, byte by byte:
+//! `docs/format/component.md`).
 
 use super::block::{Block, BlockBuilder, BlockView, RawEntry, TRAILER_LEN};
 use super::bloom::{Bloom, bits_per_key_for_fpr, key_hash};

@@ -1,4 +1,5 @@
-//! The compact binary record encoding (the stored form of a record).
+//! The compact binary record encoding (the stored form of a record; format:
+//! `docs/format/keys.md`).
 //!
 //! Every value is a one-byte tag followed by its payload:
 //!

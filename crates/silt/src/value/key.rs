@@ -1,4 +1,4 @@
-//! Order-preserving encoding of key tuples.
+//! Order-preserving encoding of key tuples (format: `docs/format/keys.md`).
 //!
 //! For any two tuples `a` and `b` of key values, comparing `encode_key(a)` and
 //! `encode_key(b)` as byte strings gives the same answer as
