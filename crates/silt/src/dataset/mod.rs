@@ -3,7 +3,7 @@
 //! lookups and ordered scans that fan out over the partitions.
 
 use crate::error::{Error, Result};
-use crate::index::{IndexDef, IndexKind, ReconcileOption};
+use crate::index::{IndexDef, ReconcileOption};
 use crate::lsm::background::Background;
 use crate::lsm::memtable::MemTable;
 use crate::lsm::tree::{Scheduler, TreeScan};
@@ -169,7 +169,7 @@ pub struct Dataset {
     cache: Arc<BlockCache>,
     sync: bool,
     /// Attributes of the embedded indexes, shared by the primaries' hooks.
-    embedded: Arc<crate::recency::EmbeddedFields>,
+    embedded: Arc<crate::index::recency::EmbeddedFields>,
 }
 
 /// Counters of a dataset, per index and partition.
@@ -224,7 +224,7 @@ impl Dataset {
         let mut set = IndexSet::default();
         for idef in &def.indexes {
             let mut trees = Vec::new();
-            if idef.kind == IndexKind::Embedded {
+            if !idef.kind.imp().has_tree() {
                 // No tree: the primaries carry it (hooks installed below).
                 set.defs.push(idef.clone());
                 set.trees.push(trees);
@@ -295,7 +295,7 @@ impl Dataset {
             writer: WriterOptions {
                 // R-tree leaves are data blocks: smaller leaves prune better
                 // (a kNN or small-box search decodes whole leaves).
-                block_size: if idef.kind == IndexKind::Rtree {
+                block_size: if idef.kind.imp().spatial_tree() {
                     idef.leaf_bytes()
                 } else {
                     def.block_size
@@ -306,7 +306,7 @@ impl Dataset {
             },
             memtable_bytes: (def.memory_budget / n_trees.max(1)).max(1),
             kind: idef.tree_kind(),
-            key_cell: if idef.kind == IndexKind::Rtree {
+            key_cell: if idef.kind.imp().spatial_tree() {
                 let sp = idef.space();
                 // Keys hold order-32 Hilbert values: 2^32 cells per axis.
                 const CELLS: f64 = 4_294_967_296.0;
@@ -321,11 +321,11 @@ impl Dataset {
                 let sp = idef.space();
                 [sp.min_x, sp.min_y, sp.max_x, sp.max_y]
             },
-            zorder: idef.kind == IndexKind::Rtree
+            zorder: idef.kind.imp().spatial_tree()
                 && idef.rtree_order() == crate::index::RtreeOrder::Zorder,
         };
         let tree = LsmTree::open(cfg, cache.clone())?;
-        crate::recency::install_tree_hooks(&tree, idef);
+        idef.kind.imp().install_hooks(&tree);
         Ok(tree)
     }
 
@@ -520,7 +520,7 @@ impl Dataset {
                 // the record's last write (LevelDB++ writes the composite key
                 // on every PUT), so recency queries can rank by the entries
                 // and stop after k valid ones: always rewritten.
-                let restamp = d.kind == IndexKind::Composite;
+                let restamp = d.kind.imp().restamps();
                 if old_e == new_e && !restamp {
                     continue;
                 }
@@ -1013,7 +1013,7 @@ impl Dataset {
     /// its assigned id; the caller records it in the catalog.
     pub(crate) fn add_index(&self, mut def: IndexDef) -> Result<IndexDef> {
         def.validate()?;
-        if def.kind == IndexKind::Embedded {
+        if !def.kind.imp().has_tree() {
             return self.add_embedded_index(def);
         }
         let _ddl = self.ddl.write();
@@ -1067,7 +1067,7 @@ impl Dataset {
             }
             if def.kind.posting_lists() {
                 // (value, seq, pk) postings -> one list per value.
-                keys = crate::recency::postings::group_for_bulk(keys);
+                keys = crate::index::recency::postings::group_for_bulk(keys);
             }
             keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             keys.dedup_by(|a, b| a.0 == b.0);
