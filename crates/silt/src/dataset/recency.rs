@@ -793,15 +793,8 @@ impl Dataset {
                 continue;
             }
             st.emitted.insert(pk.clone());
-            stats.fetched += 1;
-            if let Some(e) = self.current_entry(&pk)?
-                && attr_key(&e.value, field).is_some_and(|a| in_range(&a, lo, hi))
-            {
-                st.found.push(Found {
-                    seq,
-                    pk,
-                    value: e.value,
-                });
+            if let Some(f) = self.validate_posting(field, lo, hi, seq, pk, stats)? {
+                st.found.push(f);
             }
         }
         Ok(())
@@ -884,18 +877,36 @@ impl Dataset {
             if !p.live || !emitted.insert(p.pk.clone()) {
                 continue;
             }
-            stats.fetched += 1;
-            if let Some(e) = self.current_entry(&p.pk)?
-                && attr_key(&e.value, field).is_some_and(|a| in_range(&a, lo, hi))
-            {
-                found.push(Found {
-                    seq,
-                    pk: p.pk,
-                    value: e.value,
-                });
+            if let Some(f) = self.validate_posting(field, lo, hi, seq, p.pk, stats)? {
+                found.push(f);
             }
         }
         Ok(found)
+    }
+
+    /// Validate a posting of the lazy or eager index through the primary:
+    /// a hit if the record's current version still has its field within
+    /// the bounds (the record's sequence number is the posting's).
+    fn validate_posting(
+        &self,
+        field: &str,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        seq: u64,
+        pk: Vec<u8>,
+        stats: &mut QueryStats,
+    ) -> Result<Option<Found>> {
+        stats.fetched += 1;
+        Ok(match self.current_entry(&pk)? {
+            Some(e) if attr_key(&e.value, field).is_some_and(|a| in_range(&a, lo, hi)) => {
+                Some(Found {
+                    seq,
+                    pk,
+                    value: e.value,
+                })
+            }
+            _ => None,
+        })
     }
 
     /// Turn hits into results under read committed: a hit whose record a

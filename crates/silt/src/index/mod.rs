@@ -1,9 +1,29 @@
-//! Secondary index definitions and the entries they derive from records.
+//! Secondary index definitions and the index kinds.
 //!
 //! Every secondary index is an LSM index of its own (one per storage
-//! partition), maintained inside the record's transaction. This module says
-//! what entries a record contributes; `dataset` does the maintenance and the
-//! access paths.
+//! partition), maintained inside the record's transaction. This layer says
+//! what each kind of index is; `dataset` does the maintenance and runs the
+//! access paths (`dataset::query` is the kind-agnostic driver).
+//!
+//! - [`IndexDef`] (this module): an index as the catalog records it, with
+//!   its builders, options and the generic validation; [`IndexKind`] names
+//!   the kind (serialized in the catalog) and [`IndexKind::imp`] is the
+//!   registry of their behaviour.
+//! - [`kind`]: the [`IndexType`] trait, one implementation per kind.
+//! - [`query`]: what an index is asked ([`Query`]) and the per-query pieces
+//!   a kind gives the driver (candidates, index-only rule, record re-check).
+//! - The kinds, one module each: [`btree`] (B+-tree and LevelDB++
+//!   composite), [`rtree`] (LSM R-tree), [`hilbert`] (DHVB and DHB
+//!   next-match B+-trees), [`cells`] (SHB-tree and SIF on the grid
+//!   hierarchy), [`inverted`] (keyword and n-gram), [`recency`] (LevelDB++
+//!   embedded, eager and lazy), with [`spatial`] for what the spatial kinds
+//!   share and [`deleted_key`] for the deleted-key B+-tree reconciliation.
+//!
+//! Adding a kind: a module implementing [`IndexType`], a variant of
+//! [`IndexKind`], its line in [`IndexKind::imp`] and in [`IndexKind::ALL`].
+//!
+//! The layer imports `lsm`, `storage`, `geo`, `value` and `error`, never
+//! `dataset`, `db`, `txn` or `schema`.
 
 pub mod btree;
 pub mod cells;
@@ -528,5 +548,32 @@ impl IndexDef {
         let mut pk = Vec::new();
         value::encode_key(&pk_parts, &mut pk)?;
         Ok((parts, pk))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_display_and_serde_agree_for_every_kind() {
+        for k in IndexKind::ALL {
+            let name = k.to_string();
+            assert_eq!(IndexKind::parse(&name).unwrap(), k);
+            assert_eq!(IndexKind::parse(&name.to_ascii_uppercase()).unwrap(), k);
+            assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{name}\""));
+            for a in k.imp().aliases() {
+                assert_eq!(IndexKind::parse(a).unwrap(), k, "alias {a}");
+            }
+        }
+        assert_eq!(IndexKind::parse("Spatial").unwrap(), IndexKind::Rtree);
+        assert_eq!(IndexKind::parse("fulltext").unwrap(), IndexKind::Keyword);
+        let Err(Error::Config(m)) = IndexKind::parse("Hash") else {
+            panic!("hash is not a kind");
+        };
+        assert_eq!(
+            m,
+            "unknown index type `hash`; available: btree, rtree, dhvb, dhb, shb, sif, keyword, ngram, embedded, eager, lazy, composite"
+        );
     }
 }
