@@ -11,7 +11,6 @@ pub mod error;
 pub mod geo;
 pub mod index;
 pub mod lsm;
-pub mod recency;
 pub mod schema;
 pub mod storage;
 pub mod txn;
@@ -25,6 +24,8 @@ pub use dataset::{
 };
 pub use db::{Database, DbOptions, DbStats, RecoverySummary};
 pub use error::{Error, Result};
+/// The LevelDB++ recency indexes (now `index::recency`).
+pub use index::recency;
 pub use index::{IndexDef, IndexKind, IndexOptions, ReconcileOption};
 pub use schema::DatasetDef;
 pub use txn::Durability;

@@ -138,19 +138,6 @@ impl DatasetDef {
     }
 }
 
-/// Names of datasets and indexes become directory names: keep them tame.
-pub fn validate_name(what: &str, name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        && !name.starts_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Config(format!(
-            "invalid {what} name `{name}`: use 1-64 letters, digits, `_` or `-`"
-        )))
-    }
-}
+/// Names of datasets and indexes become directory names (see
+/// [`crate::storage::fsutil::validate_name`]).
+pub use crate::storage::fsutil::validate_name;

@@ -31,7 +31,6 @@ const LAYERS: &[(&str, u32)] = &[
     ("storage", 3),
     ("lsm", 4),
     ("index", 5),
-    ("recency", 5),
     ("schema", 6),
     ("txn", 7),
     ("dataset", 8),

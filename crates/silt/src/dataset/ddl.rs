@@ -10,7 +10,7 @@ impl Dataset {
     /// its assigned id; the caller records it in the catalog.
     pub(crate) fn add_index(&self, mut def: IndexDef) -> Result<IndexDef> {
         def.validate()?;
-        if def.kind == IndexKind::Embedded {
+        if !def.kind.imp().has_tree() {
             return self.add_embedded_index(def);
         }
         let _ddl = self.ddl.write();
@@ -64,7 +64,7 @@ impl Dataset {
             }
             if def.kind.posting_lists() {
                 // (value, seq, pk) postings -> one list per value.
-                keys = crate::recency::postings::group_for_bulk(keys);
+                keys = crate::index::recency::postings::group_for_bulk(keys);
             }
             keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             keys.dedup_by(|a, b| a.0 == b.0);

@@ -3,6 +3,7 @@
 //! against the primary.
 
 use super::*;
+use crate::index::query::in_bounds;
 
 /// Encoded (lower, upper) bounds of a key range.
 pub(super) type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
@@ -87,34 +88,7 @@ impl Dataset {
         lo: &Bound<Vec<u8>>,
         hi: &Bound<Vec<u8>>,
     ) -> Result<Vec<Vec<u8>>> {
-        let lo_ref = lo.as_ref().map(Vec::as_slice);
-        let mut out = Vec::new();
-        for t in &set.trees[i] {
-            let snap = t.snapshot();
-            let mut sc = t.scan(&snap, lo_ref, hi.clone(), false)?;
-            while let Some((k, _)) = sc.next_entry()? {
-                out.push(k);
-            }
-        }
-        // Partitions each return their entries in order; merge them.
-        if set.trees[i].len() > 1 {
-            out.sort_unstable();
-        }
-        Ok(out)
-    }
-
-    pub(super) fn in_bounds(k: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
-        let above = match lo {
-            Bound::Included(l) => k >= l.as_slice(),
-            Bound::Excluded(l) => k > l.as_slice(),
-            Bound::Unbounded => true,
-        };
-        let below = match hi {
-            Bound::Included(h) => k <= h.as_slice(),
-            Bound::Excluded(h) => k < h.as_slice(),
-            Bound::Unbounded => true,
-        };
-        above && below
+        crate::index::kind::entries_in(&set.trees[i], lo, hi)
     }
 
     /// Fetch the record of `pk` through the primary (read committed) and keep
@@ -131,7 +105,7 @@ impl Dataset {
         };
         let rec = value::decode_value(&bytes)?;
         match d.entry_key(&rec, pk).ok().flatten() {
-            Some(k) if Self::in_bounds(&k, lo, hi) => Ok(Some(rec)),
+            Some(k) if in_bounds(&k, lo, hi) => Ok(Some(rec)),
             _ => Ok(None),
         }
     }

@@ -3,7 +3,7 @@
 //! lookups and ordered scans that fan out over the partitions.
 
 use crate::error::{Error, Result};
-use crate::index::{IndexDef, IndexKind, ReconcileOption};
+use crate::index::{IndexDef, ReconcileOption};
 use crate::lsm::background::Background;
 use crate::lsm::memtable::MemTable;
 use crate::lsm::tree::{Scheduler, TreeScan};
@@ -64,7 +64,7 @@ pub struct Dataset {
     cache: Arc<BlockCache>,
     sync: bool,
     /// Attributes of the embedded indexes, shared by the primaries' hooks.
-    embedded: Arc<crate::recency::EmbeddedFields>,
+    embedded: Arc<crate::index::recency::EmbeddedFields>,
 }
 
 /// Counters of a dataset, per index and partition.
@@ -119,7 +119,7 @@ impl Dataset {
         let mut set = IndexSet::default();
         for idef in &def.indexes {
             let mut trees = Vec::new();
-            if idef.kind == IndexKind::Embedded {
+            if !idef.kind.imp().has_tree() {
                 // No tree: the primaries carry it (hooks installed below).
                 set.defs.push(idef.clone());
                 set.trees.push(trees);
@@ -190,7 +190,7 @@ impl Dataset {
             writer: WriterOptions {
                 // R-tree leaves are data blocks: smaller leaves prune better
                 // (a kNN or small-box search decodes whole leaves).
-                block_size: if idef.kind == IndexKind::Rtree {
+                block_size: if idef.kind.imp().spatial_tree() {
                     idef.leaf_bytes()
                 } else {
                     def.block_size
@@ -201,7 +201,7 @@ impl Dataset {
             },
             memtable_bytes: (def.memory_budget / n_trees.max(1)).max(1),
             kind: idef.tree_kind(),
-            key_cell: if idef.kind == IndexKind::Rtree {
+            key_cell: if idef.kind.imp().spatial_tree() {
                 let sp = idef.space();
                 // Keys hold order-32 Hilbert values: 2^32 cells per axis.
                 const CELLS: f64 = 4_294_967_296.0;
@@ -216,11 +216,11 @@ impl Dataset {
                 let sp = idef.space();
                 [sp.min_x, sp.min_y, sp.max_x, sp.max_y]
             },
-            zorder: idef.kind == IndexKind::Rtree
+            zorder: idef.kind.imp().spatial_tree()
                 && idef.rtree_order() == crate::index::RtreeOrder::Zorder,
         };
         let tree = LsmTree::open(cfg, cache.clone())?;
-        crate::recency::install_tree_hooks(&tree, idef);
+        idef.kind.imp().install_hooks(&tree);
         Ok(tree)
     }
 

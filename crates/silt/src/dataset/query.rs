@@ -21,66 +21,21 @@
 //! radius [`crate::geo::sphere::EARTH_RADIUS_M`] and treat coordinates as
 //! longitude/latitude degrees.
 
-use super::{Dataset, IndexSet};
+use super::Dataset;
 use crate::error::{Error, Result};
-use crate::geo::Rect;
-use crate::geo::{predicates, sphere, split_query_rect};
-use crate::index::{IndexDef, IndexKind};
-use crate::lsm::kind::BoundsKind;
+use crate::geo::sphere;
+use crate::index::query::{Candidate as Cand, IndexOnly, Recheck, check_point};
+pub use crate::index::query::{Query, QueryStats};
+use crate::index::rtree::SphereMetric;
+use crate::index::{IndexDef, IndexType};
+use crate::lsm::kind::{BoundsKind, PkSplit};
 use crate::lsm::memtable::SpatialEntry;
-use crate::lsm::spatial::{KnnCursor, KnnMetric, SearchStats};
+use crate::lsm::spatial::KnnCursor;
 use crate::txn::LockManager;
 use crate::value::{self, Geometry, Value};
 use std::cmp::Ordering as CmpOrdering;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
-use std::ops::Bound;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
-
-/// A query against one secondary index.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Query {
-    /// B+-tree: the (first fields of the) secondary key within bounds.
-    Range {
-        lo: Bound<Vec<Value>>,
-        hi: Bound<Vec<Value>>,
-    },
-    /// R-tree: geometries intersecting this one (boundaries included). A
-    /// rectangle with `min_x > max_x` crosses the antimeridian: it covers
-    /// `[min_x, 180]` and `[-180, max_x]`.
-    Intersects(Geometry),
-    /// R-tree: geometries within `metres` (great-circle) of a point.
-    WithinDistance { lon: f64, lat: f64, metres: f64 },
-    /// R-tree: the `k` geometries nearest to a point (great-circle), nearest first.
-    Nearest { lon: f64, lat: f64, k: usize },
-    /// Keyword index: records containing all (or any) of the words of
-    /// `text`. N-gram index: records whose text contains `text` as a
-    /// substring (case-folded; `all` is ignored).
-    Text { text: String, all: bool },
-    /// The `k` most recent live records (all of them when `k` is `None`)
-    /// whose indexed field lies within bounds, newest first (recency = the
-    /// sequence number of the record's last write): LevelDB++'s
-    /// LOOKUP(A, a, K) with `lo = hi = Included([a])` and
-    /// RANGELOOKUP(A, a, b, K). Answered by embedded, eager, lazy,
-    /// composite and btree indexes (see `crate::recency`).
-    Recent {
-        lo: Bound<Vec<Value>>,
-        hi: Bound<Vec<Value>>,
-        k: Option<usize>,
-    },
-}
-
-impl Query {
-    fn name(&self) -> &'static str {
-        match self {
-            Query::Range { .. } => "range",
-            Query::Intersects(_) => "intersects",
-            Query::WithinDistance { .. } => "within-distance",
-            Query::Nearest { .. } => "nearest",
-            Query::Text { .. } => "text",
-            Query::Recent { .. } => "recent",
-        }
-    }
-}
 
 /// How to run a query.
 #[derive(Clone, Copy, Debug, Default)]
@@ -100,31 +55,6 @@ pub struct QueryHit {
     pub record: Option<Value>,
     /// Great-circle distance in metres (distance and kNN queries).
     pub distance_m: Option<f64>,
-}
-
-/// What a query touched.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct QueryStats {
-    /// Index components (memory and disk, all partitions) searched.
-    pub components: u64,
-    /// Disk leaf blocks of R-tree components read.
-    pub blocks: u64,
-    /// Index entries that matched before reconciliation and refinement.
-    pub candidates: u64,
-    /// Hits fetched from the primary index.
-    pub fetched: u64,
-    /// Hits returned straight from the index (index-only path).
-    pub index_only: u64,
-    /// Disk components of a `zorder` R-tree skipped because their Z (key)
-    /// range meets none of the query's Z ranges.
-    pub z_pruned: u64,
-}
-
-/// A candidate from the index.
-struct Cand {
-    pk: Vec<u8>,
-    /// Bounds of an R-tree entry.
-    bounds: Option<(Rect, BoundsKind)>,
 }
 
 enum Source {
@@ -167,8 +97,12 @@ pub struct QueryResults {
     ds: Arc<Dataset>,
     def: IndexDef,
     query: Query,
-    /// Query tokens (text queries).
-    tokens: Vec<String>,
+    /// How a fetched record is re-checked (prepared by the index kind).
+    recheck: Recheck,
+    /// Whether an entry alone decides the predicate (index-only queries).
+    decides: IndexOnly,
+    /// Where the primary key starts in an entry key.
+    split: PkSplit,
     opts: QueryOptions,
     source: Source,
     /// Hits of a list query decided ahead (a batch fetched in parallel).
@@ -229,7 +163,7 @@ impl QueryResults {
     /// Decide a candidate without touching the statistics (so that a batch
     /// can be decided on several threads).
     fn decide_one(&self, c: &Cand, dist: Option<f64>) -> Result<Decided> {
-        if self.opts.index_only && self.index_decides(c) {
+        if self.opts.index_only && self.decides.decides(c) {
             let name = LockManager::name(self.ds.id, &c.pk);
             if self.ds.txn.locks.try_s_instant(name) && self.ds.txn.abort_epoch() == self.epoch {
                 return Ok(Decided {
@@ -250,10 +184,7 @@ impl QueryResults {
             return Ok(none);
         };
         let rec = value::decode_value(&bytes)?;
-        let Some(d) = self
-            .ds
-            .record_matches(&self.def, &self.query, &self.tokens, &rec, &c.pk)?
-        else {
+        let Some(d) = self.recheck.matches(&self.def, &rec, &c.pk)? else {
             return Ok(none);
         };
         Ok(Decided {
@@ -315,20 +246,6 @@ impl QueryResults {
         Ok(())
     }
 
-    /// Whether the entry alone decides the predicate (the candidate lists
-    /// were already filtered exactly for those that do).
-    fn index_decides(&self, c: &Cand) -> bool {
-        match self.def.kind {
-            IndexKind::Btree | IndexKind::Keyword | IndexKind::Composite => true,
-            IndexKind::Ngram | IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy => false,
-            IndexKind::Rtree
-            | IndexKind::Dhvb
-            | IndexKind::Dhb
-            | IndexKind::Shb
-            | IndexKind::Sif => c.bounds.is_some_and(|(_, k)| k != BoundsKind::Mbr),
-        }
-    }
-
     fn next_hit(&mut self) -> Result<Option<QueryHit>> {
         loop {
             match &mut self.source {
@@ -384,7 +301,7 @@ impl QueryResults {
                         return Ok(None);
                     };
                     heads[b] = cursors[b].next_entry()?;
-                    let pk = self.def.entry_pk(&e.key)?.to_vec();
+                    let pk = self.split.pk(&e.key)?.to_vec();
                     let Query::Nearest { lon, lat, .. } = self.query else {
                         return Ok(None);
                     };
@@ -458,210 +375,6 @@ impl Iterator for QueryResults {
     }
 }
 
-/// Next-match search of a Hilbert-ordered B+-tree (DHVB): scan while the
-/// entries' cells are inside the query rectangle's cells; on leaving, seek
-/// to the next Hilbert value whose cell is inside (`geo::hilbert_range`).
-/// Each seek is a new reconciled cursor over all components (counted in
-/// `blocks` as seeks).
-fn hilbert_search(
-    t: &Arc<crate::lsm::LsmTree>,
-    space: &crate::geo::hilbert::Space,
-    rects: &[Rect],
-    stats: &mut SearchStats,
-) -> Result<Vec<SpatialEntry>> {
-    use crate::geo::hilbert_range::{cell_rect, next_match};
-    use crate::lsm::kind::decode_bounds_kind;
-    let snap = t.snapshot();
-    stats.components +=
-        (snap.mems.iter().filter(|m| !m.is_empty()).count() + snap.disk.len()) as u64;
-    let mut out = Vec::new();
-    for r in rects {
-        let q = cell_rect(space, r);
-        let mut from = next_match(&q, 0);
-        while let Some(h) = from {
-            stats.blocks += 1;
-            let start = h.to_be_bytes();
-            let mut scan = t.scan(&snap, Bound::Included(&start[..]), Bound::Unbounded, false)?;
-            from = None;
-            while let Some((k, e)) = scan.next_entry()? {
-                let Some(hb) = k.get(..8) else { continue };
-                let mut b = [0u8; 8];
-                b.copy_from_slice(hb);
-                let hk = u64::from_be_bytes(b);
-                let (cx, cy): (u32, u32) = fast_hilbert::h2xy(hk, 32);
-                if !(q[0] <= cx && cx <= q[2] && q[1] <= cy && cy <= q[3]) {
-                    // Left the rectangle: jump to the next value inside.
-                    from = next_match(&q, hk);
-                    break;
-                }
-                if let Some((bounds, bk)) = decode_bounds_kind(&e.value) {
-                    stats.candidates += 1;
-                    if crate::geo::rect_intersects(r, &bounds) {
-                        out.push(SpatialEntry {
-                            key: k,
-                            delete: false,
-                            bounds,
-                            bounds_kind: bk,
-                        });
-                    }
-                }
-            }
-        }
-    }
-    out.sort_by(|a, b| a.key.cmp(&b.key));
-    out.dedup_by(|a, b| a.key == b.key);
-    Ok(out)
-}
-
-/// Next-match search of a DHB-tree: as [`hilbert_search`], at full
-/// resolution on the order-64 curve of `geo::dhb` (keys hold the points, so
-/// a key inside the query's cells is a hit, with no false positives).
-fn dhb_search(
-    t: &Arc<crate::lsm::LsmTree>,
-    rects: &[Rect],
-    stats: &mut SearchStats,
-) -> Result<Vec<SpatialEntry>> {
-    use crate::geo::dhb;
-    let snap = t.snapshot();
-    stats.components +=
-        (snap.mems.iter().filter(|m| !m.is_empty()).count() + snap.disk.len()) as u64;
-    let mut out = Vec::new();
-    for r in rects {
-        let Some(q) = dhb::cells_of(r) else { continue };
-        let mut from = dhb::next_match(&q, 0);
-        while let Some(h) = from {
-            stats.blocks += 1;
-            let start = h.to_be_bytes();
-            let mut scan = t.scan(&snap, Bound::Included(&start[..]), Bound::Unbounded, false)?;
-            from = None;
-            while let Some((k, _)) = scan.next_entry()? {
-                let Some(hb) = k.get(..16) else { continue };
-                let mut b = [0u8; 16];
-                b.copy_from_slice(hb);
-                let hk = u128::from_be_bytes(b);
-                let cell = dhb::cell(hk);
-                if !dhb::inside(&q, cell) {
-                    from = dhb::next_match(&q, hk);
-                    break;
-                }
-                stats.candidates += 1;
-                let (x, y) = dhb::point(hk);
-                out.push(SpatialEntry {
-                    key: k,
-                    delete: false,
-                    bounds: [x, y, x, y],
-                    bounds_kind: BoundsKind::Point,
-                });
-            }
-        }
-    }
-    out.sort_by(|a, b| a.key.cmp(&b.key));
-    out.dedup_by(|a, b| a.key == b.key);
-    Ok(out)
-}
-
-/// Search of an SHB-tree or SIF index: the query rectangle's cells (covering
-/// rule, at most `grid::QUERY_CELLS`); SHB scans their subtrees merged into
-/// key ranges and probes their ancestors, SIF looks up one subtree token per
-/// cell and one exact token per ancestor. Entries are refined by their
-/// bounds; the caller de-duplicates by primary key.
-fn grid_search(
-    t: &Arc<crate::lsm::LsmTree>,
-    def: &IndexDef,
-    rects: &[Rect],
-    stats: &mut SearchStats,
-) -> Result<Vec<SpatialEntry>> {
-    use crate::geo::grid::QUERY_CELLS;
-    use crate::lsm::kind::decode_bounds_kind;
-    let grid = def.grid()?;
-    let snap = t.snapshot();
-    stats.components +=
-        (snap.mems.iter().filter(|m| !m.is_empty()).count() + snap.disk.len()) as u64;
-    let mut out = Vec::new();
-    for r in rects {
-        if r.iter().any(|v| v.is_nan()) || r[0] > r[2] || r[1] > r[3] {
-            continue;
-        }
-        let cells = grid.decompose(r, QUERY_CELLS);
-        // (lower bound, exclusive upper bound or none) key ranges.
-        let mut ranges: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-        let exact = |prefix: &[u8]| -> (Vec<u8>, Option<Vec<u8>>) {
-            // The last byte is a level (< 16), so +1 cannot overflow.
-            let mut hi = prefix.to_vec();
-            if let Some(b) = hi.last_mut() {
-                *b = b.saturating_add(1);
-            }
-            (prefix.to_vec(), Some(hi))
-        };
-        if def.kind == IndexKind::Shb {
-            let plan = grid.plan(&cells);
-            for (lo, hi) in plan.ranges {
-                let mut l = lo.to_be_bytes().to_vec();
-                l.push(0);
-                let h = hi.checked_add(1).map(|h| {
-                    let mut v = h.to_be_bytes().to_vec();
-                    v.push(0);
-                    v
-                });
-                ranges.push((l, h));
-            }
-            for a in plan.ancestors {
-                ranges.push(exact(&a.key()));
-            }
-        } else {
-            for tok in grid.sif_query_tokens(&cells) {
-                ranges.push(exact(&tok));
-            }
-        }
-        for (lo, hi) in &ranges {
-            stats.blocks += 1;
-            let hi_b = match hi {
-                Some(h) => Bound::Excluded(h.clone()),
-                None => Bound::Unbounded,
-            };
-            let mut scan = t.scan(&snap, Bound::Included(lo.as_slice()), hi_b, false)?;
-            while let Some((k, e)) = scan.next_entry()? {
-                let Some((bounds, bk)) = decode_bounds_kind(&e.value) else {
-                    continue;
-                };
-                stats.candidates += 1;
-                if crate::geo::rect_intersects(r, &bounds) {
-                    out.push(SpatialEntry {
-                        key: k,
-                        delete: false,
-                        bounds,
-                        bounds_kind: bk,
-                    });
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Great-circle order around the query point for the R-tree kNN search.
-struct SphereMetric(sphere::NearOrder);
-
-impl KnnMetric for SphereMetric {
-    fn bound(&self, r: &Rect) -> f64 {
-        self.0.rect_bound(r)
-    }
-    fn key(&self, r: &Rect, kind: BoundsKind) -> f64 {
-        match kind {
-            BoundsKind::Point => self.0.point_key(r[0], r[1]),
-            // Exact for a rectangle; for a polygon's MBR a lower bound of the
-            // polygon's distance (`predicates::distance_m` never goes below it).
-            BoundsKind::Rect | BoundsKind::Mbr => self.0.rect_key(r),
-        }
-    }
-    fn key_lower(&self, r: &Rect, kind: BoundsKind) -> f64 {
-        match kind {
-            BoundsKind::Point => self.0.point_key_lower(r[0], r[1]),
-            BoundsKind::Rect | BoundsKind::Mbr => self.0.rect_bound(r),
-        }
-    }
-}
-
 /// The predicate of a spatial join.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum JoinPredicate {
@@ -670,52 +383,6 @@ pub enum JoinPredicate {
     /// The indexed geometry is within this many metres of the probe (the
     /// probe must be a point).
     WithinDistance(f64),
-}
-
-/// Rectangles an R-tree search needs for a query geometry.
-fn query_rects(g: &Geometry) -> Vec<Rect> {
-    match g {
-        Geometry::Rect {
-            min_x,
-            min_y,
-            max_x,
-            max_y,
-        } => split_query_rect(&[*min_x, *min_y, *max_x, *max_y]),
-        other => {
-            let (a, b, c, d) = other.mbr();
-            vec![[a, b, c, d]]
-        }
-    }
-}
-
-/// The query geometry split at the antimeridian, for exact tests.
-fn query_parts(g: &Geometry) -> Vec<Geometry> {
-    match g {
-        Geometry::Rect { min_x, max_x, .. } if min_x > max_x => query_rects(g)
-            .into_iter()
-            .map(|r| Geometry::rect(r[0], r[1], r[2], r[3]))
-            .collect(),
-        other => vec![other.clone()],
-    }
-}
-
-fn bounds_geometry(r: &Rect, k: BoundsKind) -> Geometry {
-    match k {
-        BoundsKind::Point => Geometry::point(r[0], r[1]),
-        _ => Geometry::rect(r[0], r[1], r[2], r[3]),
-    }
-}
-
-fn check_point(lon: f64, lat: f64) -> Result<()> {
-    if !lon.is_finite() || !(-90.0..=90.0).contains(&lat) {
-        return Err(Error::invalid(
-            None,
-            format!(
-                "query point ({lon}, {lat}) is not a valid longitude/latitude (latitude must be within [-90, 90])"
-            ),
-        ));
-    }
-    Ok(())
 }
 
 impl Dataset {
@@ -730,123 +397,50 @@ impl Dataset {
         let epoch = self.txn.abort_epoch();
         let (i, set) = self.index_by_name(index)?;
         let def = set.defs[i].clone();
-        let fits = matches!(
-            (def.kind, query),
-            (IndexKind::Btree | IndexKind::Composite, Query::Range { .. })
-                | (
-                    IndexKind::Btree
-                        | IndexKind::Composite
-                        | IndexKind::Embedded
-                        | IndexKind::Eager
-                        | IndexKind::Lazy,
-                    Query::Recent { .. }
-                )
-                | (
-                    IndexKind::Rtree,
-                    Query::Intersects(_) | Query::WithinDistance { .. } | Query::Nearest { .. }
-                )
-                | (
-                    IndexKind::Dhvb | IndexKind::Dhb | IndexKind::Shb | IndexKind::Sif,
-                    Query::Intersects(_) | Query::WithinDistance { .. }
-                )
-                | (IndexKind::Keyword | IndexKind::Ngram, Query::Text { .. })
-        );
-        if !fits {
+        let imp: &'static dyn IndexType = def.kind.imp();
+        if !imp.answers(query) {
             return Err(Error::invalid(
                 None,
                 format!(
                     "index `{index}` is a {} index and cannot answer a {} query ({})",
                     def.kind,
                     query.name(),
-                    match def.kind {
-                        IndexKind::Btree | IndexKind::Composite =>
-                            "use a range, equality or recent query",
-                        IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy =>
-                            "use a recent query (the k most recent matches)",
-                        IndexKind::Rtree => "use intersects, within-distance or nearest",
-                        IndexKind::Dhvb | IndexKind::Dhb | IndexKind::Shb | IndexKind::Sif =>
-                            "use intersects or within-distance (kNN needs an rtree index)",
-                        _ => "use a text query",
-                    }
+                    imp.hint()
                 ),
             ));
         }
         let mut stats = QueryStats::default();
-        let mut tokens = Vec::new();
+        let trees = &set.trees[i];
+        // Range and recent queries: the bounds encoded as entry keys (the
+        // dataset coerces them to the declared field types).
+        let keys = match query {
+            Query::Range { lo, hi } | Query::Recent { lo, hi, .. } => Some(self.index_bounds(
+                &def,
+                lo.as_ref().map(Vec::as_slice),
+                hi.as_ref().map(Vec::as_slice),
+            )?),
+            _ => None,
+        };
         let source = match query {
             Query::Recent { lo, hi, k } => {
                 let k = match (*k, opts.limit) {
                     (Some(k), Some(l)) => Some(k.min(l)),
                     (k, l) => k.or(l),
                 };
+                let Some(keys) = &keys else {
+                    return Err(Error::invalid(None, "a recent query needs key bounds"));
+                };
                 Source::Hits(
-                    self.recent_query(&set, i, lo, hi, k, epoch, &mut stats)?
+                    self.recent_query(&set, i, lo, hi, keys, k, epoch, &mut stats)?
                         .into(),
                 )
             }
-            Query::Range { lo, hi } => {
-                let lo_s = lo.as_ref().map(Vec::as_slice);
-                let hi_s = hi.as_ref().map(Vec::as_slice);
-                let (elo, ehi) = self.index_bounds(&def, lo_s, hi_s)?;
-                let entries = self.index_entries(&set, i, &elo, &ehi)?;
-                stats.candidates = entries.len() as u64;
-                stats.components += self.tree_components(&set, i);
-                let mut pks = Vec::with_capacity(entries.len());
-                for k in entries {
-                    pks.push(def.entry_pk(&k)?.to_vec());
-                }
-                pks.sort_unstable();
-                pks.dedup();
-                Source::List(
-                    pks.into_iter()
-                        .map(|pk| Cand { pk, bounds: None })
-                        .collect(),
-                )
-            }
-            Query::Intersects(g) => {
-                let parts = query_parts(g);
-                for p in &parts {
-                    p.validate()?;
-                }
-                let rects = query_rects(g);
-                // Exact bounds decide now; an MBR waits for the record.
-                let keep = |e: &SpatialEntry| {
-                    e.bounds_kind == BoundsKind::Mbr || {
-                        let eg = bounds_geometry(&e.bounds, e.bounds_kind);
-                        parts.iter().any(|q| predicates::intersects(&eg, q))
-                    }
-                };
-                let hits =
-                    self.spatial_candidates(&set, i, &rects, opts.index_only, &keep, &mut stats)?;
-                Source::List(hits)
-            }
-            Query::WithinDistance { lon, lat, metres } => {
-                check_point(*lon, *lat)?;
-                if !(metres.is_finite() && *metres >= 0.0) {
-                    return Err(Error::invalid(
-                        None,
-                        format!(
-                            "the distance must be a finite number of metres >= 0, got {metres}"
-                        ),
-                    ));
-                }
-                let rects = sphere::circle_bboxes(*lon, *lat, *metres);
-                let keep = |e: &SpatialEntry| {
-                    e.bounds_kind == BoundsKind::Mbr
-                        || sphere::min_dist_rect_m(*lon, *lat, &e.bounds) <= *metres
-                };
-                let hits =
-                    self.spatial_candidates(&set, i, &rects, opts.index_only, &keep, &mut stats)?;
-                Source::List(hits)
-            }
             Query::Nearest { lon, lat, k } => {
                 check_point(*lon, *lat)?;
-                let (lon, lat) = (*lon, *lat);
                 let mut cursors = Vec::new();
                 if *k > 0 {
-                    let metric: Arc<dyn KnnMetric> =
-                        Arc::new(SphereMetric(sphere::NearOrder::new(lon, lat)));
-                    for t in &set.trees[i] {
+                    let metric = SphereMetric::around(*lon, *lat);
+                    for t in trees {
                         cursors.push(t.knn(t.snapshot(), metric.clone())?);
                     }
                 }
@@ -860,185 +454,32 @@ impl Dataset {
                     pending: BinaryHeap::new(),
                 }
             }
-            Query::Text { text, all } => {
-                tokens = def.query_tokens(text);
-                if tokens.is_empty() {
-                    return Err(Error::invalid(
-                        None,
-                        format!("the text query `{text}` has no words to search for"),
-                    ));
-                }
-                stats.components += self.tree_components(&set, i);
-                let short_gram = def.kind == IndexKind::Ngram
-                    && tokens.len() == 1
-                    && tokens[0].chars().count() < def.gram();
-                let mut acc: Option<BTreeSet<Vec<u8>>> = None;
-                for t in &tokens {
-                    let mut lo = Vec::new();
-                    value::encode_key_part(&Value::String(t.clone()), &mut lo)?;
-                    let hi = if short_gram {
-                        // Every gram that starts with the pattern: drop the
-                        // string terminator (0x00 0x01) and bound by 0xFF,
-                        // which UTF-8 never contains.
-                        lo.truncate(lo.len() - 2);
-                        let mut h = lo.clone();
-                        h.push(0xFF);
-                        h
-                    } else {
-                        value::prefix_upper_bound(&lo)
-                    };
-                    let entries =
-                        self.index_entries(&set, i, &Bound::Included(lo), &Bound::Excluded(hi))?;
-                    stats.candidates += entries.len() as u64;
-                    let mut pks = BTreeSet::new();
-                    for k in entries {
-                        pks.insert(def.entry_pk(&k)?.to_vec());
-                    }
-                    let intersect = *all || def.kind == IndexKind::Ngram;
-                    acc = Some(match acc {
-                        None => pks,
-                        Some(a) if intersect => a.intersection(&pks).cloned().collect(),
-                        Some(mut a) => {
-                            a.extend(pks);
-                            a
-                        }
-                    });
-                }
-                Source::List(
-                    acc.unwrap_or_default()
-                        .into_iter()
-                        .map(|pk| Cand { pk, bounds: None })
-                        .collect(),
-                )
-            }
+            _ => Source::List(
+                imp.candidates(
+                    &def,
+                    trees,
+                    query,
+                    keys.as_ref(),
+                    opts.index_only,
+                    &mut stats,
+                )?
+                .into(),
+            ),
         };
+        let recheck = imp.recheck(&def, query, keys)?;
         Ok(QueryResults {
             ds: self.clone(),
+            split: imp.pk_split(&def),
+            decides: imp.index_only(),
+            recheck,
             def,
             query: query.clone(),
-            tokens,
             opts,
             source,
             epoch,
             ready: VecDeque::new(),
             returned: 0,
             stats,
-        })
-    }
-
-    fn tree_components(&self, set: &IndexSet, i: usize) -> u64 {
-        set.trees[i]
-            .iter()
-            .map(|t| {
-                let s = t.snapshot();
-                (s.mems.iter().filter(|m| !m.is_empty()).count() + s.disk.len()) as u64
-            })
-            .sum()
-    }
-
-    /// Live R-tree entries intersecting `rects` from every partition that
-    /// `keep` accepts (the query's exact test on exact bounds, applied before
-    /// the candidates are collected and sorted), as candidates sorted by
-    /// primary key. `exact`: also drop
-    /// entries whose key has a newer version that does not match (a record
-    /// moved within its key cell), as index-only answers need; validated
-    /// candidates are re-checked against the record anyway.
-    fn spatial_candidates(
-        &self,
-        set: &IndexSet,
-        i: usize,
-        rects: &[Rect],
-        exact: bool,
-        keep: &dyn Fn(&SpatialEntry) -> bool,
-        stats: &mut QueryStats,
-    ) -> Result<VecDeque<Cand>> {
-        let def = &set.defs[i];
-        let mut ss = SearchStats::default();
-        let mut out = Vec::new();
-        for t in &set.trees[i] {
-            let found = match def.kind {
-                IndexKind::Dhvb => hilbert_search(t, &def.space(), rects, &mut ss)?,
-                IndexKind::Dhb => dhb_search(t, rects, &mut ss)?,
-                IndexKind::Shb | IndexKind::Sif => grid_search(t, def, rects, &mut ss)?,
-                _ => t.search_spatial(&t.snapshot(), rects, exact, &mut ss)?,
-            };
-            for e in found {
-                if keep(&e) {
-                    out.push(Cand {
-                        pk: def.entry_pk(&e.key)?.to_vec(),
-                        bounds: Some((e.bounds, e.bounds_kind)),
-                    });
-                }
-            }
-        }
-        stats.components += ss.components;
-        stats.blocks += ss.blocks;
-        stats.candidates += ss.candidates;
-        stats.z_pruned += ss.z_pruned;
-        out.sort_by(|a, b| a.pk.cmp(&b.pk));
-        out.dedup_by(|a, b| a.pk == b.pk);
-        Ok(out.into())
-    }
-
-    /// Re-check a query against a fetched record: `None` if it does not
-    /// match, else `Some(distance)` (the distance for distance queries).
-    pub(crate) fn record_matches(
-        &self,
-        def: &IndexDef,
-        q: &Query,
-        tokens: &[String],
-        rec: &Value,
-        pk: &[u8],
-    ) -> Result<Option<Option<f64>>> {
-        let field = &def.fields[0];
-        let geom = || match rec.get(field) {
-            Some(Value::Geometry(g)) => Some(g),
-            _ => None,
-        };
-        Ok(match q {
-            Query::Range { lo, hi } | Query::Recent { lo, hi, .. } => {
-                let lo_s = lo.as_ref().map(Vec::as_slice);
-                let hi_s = hi.as_ref().map(Vec::as_slice);
-                let (elo, ehi) = self.index_bounds(def, lo_s, hi_s)?;
-                match def.entry_key(rec, pk).ok().flatten() {
-                    Some(k) if Dataset::in_bounds(&k, &elo, &ehi) => Some(None),
-                    _ => None,
-                }
-            }
-            Query::Intersects(g) => match geom() {
-                Some(rg) if query_parts(g).iter().any(|p| predicates::intersects(rg, p)) => {
-                    Some(None)
-                }
-                _ => None,
-            },
-            Query::WithinDistance { lon, lat, metres } => match geom() {
-                Some(rg) => {
-                    let d = predicates::distance_m(rg, *lon, *lat);
-                    (d <= *metres).then_some(Some(d))
-                }
-                None => None,
-            },
-            Query::Nearest { lon, lat, .. } => {
-                geom().map(|rg| Some(predicates::distance_m(rg, *lon, *lat)))
-            }
-            Query::Text { text, all } => {
-                let Some(Value::String(s)) = rec.get(field) else {
-                    return Ok(None);
-                };
-                let ok = if def.kind == IndexKind::Ngram {
-                    // Per-character lowercasing, as the tokenizer does.
-                    let fold = |t: &str| t.chars().flat_map(char::to_lowercase).collect::<String>();
-                    fold(s).contains(&fold(text))
-                } else {
-                    let have = def.tokens(s);
-                    if *all {
-                        tokens.iter().all(|t| have.binary_search(t).is_ok())
-                    } else {
-                        tokens.iter().any(|t| have.binary_search(t).is_ok())
-                    }
-                };
-                ok.then_some(None)
-            }
         })
     }
 

@@ -1,16 +1,19 @@
-//! The dataset side of the LevelDB++ recency indexes (`crate::recency`):
+//! The dataset side of the LevelDB++ recency indexes (`crate::index::recency`):
 //! maintenance inside a record's transaction, the embedded index build, and
 //! the `Query::Recent` access paths of every kind that answers it.
 
 use super::query::{QueryHit, QueryStats};
 use super::{Dataset, IndexSet, TxnWork};
 use crate::error::{Error, Result};
-use crate::index::{IndexDef, IndexKind};
+use crate::index::kind::component_count;
+use crate::index::query::KeyRange;
+use crate::index::recency::embedded::{field_prefix, mem_bounds, parse_mem_key};
+use crate::index::recency::lazy::parse_lazy_mem;
+use crate::index::recency::postings::{self, Posting};
+use crate::index::{IndexDef, IndexType, RecentPath};
 use crate::lsm::LsmTree;
 use crate::lsm::hooks::{MemSecondary, ObserverFactory, TreeHooks};
 use crate::lsm::memtable::{MemIter, MemTable};
-use crate::recency::embedded::{field_prefix, mem_bounds, parse_mem_key};
-use crate::recency::postings::{self, Posting};
 use crate::storage::block_filters::{FilterSpec, attr_key, in_range};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
@@ -26,7 +29,7 @@ use std::sync::Arc;
 /// indexes, locked) before the write takes its sequence number.
 pub(super) struct RecOp {
     i: usize,
-    kind: IndexKind,
+    imp: &'static dyn IndexType,
     /// Encoded value of the record's previous version, if indexed.
     old: Option<Vec<u8>>,
     /// Encoded value of the new version, if indexed.
@@ -153,11 +156,6 @@ fn keys_overlap(c: &ComponentReader, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool
         }
 }
 
-fn component_count(t: &LsmTree) -> u64 {
-    let s = t.snapshot();
-    (s.mems.iter().filter(|m| !m.is_empty()).count() + s.disk.len()) as u64
-}
-
 impl Dataset {
     /// Plan the recency-index changes of a write (`apply`, inside the
     /// record's transaction, before its sequence number is taken): validate
@@ -175,31 +173,28 @@ impl Dataset {
         let mut ops = Vec::new();
         let mut names = Vec::new();
         for (i, d) in idx.defs.iter().enumerate() {
-            if !d.kind.is_recency() {
+            let imp = d.kind.imp();
+            if !imp.is_recency() {
                 continue;
             }
             let new = match new_rec {
                 Some(r) => d.value_key(r)?,
                 None => None,
             };
-            if d.kind == IndexKind::Embedded {
+            if !imp.has_tree() {
+                // Embedded: the primary's hooks index the record.
                 continue;
             }
             let old = old_rec.and_then(|r| d.value_key(r).ok().flatten());
             if old.is_none() && new.is_none() {
                 continue;
             }
-            if d.kind == IndexKind::Eager {
+            if imp.locks_values() {
                 for v in old.iter().chain(new.iter()) {
                     names.push(self.value_lock_name(d.id, v));
                 }
             }
-            ops.push(RecOp {
-                i,
-                kind: d.kind,
-                old,
-                new,
-            });
+            ops.push(RecOp { i, imp, old, new });
         }
         names.sort_unstable();
         names.dedup();
@@ -257,65 +252,9 @@ impl Dataset {
         for op in ops {
             let tree = &idx.trees[op.i][pidx];
             let index_id = idx.defs[op.i].id;
-            let moved = op.old.is_some() && op.old != op.new;
-            let mut writes: Vec<(Vec<u8>, Entry)> = Vec::new();
-            match op.kind {
-                IndexKind::Lazy => {
-                    // Appends only: a posting to the new value, a marker to
-                    // the value the record left.
-                    if let Some(n) = &op.new {
-                        writes.push((
-                            postings::lazy_mem_key(n, seq, key),
-                            Entry::put(seq, postings::lazy_mem_value(true)),
-                        ));
-                    }
-                    if let (true, Some(o)) = (moved, &op.old) {
-                        writes.push((
-                            postings::lazy_mem_key(o, seq, key),
-                            Entry::put(seq, postings::lazy_mem_value(false)),
-                        ));
-                    }
-                }
-                IndexKind::Eager => {
-                    let mut targets: Vec<(&[u8], bool)> = Vec::new();
-                    if let (true, Some(o)) = (moved, &op.old) {
-                        targets.push((o, false));
-                    }
-                    if let Some(n) = &op.new {
-                        targets.push((n, true));
-                    }
-                    for (v, add) in targets {
-                        // Read-modify-write of the newest list.
-                        let mut list = match tree.check_entry(v)? {
-                            Some(e) if !e.is_delete() => postings::decode(&e.value)?,
-                            _ => Vec::new(),
-                        };
-                        let before = list.len();
-                        list.retain(|p| p.pk != key);
-                        if !add && list.len() == before {
-                            continue;
-                        }
-                        if add {
-                            let at = list.iter().position(|p| p.seq < seq).unwrap_or(list.len());
-                            list.insert(
-                                at,
-                                Posting {
-                                    seq,
-                                    live: true,
-                                    pk: key.to_vec(),
-                                },
-                            );
-                        }
-                        let e = if list.is_empty() {
-                            Entry::delete(seq)
-                        } else {
-                            Entry::put(seq, postings::encode(&list))
-                        };
-                        writes.push((v.to_vec(), e));
-                    }
-                }
-                _ => {}
-            }
+            let writes =
+                op.imp
+                    .recency_writes(tree, op.old.as_deref(), op.new.as_deref(), seq, key)?;
             for (k, e) in writes {
                 self.write_secondary(tree, (txn, pidx, index_id), k, e, work)?;
             }
@@ -327,7 +266,11 @@ impl Dataset {
     /// asked for it.
     fn embedded_spec(defs: &[IndexDef]) -> FilterSpec {
         let mut spec = FilterSpec::default();
-        for d in defs.iter().filter(|d| d.kind == IndexKind::Embedded) {
+        // The embedded indexes: recency kinds with no tree of their own.
+        for d in defs
+            .iter()
+            .filter(|d| d.kind.is_recency() && !d.kind.imp().has_tree())
+        {
             let Some(f) = d.fields.first() else {
                 continue;
             };
@@ -431,7 +374,7 @@ impl Dataset {
     }
 
     /// `Query::Recent` through index `i`: the `k` most recent live records
-    /// whose field lies within the bounds, newest first.
+    /// whose field lies within the bounds (`keys`: encoded), newest first.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn recent_query(
         &self,
@@ -439,20 +382,17 @@ impl Dataset {
         i: usize,
         lo: &Bound<Vec<Value>>,
         hi: &Bound<Vec<Value>>,
+        keys: &KeyRange,
         k: Option<usize>,
         epoch: u64,
         stats: &mut QueryStats,
     ) -> Result<Vec<QueryHit>> {
         let def = &set.defs[i];
-        let (elo, ehi) = self.index_bounds(
-            def,
-            lo.as_ref().map(Vec::as_slice),
-            hi.as_ref().map(Vec::as_slice),
-        )?;
+        let (elo, ehi) = keys;
         if k == Some(0) {
             return Ok(Vec::new());
         }
-        let point = match (lo, hi, &elo) {
+        let point = match (lo, hi, elo) {
             (Bound::Included(a), Bound::Included(b), Bound::Included(e))
                 if a == b && a.len() == def.fields.len() =>
             {
@@ -460,25 +400,25 @@ impl Dataset {
             }
             _ => None,
         };
-        let found = match def.kind {
-            IndexKind::Composite => {
-                return self.recent_composite(set, i, &elo, &ehi, k, stats);
+        let Some(path) = def.kind.imp().recent_path() else {
+            return Err(Error::invalid(
+                None,
+                format!("a {} index does not answer recency queries", def.kind),
+            ));
+        };
+        let found = match path {
+            RecentPath::Composite => {
+                return self.recent_composite(set, i, elo, ehi, k, stats);
             }
-            IndexKind::Btree => {
-                return self.recent_by_scan(set, i, &elo, &ehi, k, stats);
+            RecentPath::Scan => {
+                return self.recent_by_scan(set, i, elo, ehi, k, stats);
             }
-            IndexKind::Embedded => self.recent_embedded(def, &elo, &ehi, point, k, stats)?,
-            IndexKind::Lazy => self.recent_lazy(set, i, &elo, &ehi, point, k, stats)?,
-            IndexKind::Eager => self.recent_eager(set, i, &elo, &ehi, point, k, stats)?,
-            other => {
-                return Err(Error::invalid(
-                    None,
-                    format!("a {other} index does not answer recency queries"),
-                ));
-            }
+            RecentPath::Embedded => self.recent_embedded(def, elo, ehi, point, k, stats)?,
+            RecentPath::Lazy => self.recent_lazy(set, i, elo, ehi, point, k, stats)?,
+            RecentPath::Eager => self.recent_eager(set, i, elo, ehi, point, k, stats)?,
         };
         let field = def.fields.first().map(String::as_str).unwrap_or_default();
-        self.read_committed(field, found, &elo, &ehi, epoch, stats)
+        self.read_committed(field, found, elo, ehi, epoch, stats)
     }
 
     /// Composite: every entry in the key range with its sequence number
@@ -499,12 +439,13 @@ impl Dataset {
         let d = &set.defs[i];
         stats.components += set.trees[i].iter().map(|t| component_count(t)).sum::<u64>();
         let lo = elo.as_ref().map(Vec::as_slice);
+        let split = d.tree_kind().pk;
         let mut cands: Vec<(u64, Vec<u8>)> = Vec::new();
         for t in &set.trees[i] {
             let snap = t.snapshot();
             let mut sc = t.scan(&snap, lo, ehi.clone(), false)?;
             while let Some((key, e)) = sc.next_entry()? {
-                cands.push((e.seq, d.entry_pk(&key)?.to_vec()));
+                cands.push((e.seq, split.pk(&key)?.to_vec()));
             }
         }
         stats.candidates += cands.len() as u64;
@@ -529,7 +470,7 @@ impl Dataset {
             };
             let rec = value::decode_value(&e.value)?;
             if let Some(ek) = d.entry_key(&rec, &pk).ok().flatten()
-                && Self::in_bounds(&ek, elo, ehi)
+                && crate::index::query::in_bounds(&ek, elo, ehi)
             {
                 top.push(Reverse(e.seq));
                 if k.is_some_and(|k| top.len() > k) {
@@ -557,9 +498,10 @@ impl Dataset {
         stats.components += set.trees[i].iter().map(|t| component_count(t)).sum::<u64>();
         let entries = self.index_entries(set, i, elo, ehi)?;
         stats.candidates += entries.len() as u64;
+        let split = d.tree_kind().pk;
         let mut pks = Vec::with_capacity(entries.len());
         for e in &entries {
-            pks.push(d.entry_pk(e)?.to_vec());
+            pks.push(split.pk(e)?.to_vec());
         }
         pks.sort_unstable();
         pks.dedup();
@@ -571,7 +513,7 @@ impl Dataset {
             };
             let rec = value::decode_value(&e.value)?;
             if let Some(ek) = d.entry_key(&rec, &pk).ok().flatten()
-                && Self::in_bounds(&ek, elo, ehi)
+                && crate::index::query::in_bounds(&ek, elo, ehi)
             {
                 found.push((e.seq, pk, rec));
             }
@@ -581,7 +523,7 @@ impl Dataset {
 
     /// Embedded: memtables' secondary sets and the components' block
     /// filters, newest sources first, with early stop (module doc of
-    /// `crate::recency`).
+    /// `crate::index::recency`).
     fn recent_embedded(
         &self,
         def: &IndexDef,
@@ -778,7 +720,7 @@ impl Dataset {
                             continue;
                         }
                         // Not a lazy posting: see `LazyFlush`.
-                        let Ok((n, p)) = postings::parse_lazy_mem(&key, &e.value) else {
+                        let Ok((n, p)) = parse_lazy_mem(&key, &e.value) else {
                             continue;
                         };
                         let a = &key[..n];
@@ -851,15 +793,8 @@ impl Dataset {
                 continue;
             }
             st.emitted.insert(pk.clone());
-            stats.fetched += 1;
-            if let Some(e) = self.current_entry(&pk)?
-                && attr_key(&e.value, field).is_some_and(|a| in_range(&a, lo, hi))
-            {
-                st.found.push(Found {
-                    seq,
-                    pk,
-                    value: e.value,
-                });
+            if let Some(f) = self.validate_posting(field, lo, hi, seq, pk, stats)? {
+                st.found.push(f);
             }
         }
         Ok(())
@@ -942,18 +877,36 @@ impl Dataset {
             if !p.live || !emitted.insert(p.pk.clone()) {
                 continue;
             }
-            stats.fetched += 1;
-            if let Some(e) = self.current_entry(&p.pk)?
-                && attr_key(&e.value, field).is_some_and(|a| in_range(&a, lo, hi))
-            {
-                found.push(Found {
-                    seq,
-                    pk: p.pk,
-                    value: e.value,
-                });
+            if let Some(f) = self.validate_posting(field, lo, hi, seq, p.pk, stats)? {
+                found.push(f);
             }
         }
         Ok(found)
+    }
+
+    /// Validate a posting of the lazy or eager index through the primary:
+    /// a hit if the record's current version still has its field within
+    /// the bounds (the record's sequence number is the posting's).
+    fn validate_posting(
+        &self,
+        field: &str,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        seq: u64,
+        pk: Vec<u8>,
+        stats: &mut QueryStats,
+    ) -> Result<Option<Found>> {
+        stats.fetched += 1;
+        Ok(match self.current_entry(&pk)? {
+            Some(e) if attr_key(&e.value, field).is_some_and(|a| in_range(&a, lo, hi)) => {
+                Some(Found {
+                    seq,
+                    pk,
+                    value: e.value,
+                })
+            }
+            _ => None,
+        })
     }
 
     /// Turn hits into results under read committed: a hit whose record a

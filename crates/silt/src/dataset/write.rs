@@ -172,7 +172,7 @@ impl Dataset {
                 // the record's last write (LevelDB++ writes the composite key
                 // on every PUT), so recency queries can rank by the entries
                 // and stop after k valid ones: always rewritten.
-                let restamp = d.kind == IndexKind::Composite;
+                let restamp = d.kind.imp().restamps();
                 if old_e == new_e && !restamp {
                     continue;
                 }

@@ -118,56 +118,16 @@ pub fn cells_of(r: &[f64; 4]) -> Option<Cells> {
     ])
 }
 
-const ORDER: u32 = 64;
-
-fn square(prefix: u128, level: u32) -> (u128, u128, u128) {
-    let shift = 2 * (ORDER - level);
-    let first = prefix << shift;
-    let (x, y) = cell(first);
-    let side = 1u128 << (ORDER - level);
-    let mask = !(side - 1);
-    (u128::from(x) & mask, u128::from(y) & mask, side)
-}
-
-fn relation(sq: (u128, u128, u128), q: &Cells) -> (bool, bool) {
-    let (x, y, side) = sq;
-    let [qx0, qy0, qx1, qy1] = q.map(u128::from);
-    let (sx1, sy1) = (x + side - 1, y + side - 1);
-    let meets = x <= qx1 && qx0 <= sx1 && y <= qy1 && qy0 <= sy1;
-    let inside = qx0 <= x && sx1 <= qx1 && qy0 <= y && sy1 <= qy1;
-    (meets, inside)
-}
-
-fn search(prefix: u128, level: u32, q: &Cells, from: u128) -> Option<u128> {
-    let shift = 2 * (ORDER - level);
-    let lo = prefix << shift;
-    let hi = if shift == 0 {
-        lo
-    } else {
-        lo | ((1u128 << shift) - 1)
-    };
-    if hi < from {
-        return None;
-    }
-    let (meets, inside) = relation(square(prefix, level), q);
-    if !meets {
-        return None;
-    }
-    if inside || level == ORDER {
-        return Some(lo.max(from));
-    }
-    (0..4).find_map(|d| search(prefix << 2 | d, level + 1, q, from))
-}
-
 /// The smallest key `>= from` whose cell lies in `q` (Lawder's next-match
-/// at full resolution).
+/// at full resolution; the walk of [`super::hilbert_range::next_match_on`]
+/// on the order-64 curve).
 pub fn next_match(q: &Cells, from: u128) -> Option<u128> {
-    (0..4).find_map(|d| search(d, 1, q, from))
+    super::hilbert_range::next_match_on::<u128>(q, from)
 }
 
 /// Whether a cell lies in `q`.
-pub fn inside(q: &Cells, (x, y): (u64, u64)) -> bool {
-    q[0] <= x && x <= q[2] && q[1] <= y && y <= q[3]
+pub fn inside(q: &Cells, c: (u64, u64)) -> bool {
+    super::hilbert_range::inside(q, c)
 }
 
 #[cfg(test)]

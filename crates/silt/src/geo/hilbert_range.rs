@@ -25,53 +25,113 @@ pub fn cell_rect(space: &Space, r: &[f64; 4]) -> CellRect {
     [x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)]
 }
 
+/// A position on a Hilbert curve of order [`CurveKey::ORDER`] (the curve of
+/// `2^ORDER x 2^ORDER` cells): `u64` for the order-32 curve of
+/// [`super::hilbert`] (DHVB, R-tree keys), `u128` for the order-64 curve of
+/// [`super::dhb`]. The next-match walk is written once over this trait and
+/// monomorphised for each width. Square arithmetic is done in the key type
+/// (cell coordinates widen losslessly into it).
+pub trait CurveKey:
+    Copy
+    + Ord
+    + From<u8>
+    + std::ops::Shl<u32, Output = Self>
+    + std::ops::BitOr<Output = Self>
+    + std::ops::BitAnd<Output = Self>
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Not<Output = Self>
+{
+    /// A cell coordinate.
+    type Cell: Copy + Ord + Into<Self>;
+    /// Bits per coordinate.
+    const ORDER: u32;
+    /// The cell at this position.
+    fn cell(self) -> (Self::Cell, Self::Cell);
+}
+
+impl CurveKey for u64 {
+    type Cell = u32;
+    const ORDER: u32 = ORDER;
+    #[inline]
+    fn cell(self) -> (u32, u32) {
+        fast_hilbert::h2xy(self, ORDER as u8)
+    }
+}
+
+impl CurveKey for u128 {
+    type Cell = u64;
+    const ORDER: u32 = 64;
+    #[inline]
+    fn cell(self) -> (u64, u64) {
+        fast_hilbert::h2xy::<u64>(self, 64)
+    }
+}
+
+/// Whether the cell `(x, y)` lies in the cell rectangle `q`.
+#[inline]
+pub fn inside<C: Ord>(q: &[C; 4], (x, y): (C, C)) -> bool {
+    q[0] <= x && x <= q[2] && q[1] <= y && y <= q[3]
+}
+
 /// The square of cells covered by the values with `prefix` at `level`
-/// (1..=32): `(x, y, side)`.
-fn square(prefix: u64, level: u32) -> (u64, u64, u64) {
-    let shift = 2 * (ORDER - level);
+/// (1..=ORDER): `(x, y, side)`.
+#[inline]
+fn square<H: CurveKey>(prefix: H, level: u32) -> (H, H, H) {
+    let shift = 2 * (H::ORDER - level);
     let first = prefix << shift;
-    let (x, y): (u32, u32) = fast_hilbert::h2xy(first, ORDER as u8);
-    let side = 1u64 << (ORDER - level);
-    let mask = !(side - 1);
-    (u64::from(x) & mask, u64::from(y) & mask, side)
+    let (x, y) = first.cell();
+    let side = H::from(1) << (H::ORDER - level);
+    let mask = !(side - H::from(1));
+    (x.into() & mask, y.into() & mask, side)
 }
 
 /// (meets, inside) of the square `(x, y, side)` against the cell rectangle
-/// `q` (shared with the Z-order decomposition).
-pub(crate) fn relation(sq: (u64, u64, u64), q: &CellRect) -> (bool, bool) {
+/// `q`.
+#[inline]
+fn relation_of<H: CurveKey>(sq: (H, H, H), q: &[H::Cell; 4]) -> (bool, bool) {
     let (x, y, side) = sq;
-    let (qx0, qy0, qx1, qy1) = (
-        u64::from(q[0]),
-        u64::from(q[1]),
-        u64::from(q[2]),
-        u64::from(q[3]),
-    );
-    let (sx1, sy1) = (x + side - 1, y + side - 1);
+    let [qx0, qy0, qx1, qy1] = q.map(Into::into);
+    let one = H::from(1);
+    let (sx1, sy1) = (x + side - one, y + side - one);
     let meets = x <= qx1 && qx0 <= sx1 && y <= qy1 && qy0 <= sy1;
     let inside = qx0 <= x && sx1 <= qx1 && qy0 <= y && sy1 <= qy1;
     (meets, inside)
 }
 
-fn search(prefix: u64, level: u32, q: &CellRect, from: u64) -> Option<u64> {
-    let shift = 2 * (ORDER - level);
+/// (meets, inside) of the square `(x, y, side)` against the cell rectangle
+/// `q` (shared with the Z-order decomposition).
+pub(crate) fn relation(sq: (u64, u64, u64), q: &CellRect) -> (bool, bool) {
+    relation_of::<u64>(sq, q)
+}
+
+fn search<H: CurveKey>(prefix: H, level: u32, q: &[H::Cell; 4], from: H) -> Option<H> {
+    let shift = 2 * (H::ORDER - level);
     let lo = prefix << shift;
-    let hi = lo | ((1u64 << shift) - 1);
+    let hi = lo | ((H::from(1) << shift) - H::from(1));
     if hi < from {
         return None;
     }
-    let (meets, inside) = relation(square(prefix, level), q);
+    let (meets, inside) = relation_of(square(prefix, level), q);
     if !meets {
         return None;
     }
-    if inside || level == ORDER {
+    if inside || level == H::ORDER {
         return Some(lo.max(from));
     }
-    (0..4).find_map(|d| search(prefix << 2 | d, level + 1, q, from))
+    (0..4u8).find_map(|d| search((prefix << 2) | H::from(d), level + 1, q, from))
+}
+
+/// The smallest curve position `>= from` whose cell lies in `q`, if any
+/// (Lawder's next-match), on the curve of `H`: walk the quadtree in curve
+/// order, pruning squares that miss `q` or end before `from`.
+pub fn next_match_on<H: CurveKey>(q: &[H::Cell; 4], from: H) -> Option<H> {
+    (0..4u8).find_map(|d| search(H::from(d), 1, q, from))
 }
 
 /// The smallest Hilbert value `>= from` whose cell lies in `q`, if any.
 pub fn next_match(q: &CellRect, from: u64) -> Option<u64> {
-    (0..4).find_map(|d| search(d, 1, q, from))
+    next_match_on::<u64>(q, from)
 }
 
 /// The end (inclusive) of the run of values starting at `from` (whose cell
@@ -83,7 +143,7 @@ pub fn run_end(q: &CellRect, from: u64) -> u64 {
     let mut end = from;
     while level >= 1 {
         let prefix = from >> (2 * (ORDER - level));
-        let (_, inside) = relation(square(prefix, level), q);
+        let (_, inside) = relation(square::<u64>(prefix, level), q);
         if !inside {
             break;
         }
@@ -99,7 +159,7 @@ pub fn run_end(q: &CellRect, from: u64) -> u64 {
 /// outside `q`, which callers filter). At most `4 * 2^max_level`-ish ranges.
 pub fn cover_ranges(q: &CellRect, max_level: u32) -> Vec<(u64, u64)> {
     fn walk(prefix: u64, level: u32, q: &CellRect, max_level: u32, out: &mut Vec<(u64, u64)>) {
-        let (meets, inside) = relation(square(prefix, level), q);
+        let (meets, inside) = relation(square::<u64>(prefix, level), q);
         if !meets {
             return;
         }

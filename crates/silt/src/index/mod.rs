@@ -1,16 +1,51 @@
-//! Secondary index definitions and the entries they derive from records.
+//! Secondary index definitions and the index kinds.
 //!
 //! Every secondary index is an LSM index of its own (one per storage
-//! partition), maintained inside the record's transaction. This module says
-//! what entries a record contributes; `dataset` does the maintenance and the
-//! access paths.
+//! partition), maintained inside the record's transaction. This layer says
+//! what each kind of index is; `dataset` does the maintenance and runs the
+//! access paths (`dataset::query` is the kind-agnostic driver).
+//!
+//! - [`IndexDef`] (this module): an index as the catalog records it, with
+//!   its builders, options and the generic validation; [`IndexKind`] names
+//!   the kind (serialized in the catalog) and [`IndexKind::imp`] is the
+//!   registry of their behaviour.
+//! - [`kind`]: the [`IndexType`] trait, one implementation per kind.
+//! - [`query`]: what an index is asked ([`Query`]) and the per-query pieces
+//!   a kind gives the driver (candidates, index-only rule, record re-check).
+//! - The kinds, one module each: [`btree`] (B+-tree and LevelDB++
+//!   composite), [`rtree`] (LSM R-tree), [`hilbert`] (DHVB and DHB
+//!   next-match B+-trees), [`cells`] (SHB-tree and SIF on the grid
+//!   hierarchy), [`inverted`] (keyword and n-gram), [`recency`] (LevelDB++
+//!   embedded, eager and lazy), with [`spatial`] for what the spatial kinds
+//!   share and [`deleted_key`] for the deleted-key B+-tree reconciliation.
+//!
+//! Adding a kind: a module implementing [`IndexType`], a variant of
+//! [`IndexKind`], its line in [`IndexKind::imp`] and in [`IndexKind::ALL`].
+//!
+//! The layer imports `lsm`, `storage`, `geo`, `value` and `error`, never
+//! `dataset`, `db`, `txn` or `schema`.
+
+pub mod btree;
+pub mod cells;
+pub mod deleted_key;
+pub mod hilbert;
+pub mod inverted;
+pub mod kind;
+pub mod query;
+pub mod recency;
+pub mod rtree;
+pub mod spatial;
+
+pub use deleted_key::ReconcileOption;
+pub use kind::{IndexOption, IndexType, RecentPath};
+pub use query::{Query, QueryStats};
+pub use rtree::RtreeOrder;
 
 use crate::error::{Error, Result};
 use crate::geo::hilbert::Space;
-use crate::geo::text::{keyword_tokens, ngram_query_tokens, ngram_tokens};
-use crate::lsm::kind::{BoundsKind, PkSplit, Reconcile, TreeKind, encode_bounds};
+use crate::lsm::kind::TreeKind;
 use crate::lsm::policy::MergePolicy;
-use crate::schema::validate_name;
+use crate::storage::fsutil::validate_name;
 use crate::value::{self, Value};
 use serde::{Deserialize, Serialize};
 
@@ -76,146 +111,95 @@ pub enum IndexKind {
 }
 
 impl IndexKind {
-    pub fn parse(s: &str) -> Result<IndexKind> {
-        match s.to_ascii_lowercase().as_str() {
-            "btree" | "b-tree" | "bplustree" => Ok(IndexKind::Btree),
-            "rtree" | "r-tree" | "spatial" => Ok(IndexKind::Rtree),
-            "keyword" | "inverted" | "text" | "fulltext" => Ok(IndexKind::Keyword),
-            "ngram" | "n-gram" => Ok(IndexKind::Ngram),
-            "dhvb" | "dhvb-tree" => Ok(IndexKind::Dhvb),
-            "dhb" | "dhb-tree" => Ok(IndexKind::Dhb),
-            "shb" | "shb-tree" => Ok(IndexKind::Shb),
-            "sif" => Ok(IndexKind::Sif),
-            "embedded" => Ok(IndexKind::Embedded),
-            "eager" => Ok(IndexKind::Eager),
-            "lazy" => Ok(IndexKind::Lazy),
-            "composite" => Ok(IndexKind::Composite),
-            other => Err(Error::Config(format!(
-                "unknown index type `{other}`; available: btree, rtree, dhvb, dhb, shb, sif, keyword, ngram, embedded, eager, lazy, composite"
-            ))),
+    /// Every kind, in the order error messages list them.
+    pub const ALL: [IndexKind; 12] = [
+        IndexKind::Btree,
+        IndexKind::Rtree,
+        IndexKind::Dhvb,
+        IndexKind::Dhb,
+        IndexKind::Shb,
+        IndexKind::Sif,
+        IndexKind::Keyword,
+        IndexKind::Ngram,
+        IndexKind::Embedded,
+        IndexKind::Eager,
+        IndexKind::Lazy,
+        IndexKind::Composite,
+    ];
+
+    /// The behaviour of the kind: the registry of index kinds (each is one
+    /// module of `index`), and the only match over all kinds.
+    pub fn imp(self) -> &'static dyn IndexType {
+        match self {
+            IndexKind::Btree => &btree::BTREE,
+            IndexKind::Composite => &btree::COMPOSITE,
+            IndexKind::Rtree => &rtree::RTREE,
+            IndexKind::Dhvb => &hilbert::DHVB,
+            IndexKind::Dhb => &hilbert::DHB,
+            IndexKind::Shb => &cells::SHB,
+            IndexKind::Sif => &cells::SIF,
+            IndexKind::Keyword => &inverted::KEYWORD,
+            IndexKind::Ngram => &inverted::NGRAM,
+            IndexKind::Embedded => &recency::embedded::EMBEDDED,
+            IndexKind::Eager => &recency::eager::EAGER,
+            IndexKind::Lazy => &recency::lazy::LAZY,
         }
+    }
+
+    pub fn parse(s: &str) -> Result<IndexKind> {
+        let lower = s.to_ascii_lowercase();
+        if let Some(k) = IndexKind::ALL
+            .into_iter()
+            .find(|k| k.imp().aliases().contains(&lower.as_str()))
+        {
+            return Ok(k);
+        }
+        let names: Vec<&str> = IndexKind::ALL.iter().map(|k| k.imp().name()).collect();
+        Err(Error::Config(format!(
+            "unknown index type `{lower}`; available: {}",
+            names.join(", ")
+        )))
     }
 }
 
 impl std::fmt::Display for IndexKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            IndexKind::Btree => "btree",
-            IndexKind::Rtree => "rtree",
-            IndexKind::Keyword => "keyword",
-            IndexKind::Ngram => "ngram",
-            IndexKind::Dhvb => "dhvb",
-            IndexKind::Dhb => "dhb",
-            IndexKind::Shb => "shb",
-            IndexKind::Sif => "sif",
-            IndexKind::Embedded => "embedded",
-            IndexKind::Eager => "eager",
-            IndexKind::Lazy => "lazy",
-            IndexKind::Composite => "composite",
-        })
+        f.write_str(self.imp().name())
     }
 }
 
 impl IndexKind {
-    /// Kinds maintained by `crate::recency` rather than by entries
+    /// Kinds maintained by `index::recency` rather than by entries
     /// ([`IndexDef::entries`]): embedded, eager and lazy.
     pub fn is_recency(self) -> bool {
-        matches!(
-            self,
-            IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy
-        )
+        self.imp().is_recency()
     }
 
     /// Kinds whose index entries are posting lists keyed by the value.
     pub fn posting_lists(self) -> bool {
-        matches!(self, IndexKind::Eager | IndexKind::Lazy)
+        self.imp().posting_lists()
     }
 
     /// Kinds that answer `Query::Recent` (the k most recent matches).
     pub fn answers_recent(self) -> bool {
-        matches!(
-            self,
-            IndexKind::Btree
-                | IndexKind::Composite
-                | IndexKind::Embedded
-                | IndexKind::Eager
-                | IndexKind::Lazy
-        )
+        self.imp().recent_path().is_some()
     }
 
-    /// Kinds whose entries are ⟨secondary key ‖ primary key⟩ (B+-trees).
+    /// Kinds whose entries are ⟨secondary key ‖ primary key⟩ (B+-trees on
+    /// one field or a composite of fields).
     pub fn is_btree(self) -> bool {
-        matches!(self, IndexKind::Btree | IndexKind::Composite)
+        self.imp().multi_field()
     }
 
     /// Kinds on one geometry field answering intersects and
     /// within-distance queries (and spatial joins).
     pub fn is_spatial(self) -> bool {
-        matches!(
-            self,
-            IndexKind::Rtree | IndexKind::Dhvb | IndexKind::Dhb | IndexKind::Shb | IndexKind::Sif
-        )
+        self.imp().is_spatial()
     }
 
     /// Kinds on the SHB/SIF grid hierarchy.
     pub fn is_grid(self) -> bool {
-        matches!(self, IndexKind::Shb | IndexKind::Sif)
-    }
-}
-
-/// How an R-tree or inverted index reconciles deletes (seed 000 §2.3 and
-/// §3.5 compare the two for the R-tree).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReconcileOption {
-    /// "AMLSM": antimatter entries with the deleted entry's key and bounds,
-    /// reconciled while merging in Hilbert (key) order.
-    Antimatter,
-    /// A deleted-key B+-tree with a bloom filter per disk component.
-    DeletedKeys,
-}
-
-impl ReconcileOption {
-    pub fn parse(s: &str) -> Result<ReconcileOption> {
-        match s.to_ascii_lowercase().replace('-', "_").as_str() {
-            "antimatter" | "amlsm" => Ok(ReconcileOption::Antimatter),
-            "deleted_keys" | "deleted_key" | "dkbtree" | "deleted_key_btree" => {
-                Ok(ReconcileOption::DeletedKeys)
-            }
-            other => Err(Error::Config(format!(
-                "unknown reconciliation `{other}`; use `antimatter` (AMLSM) or `deleted_keys` (deleted-key B+-tree)"
-            ))),
-        }
-    }
-}
-
-/// The order of an R-tree's disk components (seed 002 compares both).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RtreeOrder {
-    /// The 64-bit Hilbert value of the centre (key = Hilbert ‖ pk).
-    Hilbert,
-    /// x, then y of the centre ("Simple" in seed 002): key =
-    /// order-preserving x ‖ order-preserving y ‖ pk.
-    Simple,
-    /// The 64-bit Z-value (Morton code) of the centre's cell on the same
-    /// 2^32 x 2^32 grid as the Hilbert order (key = Z ‖ pk; seed 001
-    /// §5.3.2). Leveled merges then give each level disjoint Z ranges, and
-    /// spatial searches skip disk components of points whose Z (key) range
-    /// meets none of the query rectangle's Z ranges (`geo::zorder`).
-    Zorder,
-}
-
-impl RtreeOrder {
-    pub fn parse(s: &str) -> Result<RtreeOrder> {
-        match s.to_ascii_lowercase().as_str() {
-            "hilbert" => Ok(RtreeOrder::Hilbert),
-            "simple" | "xy" => Ok(RtreeOrder::Simple),
-            "zorder" | "z-order" | "z_order" | "morton" => Ok(RtreeOrder::Zorder),
-            other => Err(Error::Config(format!(
-                "unknown R-tree order `{other}`; use `hilbert` (default), `simple` (x, then y) or `zorder` (Z-value, Morton)"
-            ))),
-        }
+        self.imp().accepts(IndexOption::Grid)
     }
 }
 
@@ -343,15 +327,7 @@ impl IndexDef {
 
     /// The reconciliation this index uses.
     pub fn reconcile_mode(&self) -> ReconcileOption {
-        match (self.kind, self.options.reconcile) {
-            (IndexKind::Btree | IndexKind::Dhvb | IndexKind::Dhb | IndexKind::Shb, _) => {
-                ReconcileOption::Antimatter
-            }
-            (k, _) if k.is_recency() || k.is_btree() => ReconcileOption::Antimatter,
-            (_, Some(r)) => r,
-            (IndexKind::Rtree, None) => ReconcileOption::Antimatter,
-            (_, None) => ReconcileOption::DeletedKeys,
-        }
+        self.kind.imp().reconcile(self)
     }
 
     pub fn leaf_bytes(&self) -> usize {
@@ -400,24 +376,7 @@ impl IndexDef {
 
     /// The LSM tree kind this index is stored as.
     pub fn tree_kind(&self) -> TreeKind {
-        TreeKind {
-            spatial: self.kind == IndexKind::Rtree,
-            reconcile: match self.reconcile_mode() {
-                ReconcileOption::Antimatter => Reconcile::Antimatter,
-                ReconcileOption::DeletedKeys => Reconcile::DeletedKeys,
-            },
-            pk: match self.kind {
-                IndexKind::Btree | IndexKind::Composite => PkSplit::AfterParts(self.fields.len()),
-                // Keys are values (posting lists), or there is no tree.
-                IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy => PkSplit::Whole,
-                IndexKind::Rtree if self.rtree_order() == RtreeOrder::Simple => PkSplit::Prefix(16),
-                IndexKind::Rtree | IndexKind::Dhvb => PkSplit::Prefix(8),
-                IndexKind::Dhb => PkSplit::Prefix(16),
-                IndexKind::Shb => PkSplit::Prefix(9),
-                IndexKind::Sif => PkSplit::Prefix(10),
-                IndexKind::Keyword | IndexKind::Ngram => PkSplit::AfterParts(1),
-            },
-        }
+        kind::tree_kind(self.kind.imp(), self)
     }
 
     pub fn policy(mut self, p: MergePolicy) -> Self {
@@ -425,7 +384,12 @@ impl IndexDef {
         self
     }
 
+    /// Check the definition: the name, the fields, which options apply to
+    /// the kind ([`IndexType::accepts`]) and their values (the option's
+    /// range here, the kind's own checks in [`IndexType::check_options`]),
+    /// and the merge policy.
     pub fn validate(&self) -> Result<()> {
+        let imp = self.kind.imp();
         validate_name("index", &self.name)?;
         if self.name == "primary" {
             return Err(Error::Config(
@@ -438,7 +402,7 @@ impl IndexDef {
                 self.name
             )));
         }
-        if !self.kind.is_btree() && self.fields.len() != 1 {
+        if !imp.multi_field() && self.fields.len() != 1 {
             return Err(Error::Config(format!(
                 "a {} index indexes exactly one field; index `{}` names {}",
                 self.kind,
@@ -446,59 +410,41 @@ impl IndexDef {
                 self.fields.len()
             )));
         }
-        if (self.kind.is_btree()
-            || self.kind.is_recency()
-            || matches!(self.kind, IndexKind::Dhb | IndexKind::Shb))
-            && self.options.reconcile.is_some()
-        {
+        if self.options.reconcile.is_some() && !imp.accepts(IndexOption::Reconcile) {
             return Err(Error::Config(format!(
                 "{} indexes always reconcile with antimatter; `reconcile` applies to rtree, sif, keyword and ngram",
                 self.kind
             )));
         }
         if let Some(b) = self.options.bits_per_key
-            && (self.kind != IndexKind::Embedded || !(1.0..=1000.0).contains(&b))
+            && (!imp.accepts(IndexOption::BitsPerKey) || !(1.0..=1000.0).contains(&b))
         {
             return Err(Error::Config(format!(
                 "`bits_per_key` applies to embedded indexes and must be between 1 and 1000, got {b}"
             )));
         }
         if let Some(b) = self.options.leaf_bytes
-            && (self.kind != IndexKind::Rtree || !(512..=(4 << 20)).contains(&b))
+            && (!imp.accepts(IndexOption::LeafBytes) || !(512..=(4 << 20)).contains(&b))
         {
             return Err(Error::Config(format!(
                 "`leaf_bytes` applies to rtree indexes and must be between 512 bytes and 4 MiB, got {b}"
             )));
         }
-        if self.options.order.is_some() && self.kind != IndexKind::Rtree {
+        if self.options.order.is_some() && !imp.accepts(IndexOption::Order) {
             return Err(Error::Config(
                 "`order` applies to rtree indexes only".into(),
             ));
         }
         if (self.options.levels.is_some() || self.options.max_cells.is_some())
-            && !self.kind.is_grid()
+            && !imp.accepts(IndexOption::Grid)
         {
             return Err(Error::Config(
                 "`levels` and `max_cells` apply to shb and sif indexes only".into(),
             ));
         }
-        if self.kind.is_grid() {
-            self.grid()?;
-            if !(1..=4096).contains(&self.max_cells()) {
-                return Err(Error::Config(format!(
-                    "`max_cells` must be between 1 and 4096, got {}",
-                    self.max_cells()
-                )));
-            }
-        }
-        if self.options.gram.is_some() && self.kind != IndexKind::Ngram {
+        imp.check_options(self)?;
+        if self.options.gram.is_some() && !imp.accepts(IndexOption::Gram) {
             return Err(Error::Config("`gram` applies to ngram indexes only".into()));
-        }
-        if !(1..=32).contains(&self.gram()) {
-            return Err(Error::Config(format!(
-                "n-gram length must be between 1 and 32, got {}",
-                self.gram()
-            )));
         }
         if let Some([a, b, c, d]) = self.options.space
             && !(a.is_finite() && b.is_finite() && c.is_finite() && d.is_finite() && a < c && b < d)
@@ -507,12 +453,7 @@ impl IndexDef {
                 "the R-tree space must be finite with min < max, got [{a}, {b}, {c}, {d}]"
             )));
         }
-        if self.reconcile_mode() == ReconcileOption::DeletedKeys && self.policy.is_leveled() {
-            return Err(Error::Config(format!(
-                "index `{}`: the leveled merge policy needs antimatter reconciliation (a deleted-key tree hides entries of any key range); use `reconcile = antimatter` or another policy",
-                self.name
-            )));
-        }
+        deleted_key::check_policy(self)?;
         self.policy.validate()
     }
 
@@ -541,183 +482,28 @@ impl IndexDef {
         Ok(Some(out))
     }
 
-    /// Every (entry key, entry value) a record contributes, sorted by key.
-    /// B+-tree: one ⟨sk‖pk⟩ (none if a field is missing or null). R-tree: one
-    /// ⟨hilbert‖pk⟩ → bounds. Inverted: one ⟨token‖pk⟩ per distinct token.
+    /// Every (entry key, entry value) a record contributes, sorted by key
+    /// ([`IndexType::entries`]). B+-tree: one ⟨sk‖pk⟩ (none if a field is
+    /// missing or null). R-tree: one ⟨hilbert‖pk⟩ → bounds. Inverted: one
+    /// ⟨token‖pk⟩ per distinct token.
     ///
     /// Eager and lazy: one ⟨encoded value⟩ → primary key, the record's
-    /// posting (used by the bulk build; writes go through `crate::recency`).
-    /// Embedded: none (nothing is stored apart from the primary).
+    /// posting (used by the bulk build; writes go through
+    /// [`IndexType::recency_writes`]). Embedded: none (nothing is stored
+    /// apart from the primary).
     pub fn entries(&self, record: &Value, pk: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        match self.kind {
-            IndexKind::Embedded => {
-                self.key_values(record)?;
-                Ok(Vec::new())
-            }
-            IndexKind::Eager | IndexKind::Lazy => Ok(self
-                .value_key(record)?
-                .map(|k| (k, pk.to_vec()))
-                .into_iter()
-                .collect()),
-            IndexKind::Btree | IndexKind::Composite => Ok(self
-                .entry_key(record, pk)?
-                .map(|k| (k, Vec::new()))
-                .into_iter()
-                .collect()),
-            IndexKind::Rtree
-            | IndexKind::Dhvb
-            | IndexKind::Dhb
-            | IndexKind::Shb
-            | IndexKind::Sif => {
-                let field = &self.fields[0];
-                let g = match record.get(field) {
-                    None | Some(Value::Null) => return Ok(Vec::new()),
-                    Some(Value::Geometry(g)) => g,
-                    Some(v) => {
-                        return Err(Error::invalid(
-                            Some(field),
-                            format!(
-                                "the {} index `{}` needs a geometry (GeoJSON, WKT, [x, y] or {{x, y}}; declare the field's type as geometry to convert text), got {}",
-                                self.kind,
-                                self.name,
-                                v.type_name()
-                            ),
-                        ));
-                    }
-                };
-                g.validate()
-                    .map_err(|e| Error::invalid(Some(field), e.to_string()))?;
-                // The default space is the lon/lat world: coordinates must be
-                // longitudes and latitudes. A custom space indexes planar data.
-                if self.options.space.is_none() {
-                    value::check_geographic_field(field, g)?;
-                }
-                let (x0, y0, x1, y1) = g.mbr();
-                if matches!(self.kind, IndexKind::Dhvb | IndexKind::Dhb)
-                    && !matches!(g, crate::value::Geometry::Point { .. })
-                {
-                    return Err(Error::invalid(
-                        Some(field),
-                        format!(
-                            "the {} index `{}` indexes points; got a {} (use an rtree, shb or sif index for rectangles and polygons)",
-                            self.kind,
-                            self.name,
-                            g.type_name()
-                        ),
-                    ));
-                }
-                let bk = match g {
-                    crate::value::Geometry::Point { .. } => BoundsKind::Point,
-                    crate::value::Geometry::Rect { .. } => BoundsKind::Rect,
-                    crate::value::Geometry::Polygon { .. } => BoundsKind::Mbr,
-                };
-                let bounds = encode_bounds(&[x0, y0, x1, y1], bk);
-                let (cx, cy) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
-                match self.kind {
-                    IndexKind::Dhb => {
-                        // No value: the key holds the point.
-                        let mut k = Vec::with_capacity(16 + pk.len());
-                        k.extend_from_slice(&crate::geo::dhb::key(x0, y0).to_be_bytes());
-                        k.extend_from_slice(pk);
-                        Ok(vec![(k, Vec::new())])
-                    }
-                    IndexKind::Shb | IndexKind::Sif => {
-                        let grid = self.grid()?;
-                        let cells = grid.decompose(&[x0, y0, x1, y1], self.max_cells());
-                        let mut out: Vec<(Vec<u8>, Vec<u8>)> = if self.kind == IndexKind::Shb {
-                            cells
-                                .iter()
-                                .map(|c| {
-                                    let mut k = Vec::with_capacity(9 + pk.len());
-                                    k.extend_from_slice(&c.key());
-                                    k.extend_from_slice(pk);
-                                    (k, bounds.clone())
-                                })
-                                .collect()
-                        } else {
-                            grid.sif_tokens(&cells)
-                                .iter()
-                                .map(|t| {
-                                    let mut k = Vec::with_capacity(10 + pk.len());
-                                    k.extend_from_slice(t);
-                                    k.extend_from_slice(pk);
-                                    (k, bounds.clone())
-                                })
-                                .collect()
-                        };
-                        out.sort_unstable();
-                        out.dedup();
-                        Ok(out)
-                    }
-                    _ if self.rtree_order() == RtreeOrder::Simple => {
-                        let mut k = Vec::with_capacity(16 + pk.len());
-                        k.extend_from_slice(&crate::geo::dhb::ord_bits(cx).to_be_bytes());
-                        k.extend_from_slice(&crate::geo::dhb::ord_bits(cy).to_be_bytes());
-                        k.extend_from_slice(pk);
-                        Ok(vec![(k, bounds)])
-                    }
-                    _ if self.rtree_order() == RtreeOrder::Zorder => {
-                        let z = crate::geo::zorder::z_value(&self.space(), cx, cy);
-                        let mut k = Vec::with_capacity(8 + pk.len());
-                        k.extend_from_slice(&z.to_be_bytes());
-                        k.extend_from_slice(pk);
-                        Ok(vec![(k, bounds)])
-                    }
-                    _ => {
-                        let h = self.space().hilbert_value(cx, cy);
-                        let mut k = Vec::with_capacity(8 + pk.len());
-                        k.extend_from_slice(&h.to_be_bytes());
-                        k.extend_from_slice(pk);
-                        Ok(vec![(k, bounds)])
-                    }
-                }
-            }
-            IndexKind::Keyword | IndexKind::Ngram => {
-                let field = &self.fields[0];
-                let text = match record.get(field) {
-                    None | Some(Value::Null) => return Ok(Vec::new()),
-                    Some(Value::String(s)) => s,
-                    Some(v) => {
-                        return Err(Error::invalid(
-                            Some(field),
-                            format!(
-                                "the {} index `{}` needs a string, got {}",
-                                self.kind,
-                                self.name,
-                                v.type_name()
-                            ),
-                        ));
-                    }
-                };
-                let tokens = self.tokens(text);
-                let mut out = Vec::with_capacity(tokens.len());
-                for t in tokens {
-                    let mut k = Vec::with_capacity(t.len() + 2 + pk.len());
-                    value::encode_key_part(&Value::String(t), &mut k)?;
-                    k.extend_from_slice(pk);
-                    out.push((k, Vec::new()));
-                }
-                out.sort_unstable();
-                Ok(out)
-            }
-        }
+        self.kind.imp().entries(self, record, pk)
     }
 
     /// Tokens a record's text contributes to this (inverted) index.
     pub fn tokens(&self, text: &str) -> Vec<String> {
-        match self.kind {
-            IndexKind::Ngram => ngram_tokens(text, self.gram()),
-            _ => keyword_tokens(text),
-        }
+        inverted::tokens(self, text)
     }
 
     /// Tokens a query text looks up (n-gram: the pattern's full grams, or the
     /// pattern itself as a gram prefix when it is shorter than n).
     pub fn query_tokens(&self, text: &str) -> Vec<String> {
-        match self.kind {
-            IndexKind::Ngram => ngram_query_tokens(text, self.gram()),
-            _ => keyword_tokens(text),
-        }
+        inverted::query_tokens(self, text)
     }
 
     /// The encoded value of the (single) indexed field of a record: the key
@@ -762,5 +548,32 @@ impl IndexDef {
         let mut pk = Vec::new();
         value::encode_key(&pk_parts, &mut pk)?;
         Ok((parts, pk))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_display_and_serde_agree_for_every_kind() {
+        for k in IndexKind::ALL {
+            let name = k.to_string();
+            assert_eq!(IndexKind::parse(&name).unwrap(), k);
+            assert_eq!(IndexKind::parse(&name.to_ascii_uppercase()).unwrap(), k);
+            assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{name}\""));
+            for a in k.imp().aliases() {
+                assert_eq!(IndexKind::parse(a).unwrap(), k, "alias {a}");
+            }
+        }
+        assert_eq!(IndexKind::parse("Spatial").unwrap(), IndexKind::Rtree);
+        assert_eq!(IndexKind::parse("fulltext").unwrap(), IndexKind::Keyword);
+        let Err(Error::Config(m)) = IndexKind::parse("Hash") else {
+            panic!("hash is not a kind");
+        };
+        assert_eq!(
+            m,
+            "unknown index type `hash`; available: btree, rtree, dhvb, dhb, shb, sif, keyword, ngram, embedded, eager, lazy, composite"
+        );
     }
 }

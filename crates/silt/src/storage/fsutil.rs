@@ -35,3 +35,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 pub fn create_dir_all(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
 }
+
+/// Names of datasets and indexes become directory names: keep them tame.
+pub fn validate_name(what: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !name.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "invalid {what} name `{name}`: use 1-64 letters, digits, `_` or `-`"
+        )))
+    }
+}

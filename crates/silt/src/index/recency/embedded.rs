@@ -10,13 +10,81 @@
 //! memtable replaced are not removed; a reader keeps a key only if the
 //! memtable's version of `pk` still has that sequence number.
 
+use super::recency_recheck;
 use crate::error::{Error, Result};
+use crate::index::IndexDef;
+use crate::index::kind::{IndexOption, IndexType, RecentPath};
+use crate::index::query::{KeyRange, Query, Recheck};
 use crate::lsm::hooks::{BlockObserver, MemSecondary, ObserverFactory};
+use crate::lsm::kind::PkSplit;
 use crate::storage::Entry;
 use crate::storage::block_filters::{FilterBuilder, FilterSpec, attr_key};
 use crate::value::{self, Value};
 use parking_lot::RwLock;
 use std::ops::Bound;
+
+/// The `embedded` kind: no index tree; the primary's disk components carry
+/// per-block bloom filters and zone maps of the field, its memtables an
+/// in-memory secondary structure ([`EmbeddedFields`]).
+pub struct Embedded;
+
+/// The `embedded` kind.
+pub static EMBEDDED: Embedded = Embedded;
+
+impl IndexType for Embedded {
+    fn name(&self) -> &'static str {
+        "embedded"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["embedded"]
+    }
+
+    /// None: nothing is stored apart from the primary (the field must still
+    /// be indexable).
+    fn entries(
+        &self,
+        def: &IndexDef,
+        record: &Value,
+        _pk: &[u8],
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        def.key_values(record)?;
+        Ok(Vec::new())
+    }
+
+    fn is_recency(&self) -> bool {
+        true
+    }
+
+    fn has_tree(&self) -> bool {
+        false
+    }
+
+    fn pk_split(&self, _def: &IndexDef) -> PkSplit {
+        // There is no tree.
+        PkSplit::Whole
+    }
+
+    fn accepts(&self, o: IndexOption) -> bool {
+        o == IndexOption::BitsPerKey
+    }
+
+    fn answers(&self, q: &Query) -> bool {
+        matches!(q, Query::Recent { .. })
+    }
+
+    fn hint(&self) -> &'static str {
+        super::RECENT_HINT
+    }
+
+    fn recent_path(&self) -> Option<RecentPath> {
+        Some(RecentPath::Embedded)
+    }
+
+    fn recheck(&self, _def: &IndexDef, q: &Query, keys: Option<KeyRange>) -> Result<Recheck> {
+        recency_recheck(q, keys)
+    }
+}
 
 /// The embedded attributes of one dataset (shared by its partitions'
 /// primary indexes): a [`ObserverFactory`] and a [`MemSecondary`].
