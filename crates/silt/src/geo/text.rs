@@ -113,6 +113,23 @@ pub fn ngram_query_tokens(pattern: &str, n: usize) -> Vec<String> {
     set.into_iter().collect()
 }
 
+/// Whether the words of `s` hold all (or any) of `tokens` (sorted words).
+pub fn has_words(s: &str, tokens: &[String], all: bool) -> bool {
+    let have = keyword_tokens(s);
+    if all {
+        tokens.iter().all(|t| have.binary_search(t).is_ok())
+    } else {
+        tokens.iter().any(|t| have.binary_search(t).is_ok())
+    }
+}
+
+/// Whether `s` holds `pattern` as a substring, case-folded per character
+/// (as the tokenizer does).
+pub fn has_substring(s: &str, pattern: &str) -> bool {
+    let fold = |t: &str| t.chars().flat_map(char::to_lowercase).collect::<String>();
+    fold(s).contains(&fold(pattern))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,23 +51,6 @@ pub fn query_tokens(def: &IndexDef, text: &str) -> Vec<String> {
     }
 }
 
-/// Whether the words of `s` hold all (or any) of `tokens` (sorted words).
-pub fn has_words(s: &str, tokens: &[String], all: bool) -> bool {
-    let have = keyword_tokens(s);
-    if all {
-        tokens.iter().all(|t| have.binary_search(t).is_ok())
-    } else {
-        tokens.iter().any(|t| have.binary_search(t).is_ok())
-    }
-}
-
-/// Whether `s` holds `pattern` as a substring, case-folded per character
-/// (as the tokenizer does).
-pub fn has_substring(s: &str, pattern: &str) -> bool {
-    let fold = |t: &str| t.chars().flat_map(char::to_lowercase).collect::<String>();
-    fold(s).contains(&fold(pattern))
-}
-
 impl IndexType for Inverted {
     fn name(&self) -> &'static str {
         if self.ngram { "ngram" } else { "keyword" }

@@ -176,13 +176,13 @@ impl Recheck {
                 let Some(Value::String(s)) = rec.get(field) else {
                     return Ok(None);
                 };
-                super::inverted::has_words(s, tokens, *all).then_some(None)
+                crate::geo::text::has_words(s, tokens, *all).then_some(None)
             }
             Recheck::Substring(text) => {
                 let Some(Value::String(s)) = rec.get(field) else {
                     return Ok(None);
                 };
-                super::inverted::has_substring(s, text).then_some(None)
+                crate::geo::text::has_substring(s, text).then_some(None)
             }
         })
     }
