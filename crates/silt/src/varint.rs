@@ -19,6 +19,7 @@ pub enum VarintError {
 }
 
 /// Append `v`.
+#[inline]
 pub fn put(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -28,6 +29,7 @@ pub fn put(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Encoded length of `v` in bytes (1 to 10).
+#[inline]
 pub fn len(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {
@@ -39,7 +41,20 @@ pub fn len(mut v: u64) -> usize {
 
 /// Decode the varint at `*pos`, advancing `*pos` past it. On error `*pos`
 /// is unchanged.
+#[inline]
 pub fn decode(buf: &[u8], pos: &mut usize) -> Result<u64, VarintError> {
+    // Most varints (block entry lengths, small counts) are one byte.
+    if let Some(&b) = buf.get(*pos)
+        && b < 0x80
+    {
+        *pos += 1;
+        return Ok(u64::from(b));
+    }
+    decode_long(buf, pos)
+}
+
+/// [`decode`] of a varint of two bytes or more (or of none).
+fn decode_long(buf: &[u8], pos: &mut usize) -> Result<u64, VarintError> {
     let start = *pos;
     let mut v: u64 = 0;
     for i in 0..10 {
@@ -63,6 +78,7 @@ pub fn decode(buf: &[u8], pos: &mut usize) -> Result<u64, VarintError> {
 }
 
 /// [`decode`] without the reason.
+#[inline]
 pub fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
     decode(buf, pos).ok()
 }
