@@ -40,41 +40,34 @@ pub fn len(mut v: u64) -> usize {
 }
 
 /// Decode the varint at `*pos`, advancing `*pos` past it. On error `*pos`
-/// is unchanged.
+/// is unchanged. (A hot loop: block entries decode four varints each. The
+/// strictness checks run once, on the last byte.)
 #[inline]
 pub fn decode(buf: &[u8], pos: &mut usize) -> Result<u64, VarintError> {
-    // Most varints (block entry lengths, small counts) are one byte.
-    if let Some(&b) = buf.get(*pos)
-        && b < 0x80
-    {
-        *pos += 1;
-        return Ok(u64::from(b));
-    }
-    decode_long(buf, pos)
-}
-
-/// [`decode`] of a varint of two bytes or more (or of none).
-fn decode_long(buf: &[u8], pos: &mut usize) -> Result<u64, VarintError> {
-    let start = *pos;
+    let mut i = *pos;
     let mut v: u64 = 0;
-    for i in 0..10 {
-        let Some(&b) = buf.get(start + i) else {
-            return Err(VarintError::Truncated { at: start + i });
+    let mut shift = 0u32;
+    loop {
+        let Some(&b) = buf.get(i) else {
+            return Err(VarintError::Truncated { at: i });
         };
-        if i == 9 && b > 1 {
-            return Err(VarintError::Overflow);
-        }
-        v |= u64::from(b & 0x7f) << (7 * i);
+        i += 1;
+        v |= u64::from(b & 0x7f) << shift;
         if b & 0x80 == 0 {
-            if b == 0 && i > 0 {
+            if shift == 63 && b > 1 {
+                return Err(VarintError::Overflow);
+            }
+            if b == 0 && shift > 0 {
                 return Err(VarintError::Overlong);
             }
-            *pos = start + i + 1;
+            *pos = i;
             return Ok(v);
         }
+        shift += 7;
+        if shift > 63 {
+            return Err(VarintError::Overflow);
+        }
     }
-    // Unreachable: the tenth byte either ends the varint or overflows.
-    Err(VarintError::Overflow)
 }
 
 /// [`decode`] without the reason.
