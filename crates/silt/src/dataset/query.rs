@@ -57,7 +57,7 @@ pub struct QueryHit {
     pub distance_m: Option<f64>,
 }
 
-enum Source {
+enum HitStream {
     /// Candidates in primary-key order.
     List(VecDeque<Cand>),
     /// Results decided when the query started (recency queries).
@@ -104,7 +104,7 @@ pub struct QueryResults {
     /// Where the primary key starts in an entry key.
     split: PkSplit,
     opts: QueryOptions,
-    source: Source,
+    source: HitStream,
     /// Hits of a list query decided ahead (a batch fetched in parallel).
     ready: VecDeque<QueryHit>,
     epoch: u64,
@@ -130,7 +130,7 @@ impl QueryResults {
     /// What the query touched so far.
     pub fn stats(&self) -> QueryStats {
         let mut s = self.stats;
-        if let Source::Knn { cursors, .. } = &self.source {
+        if let HitStream::Knn { cursors, .. } = &self.source {
             for c in cursors {
                 s.components += c.stats.components;
                 s.blocks += c.stats.blocks;
@@ -249,8 +249,8 @@ impl QueryResults {
     fn next_hit(&mut self) -> Result<Option<QueryHit>> {
         loop {
             match &mut self.source {
-                Source::Hits(hits) => return Ok(hits.pop_front()),
-                Source::List(list) => {
+                HitStream::Hits(hits) => return Ok(hits.pop_front()),
+                HitStream::List(list) => {
                     if let Some(h) = self.ready.pop_front() {
                         return Ok(Some(h));
                     }
@@ -273,7 +273,7 @@ impl QueryResults {
                         return Ok(Some(h));
                     }
                 }
-                Source::Knn {
+                HitStream::Knn {
                     cursors,
                     heads,
                     pending,
@@ -331,7 +331,7 @@ impl QueryResults {
                         // Held until no candidate can come nearer (keys are
                         // haversines, see `NearOrder`).
                         let key = key.max(d);
-                        if let Source::Knn { pending, .. } = &mut self.source {
+                        if let HitStream::Knn { pending, .. } = &mut self.source {
                             pending.push(Pending { d: key, hit: h });
                         }
                     }
@@ -430,7 +430,7 @@ impl Dataset {
                 let Some(keys) = &keys else {
                     return Err(Error::invalid(None, "a recent query needs key bounds"));
                 };
-                Source::Hits(
+                HitStream::Hits(
                     self.recent_query(&set, i, lo, hi, keys, k, epoch, &mut stats)?
                         .into(),
                 )
@@ -448,13 +448,13 @@ impl Dataset {
                 for c in &mut cursors {
                     heads.push(c.next_entry()?);
                 }
-                Source::Knn {
+                HitStream::Knn {
                     cursors,
                     heads,
                     pending: BinaryHeap::new(),
                 }
             }
-            _ => Source::List(
+            _ => HitStream::List(
                 imp.candidates(
                     &def,
                     trees,

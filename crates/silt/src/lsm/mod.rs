@@ -6,9 +6,9 @@ pub mod hooks;
 pub mod kind;
 pub mod memtable;
 pub mod merge_iter;
-pub mod partition;
 pub mod policy;
 pub mod spatial;
+pub mod spatial_partitioning;
 pub mod tree;
 
 pub use background::{Background, MemoryGroup};

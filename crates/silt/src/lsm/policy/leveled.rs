@@ -31,7 +31,7 @@ pub(super) const DEFAULT_TARGET_FILE_BYTES: u64 = 64 * MIB;
 /// R-tree: runs of its Hilbert or x-then-y order); `Str` and `RstarGrove`
 /// partition R-tree entries by the centre of their bounds into about
 /// `input bytes / target_file_bytes` regions of the plane (see
-/// `lsm::partition`) and decide overlaps between components by MBR. Trees
+/// `lsm::spatial_partitioning`) and decide overlaps between components by MBR. Trees
 /// that are not R-trees always use `Size`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

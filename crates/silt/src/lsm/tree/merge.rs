@@ -95,7 +95,7 @@ impl LsmTree {
         for c in inputs {
             if let Some(t) = crate::lsm::kind::packed_rtree(c) {
                 for i in 0..t.nodes(0) {
-                    out.push(partition::centre(&t.mbr(0, i)));
+                    out.push(spatial_partitioning::centre(&t.mbr(0, i)));
                 }
             }
         }
@@ -482,7 +482,7 @@ impl<'a> MergeOutput<'a> {
                     ),
                 )
             })?;
-            let slot = self.plan.route(partition::centre(&r));
+            let slot = self.plan.route(spatial_partitioning::centre(&r));
             if self.regions[slot].is_none() {
                 self.regions[slot] = Some(self.new_builder()?);
             }

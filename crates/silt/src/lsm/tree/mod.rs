@@ -20,10 +20,10 @@ use super::kind::{
 };
 use super::memtable::{MemIter, MemTable};
 use super::merge_iter::{MergeIter, Source};
-use super::partition::{self, Plan};
 use super::policy::{
     ComponentInfo, MergeDecision, MergePolicy, Partitioning, PolicyContext, components_overlap,
 };
+use super::spatial_partitioning::{self, Plan};
 use crate::error::{Error, Result};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;

@@ -1,4 +1,5 @@
-//! Spatial output partitioning of leveled merges (seed 002 §3): a merge of
+//! Spatial partitioning of leveled merges' output (seed 002 §3; "partition"
+//! alone means a hash partition of a dataset): a merge of
 //! R-tree components into level `i >= 1` writes several components, each
 //! holding the entries whose centre falls in one region of the plane.
 //!
