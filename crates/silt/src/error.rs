@@ -72,6 +72,25 @@ pub enum Error {
     /// engine stopped accepting writes to protect the data.
     #[error("database is closed or unusable: {0}")]
     Closed(String),
+
+    /// A transaction read a record that another transaction changed before
+    /// this one committed (or, inserting, found the key taken meanwhile).
+    /// Nothing of the transaction was applied; running it again may succeed.
+    #[error(
+        "transaction conflict on key {key} of dataset `{dataset}`: another transaction changed it after this one read it; nothing was committed, retry the transaction"
+    )]
+    Conflict { dataset: String, key: String },
+
+    /// A transaction grew past its bound (buffered bytes or writes).
+    #[error(
+        "transaction too large: {what} would exceed the limit of {limit}; nothing more was buffered, commit in smaller transactions or raise the limit"
+    )]
+    TxnTooLarge { what: String, limit: u64 },
+
+    /// A transaction was used in a way its state does not allow (a savepoint
+    /// that does not exist, a dataset of another database...).
+    #[error("transaction: {0}")]
+    Txn(String),
 }
 
 impl Error {

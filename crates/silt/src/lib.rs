@@ -20,7 +20,7 @@ pub mod workload;
 
 pub use dataset::{
     BatchOptions, BatchReport, Dataset, DatasetScan, DatasetStats, IndexHit, JoinPredicate, Query,
-    QueryHit, QueryOptions, QueryResults, QueryStats, WriteMode,
+    QueryHit, QueryOptions, QueryResults, QueryStats, Transaction, TxnLimits, TxnQuery, TxnScan, CommitInfo, WriteMode,
 };
 pub use db::{Database, DbOptions, DbStats, RecoverySummary};
 pub use error::{Error, Result};

@@ -27,12 +27,14 @@ mod index_read;
 mod query;
 mod read;
 mod recency;
+mod transaction;
 mod write;
 pub use index_read::IndexHit;
 pub use query::{
     JoinPredicate, JoinResults, Query, QueryHit, QueryOptions, QueryResults, QueryStats,
 };
 pub use read::DatasetScan;
+pub use transaction::{CommitInfo, Transaction, TxnLimits, TxnQuery, TxnScan};
 use write::TxnWork;
 pub use write::{BatchOptions, BatchReport, WriteMode};
 

@@ -6,6 +6,7 @@ use super::*;
 struct ScanHead {
     key: Vec<u8>,
     value: Vec<u8>,
+    seq: u64,
     src: usize,
 }
 
@@ -68,6 +69,7 @@ impl DatasetScan {
             if let Some((key, e)) = s.next_entry()? {
                 heap.push(ScanHead {
                     key,
+                    seq: e.seq,
                     value: e.value,
                     src: i,
                 });
@@ -80,14 +82,20 @@ impl DatasetScan {
     /// is X-locked by a transaction that has not committed is re-read after
     /// the lock is released (it may then be gone or changed).
     pub fn next_raw(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        Ok(self.next_versioned()?.map(|(k, v, _)| (k, v)))
+    }
+
+    /// As [`DatasetScan::next_raw`], with the sequence number of the
+    /// record's version (what a transaction validates at commit).
+    pub fn next_versioned(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>, u64)>> {
         loop {
-            let Some((k, v)) = self.next_unlocked()? else {
+            let Some((k, v, seq)) = self.next_unlocked()? else {
                 return Ok(None);
             };
             let name = LockManager::name(self.ds.id, &k);
             let granted = self.ds.txn.locks.try_s_instant(name);
             if granted && self.ds.txn.abort_epoch() == self.epoch {
-                return Ok(Some((k, v)));
+                return Ok(Some((k, v, seq)));
             }
             // A writer is in flight (wait for it), or an abort may have undone
             // something we buffered: re-read from this key.
@@ -98,18 +106,19 @@ impl DatasetScan {
         }
     }
 
-    fn next_unlocked(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    fn next_unlocked(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>, u64)>> {
         let Some(top) = self.heap.pop() else {
             return Ok(None);
         };
         if let Some((key, e)) = self.scans[top.src].next_entry()? {
             self.heap.push(ScanHead {
                 key,
+                seq: e.seq,
                 value: e.value,
                 src: top.src,
             });
         }
-        Ok(Some((top.key, top.value)))
+        Ok(Some((top.key, top.value, top.seq)))
     }
 }
 
@@ -157,6 +166,14 @@ impl Dataset {
             }
             self.txn.locks.lock_s_instant(name);
         }
+    }
+
+    /// The sequence number of the live version of `key`, read without
+    /// locking: only for a caller that holds the key's X lock (a committing
+    /// transaction validating what it read).
+    pub(super) fn version_locked(&self, key: &[u8]) -> Result<Option<u64>> {
+        let e = self.partition_of(key).primary.get_entry(key)?;
+        Ok(e.filter(|e| !e.is_delete()).map(|e| e.seq))
     }
 
     /// Records with primary keys within the bounds, in key order.

@@ -16,7 +16,7 @@ use checkpoint::checkpoint;
 pub use recovery::RecoverySummary;
 use recovery::recover;
 
-use crate::dataset::{Dataset, DatasetStats};
+use crate::dataset::{Dataset, DatasetStats, Transaction, TxnLimits};
 use crate::error::{Error, Result};
 use crate::lsm::background::Background;
 use crate::schema::DatasetDef;
@@ -243,6 +243,20 @@ impl Database {
         self.save_catalog(&cat)?;
         self.datasets.write().insert(def.name, ds.clone());
         Ok(ds)
+    }
+
+    /// Start a transaction over any datasets of this database: buffered
+    /// writes, reads that see them, one atomic and durable commit (see
+    /// [`Transaction`]). Single writes on a [`Dataset`] stay record-level
+    /// transactions of their own.
+    pub fn begin(&self) -> Result<Transaction> {
+        self.begin_with(TxnLimits::default())
+    }
+
+    /// [`Database::begin`] with other bounds on the transaction's size.
+    pub fn begin_with(&self, limits: TxnLimits) -> Result<Transaction> {
+        self.check_open()?;
+        Ok(Transaction::new(self.txn.clone(), limits))
     }
 
     /// An open dataset by name.
