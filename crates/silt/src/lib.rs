@@ -19,8 +19,9 @@ pub mod varint;
 pub mod workload;
 
 pub use dataset::{
-    BatchOptions, BatchReport, Dataset, DatasetScan, DatasetStats, IndexHit, JoinPredicate, Query,
-    QueryHit, QueryOptions, QueryResults, QueryStats, Transaction, TxnLimits, TxnQuery, TxnScan, CommitInfo, WriteMode,
+    BatchOptions, BatchReport, CommitInfo, Dataset, DatasetScan, DatasetStats, IndexHit,
+    JoinPredicate, Query, QueryHit, QueryOptions, QueryResults, QueryStats, Transaction, TxnLimits,
+    TxnQuery, TxnScan, WriteMode,
 };
 pub use db::{Database, DbOptions, DbStats, RecoverySummary};
 pub use error::{Error, Result};

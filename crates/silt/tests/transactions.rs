@@ -52,7 +52,10 @@ fn acct(id: i64, bal: i64) -> Value {
         ("bal".into(), Value::Int(bal)),
         (
             "loc".into(),
-            Value::Geometry(Geometry::point((id % 300) as f64 / 2.0, (id % 120) as f64 / 2.0 - 30.0)),
+            Value::Geometry(Geometry::point(
+                (id % 300) as f64 / 2.0,
+                (id % 120) as f64 / 2.0 - 30.0,
+            )),
         ),
     ])
 }
@@ -444,16 +447,16 @@ fn bank_transfers_keep_the_total() {
             let mut done = 0;
             while done < TRANSFERS {
                 let (from_a, to_a) = (rnd() % 2 == 0, rnd() % 2 == 0);
-                let (i, j) = ((rnd() % ACCOUNTS as u64) as i64, (rnd() % ACCOUNTS as u64) as i64);
+                let (i, j) = (
+                    (rnd() % ACCOUNTS as u64) as i64,
+                    (rnd() % ACCOUNTS as u64) as i64,
+                );
                 if from_a == to_a && i == j {
                     continue;
                 }
                 let amount = (rnd() % 50) as i64;
                 let abort = rnd() % 10 == 0;
-                let (src, dst) = (
-                    if from_a { &a } else { &b },
-                    if to_a { &a } else { &b },
-                );
+                let (src, dst) = (if from_a { &a } else { &b }, if to_a { &a } else { &b });
                 let mut tx = db.begin().unwrap();
                 let s = bal(&tx.get(src, &[Value::Int(i)]).unwrap().unwrap());
                 tx.upsert(src, acct(i, s - amount)).unwrap();

@@ -225,7 +225,8 @@ impl Transaction {
         let old = self.writes.get(&slot).cloned();
         let grow = Self::cost(&slot.1, Some(&p)).saturating_sub(Self::cost(&slot.1, old.as_ref()));
         self.charge(grow, old.is_none())?;
-        let shrink = Self::cost(&slot.1, old.as_ref()).saturating_sub(Self::cost(&slot.1, Some(&p)));
+        let shrink =
+            Self::cost(&slot.1, old.as_ref()).saturating_sub(Self::cost(&slot.1, Some(&p)));
         self.bytes = self.bytes.saturating_sub(shrink);
         self.writes.insert(slot.clone(), p);
         self.journal.push((slot, old));
@@ -423,7 +424,10 @@ impl Transaction {
         for h in ds.query(index, &widened, wopts)? {
             let h = h?;
             let key = ds.encode_pk(&h.pk)?;
-            if mine.binary_search_by(|(k, _)| k.as_slice().cmp(&key)).is_err() {
+            if mine
+                .binary_search_by(|(k, _)| k.as_slice().cmp(&key))
+                .is_err()
+            {
                 hits.push((key, h));
             }
         }
@@ -477,7 +481,10 @@ impl Transaction {
             all.truncate(l);
         }
         Ok(TxnQuery::Collected(
-            all.into_iter().map(|(_, h)| h).collect::<Vec<_>>().into_iter(),
+            all.into_iter()
+                .map(|(_, h)| h)
+                .collect::<Vec<_>>()
+                .into_iter(),
         ))
     }
 
@@ -495,8 +502,7 @@ impl Transaction {
         let datasets = std::mem::take(&mut self.datasets);
         // Index DDL waits for writers: hold every dataset's DDL lock shared
         // (in dataset-id order) for the whole commit.
-        let _ddl: Vec<RwLockReadGuard<'_, ()>> =
-            datasets.values().map(|d| d.ddl.read()).collect();
+        let _ddl: Vec<RwLockReadGuard<'_, ()>> = datasets.values().map(|d| d.ddl.read()).collect();
         let ctx = &self.ctx;
         let txn = ctx.begin();
         let mut names: Vec<u64> = writes
@@ -529,7 +535,9 @@ impl Transaction {
         let mut applied = 0usize;
         let mut failure = None;
         for ((id, key), p) in writes {
-            let Some(ds) = datasets.get(&id) else { continue };
+            let Some(ds) = datasets.get(&id) else {
+                continue;
+            };
             if works.last().is_none_or(|(d, _)| d.id != id) {
                 // Eager-index value locks are ordered across the whole
                 // transaction.
