@@ -117,6 +117,18 @@ pub enum Parsed {
         index: String,
         if_exists: bool,
     },
+    /// `BEGIN`, `START TRANSACTION` (any modes).
+    Begin,
+    /// `COMMIT`, `END`.
+    Commit,
+    /// `ROLLBACK`, `ABORT`.
+    Rollback,
+    /// `SAVEPOINT name`
+    Savepoint(String),
+    /// `ROLLBACK TO [SAVEPOINT] name`
+    RollbackTo(String),
+    /// `RELEASE [SAVEPOINT] name`
+    Release(String),
     /// Anything else: DataFusion plans it.
     DataFusion(Box<DFStatement>),
 }
@@ -155,6 +167,9 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
             _ => Err(SqlError::Parse("expected `COMPACT table_name`".to_owned())),
         };
     }
+    if w.first() == Some(&"ABORT") {
+        return Ok(Parsed::Rollback);
+    }
     let text = if w.first() == Some(&"UPSERT") {
         // `UPSERT INTO t ...` = `INSERT OR REPLACE INTO t ...`
         let body = seg.text.trim_start();
@@ -181,6 +196,17 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
         return Ok(Parsed::DataFusion(Box::new(stmt)));
     };
     match *s {
+        Statement::StartTransaction { .. } => Ok(Parsed::Begin),
+        Statement::Commit { .. } => Ok(Parsed::Commit),
+        Statement::Rollback {
+            savepoint: None, ..
+        } => Ok(Parsed::Rollback),
+        Statement::Rollback {
+            savepoint: Some(name),
+            ..
+        } => Ok(Parsed::RollbackTo(ident(&name))),
+        Statement::Savepoint { name } => Ok(Parsed::Savepoint(ident(&name))),
+        Statement::ReleaseSavepoint { name } => Ok(Parsed::Release(ident(&name))),
         Statement::CreateTable(ct) => Ok(Parsed::CreateTable(Box::new(ct))),
         Statement::CreateIndex(ci) => Ok(Parsed::CreateIndex(Box::new(ci))),
         Statement::Drop {

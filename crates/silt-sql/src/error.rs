@@ -38,6 +38,13 @@ pub enum SqlError {
         source: Box<SqlError>,
     },
 
+    /// A statement other than `ROLLBACK` in a transaction block where a
+    /// statement failed (PostgreSQL's SQLSTATE 25P02).
+    #[error(
+        "current transaction is aborted, commands ignored until end of transaction block (a statement failed earlier; run ROLLBACK, or ROLLBACK TO SAVEPOINT)"
+    )]
+    TxnAborted,
+
     /// The blocking API was used from inside an async runtime, or the
     /// runtime could not be started.
     #[error("runtime: {0}")]

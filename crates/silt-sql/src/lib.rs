@@ -32,6 +32,7 @@ pub mod ddl;
 pub mod error;
 pub mod geom;
 pub mod rules;
+pub mod session;
 pub mod table;
 pub mod udf;
 
@@ -46,11 +47,16 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::memory::MemoryStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::prelude::DataFrame;
+use futures::StreamExt;
 use parking_lot::{Mutex, RwLock};
 use silt::Database;
 
 pub use error::SqlError;
+pub use session::{SqlSession, TxnStatus};
 pub use table::SiltTable;
 
 use crate::ddl::{Parsed, Segment};
@@ -62,6 +68,9 @@ pub struct SqlEngine {
     ctx: SessionContext,
     /// Created on the first `execute_blocking`.
     runtime: Mutex<Option<Arc<tokio::runtime::Runtime>>>,
+    /// The session of [`SqlEngine::execute`] (clients with sessions of
+    /// their own use [`SqlEngine::execute_in`]).
+    session: Arc<SqlSession>,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -174,6 +183,7 @@ impl SqlEngine {
             db,
             ctx,
             runtime: Mutex::new(None),
+            session: Arc::new(SqlSession::new()),
         })
     }
 
@@ -190,16 +200,35 @@ impl SqlEngine {
     /// Run one statement, or several separated by `;` (each runs to
     /// completion before the next; the result is the last one's). An error
     /// names the failing statement; the statements before it took effect.
+    /// Runs in the engine's own session: a `BEGIN` stays open across calls
+    /// until `COMMIT` or `ROLLBACK` (see [`session`]).
     pub async fn execute(&self, sql: &str) -> Result<Vec<RecordBatch>, SqlError> {
+        self.execute_in(&self.session, sql).await
+    }
+
+    /// The status of the engine's own session.
+    pub fn status(&self) -> TxnStatus {
+        self.session.status()
+    }
+
+    /// [`SqlEngine::execute`] in a client's own session.
+    pub async fn execute_in(
+        &self,
+        session: &SqlSession,
+        sql: &str,
+    ) -> Result<Vec<RecordBatch>, SqlError> {
         let segs = ddl::split(sql)?;
         let n = segs.len();
         let mut last = Vec::new();
         for (i, seg) in segs.iter().enumerate() {
-            let r = match self.run(seg).await {
+            let r = match self.run(seg, session).await {
                 Ok(Output::Batches(b)) => Ok(b),
                 Ok(Output::Frame(df)) => df.collect().await.map_err(SqlError::from),
                 Err(e) => Err(e),
             };
+            if r.is_err() {
+                session.fail();
+            }
             last = r.map_err(|e| wrap(e, i, n, seg))?;
         }
         Ok(last)
@@ -207,6 +236,16 @@ impl SqlEngine {
 
     /// As [`SqlEngine::execute`], streaming the last statement's result.
     pub async fn execute_stream(&self, sql: &str) -> Result<SendableRecordBatchStream, SqlError> {
+        self.execute_stream_in(&self.session, sql).await
+    }
+
+    /// [`SqlEngine::execute_stream`] in a client's own session. An error
+    /// while the stream is read fails the session's transaction block.
+    pub async fn execute_stream_in(
+        &self,
+        session: &Arc<SqlSession>,
+        sql: &str,
+    ) -> Result<SendableRecordBatchStream, SqlError> {
         let segs = ddl::split(sql)?;
         let n = segs.len();
         let Some((last, before)) = segs.split_last() else {
@@ -217,14 +256,17 @@ impl SqlEngine {
             )?));
         };
         for (i, seg) in before.iter().enumerate() {
-            let r = match self.run(seg).await {
+            let r = match self.run(seg, session).await {
                 Ok(Output::Batches(_)) => Ok(()),
                 Ok(Output::Frame(df)) => df.collect().await.map(|_| ()).map_err(SqlError::from),
                 Err(e) => Err(e),
             };
+            if r.is_err() {
+                session.fail();
+            }
             r.map_err(|e| wrap(e, i, n, seg))?;
         }
-        let r = match self.run(last).await {
+        let r = match self.run(last, session).await {
             Ok(Output::Batches(b)) => {
                 let schema = b
                     .first()
@@ -237,7 +279,23 @@ impl SqlEngine {
             Ok(Output::Frame(df)) => df.execute_stream().await.map_err(SqlError::from),
             Err(e) => Err(e),
         };
-        r.map_err(|e| wrap(e, n - 1, n, last))
+        match r {
+            Ok(stream) if session.slot().is_some() => {
+                let schema = stream.schema();
+                let session = session.clone();
+                let watched = stream.inspect(move |item| {
+                    if item.is_err() {
+                        session.fail();
+                    }
+                });
+                Ok(Box::pin(RecordBatchStreamAdapter::new(schema, watched)))
+            }
+            Ok(stream) => Ok(stream),
+            Err(e) => {
+                session.fail();
+                Err(wrap(e, n - 1, n, last))
+            }
+        }
     }
 
     /// [`SqlEngine::execute`] on an internal Tokio runtime. Must not be
@@ -270,12 +328,68 @@ impl SqlEngine {
         Ok(rt)
     }
 
-    async fn run(&self, seg: &Segment) -> Result<Output, SqlError> {
-        match ddl::parse(seg)? {
+    async fn run(&self, seg: &Segment, session: &SqlSession) -> Result<Output, SqlError> {
+        let parsed = ddl::parse(seg)?;
+        if session.status() == TxnStatus::Failed
+            && !matches!(
+                parsed,
+                Parsed::Rollback | Parsed::Commit | Parsed::RollbackTo(_)
+            )
+        {
+            return Err(SqlError::TxnAborted);
+        }
+        let empty = || Ok(Output::Batches(vec![]));
+        match parsed {
+            Parsed::Begin => {
+                session.begin(&self.db)?;
+                empty()
+            }
+            Parsed::Commit => {
+                if let Some(tx) = session.end() {
+                    ddl::blocking(move || tx.commit().map(|_| ()).map_err(SqlError::from)).await?;
+                }
+                empty()
+            }
+            Parsed::Rollback => {
+                drop(session.end());
+                empty()
+            }
+            Parsed::Savepoint(name) => {
+                let slot = session
+                    .slot()
+                    .ok_or_else(|| session::no_block("SAVEPOINT"))?;
+                slot.with(|t| {
+                    t.savepoint(&name);
+                    Ok(())
+                })?;
+                empty()
+            }
+            Parsed::RollbackTo(name) => {
+                session.rollback_to(&name)?;
+                empty()
+            }
+            Parsed::Release(name) => {
+                let slot = session
+                    .slot()
+                    .ok_or_else(|| session::no_block("RELEASE SAVEPOINT"))?;
+                slot.with(|t| t.release_savepoint(&name))?;
+                empty()
+            }
             Parsed::DataFusion(stmt) => {
-                let state = self.ctx.state();
+                let mut state = self.ctx.state();
+                let slot = session.slot();
+                if let Some(slot) = &slot {
+                    state.config_mut().set_extension(slot.clone());
+                }
                 let plan = state.statement_to_plan(*stmt).await?;
-                let df = self.ctx.execute_logical_plan(plan).await?;
+                let df = match (&slot, &plan) {
+                    // Queries and DML of a transaction block run with the
+                    // block's transaction in their session config.
+                    (Some(_), LogicalPlan::Ddl(_) | LogicalPlan::Statement(_)) | (None, _) => {
+                        self.ctx.execute_logical_plan(plan).await?
+                    }
+                    (Some(_), _) => DataFrame::new(state, plan),
+                };
                 Ok(Output::Frame(df))
             }
             Parsed::Compact(name) => {

@@ -60,6 +60,7 @@ use silt::{BatchOptions, Dataset, Geometry, IndexKind, Query, QueryOptions, Valu
 use crate::convert::{self, ColumnInfo};
 use crate::error::silt_err;
 use crate::geom;
+use crate::session::TxnSlot;
 use crate::udf::{self, Func};
 
 /// A kNN request planted by the kNN optimizer rule.
@@ -563,6 +564,7 @@ impl SiltTable {
                 requested,
                 access,
                 limit,
+                all_filters,
             )));
         };
         let mut needed: BTreeSet<usize> = requested.iter().copied().collect();
@@ -587,6 +589,7 @@ impl SiltTable {
             needed.clone(),
             access,
             None,
+            all_filters,
         ));
         let df_schema = DFSchema::try_from(scan.schema().as_ref().clone())?;
         let phys = state.create_physical_expr(pred, &df_schema)?;
@@ -859,6 +862,7 @@ impl TableProvider for SiltTable {
             cols: self.cols.clone(),
             schema: self.schema.clone(),
             op: SinkOp::Write(mode),
+            txn: TxnSlot::of(_state.config()),
         };
         Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
     }
@@ -883,6 +887,7 @@ impl TableProvider for SiltTable {
             schema: convert::schema_of(&cols),
             cols,
             op: SinkOp::Delete,
+            txn: TxnSlot::of(state.config()),
         };
         Ok(Arc::new(DataSinkExec::new(scan, Arc::new(sink), None)))
     }
@@ -940,6 +945,7 @@ impl TableProvider for SiltTable {
             schema: convert::schema_of(&out_cols),
             cols: out_cols,
             op: SinkOp::Update { n_pk: pk.len() },
+            txn: TxnSlot::of(state.config()),
         };
         Ok(Arc::new(DataSinkExec::new(
             Arc::new(proj),
@@ -957,6 +963,9 @@ pub struct SiltScanExec {
     schema: SchemaRef,
     access: Access,
     limit: Option<usize>,
+    /// Feeds an UPDATE or DELETE: inside a transaction, the versions read
+    /// are validated at commit.
+    for_write: bool,
     props: Arc<PlanProperties>,
 }
 
@@ -973,6 +982,7 @@ impl SiltScanExec {
         projection: Vec<usize>,
         access: Access,
         limit: Option<usize>,
+        for_write: bool,
     ) -> SiltScanExec {
         let cols: Vec<ColumnInfo> = projection
             .iter()
@@ -991,6 +1001,7 @@ impl SiltScanExec {
             schema,
             access,
             limit,
+            for_write,
             props: Arc::new(props),
         }
     }
@@ -1064,8 +1075,9 @@ impl ExecutionPlan for SiltScanExec {
             self.access.clone(),
             self.limit,
         );
+        let txn = TxnSlot::of(context.session_config()).map(|t| (t, self.for_write));
         builder.spawn_blocking(move || {
-            run_scan(&ds, &access, limit, batch_size, &mut |records| {
+            run_scan(&ds, &access, txn, limit, batch_size, &mut |records| {
                 let batch = convert::records_to_batch(&schema, &cols, &records)?;
                 Ok(tx.blocking_send(Ok(batch)).is_ok())
             })
@@ -1094,17 +1106,7 @@ pub fn open_records(
             )
         }
         Access::PkRange { lo, hi, .. } => {
-            let enc = |v: &Value| ds.encode_pk_prefix(std::slice::from_ref(v));
-            let lo = match lo {
-                Bound::Included(v) => Bound::Included(enc(v)?),
-                Bound::Excluded(v) => Bound::Included(silt::value::prefix_upper_bound(&enc(v)?)),
-                Bound::Unbounded => Bound::Unbounded,
-            };
-            let hi = match hi {
-                Bound::Included(v) => Bound::Excluded(silt::value::prefix_upper_bound(&enc(v)?)),
-                Bound::Excluded(v) => Bound::Excluded(enc(v)?),
-                Bound::Unbounded => Bound::Unbounded,
-            };
+            let (lo, hi) = pk_bounds(ds, lo, hi)?;
             if let (Bound::Included(l), Bound::Excluded(h)) = (&lo, &hi)
                 && l >= h
             {
@@ -1189,16 +1191,160 @@ pub fn open_records(
     })
 }
 
+/// [`open_records`] inside a transaction: the transaction's own writes
+/// overlay the committed records. With `for_write` (the rows an UPDATE or
+/// DELETE will change), every committed record read is remembered for
+/// validation at commit.
+pub fn open_records_in(
+    slot: Arc<TxnSlot>,
+    ds: &Arc<Dataset>,
+    access: &Access,
+    limit: Option<usize>,
+    for_write: bool,
+) -> silt::Result<Records> {
+    let get = {
+        let (slot, ds) = (slot.clone(), ds.clone());
+        move |pk: &[Value]| slot.with(|t| t.get(&ds, pk))
+    };
+    let scan = |lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>| -> silt::Result<Records> {
+        let mut sc = slot.with(|t| t.scan_raw(ds, lo, hi))?;
+        let (slot, ds) = (slot.clone(), ds.clone());
+        Ok(Box::new(std::iter::from_fn(move || {
+            let r = (|| {
+                let Some((k, v, seq)) = sc.next_versioned()? else {
+                    return Ok(None);
+                };
+                if for_write && let Some(seq) = seq {
+                    slot.with(|t| t.note_read(&ds, &k, Some(seq)))?;
+                }
+                silt::dataset::decode_stored(&v).map(Some)
+            })();
+            r.transpose()
+        })))
+    };
+    Ok(match access {
+        Access::Full => scan(Bound::Unbounded, Bound::Unbounded)?,
+        Access::Get(pk) => Box::new(get(pk)?.into_iter().map(Ok)),
+        Access::GetMany(keys) => Box::new(
+            keys.clone()
+                .into_iter()
+                .filter_map(move |k| get(std::slice::from_ref(&k)).transpose()),
+        ),
+        Access::PkRange { lo, hi, .. } => {
+            let (lo, hi) = pk_bounds(ds, lo, hi)?;
+            if let (Bound::Included(l), Bound::Excluded(h)) = (&lo, &hi)
+                && l >= h
+            {
+                return Ok(Box::new(std::iter::empty()));
+            }
+            scan(lo, hi)?
+        }
+        Access::Index {
+            index,
+            query,
+            text_check,
+            column,
+            exact,
+            ..
+        } => {
+            let opts = QueryOptions {
+                index_only: false,
+                limit: if text_check.is_some() { None } else { limit },
+            };
+            let results = match slot.with(|t| t.query(ds, index, query, opts)) {
+                Ok(r) => r,
+                Err(_) if !*exact => return scan(Bound::Unbounded, Bound::Unbounded),
+                Err(e) => return Err(e),
+            };
+            let check = text_check.clone();
+            let column = column.clone();
+            Box::new(results.filter_map(move |h| {
+                let rec = match h {
+                    // Rows to change are re-read through the transaction
+                    // (their versions are then validated at commit).
+                    Ok(h) if for_write => get(&h.pk),
+                    Ok(h) => match h.record {
+                        Some(r) => Ok(Some(r)),
+                        None => get(&h.pk),
+                    },
+                    Err(e) => Err(e),
+                };
+                match rec {
+                    Ok(Some(rec)) => {
+                        if let Some(words) = &check {
+                            let ok = rec
+                                .get(&column)
+                                .and_then(Value::as_str)
+                                .is_some_and(|t| udf::ft_match(t, words));
+                            if !ok {
+                                return None;
+                            }
+                        }
+                        Some(Ok(rec))
+                    }
+                    Ok(None) => None,
+                    Err(e) => Some(Err(e)),
+                }
+            }))
+        }
+        Access::Knn(k) => {
+            let q = Query::Nearest {
+                lon: k.lon,
+                lat: k.lat,
+                k: k.k,
+            };
+            let opts = QueryOptions {
+                index_only: false,
+                limit: Some(k.k),
+            };
+            let results = slot.with(|t| t.query(ds, &k.index, &q, opts))?;
+            Box::new(results.filter_map(move |h| match h {
+                Ok(h) if for_write => get(&h.pk).transpose(),
+                Ok(h) => match h.record {
+                    Some(r) => Some(Ok(r)),
+                    None => get(&h.pk).transpose(),
+                },
+                Err(e) => Some(Err(e)),
+            }))
+        }
+    })
+}
+
+/// Encoded primary-key bounds of a range on the first key column.
+fn pk_bounds(
+    ds: &Arc<Dataset>,
+    lo: &Bound<Value>,
+    hi: &Bound<Value>,
+) -> silt::Result<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+    let enc = |v: &Value| ds.encode_pk_prefix(std::slice::from_ref(v));
+    let lo = match lo {
+        Bound::Included(v) => Bound::Included(enc(v)?),
+        Bound::Excluded(v) => Bound::Included(silt::value::prefix_upper_bound(&enc(v)?)),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    let hi = match hi {
+        Bound::Included(v) => Bound::Excluded(silt::value::prefix_upper_bound(&enc(v)?)),
+        Bound::Excluded(v) => Bound::Excluded(enc(v)?),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    Ok((lo, hi))
+}
+
 /// Read the access path in chunks of `batch_size` records, handing each to
 /// `emit` (which returns false when nobody listens any more).
 fn run_scan(
     ds: &Arc<Dataset>,
     access: &Access,
+    txn: Option<(Arc<TxnSlot>, bool)>,
     limit: Option<usize>,
     batch_size: usize,
     emit: &mut dyn FnMut(Vec<Value>) -> DfResult<bool>,
 ) -> DfResult<()> {
-    let mut it = open_records(ds, access, limit).map_err(silt_err)?;
+    let mut it = match txn {
+        Some((slot, for_write)) => open_records_in(slot, ds, access, limit, for_write),
+        None => open_records(ds, access, limit),
+    }
+    .map_err(silt_err)?;
     let mut total = 0usize;
     loop {
         let mut chunk = Vec::new();
@@ -1232,14 +1378,17 @@ enum SinkOp {
     },
 }
 
-/// INSERT (unique), UPSERT and DELETE: every row is its own record-level
-/// transaction; the statement stops at the first failing row (the rows
-/// before it stay committed) and reports the number of rows affected.
+/// INSERT (unique), UPSERT, UPDATE and DELETE. Outside a transaction
+/// block every row is its own record-level transaction; the statement stops
+/// at the first failing row (the rows before it stay committed) and reports
+/// the number of rows affected. Inside a block, rows are written into the
+/// block's transaction.
 struct SiltSink {
     ds: Arc<Dataset>,
     cols: Vec<ColumnInfo>,
     schema: SchemaRef,
     op: SinkOp,
+    txn: Option<Arc<TxnSlot>>,
 }
 
 impl fmt::Debug for SiltSink {
@@ -1271,6 +1420,9 @@ impl DataSink for SiltSink {
         mut data: SendableRecordBatchStream,
         _context: &Arc<TaskContext>,
     ) -> DfResult<u64> {
+        if let Some(slot) = &self.txn {
+            return self.write_in(slot, data).await;
+        }
         let mut count = 0u64;
         while let Some(batch) = data.next().await {
             let batch: RecordBatch = batch?;
@@ -1328,6 +1480,92 @@ impl DataSink for SiltSink {
     }
 }
 
+impl SiltSink {
+    /// Write the rows into the session's transaction.
+    async fn write_in(
+        &self,
+        slot: &Arc<TxnSlot>,
+        mut data: SendableRecordBatchStream,
+    ) -> DfResult<u64> {
+        let mut count = 0u64;
+        while let Some(batch) = data.next().await {
+            let batch: RecordBatch = batch?;
+            let (ds, slot, op) = (self.ds.clone(), slot.clone(), self.op);
+            let work: Box<dyn FnOnce() -> silt::Result<u64> + Send> = match op {
+                SinkOp::Update { n_pk } => {
+                    let changes = update_rows(&batch, &self.cols, n_pk)?;
+                    Box::new(move || {
+                        slot.with(|t| {
+                            let mut n = 0;
+                            for (pk, set) in changes {
+                                let Some(rec) = t.get(&ds, &pk)? else {
+                                    continue;
+                                };
+                                t.upsert(&ds, assign(rec, set))?;
+                                n += 1;
+                            }
+                            Ok(n)
+                        })
+                    })
+                }
+                SinkOp::Write(mode) => {
+                    let records = convert::batch_to_records(&batch, &self.cols)?;
+                    Box::new(move || {
+                        slot.with(|t| {
+                            for r in &records {
+                                match mode {
+                                    WriteMode::Insert => t.insert(&ds, r.clone())?,
+                                    WriteMode::Upsert => t.upsert(&ds, r.clone())?,
+                                }
+                            }
+                            Ok(records.len() as u64)
+                        })
+                    })
+                }
+                SinkOp::Delete => {
+                    let records = convert::batch_to_records(&batch, &self.cols)?;
+                    let pk_cols = self.ds.def().primary_key.clone();
+                    Box::new(move || {
+                        slot.with(|t| {
+                            let mut n = 0;
+                            for r in records {
+                                let pk: Vec<Value> = pk_cols
+                                    .iter()
+                                    .map(|k| r.get(k).cloned().unwrap_or(Value::Null))
+                                    .collect();
+                                if t.delete(&ds, &pk)? {
+                                    n += 1;
+                                }
+                            }
+                            Ok(n)
+                        })
+                    })
+                }
+            };
+            count += tokio::task::spawn_blocking(work)
+                .await
+                .map_err(|e| DataFusionError::Execution(format!("write task failed: {e}")))?
+                .map_err(silt_err)?;
+        }
+        Ok(count)
+    }
+}
+
+/// A record with the assigned fields replaced (every other field kept,
+/// undeclared ones included).
+fn assign(rec: Value, set: Vec<(String, Value)>) -> Value {
+    let Value::Object(mut fields) = rec else {
+        return rec;
+    };
+    for (name, v) in set {
+        match fields.iter_mut().find(|(k, _)| *k == name) {
+            Some(slot) => slot.1 = v,
+            None => fields.push((name, v)),
+        }
+    }
+    Value::Object(fields)
+}
+
 /// (primary key, assigned fields) of each row of an update batch.
 type Changes = Vec<(Vec<Value>, Vec<(String, Value)>)>;
 
@@ -1366,16 +1604,10 @@ fn update_rows(batch: &RecordBatch, cols: &[ColumnInfo], n_pk: usize) -> DfResul
 fn apply_updates(ds: &Arc<Dataset>, changes: Changes) -> DfResult<u64> {
     let mut n = 0;
     for (pk, set) in changes {
-        let Some(Value::Object(mut fields)) = ds.get(&pk).map_err(silt_err)? else {
+        let Some(rec @ Value::Object(_)) = ds.get(&pk).map_err(silt_err)? else {
             continue;
         };
-        for (name, v) in set {
-            match fields.iter_mut().find(|(k, _)| *k == name) {
-                Some(slot) => slot.1 = v,
-                None => fields.push((name, v)),
-            }
-        }
-        ds.upsert(Value::Object(fields)).map_err(silt_err)?;
+        ds.upsert(assign(rec, set)).map_err(silt_err)?;
         n += 1;
     }
     Ok(n)

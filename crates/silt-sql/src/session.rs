@@ -1,0 +1,160 @@
+//! SQL sessions: one client's open transaction and its state, as
+//! PostgreSQL keeps them.
+//!
+//! - Outside a transaction block every statement commits on its own
+//!   (record-level transactions, the engine's fast path).
+//! - `BEGIN` / `START TRANSACTION` opens a [`silt::Transaction`]: the
+//!   statements that follow buffer their writes in it and read through it
+//!   (their own writes included); `COMMIT` applies it atomically and
+//!   durably; `ROLLBACK` forgets it. `SAVEPOINT`, `ROLLBACK TO SAVEPOINT`
+//!   and `RELEASE SAVEPOINT` work inside it.
+//! - A statement that fails inside a block puts the session in the *failed*
+//!   state: every statement but `ROLLBACK` (or `ROLLBACK TO SAVEPOINT`) is
+//!   refused with SQLSTATE 25P02 until then, and `COMMIT` rolls back.
+//! - A commit that finds a key it read changed by another transaction fails
+//!   with [`silt::Error::Conflict`] (SQLSTATE 40001): nothing was applied,
+//!   run the transaction again.
+//! - DDL (`CREATE`, `DROP`, `COMPACT`) inside a block takes effect at once
+//!   and is not undone by `ROLLBACK`.
+//!
+//! The open transaction reaches the table providers through the DataFusion
+//! session config of each statement ([`TxnSlot`] as an extension).
+
+use std::sync::Arc;
+
+use datafusion::prelude::SessionConfig;
+use parking_lot::Mutex;
+use silt::Transaction;
+
+/// Where a session stands, as PostgreSQL's ReadyForQuery tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnStatus {
+    /// No transaction block: statements commit on their own.
+    Idle,
+    /// Inside a transaction block.
+    InTransaction,
+    /// Inside a block where a statement failed: only `ROLLBACK` helps.
+    Failed,
+}
+
+/// The open transaction of a session, shared with the statements that run
+/// in it (scans read through it, sinks write into it).
+pub struct TxnSlot {
+    tx: Mutex<Option<Transaction>>,
+}
+
+impl std::fmt::Debug for TxnSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TxnSlot")
+    }
+}
+
+impl TxnSlot {
+    fn new(tx: Transaction) -> TxnSlot {
+        TxnSlot {
+            tx: Mutex::new(Some(tx)),
+        }
+    }
+
+    /// Run `f` on the transaction (briefly: the lock is held while it runs).
+    pub fn with<R>(&self, f: impl FnOnce(&mut Transaction) -> silt::Result<R>) -> silt::Result<R> {
+        let mut g = self.tx.lock();
+        match g.as_mut() {
+            Some(t) => f(t),
+            None => Err(silt::Error::Txn("the transaction has ended".to_owned())),
+        }
+    }
+
+    fn take(&self) -> Option<Transaction> {
+        self.tx.lock().take()
+    }
+
+    /// The transaction a statement runs in, if any (from its session config).
+    pub fn of(cfg: &SessionConfig) -> Option<Arc<TxnSlot>> {
+        cfg.get_extension::<TxnSlot>()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    tx: Option<Arc<TxnSlot>>,
+    failed: bool,
+}
+
+/// One client's session. Statements of one session run one at a time;
+/// sessions are independent.
+#[derive(Default)]
+pub struct SqlSession {
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for SqlSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SqlSession({:?})", self.status())
+    }
+}
+
+impl SqlSession {
+    pub fn new() -> SqlSession {
+        SqlSession::default()
+    }
+
+    pub fn status(&self) -> TxnStatus {
+        let s = self.state.lock();
+        match (&s.tx, s.failed) {
+            (None, _) => TxnStatus::Idle,
+            (Some(_), false) => TxnStatus::InTransaction,
+            (Some(_), true) => TxnStatus::Failed,
+        }
+    }
+
+    pub(crate) fn slot(&self) -> Option<Arc<TxnSlot>> {
+        self.state.lock().tx.clone()
+    }
+
+    /// Open a block (a no-op inside one, as PostgreSQL warns and goes on).
+    pub(crate) fn begin(&self, db: &silt::Database) -> silt::Result<()> {
+        let mut s = self.state.lock();
+        if s.tx.is_none() {
+            s.tx = Some(Arc::new(TxnSlot::new(db.begin()?)));
+            s.failed = false;
+        }
+        Ok(())
+    }
+
+    /// End the block: the transaction to commit, or `None` when there is
+    /// nothing to commit (no block, or a failed one, which rolls back).
+    pub(crate) fn end(&self) -> Option<Transaction> {
+        let mut s = self.state.lock();
+        let failed = std::mem::take(&mut s.failed);
+        let slot = s.tx.take()?;
+        let tx = slot.take();
+        if failed { None } else { tx }
+    }
+
+    pub(crate) fn fail(&self) {
+        let mut s = self.state.lock();
+        if s.tx.is_some() {
+            s.failed = true;
+        }
+    }
+
+    /// `ROLLBACK TO SAVEPOINT`: undo the writes since it and leave the
+    /// failed state.
+    pub(crate) fn rollback_to(&self, name: &str) -> silt::Result<()> {
+        let mut s = self.state.lock();
+        let Some(slot) = s.tx.clone() else {
+            return Err(no_block("ROLLBACK TO SAVEPOINT"));
+        };
+        slot.with(|t| t.rollback_to(name))?;
+        s.failed = false;
+        Ok(())
+    }
+}
+
+/// The error of a savepoint statement outside a block (SQLSTATE 25P01).
+pub(crate) fn no_block(what: &str) -> silt::Error {
+    silt::Error::Txn(format!(
+        "{what} can only be used in transaction blocks (run BEGIN first)"
+    ))
+}
