@@ -25,11 +25,12 @@ unit:
 # CI builds it without the SQL feature: with it, the extension links its own
 # debug DataFusion (about 10 more minutes on 2 cores); SQL itself is tested by
 # silt-sql's tests, and `make python-full` runs the Python SQL tests too.
+# SILT_BIN: the `silt` binary that `unit` built, for the psycopg tests.
 python:
-	SILTDB_NO_SQL=1 SILTDB_PROFILE=dev bash crates/silt-py/dev.sh
+	SILT_BIN=$(CURDIR)/target/debug/silt SILTDB_NO_SQL=1 SILTDB_PROFILE=dev bash crates/silt-py/dev.sh
 
 python-full:
-	SILTDB_PROFILE=dev bash crates/silt-py/dev.sh
+	SILT_BIN=$(CURDIR)/target/debug/silt SILTDB_PROFILE=dev bash crates/silt-py/dev.sh
 
 BENCH_SCALE ?= medium
 BENCH_RUNS  ?= 1

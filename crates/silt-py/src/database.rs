@@ -14,6 +14,7 @@ use crate::convert::serde_to_py;
 use crate::dataset::Dataset;
 use crate::errors::{BindError, BindResult, IntoPyResult, detached};
 use crate::handle::Handle;
+use crate::transaction::Transaction;
 
 /// Parse a size: an int (bytes) or a string such as `"64MB"`, `"1 GiB"`,
 /// `"512k"` (binary multiples).
@@ -251,6 +252,23 @@ impl Database {
             })
         })?;
         Ok(Dataset::new(self.handle.clone(), name.to_owned()))
+    }
+
+    /// Start a transaction over any datasets of this database:
+    ///
+    ///     with db.transaction() as tx:
+    ///         a = tx.get("accounts", 1)
+    ///         tx.upsert("accounts", {**a, "balance": a["balance"] - 10})
+    ///         tx.insert("ledger", {"id": 7, "amount": 10})
+    ///
+    /// Writes are buffered and applied together when the block ends (or at
+    /// `tx.commit()`), atomically across datasets and indexes; an exception
+    /// in the block rolls everything back. `ConflictError` at commit means a
+    /// record read with `get` changed meanwhile: nothing was applied, run the
+    /// block again. Single writes on a `Dataset` stay transactions of their own.
+    fn transaction(&self, py: Python<'_>) -> PyResult<Transaction> {
+        let tx = detached(py, || self.handle.with(|db| Ok(db.begin()?)))?;
+        Ok(Transaction::new(self.handle.clone(), tx))
     }
 
     /// `db[name]`: the dataset `name` (raises `NotFoundError`).

@@ -158,6 +158,14 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
         ),
         E::Config(_) => make_error(py, "ConfigError", &msg, &[]),
         E::Closed(_) => make_error(py, "ClosedError", &msg, &[]),
+        E::Conflict { dataset, key } => make_error(
+            py,
+            "ConflictError",
+            &msg,
+            &[("dataset", text(py, dataset)), ("key", text(py, key))],
+        ),
+        E::TxnTooLarge { .. } => make_error(py, "TooLargeError", &msg, &[]),
+        E::Txn(_) => make_error(py, "TransactionError", &msg, &[]),
     }
 }
 

@@ -13,6 +13,7 @@ mod handle;
 mod results;
 #[cfg(feature = "sql")]
 mod sql;
+mod transaction;
 
 use pyo3::prelude::*;
 
@@ -23,6 +24,7 @@ fn _siltdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<database::Database>()?;
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<dataset::BatchReport>()?;
+    m.add_class::<transaction::Transaction>()?;
     m.add_class::<results::QueryIterator>()?;
     m.add_class::<results::ScanIterator>()?;
     m.add_class::<results::JoinIterator>()?;

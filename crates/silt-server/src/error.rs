@@ -81,7 +81,7 @@ impl QueryError {
                 let s = self.sqlstate();
                 if s.starts_with("XX") || s.starts_with("58") || s.starts_with("57") {
                     500
-                } else if s == "23505" {
+                } else if s == "23505" || s == "40001" {
                     409
                 } else {
                     400
@@ -120,6 +120,7 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
         SqlError::Silt(se) => silt_state(se),
         SqlError::DataFusion(de) => df_state(de),
         SqlError::Runtime(_) => "XX000",
+        SqlError::TxnAborted => "25P02",
         #[allow(unreachable_patterns)]
         _ => "XX000",
     }
@@ -141,6 +142,11 @@ fn silt_state(e: &silt::Error) -> &'static str {
         E::Closed(_) => "57P01",
         E::Io { .. } => "58030",
         E::Corrupt { .. } => "XX001",
+        E::Conflict { .. } => "40001",
+        E::TxnTooLarge { .. } => "54000",
+        E::Txn(m) if m.contains("savepoint") => "3B001",
+        E::Txn(m) if m.contains("transaction blocks") => "25P01",
+        E::Txn(_) => "25000",
         #[allow(unreachable_patterns)]
         _ => "XX000",
     }

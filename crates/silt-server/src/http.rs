@@ -10,8 +10,16 @@
 //!   "results": [rows as objects], "errors": [{"code", "msg"}],
 //!   "metrics": {"elapsedTime", "executionTime", "resultCount",
 //!   "resultSize"}}`; `code` is the SQLSTATE (`42601`, `42P01`, `23505`,
-//!   `53000` busy, `57014` timeout...). HTTP status 200, 400 (bad statement),
-//!   409 (duplicate key), 503 (busy or shutting down), 504 (timeout), 500.
+//!   `53000` busy, `57014` timeout, `40001` conflict...). HTTP status 200,
+//!   400 (bad statement), 409 (duplicate key, transaction conflict), 503
+//!   (busy or shutting down), 504 (timeout), 500.
+//! - Transactions: each request is a session of its own. With `"atomic":
+//!   true` (or `atomic=true` as a form field or query parameter) its
+//!   statements run as one transaction: all committed, or (on any error)
+//!   none; the last statement's rows are collected before the commit. A
+//!   script may also hold its own `BEGIN` ... `COMMIT`; one that ends
+//!   inside a block is refused (`25000`) and nothing of the block is
+//!   committed.
 //! - With `Accept: application/x-ndjson` or `?format=ndjson` (or a
 //!   `format` field) rows are streamed as they are produced, one JSON
 //!   object per line, without collecting the result; an error after the
@@ -32,6 +40,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
+
+use datafusion::arrow::datatypes::Schema;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_plan::memory::MemoryStream;
+use silt_sql::{SqlError, SqlSession, TxnStatus};
 
 use crate::Shared;
 use crate::convert::JsonRows;
@@ -68,6 +81,8 @@ fn ms(d: Duration) -> String {
 struct Request {
     statement: String,
     ndjson: bool,
+    /// Run the statements as one transaction.
+    atomic: bool,
 }
 
 fn is_ndjson(f: &str) -> bool {
@@ -95,6 +110,8 @@ fn parse_request(
         .unwrap_or_default();
     let mut statement: Option<String> = None;
     let mut format: Option<String> = q.get("format").cloned();
+    let truthy = |v: &str| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on");
+    let mut atomic = q.get("atomic").is_some_and(|v| truthy(v));
     let raw = || -> Result<Option<String>, QueryError> {
         if body.is_empty() {
             return Ok(None);
@@ -121,6 +138,15 @@ fn parse_request(
         if let Some(serde_json::Value::String(f)) = v.get("format") {
             format = format.or(Some(f.clone()));
         }
+        match v.get("atomic") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::Bool(b)) => atomic |= *b,
+            Some(other) => {
+                return Err(QueryError::BadRequest(format!(
+                    "\"atomic\" must be true or false, got {other}"
+                )));
+            }
+        }
     } else if ctype == "application/x-www-form-urlencoded" {
         match serde_urlencoded::from_bytes::<Vec<(String, String)>>(body) {
             Ok(pairs) if pairs.iter().any(|(k, _)| k == "statement") => {
@@ -128,6 +154,7 @@ fn parse_request(
                     match k.as_str() {
                         "statement" => statement = Some(v),
                         "format" => format = format.or(Some(v)),
+                        "atomic" => atomic |= truthy(&v),
                         _ => {}
                     }
                 }
@@ -153,6 +180,7 @@ fn parse_request(
     Ok(Request {
         statement,
         ndjson: accept_ndjson || format.as_deref().is_some_and(is_ndjson),
+        atomic,
     })
 }
 
@@ -200,9 +228,10 @@ async fn query(
         Err(e) => return error_response(&id, &e, start, None),
     };
     let exec = Instant::now();
+    let session = Arc::new(SqlSession::new());
     let stream = match shared
         .limits
-        .bounded(&permit, shared.engine.execute_stream(&req.statement))
+        .bounded(&permit, run_request(&shared, &session, &req))
         .await
     {
         Ok(s) => shared.limits.guard(s, permit),
@@ -213,6 +242,39 @@ async fn query(
     } else {
         envelope(id, stream, start, exec).await
     }
+}
+
+/// Run the request's statements in its own session (see the module doc).
+async fn run_request(
+    shared: &Shared,
+    session: &Arc<SqlSession>,
+    req: &Request,
+) -> Result<SendableRecordBatchStream, SqlError> {
+    let engine = &shared.engine;
+    if req.atomic {
+        engine.execute_in(session, "BEGIN").await?;
+        let batches = engine.execute_in(session, &req.statement).await?;
+        if session.status() != TxnStatus::InTransaction {
+            drop(engine.execute_in(session, "ROLLBACK").await);
+            return Err(SqlError::Silt(silt::Error::Txn(
+                "an atomic request must not end its transaction itself (no COMMIT or ROLLBACK in it); nothing of it after its last COMMIT was kept".to_owned(),
+            )));
+        }
+        engine.execute_in(session, "COMMIT").await?;
+        let schema = batches
+            .first()
+            .map(|b| b.schema())
+            .unwrap_or_else(|| Arc::new(Schema::empty()));
+        return Ok(Box::pin(MemoryStream::try_new(batches, schema, None)?));
+    }
+    let stream = engine.execute_stream_in(session, &req.statement).await?;
+    if session.status() != TxnStatus::Idle {
+        drop(engine.execute_in(session, "ROLLBACK").await);
+        return Err(SqlError::Silt(silt::Error::Txn(
+            "the request ended inside a transaction block (BEGIN without COMMIT); nothing of the block was committed: end it with COMMIT, or send \"atomic\": true".to_owned(),
+        )));
+    }
+    Ok(stream)
 }
 
 async fn envelope(id: String, mut stream: Guarded, start: Instant, exec: Instant) -> Response {

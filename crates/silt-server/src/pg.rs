@@ -10,9 +10,16 @@
 //!   written into the statement as SQL literals (see [`crate::params`]).
 //! - Results are streamed (the last statement of a script) in text or
 //!   binary format; types as in [`crate::convert::pg_type`].
-//! - `BEGIN`, `COMMIT`, `ROLLBACK` are accepted so that drivers which
-//!   wrap statements in transactions work, but every statement commits on
-//!   its own (record-level transactions): `ROLLBACK` undoes nothing.
+//! - Each connection is a SQL session ([`silt_sql::SqlSession`]):
+//!   `BEGIN` ... `COMMIT` / `ROLLBACK` are real transaction blocks over any
+//!   tables (savepoints too); outside a block every statement commits on
+//!   its own. ReadyForQuery reports the block's status (`I`, `T`, `E`); in
+//!   a failed block every statement but `ROLLBACK` gets SQLSTATE 25P02, and
+//!   `COMMIT` answers `ROLLBACK`. A commit conflict is SQLSTATE 40001.
+//!   Closing the connection rolls back an open block. (Simple-query
+//!   protocol only: after `ROLLBACK TO SAVEPOINT` leaves a failed block,
+//!   ReadyForQuery still says `E` until the block ends; the session itself
+//!   runs statements again.)
 //!   `SET`/`RESET` of anything but `datafusion.*` settings is ignored.
 //! - `INSERT`, `UPSERT`, `DELETE` report their row count in the command tag.
 
@@ -23,17 +30,24 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use futures::{Sink, SinkExt};
 use futures::{Stream, StreamExt, stream};
+use pgwire::api::ClientPortalStore;
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::data::DataRow;
+use pgwire::messages::extendedquery::Sync as PgSync;
+use pgwire::messages::response::{ReadyForQuery, TransactionStatus};
 use silt_sql::ddl::{self, Parsed};
+use silt_sql::{SqlSession, TxnStatus};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -54,13 +68,9 @@ pub(crate) async fn accept_loop(
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) -> Connections {
-    let handler = Arc::new(PgHandler {
-        parser: Arc::new(SiltParser {
-            shared: shared.clone(),
-        }),
-        shared,
+    let parser = Arc::new(SiltParser {
+        shared: shared.clone(),
     });
-    let factory = Arc::new(Factory { handler });
     let mut conns = JoinSet::new();
     let mut stopping = Box::pin(async move {
         let mut stop = stop;
@@ -72,7 +82,14 @@ pub(crate) async fn accept_loop(
             r = listener.accept() => match r {
                 Ok((socket, _)) => {
                     let _ = socket.set_nodelay(true);
-                    let f = factory.clone();
+                    // One handler (and SQL session) per connection.
+                    let f = Arc::new(Factory {
+                        handler: Arc::new(PgHandler {
+                            shared: shared.clone(),
+                            parser: parser.clone(),
+                            session: Arc::new(SqlSession::new()),
+                        }),
+                    });
                     conns.spawn(async move {
                         if let Err(e) = pgwire::tokio::process_socket(socket, None, f).await {
                             tracing::debug!("PostgreSQL session ended: {e}");
@@ -109,10 +126,11 @@ impl PgWireServerHandlers for Factory {
     }
 }
 
-/// Runs the statements of every session.
+/// Runs the statements of one connection.
 pub struct PgHandler {
     shared: Arc<Shared>,
     parser: Arc<SiltParser>,
+    session: Arc<SqlSession>,
 }
 
 #[async_trait]
@@ -174,7 +192,9 @@ pub fn classify(sql: &str) -> Kind {
         Some("UPDATE") => Kind::Dml("UPDATE"),
         Some("BEGIN" | "START") => Kind::Begin,
         Some("COMMIT" | "END") => Kind::Commit,
-        Some("ROLLBACK" | "ABORT") => Kind::Rollback,
+        Some("ROLLBACK" | "ABORT") if words(sql, 2).get(1).is_none_or(|w| w != "TO") => {
+            Kind::Rollback
+        }
         Some("SET" | "RESET" | "DISCARD") => Kind::Set,
         _ => Kind::Other,
     }
@@ -194,6 +214,7 @@ fn other_tag(sql: &str) -> String {
                 None => w[0].clone(),
             }
         }
+        Some("SAVEPOINT" | "RELEASE" | "ROLLBACK") => w[0].clone(),
         Some(first) => first.to_owned(),
         None => "OK".to_owned(),
     }
@@ -467,15 +488,28 @@ impl PgHandler {
             }
             (false, _) => None,
         };
+        let session = &self.session;
         match kind {
-            Kind::Begin => Ok(Response::TransactionStart(Tag::new("BEGIN"))),
-            Kind::Commit => Ok(Response::TransactionEnd(Tag::new("COMMIT"))),
-            Kind::Rollback => Ok(Response::TransactionEnd(Tag::new("ROLLBACK"))),
+            Kind::Begin => {
+                engine.execute_in(session, sql).await?;
+                Ok(Response::TransactionStart(Tag::new("BEGIN")))
+            }
+            Kind::Commit => {
+                // PostgreSQL answers the COMMIT of a failed block ROLLBACK.
+                let failed = session.status() == TxnStatus::Failed;
+                engine.execute_in(session, sql).await?;
+                let tag = if failed { "ROLLBACK" } else { "COMMIT" };
+                Ok(Response::TransactionEnd(Tag::new(tag)))
+            }
+            Kind::Rollback => {
+                engine.execute_in(session, sql).await?;
+                Ok(Response::TransactionEnd(Tag::new("ROLLBACK")))
+            }
             Kind::Set => {
                 let w = words(sql, 2);
                 let df = w.get(1).is_some_and(|v| v.starts_with("DATAFUSION."));
                 if let (true, Some(p)) = (df, permit) {
-                    limits.bounded(p, engine.execute(sql)).await?;
+                    limits.bounded(p, engine.execute_in(session, sql)).await?;
                 }
                 Ok(Response::Execution(Tag::new(
                     w.first().map_or("SET", String::as_str),
@@ -485,7 +519,7 @@ impl PgHandler {
                 let Some(p) = permit else {
                     return Err(QueryError::ShuttingDown);
                 };
-                let batches = limits.bounded(p, engine.execute(sql)).await?;
+                let batches = limits.bounded(p, engine.execute_in(session, sql)).await?;
                 let n = row_count(&batches);
                 let t = if tag == "INSERT" {
                     Tag::new(tag).with_oid(0).with_rows(n)
@@ -498,7 +532,9 @@ impl PgHandler {
                 let Some(p) = permit else {
                     return Err(QueryError::ShuttingDown);
                 };
-                let s = limits.bounded(p, engine.execute_stream(sql)).await?;
+                let s = limits
+                    .bounded(p, engine.execute_stream_in(session, sql))
+                    .await?;
                 let guarded = limits.guard(s, p.clone());
                 let fields = self.fields(&guarded.schema(), described, fmt);
                 Ok(Response::Query(query_response(fields, guarded)))
@@ -507,7 +543,7 @@ impl PgHandler {
                 let Some(p) = permit else {
                     return Err(QueryError::ShuttingDown);
                 };
-                let batches = limits.bounded(p, engine.execute(sql)).await?;
+                let batches = limits.bounded(p, engine.execute_in(session, sql)).await?;
                 let schema = batches.first().map(|b| b.schema());
                 match schema {
                     Some(schema) if schema.fields().is_empty() && kind == Kind::Other => {
@@ -606,6 +642,30 @@ impl ExtendedQueryHandler for PgHandler {
 
     fn query_parser(&self) -> Arc<SiltParser> {
         self.parser.clone()
+    }
+
+    /// ReadyForQuery with the session's own status (the session knows when
+    /// `ROLLBACK TO SAVEPOINT` left a failed block).
+    async fn on_sync<C>(&self, client: &mut C, _message: PgSync) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
+        let status = match self.session.status() {
+            TxnStatus::Idle => TransactionStatus::Idle,
+            TxnStatus::InTransaction => TransactionStatus::Transaction,
+            TxnStatus::Failed => TransactionStatus::Error,
+        };
+        client.set_transaction_status(status);
+        client
+            .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
+                status,
+            )))
+            .await?;
+        Ok(())
     }
 
     async fn do_query<C>(

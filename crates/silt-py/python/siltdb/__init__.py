@@ -27,6 +27,7 @@ from ._errors import (
     AlreadyExistsError,
     ClosedError,
     ConfigError,
+    ConflictError,
     CorruptionError,
     DuplicateKeyError,
     Error,
@@ -37,6 +38,7 @@ from ._errors import (
     SqlError,
     StorageIOError,
     TooLargeError,
+    TransactionError,
 )
 import atexit as _atexit
 import os as _os
@@ -51,6 +53,7 @@ from ._siltdb import (
     JoinIterator,
     QueryIterator,
     ScanIterator,
+    Transaction,
     __version__,
 )
 from ._siltdb import connect as _connect
@@ -95,6 +98,7 @@ __all__ = [
     "Database",
     "Dataset",
     "BatchReport",
+    "Transaction",
     "QueryIterator",
     "ScanIterator",
     "JoinIterator",
@@ -110,6 +114,8 @@ __all__ = [
     "StorageIOError",
     "LockedError",
     "ClosedError",
+    "ConflictError",
+    "TransactionError",
     "SqlError",
     "InternalError",
     "__version__",

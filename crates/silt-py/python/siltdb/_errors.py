@@ -19,6 +19,8 @@ __all__ = [
     "StorageIOError",
     "LockedError",
     "ClosedError",
+    "ConflictError",
+    "TransactionError",
     "SqlError",
     "InternalError",
 ]
@@ -121,3 +123,19 @@ for _cls in (
 ):
     _cls.__module__ = "siltdb"
 del _cls
+
+
+class ConflictError(Error):
+    """A transaction's commit found a record it read changed by another
+    transaction. Nothing was applied: run the transaction again.
+
+    Attributes: ``dataset`` and ``key`` (the key as text).
+    """
+
+    dataset: str | None = None
+    key: str | None = None
+
+
+class TransactionError(Error):
+    """A transaction was used in a way its state does not allow (it has
+    ended, or there is no savepoint of that name)."""

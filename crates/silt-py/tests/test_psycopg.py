@@ -1,0 +1,134 @@
+"""psycopg 3 against `silt serve`: transaction blocks as PostgreSQL clients
+use them. Needs the `silt` binary (SILT_BIN, or target/debug/silt as built
+by `cargo test --workspace`) and psycopg."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def silt_bin() -> str:
+    for cand in (
+        os.environ.get("SILT_BIN"),
+        ROOT / "target" / "debug" / "silt",
+        ROOT / "target" / "release" / "silt",
+    ):
+        if cand and Path(cand).is_file():
+            return str(cand)
+    pytest.skip("no silt binary: build it (cargo build -p silt-cli) or set SILT_BIN")
+
+
+@pytest.fixture
+def server(tmp_path):
+    proc = subprocess.Popen(
+        [silt_bin(), "serve", "--db", str(tmp_path / "db"), "--pg", "127.0.0.1:0", "--http", "off"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    port = None
+    lines = []
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        lines.append(line)
+        m = re.search(r"PostgreSQL\s+127\.0\.0\.1:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+            break
+    if port is None:
+        proc.kill()
+        pytest.fail("silt serve did not start: " + "".join(lines))
+    # Keep draining stderr so the server never blocks on it.
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    dsn = f"host=127.0.0.1 port={port} user=silt dbname=silt"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE acc (id BIGINT PRIMARY KEY, bal BIGINT, loc GEOMETRY)")
+        c.execute("CREATE INDEX acc_loc ON acc USING rtree (loc)")
+        c.execute("CREATE TABLE log (id BIGINT PRIMARY KEY, note VARCHAR)")
+        c.execute("INSERT INTO acc VALUES (1, 100, ST_Point(1, 1)), (2, 100, ST_Point(2, 2))")
+    yield dsn
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        proc.kill()
+
+
+def ids(conn, sql):
+    return [r[0] for r in conn.execute(sql).fetchall()]
+
+
+def test_transaction_block_with_a_duplicate_leaves_nothing(server):
+    with psycopg.connect(server, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            with conn.transaction():
+                conn.execute("INSERT INTO log VALUES (1, 'a')")
+                conn.execute("INSERT INTO acc VALUES (1, 0, NULL)")
+        assert ids(conn, "SELECT id FROM log") == []
+
+
+def test_status_rollback_and_commit(server):
+    from psycopg.pq import TransactionStatus as TS
+
+    with psycopg.connect(server) as conn:  # autocommit off: psycopg sends BEGIN
+        assert conn.info.transaction_status == TS.IDLE
+        conn.execute("INSERT INTO log VALUES (1, 'x')")
+        assert conn.info.transaction_status == TS.INTRANS
+        assert ids(conn, "SELECT id FROM log") == [1]  # own write
+        with psycopg.connect(server, autocommit=True) as other:
+            assert ids(other, "SELECT id FROM log") == []
+        conn.rollback()
+        assert conn.info.transaction_status == TS.IDLE
+        assert ids(conn, "SELECT id FROM log") == []
+        conn.rollback()
+        conn.execute("INSERT INTO log VALUES (%s, %s)", (2, "kept"))
+        conn.execute("UPDATE acc SET bal = bal - %s WHERE id = %s", (10, 1))
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute("INSERT INTO log VALUES (2, 'dup')")
+        assert conn.info.transaction_status == TS.INERROR
+        with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+            conn.execute("SELECT 1")
+        conn.rollback()
+        assert ids(conn, "SELECT id FROM log") == []
+        conn.execute("INSERT INTO log VALUES (3, 'c')")
+        conn.execute("UPDATE acc SET bal = bal - 10 WHERE id = 1")
+        conn.commit()
+        assert conn.info.transaction_status == TS.IDLE
+    with psycopg.connect(server, autocommit=True) as other:
+        assert ids(other, "SELECT id FROM log") == [3]
+        assert ids(other, "SELECT bal FROM acc WHERE id = 1") == [90]
+
+
+def test_nested_blocks_use_savepoints(server):
+    with psycopg.connect(server, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute("INSERT INTO log VALUES (1, 'outer')")
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                with conn.transaction():
+                    conn.execute("INSERT INTO log VALUES (2, 'inner')")
+                    conn.execute("INSERT INTO log VALUES (1, 'dup')")
+            conn.execute("INSERT INTO log VALUES (3, 'after')")
+        assert ids(conn, "SELECT id FROM log ORDER BY id") == [1, 3]
+
+
+def test_conflict_is_a_serialization_failure(server):
+    with psycopg.connect(server) as a, psycopg.connect(server, autocommit=True) as b:
+        a.execute("UPDATE acc SET bal = bal - 10 WHERE id = 2")
+        b.execute("UPDATE acc SET bal = bal + 1 WHERE id = 2")
+        with pytest.raises(psycopg.errors.SerializationFailure) as e:
+            a.commit()
+        assert "retry" in str(e.value)
+        assert ids(b, "SELECT bal FROM acc WHERE id = 2") == [101]
+        # Retried, it commits.
+        a.execute("UPDATE acc SET bal = bal - 10 WHERE id = 2")
+        a.commit()
+        assert ids(b, "SELECT bal FROM acc WHERE id = 2") == [91]
