@@ -1315,7 +1315,7 @@ fn pk_bounds(
     ds: &Arc<Dataset>,
     lo: &Bound<Value>,
     hi: &Bound<Value>,
-) -> silt::Result<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+) -> silt::Result<silt::index::query::KeyRange> {
     let enc = |v: &Value| ds.encode_pk_prefix(std::slice::from_ref(v));
     let lo = match lo {
         Bound::Included(v) => Bound::Included(enc(v)?),

@@ -30,6 +30,9 @@ impl Ord for ScanHead {
     }
 }
 
+/// (encoded key, encoded record, sequence number of the record's version).
+pub type Versioned = (Vec<u8>, Vec<u8>, u64);
+
 /// An ordered scan over all partitions of a dataset. Yields decoded records;
 /// [`DatasetScan::next_raw`] yields encoded (key, record) pairs.
 pub struct DatasetScan {
@@ -87,7 +90,7 @@ impl DatasetScan {
 
     /// As [`DatasetScan::next_raw`], with the sequence number of the
     /// record's version (what a transaction validates at commit).
-    pub fn next_versioned(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>, u64)>> {
+    pub fn next_versioned(&mut self) -> Result<Option<Versioned>> {
         loop {
             let Some((k, v, seq)) = self.next_unlocked()? else {
                 return Ok(None);
@@ -106,7 +109,7 @@ impl DatasetScan {
         }
     }
 
-    fn next_unlocked(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>, u64)>> {
+    fn next_unlocked(&mut self) -> Result<Option<Versioned>> {
         let Some(top) = self.heap.pop() else {
             return Ok(None);
         };

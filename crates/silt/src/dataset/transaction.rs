@@ -398,7 +398,7 @@ impl Transaction {
         self.enlist(ds)?;
         let mine = self.buffered_range(ds, &Bound::Unbounded, &Bound::Unbounded);
         if mine.is_empty() {
-            return Ok(TxnQuery::Stream(ds.query(index, query, opts)?));
+            return Ok(TxnQuery::Stream(Box::new(ds.query(index, query, opts)?)));
         }
         let n = mine.len();
         // Ask for enough committed hits to fill the answer after dropping
@@ -616,7 +616,7 @@ impl Transaction {
 /// Results of [`Transaction::query`].
 pub enum TxnQuery {
     /// The transaction wrote nothing to the dataset: the index's stream.
-    Stream(QueryResults),
+    Stream(Box<QueryResults>),
     /// Committed hits overlaid with the transaction's writes.
     Collected(std::vec::IntoIter<QueryHit>),
 }
@@ -631,6 +631,10 @@ impl Iterator for TxnQuery {
     }
 }
 
+/// (encoded key, encoded record, version): the version is `None` for the
+/// transaction's own write.
+pub type TxnVersioned = (Vec<u8>, Vec<u8>, Option<u64>);
+
 /// A scan as a transaction sees it: committed records merged with its own
 /// buffered writes (which win).
 pub struct TxnScan {
@@ -644,7 +648,7 @@ impl TxnScan {
     /// Next (encoded key, encoded record, version): the version is the
     /// committed record's sequence number, `None` for the transaction's own
     /// write.
-    pub fn next_versioned(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>, Option<u64>)>> {
+    pub fn next_versioned(&mut self) -> Result<Option<TxnVersioned>> {
         loop {
             if self.head.is_none() {
                 self.head = self.inner.next_versioned()?;
