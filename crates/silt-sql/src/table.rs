@@ -58,8 +58,9 @@ use futures::StreamExt;
 use silt::{BatchOptions, Dataset, Geometry, IndexKind, Query, QueryOptions, Value, WriteMode};
 
 use crate::convert::{self, ColumnInfo};
-use crate::error::silt_err;
+use crate::error::{SqlError, silt_err, sql_err};
 use crate::geom;
+use crate::insert;
 use crate::udf::{self, Func};
 
 /// A kNN request planted by the kNN optimizer rule.
@@ -1253,6 +1254,7 @@ impl DisplayAs for SiltSink {
         let what = match self.op {
             SinkOp::Write(WriteMode::Insert) => "insert",
             SinkOp::Write(WriteMode::Upsert) => "upsert",
+            SinkOp::Write(WriteMode::InsertIgnore) => "insert-ignore",
             SinkOp::Delete => "delete",
             SinkOp::Update { .. } => "update",
         };
@@ -1286,9 +1288,17 @@ impl DataSink for SiltSink {
             let ds = self.ds.clone();
             let op = self.op;
             let pk_cols: Vec<String> = self.ds.def().primary_key.clone();
+            let before = count;
             let done = tokio::task::spawn_blocking(move || -> DfResult<u64> {
                 match op {
                     SinkOp::Write(mode) => {
+                        let key = |r: &Value| -> Vec<Value> {
+                            pk_cols
+                                .iter()
+                                .map(|k| r.get(k).cloned().unwrap_or(Value::Null))
+                                .collect()
+                        };
+                        let keys: Vec<Vec<Value>> = records.iter().map(key).collect();
                         let report = ds
                             .write_batch(
                                 records,
@@ -1299,8 +1309,19 @@ impl DataSink for SiltSink {
                                 },
                             )
                             .map_err(silt_err)?;
-                        if let Some((_, e)) = report.failed.into_iter().next() {
-                            return Err(silt_err(e));
+                        if let Some((i, e)) = report.failed.into_iter().next() {
+                            let e = insert::row_error(&ds, &keys[i], e);
+                            if before + i as u64 == 0 {
+                                return Err(sql_err(e));
+                            }
+                            let committed = before + report.committed as u64;
+                            return Err(sql_err(SqlError::PartialWrite {
+                                row: Some(before + i as u64 + 1),
+                                total: None,
+                                committed,
+                                unchanged: (before + i as u64).saturating_sub(committed),
+                                source: Box::new(e),
+                            }));
                         }
                         Ok(report.committed as u64)
                     }
@@ -1369,6 +1390,15 @@ fn apply_updates(ds: &Arc<Dataset>, changes: Changes) -> DfResult<u64> {
         let Some(Value::Object(mut fields)) = ds.get(&pk).map_err(silt_err)? else {
             continue;
         };
+        if let Some((name, _)) = set
+            .iter()
+            .find(|(name, v)| *v == Value::Null && ds.def().not_null.contains(name))
+        {
+            return Err(sql_err(SqlError::NotNull {
+                table: ds.name().to_owned(),
+                column: name.clone(),
+            }));
+        }
         for (name, v) in set {
             match fields.iter_mut().find(|(k, _)| *k == name) {
                 Some(slot) => slot.1 = v,
