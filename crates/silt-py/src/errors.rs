@@ -194,16 +194,24 @@ pub fn to_py(py: Python<'_>, e: &BindError) -> PyErr {
 }
 
 /// The Python exception for a SQL error: storage errors keep their class
-/// (`DuplicateKeyError`, `NotFoundError`, ...); everything else is
-/// `SqlError`.
+/// (`DuplicateKeyError`, `NotFoundError`, ...), a unique violation is a
+/// `DuplicateKeyError`; everything else is `SqlError`.
 #[cfg(feature = "sql")]
 fn sql_to_py(py: Python<'_>, e: &silt_sql::SqlError) -> PyErr {
-    let mut inner = e;
-    while let silt_sql::SqlError::Statement { source, .. } = inner {
-        inner = source;
-    }
-    match inner {
+    match e.root() {
         silt_sql::SqlError::Silt(se) => silt_to_py_msg(py, se, &e.to_string()),
+        silt_sql::SqlError::UniqueViolation { table, values, .. } => {
+            let key = match values.as_slice() {
+                [one] => one.clone(),
+                many => format!("({})", many.join(", ")),
+            };
+            make_error(
+                py,
+                "DuplicateKeyError",
+                &e.to_string(),
+                &[("dataset", text(py, table)), ("key", text(py, &key))],
+            )
+        }
         _ => make_error(py, "SqlError", &e.to_string(), &[]),
     }
 }

@@ -103,11 +103,23 @@ pub fn fmt_duration(d: Duration) -> String {
 }
 
 /// The SQLSTATE code of a SQL-layer error: `42601` syntax, `42P01`
-/// undefined table, `42703` undefined column, `23505` unique violation,
-/// `0A000` not supported, `XX000` anything without a better code.
+/// undefined table, `42703` undefined column, `23502` not-null violation,
+/// `23505` unique violation, `42804` datatype mismatch, `22P02` invalid
+/// text for a type, `22003` out of range, `0A000` not supported, `XX000`
+/// anything without a better code. A failing row of a multi-row write has
+/// its own error's code.
 pub fn sqlstate(e: &SqlError) -> &'static str {
     match e {
-        SqlError::Statement { source, .. } => sqlstate(source),
+        SqlError::Statement { source, .. } | SqlError::PartialWrite { source, .. } => {
+            sqlstate(source)
+        }
+        SqlError::NotNull { .. } => "23502",
+        SqlError::UniqueViolation { .. } => "23505",
+        SqlError::TypeMismatch { .. } => "42804",
+        SqlError::InvalidText { .. } => "22P02",
+        SqlError::OutOfRange { .. } => "22003",
+        SqlError::AffectsRowTwice { .. } => "21000",
+        SqlError::ConflictTarget { .. } => "42P10",
         SqlError::Parse(_) => "42601",
         SqlError::Unsupported(_) => "0A000",
         SqlError::Invalid(msg) => {
@@ -233,6 +245,37 @@ mod tests {
                 "table 'datafusion.public.nope' not found".into()
             ))),
             "42P01"
+        );
+        let not_null = SqlError::NotNull {
+            table: "t".into(),
+            column: "id".into(),
+        };
+        assert_eq!(sqlstate(&not_null), "23502");
+        assert_eq!(
+            sqlstate(&SqlError::PartialWrite {
+                row: Some(3),
+                total: Some(5),
+                committed: 2,
+                unchanged: 0,
+                source: Box::new(not_null),
+            }),
+            "23502"
+        );
+        assert_eq!(
+            sqlstate(&SqlError::TypeMismatch {
+                column: "x".into(),
+                column_type: "bigint".into(),
+                found: "boolean".into()
+            }),
+            "42804"
+        );
+        assert_eq!(
+            sqlstate(&SqlError::InvalidText {
+                column: "x".into(),
+                column_type: "bigint".into(),
+                text: "abc".into()
+            }),
+            "22P02"
         );
         assert_eq!(
             QueryError::Timeout(Duration::from_secs(2)).sqlstate(),

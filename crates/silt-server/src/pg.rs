@@ -46,6 +46,7 @@ use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::data::DataRow;
 use pgwire::messages::extendedquery::Sync as PgSync;
 use pgwire::messages::response::{ReadyForQuery, TransactionStatus};
+use silt_sql::SqlError;
 use silt_sql::ddl::{self, Parsed};
 use silt_sql::{SqlSession, TxnStatus};
 use tokio::net::TcpListener;
@@ -244,8 +245,11 @@ impl SiltParser {
         &self,
         seg: &ddl::Segment,
     ) -> Option<(Vec<(String, Type)>, Vec<(usize, Type)>)> {
-        let Ok(Parsed::DataFusion(stmt)) = ddl::parse(seg) else {
-            return None;
+        let stmt = match ddl::parse(seg) {
+            Ok(Parsed::DataFusion(stmt)) => stmt,
+            // An INSERT's parameters are those of its plain form.
+            Ok(Parsed::Insert(ins)) => Box::new(ins.plain_statement()),
+            _ => return None,
         };
         let state = self.shared.engine.session().state();
         let plan = state.statement_to_plan(*stmt).await.ok()?;
@@ -276,8 +280,31 @@ fn user_error(code: &str, message: String) -> PgWireError {
     )))
 }
 
+/// The error as PostgreSQL sends it: code, message and (for a unique
+/// violation, the key) detail; the table and column when one is named.
 fn error_info(e: &QueryError) -> ErrorInfo {
-    ErrorInfo::new("ERROR".to_owned(), e.sqlstate().to_owned(), e.to_string())
+    let QueryError::Sql(se) = e else {
+        return ErrorInfo::new("ERROR".to_owned(), e.sqlstate().to_owned(), e.to_string());
+    };
+    let mut info = ErrorInfo::new("ERROR".to_owned(), e.sqlstate().to_owned(), se.message());
+    info.detail = se.detail();
+    match se.root() {
+        SqlError::NotNull { table, column } => {
+            info.table = Some(table.clone());
+            info.column = Some(column.clone());
+        }
+        SqlError::UniqueViolation {
+            table, constraint, ..
+        } => {
+            info.table = Some(table.clone());
+            info.constraint = Some(constraint.clone());
+        }
+        SqlError::TypeMismatch { column, .. }
+        | SqlError::InvalidText { column, .. }
+        | SqlError::OutOfRange { column, .. } => info.column = Some(column.clone()),
+        _ => {}
+    }
+    info
 }
 
 fn pg_error(e: &QueryError) -> PgWireError {

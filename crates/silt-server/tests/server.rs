@@ -224,6 +224,180 @@ async fn postgres_protocol() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn constraint_and_type_errors_reach_the_client() {
+    let f = Fixture::start(|_| {}).await;
+    let c = f.pg().await;
+    c.batch_execute(
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR NOT NULL, n BIGINT, loc GEOMETRY)",
+    )
+    .await
+    .unwrap();
+    c.execute("INSERT INTO t VALUES (1, 'a', 1, NULL)", &[])
+        .await
+        .unwrap();
+
+    // 23505, as PostgreSQL words it: message, detail, table, constraint;
+    // through the extended and the simple protocol.
+    let dup = "INSERT INTO t VALUES (1, 'b', 2, NULL)";
+    for e in [
+        c.execute(dup, &[]).await.unwrap_err(),
+        c.batch_execute(dup).await.unwrap_err(),
+    ] {
+        let db = e.as_db_error().expect("a server error");
+        assert_eq!(db.code(), &SqlState::UNIQUE_VIOLATION);
+        assert_eq!(
+            db.message(),
+            "duplicate key value violates unique constraint \"t_pkey\""
+        );
+        assert_eq!(db.detail(), Some("Key (id)=(1) already exists."));
+        assert_eq!(db.constraint(), Some("t_pkey"));
+        assert_eq!(db.table(), Some("t"));
+    }
+
+    // 23502: a NULL key, a missing key, a NULL parameter for a NOT NULL column.
+    for (e, col) in [
+        (
+            c.execute("INSERT INTO t VALUES (NULL, 'x', 1, NULL)", &[])
+                .await
+                .unwrap_err(),
+            "id",
+        ),
+        (
+            c.batch_execute("INSERT INTO t (name) VALUES ('x')")
+                .await
+                .unwrap_err(),
+            "id",
+        ),
+        (
+            c.execute(
+                "INSERT INTO t (id, name) VALUES ($1, $2)",
+                &[&2i64, &None::<String>],
+            )
+            .await
+            .unwrap_err(),
+            "name",
+        ),
+    ] {
+        let db = e.as_db_error().expect("a server error");
+        assert_eq!(db.code(), &SqlState::NOT_NULL_VIOLATION, "{db:?}");
+        assert_eq!(
+            db.message(),
+            format!(
+                "null value in column \"{col}\" of relation \"t\" violates not-null constraint"
+            )
+        );
+        assert_eq!(db.column(), Some(col));
+    }
+
+    // 42804 and 22P02, naming the column and the types.
+    let e = c
+        .execute("INSERT INTO t (id, name, n) VALUES (3, 'x', true)", &[])
+        .await
+        .unwrap_err();
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.code(), &SqlState::DATATYPE_MISMATCH);
+    assert_eq!(
+        db.message(),
+        "column \"n\" is of type bigint but expression is of type boolean"
+    );
+    let e = c
+        .batch_execute("INSERT INTO t (id, name) VALUES ('abc', 'x')")
+        .await
+        .unwrap_err();
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.code(), &SqlState::INVALID_TEXT_REPRESENTATION);
+    assert_eq!(
+        db.message(),
+        "invalid input syntax for type bigint: \"abc\" (column \"id\")"
+    );
+    let e = c
+        .batch_execute("UPDATE t SET n = 'abc' WHERE id = 1")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(&SqlState::INVALID_TEXT_REPRESENTATION),
+        "{e:?}"
+    );
+
+    // A multi-row insert stopped at row 3: the code of the row's error,
+    // and how many rows landed.
+    let e = c
+        .batch_execute(
+            "INSERT INTO t (id, name) VALUES (10, 'a'), (11, 'b'), (1, 'c'), (12, 'd'), (13, 'e')",
+        )
+        .await
+        .unwrap_err();
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.code(), &SqlState::UNIQUE_VIOLATION);
+    assert_eq!(
+        db.message(),
+        "row 3 of 5 failed: duplicate key value violates unique constraint \"t_pkey\"; \
+         the 2 rows before it were committed"
+    );
+    assert_eq!(db.detail(), Some("Key (id)=(1) already exists."));
+    let r = c
+        .query_one("SELECT count(*) FROM t WHERE id >= 10", &[])
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, i64>(0), 2);
+
+    // ON CONFLICT with parameters; the rows affected come back.
+    let n = c
+        .execute(
+            "INSERT INTO t (id, name, n) VALUES ($1, $2, $3), ($4, $5, $6) \
+             ON CONFLICT (id) DO UPDATE SET n = t.n + excluded.n, loc = ST_Point(7, 7)",
+            &[&1i64, &"z", &5i64, &20i64, &"new", &1i64],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    let r = c
+        .query_one("SELECT name, n, loc FROM t WHERE id = 1", &[])
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, String>(0), "a");
+    assert_eq!(r.get::<_, i64>(1), 6);
+    assert_eq!(r.get::<_, String>(2), "POINT(7 7)");
+    let n = c
+        .execute(
+            "INSERT INTO t (id, name) VALUES (1, 'x'), (21, 'y') ON CONFLICT (id) DO NOTHING",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let n = c
+        .execute(
+            "INSERT INTO t (id, name) VALUES (1, 'x') ON CONFLICT (id) DO UPDATE SET n = 0 WHERE t.n < 0",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+
+    // Over HTTP the same codes.
+    let (status, v) = post_json(
+        &f.url("/query/service"),
+        "INSERT INTO t (id, name) VALUES (NULL, 'x')",
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["errors"][0]["code"], "23502");
+    let (status, v) = post_json(&f.url("/query/service"), dup).await;
+    assert_eq!(status, 409, "{v}");
+    assert!(
+        v["errors"][0]["msg"]
+            .as_str()
+            .unwrap()
+            .contains("Key (id)=(1) already exists."),
+        "{v}"
+    );
+
+    f.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn http_query_service() {
     let f = Fixture::start(|_| {}).await;
     let url = f.url("/query/service");

@@ -1,15 +1,14 @@
 //! Statement splitting and the statements the SQL layer runs itself:
 //! `CREATE TABLE`, `CREATE INDEX`, `DROP TABLE`, `DROP INDEX`, `COMPACT`,
-//! and the rewrites of `UPSERT INTO` / `INSERT ... ON CONFLICT DO UPDATE`
-//! into DataFusion's `INSERT OR REPLACE`.
+//! and `INSERT` into Silt tables (see [`crate::insert`]; `UPSERT INTO` is
+//! read as `INSERT OR REPLACE INTO`).
 
 use std::sync::Arc;
 
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
     ColumnOption, CreateIndex, CreateTable, CreateTableOptions, Expr as SqlExpr, Ident, IndexType,
-    ObjectName, ObjectType, OnConflictAction, OnInsert, SqlOption, SqliteOnConflict, Statement,
-    TableConstraint, Value as SqlValue,
+    ObjectName, ObjectType, SqlOption, Statement, TableConstraint, Value as SqlValue,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
@@ -18,6 +17,7 @@ use silt::storage::Compression;
 use silt::{Database, DatasetDef, FieldType, IndexDef, IndexKind, IndexOptions, ReconcileOption};
 
 use crate::error::SqlError;
+use crate::insert::{self, InsertStmt};
 
 /// One statement of a script: its text and first word(s).
 #[derive(Debug, Clone)]
@@ -129,6 +129,9 @@ pub enum Parsed {
     RollbackTo(String),
     /// `RELEASE [SAVEPOINT] name`
     Release(String),
+    /// `INSERT` (and `UPSERT`, `REPLACE`) into a table: the SQL layer runs
+    /// it when the table is a Silt dataset.
+    Insert(Box<InsertStmt>),
     /// Anything else: DataFusion plans it.
     DataFusion(Box<DFStatement>),
 }
@@ -142,7 +145,8 @@ pub fn ident(i: &Ident) -> String {
     }
 }
 
-fn object_parts(n: &ObjectName) -> Vec<String> {
+/// The parts of a (possibly qualified) name, as DataFusion sees them.
+pub(crate) fn object_parts(n: &ObjectName) -> Vec<String> {
     n.0.iter().filter_map(|p| p.as_ident().map(ident)).collect()
 }
 
@@ -244,28 +248,7 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
                 if_exists,
             })
         }
-        Statement::Insert(mut ins) => {
-            match ins.on.take() {
-                None => {}
-                Some(OnInsert::DuplicateKeyUpdate(_)) => {
-                    ins.or = Some(SqliteOnConflict::Replace);
-                }
-                Some(OnInsert::OnConflict(c)) => match c.action {
-                    OnConflictAction::DoUpdate(_) => ins.or = Some(SqliteOnConflict::Replace),
-                    OnConflictAction::DoNothing => {
-                        return Err(SqlError::Unsupported(
-                            "INSERT ... ON CONFLICT DO NOTHING; use INSERT (fails on a duplicate key) or UPSERT INTO / ON CONFLICT DO UPDATE (replaces the whole row)".to_owned(),
-                        ));
-                    }
-                },
-                Some(other) => {
-                    return Err(SqlError::Unsupported(format!("INSERT ... {other}")));
-                }
-            }
-            Ok(Parsed::DataFusion(Box::new(DFStatement::Statement(
-                Box::new(Statement::Insert(ins)),
-            ))))
-        }
+        Statement::Insert(ins) => insert::parse(ins),
         other => Ok(Parsed::DataFusion(Box::new(DFStatement::Statement(
             Box::new(other),
         )))),
@@ -362,19 +345,41 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     }
     let name = object_name(&ct.name)?;
     let mut pk: Vec<String> = Vec::new();
+    let mut not_null: Vec<String> = Vec::new();
     let mut fields = Vec::new();
     for c in &ct.columns {
         let cname = ident(&c.name);
         let ty = field_type(&c.data_type.to_string())?;
-        if c.options
-            .iter()
-            .any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)))
-        {
-            pk.push(cname.clone());
+        for o in &c.options {
+            match &o.option {
+                ColumnOption::PrimaryKey(_) => pk.push(cname.clone()),
+                ColumnOption::NotNull => not_null.push(cname.clone()),
+                ColumnOption::Unique(_)
+                | ColumnOption::ForeignKey(_)
+                | ColumnOption::Check(_)
+                | ColumnOption::Default(_)
+                | ColumnOption::Generated { .. }
+                | ColumnOption::Materialized(_)
+                | ColumnOption::OnUpdate(_) => {
+                    return Err(SqlError::Unsupported(format!(
+                        "`{}` on column `{cname}`: Silt keeps PRIMARY KEY and NOT NULL constraints only",
+                        o.option
+                    )));
+                }
+                _ => {}
+            }
         }
         fields.push((cname, ty));
     }
     for tc in &ct.constraints {
+        if matches!(
+            tc,
+            TableConstraint::Unique(_) | TableConstraint::ForeignKey(_) | TableConstraint::Check(_)
+        ) {
+            return Err(SqlError::Unsupported(format!(
+                "table constraint `{tc}`: Silt keeps PRIMARY KEY and NOT NULL constraints only"
+            )));
+        }
         if let TableConstraint::PrimaryKey(p) = tc {
             if !pk.is_empty() {
                 return Err(SqlError::Invalid(
@@ -412,6 +417,9 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
             return Err(SqlError::Invalid(format!("column `{n}` is declared twice")));
         }
         def = def.field(&n, t);
+    }
+    for n in not_null.iter().filter(|n| !pk.contains(n)) {
+        def = def.not_null(n);
     }
     let opts: &[SqlOption] = match &ct.table_options {
         CreateTableOptions::None => &[],

@@ -49,6 +49,206 @@ pub enum SqlError {
     /// runtime could not be started.
     #[error("runtime: {0}")]
     Runtime(String),
+
+    /// A NULL for a column that cannot hold one: a primary-key column or
+    /// one declared `NOT NULL` (SQLSTATE 23502).
+    #[error(
+        "null value in column \"{column}\" of relation \"{table}\" violates not-null constraint"
+    )]
+    NotNull { table: String, column: String },
+
+    /// A row whose primary key is already taken (SQLSTATE 23505). The
+    /// message is PostgreSQL's; the key is in [`SqlError::detail`] (and,
+    /// in parentheses, in the displayed text).
+    #[error("duplicate key value violates unique constraint \"{constraint}\" ({})", key_detail(.columns, .values))]
+    UniqueViolation {
+        table: String,
+        /// `<table>_pkey`.
+        constraint: String,
+        /// The primary-key columns.
+        columns: Vec<String>,
+        /// The key's values, as text.
+        values: Vec<String>,
+    },
+
+    /// A value whose type cannot be assigned to a column (SQLSTATE 42804).
+    #[error("column \"{column}\" is of type {column_type} but expression is of type {found}")]
+    TypeMismatch {
+        column: String,
+        column_type: String,
+        found: String,
+    },
+
+    /// Text that does not read as a value of the column's type (SQLSTATE 22P02).
+    #[error("invalid input syntax for type {column_type}: \"{text}\" (column \"{column}\")")]
+    InvalidText {
+        column: String,
+        column_type: String,
+        text: String,
+    },
+
+    /// A number outside the column type's range (SQLSTATE 22003).
+    #[error("{value} is out of range for type {column_type} (column \"{column}\")")]
+    OutOfRange {
+        column: String,
+        column_type: String,
+        value: String,
+    },
+
+    /// `ON CONFLICT DO UPDATE` would change the same row twice: two proposed
+    /// rows have the same key (SQLSTATE 21000).
+    #[error("ON CONFLICT DO UPDATE command cannot affect row a second time: two rows to insert have the key ({})=({}); make the keys of the rows unique", .columns.join(", "), .values.join(", "))]
+    AffectsRowTwice {
+        columns: Vec<String>,
+        values: Vec<String>,
+    },
+
+    /// The `ON CONFLICT` target is not the primary key, the only unique
+    /// constraint a table has (SQLSTATE 42P10).
+    #[error("there is no unique or exclusion constraint matching the ON CONFLICT specification: {target} is not the primary key of `{table}` ({})", .primary_key.join(", "))]
+    ConflictTarget {
+        table: String,
+        target: String,
+        primary_key: Vec<String>,
+    },
+
+    /// A row of a multi-row write failed. Every row is its own
+    /// transaction: the rows before it that were written stay committed,
+    /// the rows after it were not attempted.
+    #[error("{}", partial_text(*.row, *.total, *.committed, *.unchanged, &.source.to_string()))]
+    PartialWrite {
+        /// 1-based number of the failing row; `None` when reading the rows
+        /// to write failed (after `committed + unchanged` rows).
+        row: Option<u64>,
+        /// How many rows the statement had, when known.
+        total: Option<u64>,
+        /// Rows written (inserted or updated) and committed before the failure.
+        committed: u64,
+        /// Rows before the failure left as they were (`ON CONFLICT DO
+        /// NOTHING`, or `DO UPDATE ... WHERE` false).
+        unchanged: u64,
+        #[source]
+        source: Box<SqlError>,
+    },
+}
+
+/// PostgreSQL's DETAIL of a unique violation: `Key (id)=(1) already exists.`
+fn key_detail(columns: &[String], values: &[String]) -> String {
+    format!(
+        "Key ({})=({}) already exists.",
+        columns.join(", "),
+        values.join(", ")
+    )
+}
+
+fn partial_text(
+    row: Option<u64>,
+    total: Option<u64>,
+    committed: u64,
+    unchanged: u64,
+    source: &str,
+) -> String {
+    let rows = |n: u64| {
+        if n == 1 {
+            "1 row".to_owned()
+        } else {
+            format!("{n} rows")
+        }
+    };
+    let head = match (row, total) {
+        (Some(r), Some(t)) => format!("row {r} of {t} failed"),
+        (Some(r), None) => format!("row {r} failed"),
+        (None, _) => format!(
+            "reading the rows to write failed after {}",
+            rows(committed + unchanged)
+        ),
+    };
+    let tail = match (committed, unchanged) {
+        (0, 0) => "no row was written".to_owned(),
+        (c, 0) if row.is_some_and(|r| r == c + 1) => {
+            format!(
+                "the {} before it {} committed",
+                rows(c),
+                if c == 1 { "was" } else { "were" }
+            )
+        }
+        (c, 0) => format!(
+            "{} before it {} committed",
+            rows(c),
+            if c == 1 { "was" } else { "were" }
+        ),
+        (0, u) => format!(
+            "no row was written ({} left unchanged by ON CONFLICT)",
+            rows(u)
+        ),
+        (c, u) => format!(
+            "{} before it {} committed, {} left unchanged by ON CONFLICT",
+            rows(c),
+            if c == 1 { "was" } else { "were" },
+            rows(u)
+        ),
+    };
+    format!("{head}: {source}; {tail}")
+}
+
+impl SqlError {
+    /// PostgreSQL's DETAIL for this error, if it has one (the key of a
+    /// unique violation), looking through statement and row wrappers.
+    pub fn detail(&self) -> Option<String> {
+        match self {
+            SqlError::UniqueViolation {
+                columns, values, ..
+            } => Some(key_detail(columns, values)),
+            SqlError::Statement { source, .. } | SqlError::PartialWrite { source, .. } => {
+                source.detail()
+            }
+            _ => None,
+        }
+    }
+
+    /// The message without the detail (PostgreSQL's primary message):
+    /// `to_string()` shows the detail too, a PostgreSQL client gets it as a
+    /// separate field.
+    pub fn message(&self) -> String {
+        match self {
+            SqlError::UniqueViolation { constraint, .. } => {
+                format!("duplicate key value violates unique constraint \"{constraint}\"")
+            }
+            SqlError::Statement { index, sql, source } => {
+                format!("statement {index} (`{sql}`): {}", source.message())
+            }
+            SqlError::PartialWrite {
+                row,
+                total,
+                committed,
+                unchanged,
+                source,
+            } => partial_text(*row, *total, *committed, *unchanged, &source.message()),
+            other => other.to_string(),
+        }
+    }
+
+    /// The storage engine's error behind this one, if any (looking through
+    /// statement and row wrappers).
+    pub fn storage_error(&self) -> Option<&silt::Error> {
+        match self {
+            SqlError::Silt(e) => Some(e),
+            SqlError::Statement { source, .. } | SqlError::PartialWrite { source, .. } => {
+                source.storage_error()
+            }
+            _ => None,
+        }
+    }
+
+    /// The innermost error, through statement and row wrappers.
+    pub fn root(&self) -> &SqlError {
+        match self {
+            SqlError::Statement { source, .. } | SqlError::PartialWrite { source, .. } => {
+                source.root()
+            }
+            other => other,
+        }
+    }
 }
 
 impl From<DataFusionError> for SqlError {
@@ -64,9 +264,12 @@ fn unwrap_df(e: DataFusionError) -> SqlError {
     match e {
         DataFusionError::External(inner) => match inner.downcast::<silt::Error>() {
             Ok(se) => SqlError::Silt(*se),
-            Err(other) => match other.downcast::<DataFusionError>() {
-                Ok(de) => unwrap_df(*de),
-                Err(other) => SqlError::DataFusion(DataFusionError::External(other)),
+            Err(other) => match other.downcast::<SqlError>() {
+                Ok(sql) => *sql,
+                Err(other) => match other.downcast::<DataFusionError>() {
+                    Ok(de) => unwrap_df(*de),
+                    Err(other) => SqlError::DataFusion(DataFusionError::External(other)),
+                },
             },
         },
         DataFusionError::Context(ctx, inner) => match unwrap_df(*inner) {
@@ -86,5 +289,10 @@ fn unwrap_df(e: DataFusionError) -> SqlError {
 
 /// A storage error as a DataFusion error (it is recovered by `From`).
 pub(crate) fn silt_err(e: silt::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+/// An SQL-layer error as a DataFusion error (it is recovered by `From`).
+pub(crate) fn sql_err(e: SqlError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }

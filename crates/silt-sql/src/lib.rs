@@ -21,16 +21,30 @@
 //! - `ST_*` functions and `ft_contains` are registered ([`udf`]); kNN
 //!   (`ORDER BY ST_Distance(..) LIMIT k`) and spatial joins use the R-tree
 //!   ([`rules`]).
-//! - DDL and DML: `CREATE TABLE`, `CREATE INDEX ... USING kind`,
-//!   `DROP TABLE`, `DROP INDEX`, `INSERT` (unique), `UPSERT INTO` /
-//!   `INSERT OR REPLACE` / `INSERT ... ON CONFLICT DO UPDATE` (replace the
-//!   whole row), `DELETE`, `COMPACT t` (see [`ddl`]). Every row is its own
-//!   record-level transaction; DML returns one `count` column.
+//! - DDL and DML: `CREATE TABLE` (`PRIMARY KEY` and `NOT NULL` are kept
+//!   and enforced; other constraints and defaults are refused),
+//!   `CREATE INDEX ... USING kind`, `DROP TABLE`, `DROP INDEX`, `COMPACT t`
+//!   (see [`ddl`]); `INSERT` (a taken key is a unique violation), `INSERT
+//!   ... ON CONFLICT [(pk)] DO NOTHING` (rows whose key exists are skipped),
+//!   `INSERT ... ON CONFLICT [(pk)] DO UPDATE SET col = expr, ... [WHERE
+//!   cond]` (the existing row is updated; `expr` and `cond` see its columns
+//!   and the proposed row as `EXCLUDED.col`), MySQL's `ON DUPLICATE KEY
+//!   UPDATE`, `UPSERT INTO` / `INSERT OR REPLACE` / `REPLACE INTO` (the row
+//!   is replaced whole) (see [`insert`]); `UPDATE` and `DELETE` (see
+//!   [`table`]). Values are assigned to columns with PostgreSQL's rules
+//!   ([`coerce`]); errors name the column and carry PostgreSQL's codes
+//!   (`NOT NULL`, unique and type violations: [`SqlError`]).
+//! - Every row is its own record-level transaction: a statement stops at
+//!   its first failing row, the rows before it stay committed, and the
+//!   error says how many ([`SqlError::PartialWrite`]). DML returns one
+//!   `count` column: the rows inserted, updated or deleted.
 
+pub mod coerce;
 pub mod convert;
 pub mod ddl;
 pub mod error;
 pub mod geom;
+pub mod insert;
 pub mod rules;
 pub mod session;
 pub mod table;
@@ -53,7 +67,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::DataFrame;
 use futures::StreamExt;
 use parking_lot::{Mutex, RwLock};
-use silt::Database;
+use silt::{Database, Dataset};
 
 pub use error::SqlError;
 pub use session::{SqlSession, TxnStatus};
@@ -382,6 +396,7 @@ impl SqlEngine {
                     state.config_mut().set_extension(slot.clone());
                 }
                 let plan = state.statement_to_plan(*stmt).await?;
+                let plan = coerce::check_update(plan)?;
                 let df = match (&slot, &plan) {
                     // Queries and DML of a transaction block run with the
                     // block's transaction in their session config.
@@ -392,6 +407,28 @@ impl SqlEngine {
                 };
                 Ok(Output::Frame(df))
             }
+            Parsed::Insert(ins) => match self.silt_dataset(&ins.table)? {
+                Some(ds) => Ok(Output::Batches(
+                    insert::run(&self.ctx, ds, *ins, session.slot()).await?,
+                )),
+                None => {
+                    if !matches!(
+                        ins.on_conflict,
+                        insert::OnConflict::Fail | insert::OnConflict::Replace
+                    ) {
+                        return Err(SqlError::Unsupported(format!(
+                            "ON CONFLICT on `{}`, which is not a Silt table",
+                            ins.table
+                        )));
+                    }
+                    let plan = self
+                        .ctx
+                        .state()
+                        .statement_to_plan(ins.plain_statement())
+                        .await?;
+                    Ok(Output::Frame(self.ctx.execute_logical_plan(plan).await?))
+                }
+            },
             Parsed::Compact(name) => {
                 let ds = self.db.dataset(&name)?;
                 ddl::blocking(move || ds.compact().map_err(SqlError::from)).await?;
@@ -486,6 +523,38 @@ impl SqlEngine {
                     .await?;
                 Ok(Output::Batches(vec![]))
             }
+        }
+    }
+
+    /// The Silt dataset a table name in a statement names; `None` for a
+    /// table of another kind (registered in the session, or in another
+    /// catalog or schema), which DataFusion handles.
+    fn silt_dataset(
+        &self,
+        name: &datafusion::sql::sqlparser::ast::ObjectName,
+    ) -> Result<Option<Arc<Dataset>>, SqlError> {
+        let mut parts = ddl::object_parts(name);
+        let Some(table) = parts.pop() else {
+            return Err(SqlError::Invalid(format!("bad table name `{name}`")));
+        };
+        let opts = self.ctx.state().config().options().catalog.clone();
+        let ours = match parts.as_slice() {
+            [] => true,
+            [schema] => *schema == opts.default_schema,
+            [catalog, schema] => *catalog == opts.default_catalog && *schema == opts.default_schema,
+            _ => false,
+        };
+        if !ours {
+            return Ok(None);
+        }
+        match self.db.dataset(&table) {
+            Ok(ds) => Ok(Some(ds)),
+            Err(silt::Error::NoSuchDataset(_))
+                if self.ctx.table_exist(table.as_str()).unwrap_or(false) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
         }
     }
 }

@@ -58,8 +58,9 @@ use futures::StreamExt;
 use silt::{BatchOptions, Dataset, Geometry, IndexKind, Query, QueryOptions, Value, WriteMode};
 
 use crate::convert::{self, ColumnInfo};
-use crate::error::silt_err;
+use crate::error::{SqlError, silt_err, sql_err};
 use crate::geom;
+use crate::insert;
 use crate::session::TxnSlot;
 use crate::udf::{self, Func};
 
@@ -1402,6 +1403,7 @@ impl DisplayAs for SiltSink {
         let what = match self.op {
             SinkOp::Write(WriteMode::Insert) => "insert",
             SinkOp::Write(WriteMode::Upsert) => "upsert",
+            SinkOp::Write(WriteMode::InsertIgnore) => "insert-ignore",
             SinkOp::Delete => "delete",
             SinkOp::Update { .. } => "update",
         };
@@ -1438,9 +1440,17 @@ impl DataSink for SiltSink {
             let ds = self.ds.clone();
             let op = self.op;
             let pk_cols: Vec<String> = self.ds.def().primary_key.clone();
+            let before = count;
             let done = tokio::task::spawn_blocking(move || -> DfResult<u64> {
                 match op {
                     SinkOp::Write(mode) => {
+                        let key = |r: &Value| -> Vec<Value> {
+                            pk_cols
+                                .iter()
+                                .map(|k| r.get(k).cloned().unwrap_or(Value::Null))
+                                .collect()
+                        };
+                        let keys: Vec<Vec<Value>> = records.iter().map(key).collect();
                         let report = ds
                             .write_batch(
                                 records,
@@ -1451,8 +1461,19 @@ impl DataSink for SiltSink {
                                 },
                             )
                             .map_err(silt_err)?;
-                        if let Some((_, e)) = report.failed.into_iter().next() {
-                            return Err(silt_err(e));
+                        if let Some((i, e)) = report.failed.into_iter().next() {
+                            let e = insert::row_error(&ds, &keys[i], e);
+                            if before + i as u64 == 0 {
+                                return Err(sql_err(e));
+                            }
+                            let committed = before + report.committed as u64;
+                            return Err(sql_err(SqlError::PartialWrite {
+                                row: Some(before + i as u64 + 1),
+                                total: None,
+                                committed,
+                                unchanged: (before + i as u64).saturating_sub(committed),
+                                source: Box::new(e),
+                            }));
                         }
                         Ok(report.committed as u64)
                     }
@@ -1512,13 +1533,22 @@ impl SiltSink {
                     let records = convert::batch_to_records(&batch, &self.cols)?;
                     Box::new(move || {
                         slot.with(|t| {
+                            let mut n = 0;
                             for r in &records {
                                 match mode {
                                     WriteMode::Insert => t.insert(&ds, r.clone())?,
                                     WriteMode::Upsert => t.upsert(&ds, r.clone())?,
+                                    WriteMode::InsertIgnore => {
+                                        let (key, _) = ds.prepare(r.clone())?;
+                                        if t.get_raw(&ds, &key)?.is_some() {
+                                            continue;
+                                        }
+                                        t.insert(&ds, r.clone())?
+                                    }
                                 }
+                                n += 1;
                             }
-                            Ok(records.len() as u64)
+                            Ok(n)
                         })
                     })
                 }
@@ -1607,6 +1637,15 @@ fn apply_updates(ds: &Arc<Dataset>, changes: Changes) -> DfResult<u64> {
         let Some(rec @ Value::Object(_)) = ds.get(&pk).map_err(silt_err)? else {
             continue;
         };
+        if let Some((name, _)) = set
+            .iter()
+            .find(|(name, v)| *v == Value::Null && ds.def().not_null.contains(name))
+        {
+            return Err(sql_err(SqlError::NotNull {
+                table: ds.name().to_owned(),
+                column: name.clone(),
+            }));
+        }
         ds.upsert(assign(rec, set)).map_err(silt_err)?;
         n += 1;
     }

@@ -123,7 +123,10 @@ fn ddl_and_dml() {
     assert_eq!(count(&b), 3);
     // Unique insert: the duplicate key is named.
     let err = fail(&e, "INSERT INTO t (id, name) VALUES (2, 'again')");
-    assert!(err.contains("duplicate primary key 2"), "{err}");
+    assert!(
+        err.contains("violates unique constraint \"t_pkey\" (Key (id)=(2) already exists.)"),
+        "{err}"
+    );
     // Upserts in three spellings.
     assert_eq!(
         count(&run(
@@ -656,9 +659,15 @@ fn errors_are_clear_and_never_panic() {
         ("COMPACT", "COMPACT"),
         ("INSERT OVERWRITE g VALUES (1, NULL, 1)", ""),
         (
-            "INSERT INTO g VALUES (1, NULL, 1) ON CONFLICT DO NOTHING",
-            "DO NOTHING",
+            "INSERT INTO g VALUES (1, NULL, 1) ON CONFLICT (n) DO NOTHING",
+            "ON CONFLICT",
         ),
+        (
+            "INSERT INTO g VALUES (1, NULL, 1) RETURNING id",
+            "RETURNING",
+        ),
+        ("INSERT INTO g VALUES (1, NULL)", "target columns"),
+        ("INSERT INTO g (id, nope) VALUES (1, 2)", "no column `nope`"),
         ("CREATE TABLE c AS SELECT 1 AS id", "AS SELECT"),
     ];
     for (sql, needle) in cases {
@@ -674,7 +683,7 @@ fn errors_are_clear_and_never_panic() {
         "INSERT INTO g VALUES (7, 'POINT(0 0)', 1); INSERT INTO g VALUES (7, 'POINT(0 0)', 2); SELECT 1",
     );
     assert!(
-        err.contains("statement 2") && err.contains("duplicate primary key 7"),
+        err.contains("statement 2") && err.contains("Key (id)=(7) already exists"),
         "{err}"
     );
     assert_eq!(id_set(&run(&e, "SELECT id FROM g")), BTreeSet::from([7]));
@@ -812,4 +821,590 @@ fn hilbert_index_pushdown() {
     let sql = "SELECT id FROM h ORDER BY ST_Distance(p, ST_Point(0, 0)) LIMIT 3";
     assert!(!explain(&e, sql).contains("knn("));
     assert_eq!(ints(&run(&e, sql), 0).len(), 3);
+}
+
+/// The error of a failing statement, for matching its variant.
+fn fail_err(e: &SqlEngine, sql: &str) -> SqlError {
+    match e.execute_blocking(sql) {
+        Ok(_) => panic!("{sql}\n  should have failed"),
+        Err(err) => err,
+    }
+}
+
+/// (id, name, n) rows of table `t`, in key order.
+fn rows_of(e: &SqlEngine, sql: &str) -> Vec<(i64, Option<String>, Option<i64>)> {
+    let b = run(e, sql);
+    let mut out = Vec::new();
+    for x in &b {
+        let id = x.column(0).as_primitive::<Int64Type>();
+        let name = x.column(1).as_string::<i32>();
+        let n = x.column(2).as_primitive::<Int64Type>();
+        for i in 0..x.num_rows() {
+            out.push((
+                id.value(i),
+                (!name.is_null(i)).then(|| name.value(i).to_owned()),
+                (!n.is_null(i)).then(|| n.value(i)),
+            ));
+        }
+    }
+    out
+}
+
+fn row(id: i64, name: &str, n: i64) -> (i64, Option<String>, Option<i64>) {
+    (id, Some(name.to_owned()), Some(n))
+}
+
+#[test]
+fn on_conflict_do_update_assigns_the_set_list() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, n BIGINT, loc GEOMETRY)",
+    );
+    run(
+        &e,
+        "INSERT INTO t VALUES (1, 'one', 10, ST_Point(1, 1)), (2, 'two', 20, ST_Point(2, 2))",
+    );
+    // The geometry case: only `loc` changes, the proposed row's other
+    // columns are not stored.
+    let b = run(
+        &e,
+        "INSERT INTO t VALUES (1, 'ignored', 99, ST_Point(5, 5)) \
+         ON CONFLICT (id) DO UPDATE SET loc = ST_Point(7,7)",
+    );
+    assert_eq!(count(&b), 1);
+    let b = run(&e, "SELECT name, n, loc FROM t WHERE id = 1");
+    assert_eq!(strings(&b, 0), vec![Some("one".into())]);
+    assert_eq!(ints(&b, 1), vec![10]);
+    assert_eq!(strings(&b, 2), vec![Some("POINT(7 7)".into())]);
+
+    // EXCLUDED, the existing row bare and qualified; several rows, new and
+    // existing keys mixed.
+    let b = run(
+        &e,
+        "INSERT INTO t (id, name, n) VALUES (2, 'TWO', 5), (3, 'three', 30), (1, 'ONE', 1), (4, 'four', 40) \
+         ON CONFLICT (id) DO UPDATE SET n = t.n + EXCLUDED.n, name = name || '/' || excluded.name",
+    );
+    assert_eq!(count(&b), 4, "2 updated + 2 inserted");
+    assert_eq!(
+        rows_of(&e, "SELECT id, name, n FROM t ORDER BY id"),
+        vec![
+            row(1, "one/ONE", 11),
+            row(2, "two/TWO", 25),
+            row(3, "three", 30),
+            row(4, "four", 40)
+        ]
+    );
+    // The updated rows keep the columns the SET list does not name.
+    let b = run(&e, "SELECT loc FROM t WHERE id = 1");
+    assert_eq!(strings(&b, 0), vec![Some("POINT(7 7)".into())]);
+
+    // WHERE false: the row is left alone and not counted; a new key is
+    // still inserted.
+    let b = run(
+        &e,
+        "INSERT INTO t (id, name, n) VALUES (3, 'x', 0), (5, 'five', 50) \
+         ON CONFLICT (id) DO UPDATE SET n = 0 WHERE t.n > 1000",
+    );
+    assert_eq!(count(&b), 1);
+    let b = run(
+        &e,
+        "INSERT INTO t (id, name, n) VALUES (3, 'x', 0), (4, 'y', 0) \
+         ON CONFLICT (id) DO UPDATE SET n = excluded.n WHERE t.n = 30 AND excluded.name = 'x'",
+    );
+    assert_eq!(count(&b), 1);
+    assert_eq!(
+        rows_of(&e, "SELECT id, name, n FROM t WHERE id >= 3 ORDER BY id"),
+        vec![row(3, "three", 0), row(4, "four", 40), row(5, "five", 50)]
+    );
+
+    // ON CONSTRAINT <table>_pkey, no conflict target, MySQL's ON
+    // DUPLICATE KEY UPDATE with VALUES(col).
+    let b = run(
+        &e,
+        "INSERT INTO t (id, n) VALUES (5, 1) ON CONFLICT ON CONSTRAINT t_pkey \
+         DO UPDATE SET n = t.n + excluded.n",
+    );
+    assert_eq!(count(&b), 1);
+    run(
+        &e,
+        "INSERT INTO t (id, n) VALUES (5, 1) ON CONFLICT DO UPDATE SET n = n + 1",
+    );
+    run(
+        &e,
+        "INSERT INTO t (id, name) VALUES (5, 'FIVE') ON DUPLICATE KEY UPDATE name = VALUES(name)",
+    );
+    assert_eq!(
+        rows_of(&e, "SELECT id, name, n FROM t WHERE id = 5"),
+        vec![row(5, "FIVE", 52)]
+    );
+
+    // UPSERT INTO and INSERT OR REPLACE still replace the whole row.
+    run(&e, "UPSERT INTO t (id, name) VALUES (5, 'new')");
+    assert_eq!(
+        rows_of(&e, "SELECT id, name, n FROM t WHERE id = 5"),
+        vec![(5, Some("new".into()), None)]
+    );
+    run(&e, "INSERT OR REPLACE INTO t (id, n) VALUES (5, 7)");
+    assert_eq!(
+        rows_of(&e, "SELECT id, name, n FROM t WHERE id = 5"),
+        vec![(5, None, Some(7))]
+    );
+
+    // INSERT ... SELECT with ON CONFLICT.
+    run(&e, "CREATE TABLE src (id BIGINT PRIMARY KEY, n BIGINT)");
+    run(&e, "INSERT INTO src VALUES (1, 1000), (9, 9)");
+    let b = run(
+        &e,
+        "INSERT INTO t (id, n) SELECT id, n FROM src ON CONFLICT (id) DO UPDATE SET n = excluded.n",
+    );
+    assert_eq!(count(&b), 2);
+    assert_eq!(
+        ints(
+            &run(&e, "SELECT n FROM t WHERE id IN (1, 9) ORDER BY id"),
+            0
+        ),
+        vec![1000, 9]
+    );
+
+    // What ON CONFLICT refuses, with a clear message.
+    let err = fail_err(
+        &e,
+        "INSERT INTO t (id, n) VALUES (1, 1) ON CONFLICT (name) DO UPDATE SET n = 1",
+    );
+    assert!(matches!(err, SqlError::ConflictTarget { .. }), "{err}");
+    assert!(err.to_string().contains("primary key"), "{err}");
+    let err = fail(
+        &e,
+        "INSERT INTO t (id, n) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET id = 2",
+    );
+    assert!(err.contains("primary-key column `id`"), "{err}");
+    let err = fail(
+        &e,
+        "INSERT INTO t (id, n) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET nope = 2",
+    );
+    assert!(err.contains("no column `nope`"), "{err}");
+    let err = fail(
+        &e,
+        "INSERT INTO t (id, n) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET n = missing + 1",
+    );
+    assert!(err.contains("missing"), "{err}");
+    let err = fail(
+        &e,
+        "INSERT INTO t (id, n) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET n = 1 WHERE t.n",
+    );
+    assert!(err.contains("boolean"), "{err}");
+    // Two proposed rows with one key: PostgreSQL's refusal, after the
+    // rows before the second one.
+    let err = fail_err(
+        &e,
+        "INSERT INTO t (id, n) VALUES (20, 1), (21, 1), (20, 2) ON CONFLICT (id) DO UPDATE SET n = 0",
+    );
+    let SqlError::PartialWrite {
+        row,
+        committed,
+        source,
+        ..
+    } = &err
+    else {
+        panic!("{err:?}");
+    };
+    assert_eq!((*row, *committed), (Some(3), 2));
+    assert!(
+        matches!(**source, SqlError::AffectsRowTwice { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("cannot affect row a second time"),
+        "{err}"
+    );
+    assert_eq!(
+        id_set(&run(&e, "SELECT id FROM t WHERE id >= 20")),
+        BTreeSet::from([20, 21])
+    );
+}
+
+#[test]
+fn on_conflict_keeps_undeclared_fields_and_composite_keys() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE c (a BIGINT, b VARCHAR, n BIGINT, PRIMARY KEY (a, b))",
+    );
+    let ds = e.database().dataset("c").expect("c");
+    ds.insert(silt::Value::Object(vec![
+        ("a".into(), silt::Value::Int(1)),
+        ("b".into(), "x".into()),
+        ("n".into(), silt::Value::Int(1)),
+        ("hidden".into(), silt::Value::Bool(true)),
+    ]))
+    .expect("insert");
+    let b = run(
+        &e,
+        "INSERT INTO c VALUES (1, 'x', 5), (1, 'y', 6) ON CONFLICT (b, a) DO UPDATE SET n = c.n + excluded.n",
+    );
+    assert_eq!(count(&b), 2);
+    let rec = ds
+        .get(&[silt::Value::Int(1), "x".into()])
+        .expect("get")
+        .expect("record");
+    assert_eq!(rec.get("n"), Some(&silt::Value::Int(6)));
+    assert_eq!(rec.get("hidden"), Some(&silt::Value::Bool(true)));
+    // A composite key's duplicate names every key column.
+    let err = fail_err(&e, "INSERT INTO c VALUES (1, 'y', 0)");
+    assert_eq!(
+        err.detail().as_deref(),
+        Some("Key (a, b)=(1, y) already exists.")
+    );
+    let err = fail(
+        &e,
+        "INSERT INTO c VALUES (1, 'y', 0) ON CONFLICT (a) DO NOTHING",
+    );
+    assert!(err.contains("not the primary key"), "{err}");
+}
+
+#[test]
+fn on_conflict_do_nothing_counts_inserted_rows() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, n BIGINT)",
+    );
+    run(&e, "INSERT INTO t VALUES (1, 'one', 1), (3, 'three', 3)");
+    let b = run(
+        &e,
+        "INSERT INTO t VALUES (1, 'x', 0), (2, 'two', 2), (3, 'x', 0), (4, 'four', 4) ON CONFLICT DO NOTHING",
+    );
+    assert_eq!(count(&b), 2);
+    let b = run(
+        &e,
+        "INSERT INTO t VALUES (4, 'x', 0), (5, 'five', 5) ON CONFLICT (id) DO NOTHING",
+    );
+    assert_eq!(count(&b), 1);
+    let b = run(
+        &e,
+        "INSERT INTO t VALUES (5, 'x', 0) ON CONFLICT (id) DO NOTHING",
+    );
+    assert_eq!(count(&b), 0);
+    // The same key twice in one statement: the first is inserted.
+    let b = run(
+        &e,
+        "INSERT INTO t VALUES (6, 'six', 6), (6, 'x', 0) ON CONFLICT DO NOTHING",
+    );
+    assert_eq!(count(&b), 1);
+    assert_eq!(
+        rows_of(&e, "SELECT id, name, n FROM t ORDER BY id"),
+        vec![
+            row(1, "one", 1),
+            row(2, "two", 2),
+            row(3, "three", 3),
+            row(4, "four", 4),
+            row(5, "five", 5),
+            row(6, "six", 6)
+        ]
+    );
+    // A failure after skipped rows says what happened to the rows before.
+    let err = fail(
+        &e,
+        "INSERT INTO t VALUES (1, 'x', 0), (7, 'seven', 7), (NULL, 'x', 0) ON CONFLICT DO NOTHING",
+    );
+    assert_eq!(
+        err,
+        "row 3 of 3 failed: null value in column \"id\" of relation \"t\" violates not-null constraint; \
+         1 row before it was committed, 1 row left unchanged by ON CONFLICT"
+    );
+}
+
+#[test]
+fn null_keys_and_not_null_columns_are_not_null_violations() {
+    let (d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR NOT NULL, note VARCHAR NULL)",
+    );
+    let want = |col: &str| {
+        format!("null value in column \"{col}\" of relation \"t\" violates not-null constraint")
+    };
+    for (sql, col) in [
+        ("INSERT INTO t VALUES (NULL, 'a', NULL)", "id"),
+        ("INSERT INTO t (name) VALUES ('a')", "id"),
+        ("INSERT INTO t VALUES (1, NULL, 'n')", "name"),
+        ("INSERT INTO t (id) VALUES (1)", "name"),
+        ("UPSERT INTO t (id, note) VALUES (1, 'n')", "name"),
+        ("INSERT INTO t SELECT NULL, 'a', 'b'", "id"),
+    ] {
+        let err = fail_err(&e, sql);
+        assert!(
+            matches!(&err, SqlError::NotNull { table, column } if table == "t" && column == col),
+            "{sql}: {err:?}"
+        );
+        assert_eq!(err.to_string(), want(col), "{sql}");
+    }
+    run(&e, "INSERT INTO t VALUES (1, 'a', NULL)");
+    let err = fail(
+        &e,
+        "INSERT INTO t VALUES (1, 'b', NULL) ON CONFLICT (id) DO UPDATE SET name = NULL",
+    );
+    assert_eq!(err, want("name"));
+    let err = fail_err(&e, "UPDATE t SET name = NULL WHERE id = 1");
+    assert!(matches!(err.root(), SqlError::NotNull { .. }), "{err:?}");
+    assert_eq!(
+        strings(&run(&e, "SELECT name FROM t"), 0),
+        vec![Some("a".into())]
+    );
+    // A composite key: every part.
+    run(
+        &e,
+        "CREATE TABLE c (a BIGINT, b VARCHAR, PRIMARY KEY (a, b))",
+    );
+    let err = fail(&e, "INSERT INTO c VALUES (1, NULL)");
+    assert!(err.contains("column \"b\" of relation \"c\""), "{err}");
+    // NOT NULL is kept in the catalog and enforced by the core API too.
+    let ds = e.database().dataset("t").expect("t");
+    assert_eq!(ds.def().not_null, vec!["name".to_owned()]);
+    let err = ds
+        .insert(silt::Value::Object(vec![(
+            "id".into(),
+            silt::Value::Int(9),
+        )]))
+        .expect_err("NOT NULL");
+    assert!(err.to_string().contains("NOT NULL"), "{err}");
+    drop(ds);
+    let db = e.database().clone();
+    drop(e);
+    db.close().expect("close");
+    drop(db);
+    let db = Database::open(d.path(), DbOptions::default()).expect("reopen");
+    assert_eq!(
+        db.dataset("t").expect("t").def().not_null,
+        vec!["name".to_owned()]
+    );
+    // Constraints Silt does not keep are refused, not ignored.
+    let e = SqlEngine::new(Arc::new(db)).expect("engine");
+    for sql in [
+        "CREATE TABLE u (id BIGINT PRIMARY KEY, email VARCHAR UNIQUE)",
+        "CREATE TABLE u (id BIGINT PRIMARY KEY, n BIGINT DEFAULT 0)",
+        "CREATE TABLE u (id BIGINT PRIMARY KEY, n BIGINT CHECK (n > 0))",
+        "CREATE TABLE u (id BIGINT PRIMARY KEY, n BIGINT, UNIQUE (n))",
+    ] {
+        let err = fail_err(&e, sql);
+        assert!(matches!(err, SqlError::Unsupported(_)), "{sql}: {err}");
+    }
+}
+
+#[test]
+fn duplicate_keys_are_unique_violations_naming_the_key() {
+    let (_d, e) = engine();
+    run(&e, "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR)");
+    run(&e, "INSERT INTO t VALUES (1, 'a')");
+    let err = fail_err(&e, "INSERT INTO t VALUES (1, 'b')");
+    assert_eq!(
+        err.message(),
+        "duplicate key value violates unique constraint \"t_pkey\""
+    );
+    assert_eq!(
+        err.detail().as_deref(),
+        Some("Key (id)=(1) already exists.")
+    );
+    assert_eq!(
+        err.to_string(),
+        "duplicate key value violates unique constraint \"t_pkey\" (Key (id)=(1) already exists.)"
+    );
+    run(&e, "CREATE TABLE s (k VARCHAR PRIMARY KEY)");
+    run(&e, "INSERT INTO s VALUES ('x y')");
+    let err = fail_err(&e, "INSERT INTO s VALUES ('x y')");
+    assert_eq!(
+        err.detail().as_deref(),
+        Some("Key (k)=(x y) already exists.")
+    );
+}
+
+#[test]
+fn type_errors_name_the_column_and_the_types() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, x DOUBLE, ok BOOLEAN, name VARCHAR, loc GEOMETRY, raw BYTEA)",
+    );
+    let mismatch = |col: &str, ty: &str, found: &str| {
+        format!("column \"{col}\" is of type {ty} but expression is of type {found}")
+    };
+    let syntax = |col: &str, ty: &str, text: &str| {
+        format!("invalid input syntax for type {ty}: \"{text}\" (column \"{col}\")")
+    };
+    let cases = [
+        (
+            "INSERT INTO t (id) VALUES ('abc')",
+            syntax("id", "bigint", "abc"),
+        ),
+        (
+            "INSERT INTO t (id) VALUES ('1.5')",
+            syntax("id", "bigint", "1.5"),
+        ),
+        (
+            "INSERT INTO t (id, x) VALUES (1, 'abc')",
+            syntax("x", "double precision", "abc"),
+        ),
+        (
+            "INSERT INTO t (id, ok) VALUES (1, 'maybe')",
+            syntax("ok", "boolean", "maybe"),
+        ),
+        (
+            "INSERT INTO t (id, x) VALUES (1, true)",
+            mismatch("x", "double precision", "boolean"),
+        ),
+        (
+            "INSERT INTO t (id) VALUES (true)",
+            mismatch("id", "bigint", "boolean"),
+        ),
+        (
+            "INSERT INTO t (id, ok) VALUES (1, 1)",
+            mismatch("ok", "boolean", "bigint"),
+        ),
+        (
+            "INSERT INTO t (id, loc) VALUES (1, 5)",
+            mismatch("loc", "geometry", "bigint"),
+        ),
+        (
+            "INSERT INTO t (id, name) VALUES (1, X'00')",
+            mismatch("name", "text", "bytea"),
+        ),
+        (
+            "INSERT INTO t (id, x) VALUES (1, X'00')",
+            mismatch("x", "double precision", "bytea"),
+        ),
+        (
+            "INSERT INTO t (id, raw) VALUES (1, 2.5)",
+            mismatch("raw", "bytea", "double precision"),
+        ),
+        (
+            "INSERT INTO t (id) VALUES (1e300)",
+            "1e300 is out of range for type bigint (column \"id\")".to_owned(),
+        ),
+        (
+            "INSERT INTO t (id) VALUES (18446744073709551615)",
+            "18446744073709551615 is out of range for type bigint (column \"id\")".to_owned(),
+        ),
+    ];
+    for (sql, want) in &cases {
+        let err = fail_err(&e, sql);
+        assert_eq!(&err.to_string(), want, "{sql}");
+    }
+    // The SQLSTATE classes: mismatches are refused before any row.
+    assert!(matches!(
+        fail_err(&e, "INSERT INTO t (id, x) VALUES (1, true)"),
+        SqlError::TypeMismatch { .. }
+    ));
+    assert!(matches!(
+        fail_err(&e, "INSERT INTO t (id) VALUES ('abc')"),
+        SqlError::InvalidText { .. }
+    ));
+    // What converts, as PostgreSQL assigns it.
+    run(
+        &e,
+        "INSERT INTO t VALUES ('7', '2.5', 'yes', 12, 'POINT(1 2)', 'ab'), (2.5, 1, 'off', true, NULL, NULL)",
+    );
+    let b = run(&e, "SELECT id, x, ok, name FROM t ORDER BY id");
+    assert_eq!(ints(&b, 0), vec![3, 7], "2.5 rounds to 3");
+    assert_eq!(floats(&b, 1), vec![1.0, 2.5]);
+    assert_eq!(strings(&b, 3), vec![Some("true".into()), Some("12".into())]);
+    // A text column of a query into a bigint column reads each value.
+    run(&e, "CREATE TABLE s (k VARCHAR PRIMARY KEY)");
+    run(&e, "INSERT INTO s VALUES ('10'), ('11'), ('zz')");
+    let err = fail(&e, "INSERT INTO t (id) SELECT k FROM s ORDER BY k");
+    assert_eq!(
+        err,
+        "row 3 of 3 failed: invalid input syntax for type bigint: \"zz\" (column \"id\"); \
+         the 2 rows before it were committed"
+    );
+    // ON CONFLICT's SET list follows the same rules.
+    let err = fail(
+        &e,
+        "INSERT INTO t (id) VALUES (7) ON CONFLICT (id) DO UPDATE SET x = 'abc'",
+    );
+    assert_eq!(err, syntax("x", "double precision", "abc"));
+    let err = fail(
+        &e,
+        "INSERT INTO t (id) VALUES (7) ON CONFLICT (id) DO UPDATE SET ok = 1",
+    );
+    assert_eq!(err, mismatch("ok", "boolean", "bigint"));
+    // And UPDATE's.
+    let err = fail(&e, "UPDATE t SET x = 'abc' WHERE id = 7");
+    assert_eq!(err, syntax("x", "double precision", "abc"));
+    let err = fail(&e, "UPDATE t SET ok = 1 WHERE id = 7");
+    assert_eq!(err, mismatch("ok", "boolean", "bigint"));
+    assert_eq!(count(&run(&e, "UPDATE t SET x = '4.5' WHERE id = 7")), 1);
+    assert_eq!(
+        floats(&run(&e, "SELECT x FROM t WHERE id = 7"), 0),
+        vec![4.5]
+    );
+}
+
+#[test]
+fn multi_row_inserts_say_how_many_rows_landed() {
+    let (_d, e) = engine();
+    run(&e, "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR)");
+    run(&e, "INSERT INTO t VALUES (3, 'three')");
+    let err = fail_err(
+        &e,
+        "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd'), (5, 'e')",
+    );
+    assert_eq!(
+        err.to_string(),
+        "row 3 of 5 failed: duplicate key value violates unique constraint \"t_pkey\" \
+         (Key (id)=(3) already exists.); the 2 rows before it were committed"
+    );
+    assert!(matches!(err.root(), SqlError::UniqueViolation { .. }));
+    assert_eq!(
+        id_set(&run(&e, "SELECT id FROM t")),
+        BTreeSet::from([1, 2, 3])
+    );
+    // A NULL or a value that does not convert stops at its row too.
+    let err = fail(&e, "INSERT INTO t VALUES (10, 'a'), (NULL, 'b'), (12, 'c')");
+    assert_eq!(
+        err,
+        "row 2 of 3 failed: null value in column \"id\" of relation \"t\" violates not-null constraint; \
+         the 1 row before it was committed"
+    );
+    let err = fail(&e, "INSERT INTO t VALUES ('20', 'a'), ('x', 'b')");
+    assert!(
+        err.starts_with("row 2 of 2 failed: invalid input syntax for type bigint"),
+        "{err}"
+    );
+    let err = fail(&e, "INSERT INTO t VALUES (3, 'a'), (30, 'b')");
+    assert!(
+        err.starts_with("row 1 of 2 failed") && err.ends_with("no row was written"),
+        "{err}"
+    );
+    assert_eq!(
+        id_set(&run(&e, "SELECT id FROM t")),
+        BTreeSet::from([1, 2, 3, 10, 20])
+    );
+    // Across batches (DataFusion hands the rows over 8192 at a time).
+    run(&e, "INSERT INTO t VALUES (9000, 'taken')");
+    let err = fail_err(
+        &e,
+        "INSERT INTO t SELECT value + 100, 'g' FROM generate_series(1, 10000) ORDER BY value",
+    );
+    let SqlError::PartialWrite {
+        row,
+        total,
+        committed,
+        ..
+    } = &err
+    else {
+        panic!("{err:?}");
+    };
+    assert_eq!(
+        (*row, *total, *committed),
+        (Some(8900), Some(10000), 8899),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("the 8899 rows before it were committed"),
+        "{err}"
+    );
+    let b = run(&e, "SELECT count(*) FROM t WHERE name = 'g'");
+    assert_eq!(ints(&b, 0), vec![8899]);
 }

@@ -267,3 +267,76 @@ fn the_engine_session_spans_calls() {
     let b = e.execute_blocking("SELECT id FROM log").unwrap();
     assert!(ints(&b).is_empty());
 }
+
+/// INSERT (with ON CONFLICT, and from a query) inside a block goes through
+/// the block: invisible outside until COMMIT, undone by ROLLBACK.
+#[test]
+fn inserts_with_on_conflict_inside_a_block() {
+    let (_d, e) = engine();
+    let rt = rt();
+    let (a, b) = (SqlSession::new(), SqlSession::new());
+    run(&rt, &e, &a, "BEGIN");
+    run(
+        &rt,
+        &e,
+        &a,
+        "INSERT INTO acc VALUES (1, 5, NULL), (4, 40, ST_Point(4, 4)) ON CONFLICT (id) DO UPDATE SET bal = acc.bal + EXCLUDED.bal",
+    );
+    run(
+        &rt,
+        &e,
+        &a,
+        "INSERT INTO acc VALUES (2, 0, NULL) ON CONFLICT DO NOTHING",
+    );
+    run(
+        &rt,
+        &e,
+        &a,
+        "INSERT INTO log SELECT id, 'copied' FROM acc WHERE id >= 4",
+    );
+    assert_eq!(
+        ints(&run(&rt, &e, &a, "SELECT bal FROM acc ORDER BY id")),
+        vec![105, 100, 40]
+    );
+    assert_eq!(ints(&run(&rt, &e, &a, "SELECT id FROM log")), vec![4]);
+    assert_eq!(
+        ints(&run(&rt, &e, &b, "SELECT bal FROM acc ORDER BY id")),
+        vec![100, 100]
+    );
+    assert!(ints(&run(&rt, &e, &b, "SELECT id FROM log")).is_empty());
+    run(&rt, &e, &a, "ROLLBACK");
+    assert_eq!(
+        ints(&run(&rt, &e, &b, "SELECT bal FROM acc ORDER BY id")),
+        vec![100, 100]
+    );
+    run(
+        &rt,
+        &e,
+        &a,
+        "BEGIN; INSERT INTO acc VALUES (1, 5, NULL) ON CONFLICT (id) DO UPDATE SET bal = acc.bal + EXCLUDED.bal",
+    );
+    // Someone else changes row 1 before the block commits: a conflict.
+    run(&rt, &e, &b, "UPDATE acc SET bal = 1 WHERE id = 1");
+    let err = fails(&rt, &e, &a, "COMMIT");
+    assert!(
+        matches!(err, SqlError::Silt(silt::Error::Conflict { .. })),
+        "{err}"
+    );
+    run(
+        &rt,
+        &e,
+        &a,
+        "BEGIN; INSERT INTO acc VALUES (1, 5, NULL) ON CONFLICT (id) DO UPDATE SET bal = acc.bal + EXCLUDED.bal; COMMIT",
+    );
+    assert_eq!(
+        ints(&run(&rt, &e, &b, "SELECT bal FROM acc WHERE id = 1")),
+        vec![6]
+    );
+    // A duplicate inside a block fails the block with the plain 23505 error.
+    run(&rt, &e, &a, "BEGIN; INSERT INTO log VALUES (7, 'x')");
+    let err = fails(&rt, &e, &a, "INSERT INTO log VALUES (8, 'y'), (7, 'dup')");
+    assert!(err.to_string().contains("duplicate key"), "{err}");
+    assert_eq!(a.status(), TxnStatus::Failed);
+    run(&rt, &e, &a, "ROLLBACK");
+    assert!(ints(&run(&rt, &e, &b, "SELECT id FROM log")).is_empty());
+}

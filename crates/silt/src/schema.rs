@@ -22,6 +22,10 @@ pub struct DatasetDef {
     pub primary_key: Vec<String>,
     /// Declared fields and their types.
     pub fields: Vec<(String, FieldType)>,
+    /// Declared fields a record must hold, not null (SQL's `NOT NULL`; the
+    /// primary-key fields always must).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_null: Vec<String>,
     /// Number of storage partitions (hash of the primary key).
     pub partitions: u32,
     /// Memory budget shared by all in-memory components of the dataset, bytes.
@@ -50,6 +54,7 @@ impl DatasetDef {
             id: 0,
             primary_key: primary_key.iter().map(|s| (*s).to_owned()).collect(),
             fields: Vec::new(),
+            not_null: Vec::new(),
             partitions: 1,
             memory_budget: 64 << 20,
             policy: MergePolicy::default(),
@@ -65,6 +70,13 @@ impl DatasetDef {
     pub fn field(mut self, name: &str, ty: FieldType) -> Self {
         self.fields.retain(|(n, _)| n != name);
         self.fields.push((name.to_owned(), ty));
+        self
+    }
+    /// Require a declared field to be present and not null in every record.
+    pub fn not_null(mut self, name: &str) -> Self {
+        if !self.not_null.iter().any(|n| n == name) {
+            self.not_null.push(name.to_owned());
+        }
         self
     }
     pub fn memory_budget(mut self, bytes: u64) -> Self {
@@ -107,6 +119,14 @@ impl DatasetDef {
             {
                 return Err(Error::Config(format!(
                     "primary key field `{k}` is declared {t}, which cannot be a key; use int, double, string, binary or bool"
+                )));
+            }
+        }
+        for f in &self.not_null {
+            if self.field_type(f).is_none() {
+                return Err(Error::Config(format!(
+                    "NOT NULL field `{f}` is not a declared field of `{}`",
+                    self.name
                 )));
             }
         }

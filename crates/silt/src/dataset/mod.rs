@@ -324,6 +324,14 @@ impl Dataset {
             out_fields.push((name, v));
         }
         let record = Value::Object(out_fields);
+        for f in &self.def.not_null {
+            if matches!(record.get(f), None | Some(Value::Null)) {
+                return Err(Error::invalid(
+                    Some(f),
+                    "null value violates the NOT NULL constraint",
+                ));
+            }
+        }
         let mut parts = Vec::with_capacity(self.def.primary_key.len());
         for k in &self.def.primary_key {
             match record.get(k) {

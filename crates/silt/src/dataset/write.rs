@@ -13,6 +13,9 @@ pub(super) const SEC_BATCH_LOG_BYTES: usize = 1 << 20;
 pub enum WriteMode {
     Insert,
     Upsert,
+    /// Insert unless the key is live, which is left as it is (not an error,
+    /// not counted as committed): SQL's `ON CONFLICT DO NOTHING`.
+    InsertIgnore,
 }
 
 /// How a batch of records is written.
@@ -64,12 +67,22 @@ pub(super) enum WriteOp {
     Insert(Vec<u8>, Vec<u8>),
     Upsert(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
+    InsertIgnore(Vec<u8>, Vec<u8>),
 }
 
 impl WriteOp {
     fn key(&self) -> &[u8] {
         match self {
             WriteOp::Insert(k, _) | WriteOp::Upsert(k, _) | WriteOp::Delete(k) => k,
+            WriteOp::InsertIgnore(k, _) => k,
+        }
+    }
+
+    fn of(mode: WriteMode, key: Vec<u8>, value: Vec<u8>) -> WriteOp {
+        match mode {
+            WriteMode::Insert => WriteOp::Insert(key, value),
+            WriteMode::Upsert => WriteOp::Upsert(key, value),
+            WriteMode::InsertIgnore => WriteOp::InsertIgnore(key, value),
         }
     }
 }
@@ -130,7 +143,9 @@ impl Dataset {
         let idx = self.indexes.read().clone();
         let has_sec = !idx.defs.is_empty();
         let prior = match op {
-            WriteOp::Insert(..) | WriteOp::Delete(_) => tree.check_entry(key)?,
+            WriteOp::Insert(..) | WriteOp::InsertIgnore(..) | WriteOp::Delete(_) => {
+                tree.check_entry(key)?
+            }
             WriteOp::Upsert(..) if track_undo || has_sec => tree.check_entry(key)?,
             WriteOp::Upsert(..) => None,
         };
@@ -138,6 +153,7 @@ impl Dataset {
         match op {
             WriteOp::Insert(..) if live => return Err(self.duplicate(key)),
             WriteOp::Delete(_) if !live => return Ok(false),
+            WriteOp::InsertIgnore(..) if live => return Ok(false),
             _ => {}
         }
         // Secondary index changes, computed before anything is written so that
@@ -152,7 +168,9 @@ impl Dataset {
                 _ => None,
             };
             let new_rec = match op {
-                WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) => Some(value::decode_value(v)?),
+                WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v) => {
+                    Some(value::decode_value(v)?)
+                }
                 WriteOp::Delete(_) => None,
             };
             for (i, d) in idx.defs.iter().enumerate() {
@@ -195,7 +213,7 @@ impl Dataset {
         }
         let seq = self.next_seq();
         let (entry, log_op) = match op {
-            WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) => {
+            WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v) => {
                 (Entry::put(seq, v.clone()), LogOp::Put)
             }
             WriteOp::Delete(_) => (Entry::delete(seq), LogOp::Delete),
@@ -211,7 +229,9 @@ impl Dataset {
                 key: key.to_vec(),
                 seq,
                 value: match op {
-                    WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) => v.clone(),
+                    WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v) => {
+                        v.clone()
+                    }
                     WriteOp::Delete(_) => Vec::new(),
                 },
             })
@@ -454,10 +474,7 @@ impl Dataset {
         let total = records.len();
         for (i, rec) in records.into_iter().enumerate() {
             let op = match self.prepare(rec) {
-                Ok((k, v)) => match opts.mode {
-                    WriteMode::Insert => WriteOp::Insert(k, v),
-                    WriteMode::Upsert => WriteOp::Upsert(k, v),
-                },
+                Ok((k, v)) => WriteOp::of(opts.mode, k, v),
                 Err(e) => {
                     report.failed.push((i, e));
                     if opts.stop_on_error {
@@ -520,10 +537,7 @@ impl Dataset {
         let mut ops = Vec::with_capacity(total);
         for (i, rec) in records.into_iter().enumerate() {
             match self.prepare(rec) {
-                Ok((k, v)) => ops.push(match opts.mode {
-                    WriteMode::Insert => WriteOp::Insert(k, v),
-                    WriteMode::Upsert => WriteOp::Upsert(k, v),
-                }),
+                Ok((k, v)) => ops.push(WriteOp::of(opts.mode, k, v)),
                 Err(e) => {
                     report.failed.push((i, e));
                     report.not_attempted = total - report.failed.len();
@@ -543,8 +557,11 @@ impl Dataset {
             ctx.locks.lock_x(txn, n);
         }
         let mut work = TxnWork::default();
+        let mut written = 0;
         for (i, op) in ops.iter().enumerate() {
-            if let Err(e) = self.apply(txn, op, &mut work, true) {
+            let applied = self.apply(txn, op, &mut work, true);
+            written += usize::from(matches!(applied, Ok(true)));
+            if let Err(e) = applied {
                 self.undo(&mut work);
                 ctx.abort(txn, &work.mems);
                 self.group.charge(work.cost)?;
@@ -559,7 +576,7 @@ impl Dataset {
         let h = ctx.commit(txn, &work.mems);
         self.group.charge(work.cost)?;
         h.acknowledge(ctx.durability)?;
-        report.committed = total;
+        report.committed = written;
         Ok(report)
     }
 }
