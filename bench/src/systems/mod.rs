@@ -2,7 +2,8 @@
 //! description of its configuration); each workload family adds a capability
 //! trait with the operations it drives ([`KvStore`] for single-writer key-value
 //! workloads, [`SharedKv`] for many writer threads, [`SpatialStore`] for the
-//! spatial workloads; the text and SQL workloads add their own next to them).
+//! spatial workloads, [`TxnStore`] for multi-statement transactions over two
+//! tables; the text and SQL workloads add their own next to them).
 
 pub mod json_stats;
 pub mod lucene;
@@ -16,6 +17,10 @@ pub mod silt;
 pub mod silt_spatial;
 pub mod sqlite;
 pub mod sqlite_spatial;
+pub mod txn_postgres;
+#[cfg(feature = "silt")]
+pub mod txn_silt;
+pub mod txn_sqlite;
 
 use std::{ops::Range, path::Path};
 
@@ -183,6 +188,90 @@ impl KvSystemSpec {
             KvSystemSpec::RocksDb => Ok(Box::new(rocks::RocksKv::open(dir, cfg)?)),
             KvSystemSpec::Sqlite => Ok(Box::new(sqlite::SqliteKv::open(dir, cfg)?)),
         }
+    }
+}
+
+/// Bytes of the opaque payload of a [`TxnRow`].
+pub const TXN_PAYLOAD_BYTES: usize = 100;
+/// The two tables (datasets) of the transaction workloads.
+pub const TXN_TABLES: [&str; 2] = ["place_a", "place_b"];
+
+/// One upsert of a transaction workload: the record `(id, v, loc = (lon, lat),
+/// payload)` into table [`TXN_TABLES`]`[table]`.
+#[derive(Clone, Debug)]
+pub struct TxnRow {
+    /// 0 or 1: which of [`TXN_TABLES`].
+    pub table: usize,
+    /// Primary key.
+    pub id: i64,
+    /// The B+-tree-indexed integer attribute.
+    pub v: i64,
+    /// The R-tree/GiST-indexed point.
+    pub lon: f64,
+    pub lat: f64,
+    pub payload: [u8; TXN_PAYLOAD_BYTES],
+}
+
+/// Two tables, each `(id primary key, v integer, loc point, payload)` with a
+/// spatial index on `loc` and a B-tree on `v`, written by many client threads
+/// in multi-statement transactions, every commit durable (fsynced) before it
+/// is acknowledged.
+pub trait TxnStore: System + Sync {
+    /// Writes `rows` (untimed, in large batches) and lets the store settle
+    /// (Silt: flush + wait for merges; PostgreSQL: CHECKPOINT; SQLite: WAL
+    /// checkpoint).
+    fn preload(&self, rows: &[TxnRow]) -> Result<()>;
+    /// A handle for one client thread (PostgreSQL and SQLite: its own connection).
+    fn client(&self) -> Result<Box<dyn TxnClient + '_>>;
+    /// fsyncs of the system's log so far, counted the way that fits the system
+    /// (in-process systems: every fsync/fdatasync of the process, see
+    /// [`crate::fsync_count`]; PostgreSQL: `pg_stat_wal.wal_sync`); `None` when unknown.
+    fn fsyncs(&self) -> Option<u64>;
+    /// Where [`TxnStore::fsyncs`] comes from, for the result header.
+    fn fsync_source(&self) -> &'static str;
+    /// CPU seconds used so far by the system's server processes, for a
+    /// client-server system (the in-process systems' CPU is the harness's own).
+    fn server_cpu_seconds(&self) -> Option<f64> {
+        None
+    }
+    /// Row counts of each table, once per access path (primary, B-tree on v,
+    /// spatial index), as `(label, table number, count)`: every path of a table
+    /// must see the same rows.
+    fn counts(&self) -> Result<Vec<(String, usize, u64)>>;
+    /// The system's own counters as `Stat` rows (metric names prefixed with
+    /// `prefix`): what changed since the previous call.
+    fn stats(&self, prefix: &str) -> Result<Vec<ResultRow>>;
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// Turns cumulative counters into increments since the previous call:
+/// `last` keeps the previous values; names containing `max` are kept as they are.
+pub fn counter_deltas(
+    last: &std::sync::Mutex<std::collections::HashMap<String, f64>>,
+    now: Vec<(String, f64, String)>,
+) -> Vec<(String, f64, String)> {
+    let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+    now.into_iter()
+        .map(|(name, v, unit)| {
+            let prev = last.insert(name.clone(), v).unwrap_or(0.0);
+            let d = if name.contains("max") { v } else { v - prev };
+            (name, d, unit)
+        })
+        .collect()
+}
+
+/// One client thread's handle on a [`TxnStore`].
+pub trait TxnClient: Send {
+    /// Upserts every row in one transaction (BEGIN; one upsert per row;
+    /// COMMIT) and returns once the commit is durable; a transaction the
+    /// system refuses with a retryable error (conflict, deadlock,
+    /// serialization failure) is run again. Returns how many times it was retried.
+    fn transact(&mut self, rows: &[TxnRow]) -> Result<u32>;
+    /// One record-level (autocommit) upsert, where the system has such a path
+    /// next to its transactions (Silt's `Dataset::upsert`).
+    fn autocommit(&mut self, row: &TxnRow) -> Result<()> {
+        let _ = row;
+        anyhow::bail!("no record-level autocommit path")
     }
 }
 

@@ -199,6 +199,13 @@ fn run(mut c: Command, what: &str) -> Result<()> {
 impl PgCluster {
     /// initdb into `dir/pg/data` and start the server on 127.0.0.1 at a free port.
     pub fn start(install: PgInstall, dir: &Path) -> Result<Self> {
+        Self::start_with(install, dir, "")
+    }
+
+    /// [`PgCluster::start`] with `extra_conf` appended to `postgresql.conf` after
+    /// the harness's own settings (a later line wins: `synchronous_commit = on`
+    /// overrides the default `off`).
+    pub fn start_with(install: PgInstall, dir: &Path, extra_conf: &str) -> Result<Self> {
         let root = dir.join("pg");
         std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
         if let Some(u) = &install.as_user {
@@ -230,7 +237,7 @@ impl PgCluster {
             "\n# silt-bench\nlisten_addresses = '127.0.0.1'\nport = {port}\n\
              unix_socket_directories = '{}'\nshared_buffers = {SHARED_BUFFERS_MB}MB\n\
              synchronous_commit = off\nmax_wal_size = 4GB\ncheckpoint_timeout = 30min\n\
-             autovacuum = off\njit = off\nmax_connections = 10\n",
+             autovacuum = off\njit = off\nmax_connections = 10\n{extra_conf}",
             root.display()
         )
         .with_context(|| format!("writing {}", conf.display()))?;
@@ -260,6 +267,44 @@ impl PgCluster {
             );
         }
         Ok(cluster)
+    }
+
+    /// CPU seconds used so far by the server: the postmaster, its live
+    /// children (backends, WAL writer, checkpointer...) and the children it
+    /// already reaped (their time is in the postmaster's cutime/cstime), from
+    /// `/proc`; `None` when the server or `/proc` can't be read.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let pid_text = std::fs::read_to_string(self.data.join("postmaster.pid")).ok()?;
+        let pm: i64 = pid_text.lines().next()?.trim().parse().ok()?;
+        // Fields after the command name's ")": state(0) ppid(1) ... utime(11)
+        // stime(12) cutime(13) cstime(14).
+        let fields = |pid: &str| -> Option<Vec<i64>> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = stat.rsplit_once(')')?.1;
+            Some(
+                rest.split_whitespace()
+                    .skip(1)
+                    .map(|v| v.parse().unwrap_or(0))
+                    .collect(),
+            )
+        };
+        let f = fields(&pm.to_string())?;
+        let mut ticks = f.get(10..14)?.iter().sum::<i64>();
+        for e in std::fs::read_dir("/proc").ok()?.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            else {
+                continue;
+            };
+            if let Some(f) = fields(pid).filter(|f| f.first() == Some(&pm)) {
+                ticks += f.get(10..12).map_or(0, |t| t.iter().sum());
+            }
+        }
+        // SAFETY: sysconf takes no pointers and only reads a constant of the system.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        (hz > 0).then(|| ticks as f64 / hz as f64)
     }
 
     pub fn stop(&mut self) -> Result<()> {
@@ -306,7 +351,7 @@ pub struct PostgisSpatial {
 }
 
 /// Hex EWKB of a point with SRID 4326 (little-endian): exact coordinates.
-fn ewkb_hex(out: &mut String, lon: f64, lat: f64) {
+pub(crate) fn ewkb_hex(out: &mut String, lon: f64, lat: f64) {
     out.push_str("0101000020E6100000");
     for b in lon.to_le_bytes().iter().chain(lat.to_le_bytes().iter()) {
         let _ = write!(out, "{b:02X}");

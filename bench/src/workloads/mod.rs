@@ -17,6 +17,7 @@ pub mod spatial_indexes_rect;
 #[cfg(feature = "silt")]
 pub mod spatial_policies;
 pub mod spatial_rtree;
+pub mod txn_commit;
 
 use std::{cell::RefCell, collections::BTreeSet, fmt, path::PathBuf};
 
@@ -102,6 +103,7 @@ pub fn all() -> Vec<Box<dyn Workload>> {
     vec![
         Box::new(kv_ingest_lookup::KvIngestLookup),
         Box::new(durable_ingest::DurableIngest),
+        Box::new(txn_commit::TxnCommit),
         Box::new(spatial_rtree::SpatialRtree),
         #[cfg(feature = "silt")]
         Box::new(spatial_policies::SpatialPolicies),
