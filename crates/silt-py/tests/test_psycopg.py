@@ -132,3 +132,39 @@ def test_conflict_is_a_serialization_failure(server):
         a.execute("UPDATE acc SET bal = bal - 10 WHERE id = 2")
         a.commit()
         assert ids(b, "SELECT bal FROM acc WHERE id = 2") == [91]
+
+
+def test_on_conflict_constraints_and_types(server):
+    with psycopg.connect(server, autocommit=True) as conn:
+        cur = conn.execute(
+            "INSERT INTO acc VALUES (1, 5, NULL), (3, 30, ST_Point(3, 3)) "
+            "ON CONFLICT (id) DO UPDATE SET bal = acc.bal + EXCLUDED.bal, loc = ST_Point(7, 7)"
+        )
+        assert cur.rowcount == 2
+        row = conn.execute("SELECT bal, ST_AsText(loc) FROM acc WHERE id = 1").fetchone()
+        assert row[0] == 105 and "7 7" in row[1]
+        cur = conn.execute(
+            "INSERT INTO acc VALUES (1, 0, NULL) ON CONFLICT (id) DO UPDATE SET bal = 0 WHERE acc.bal < 0"
+        )
+        assert cur.rowcount == 0
+        assert ids(conn, "SELECT bal FROM acc WHERE id = 1") == [105]
+        cur = conn.execute("INSERT INTO acc VALUES (2, 0, NULL), (4, 4, NULL) ON CONFLICT DO NOTHING")
+        assert cur.rowcount == 1
+        with pytest.raises(psycopg.errors.NotNullViolation) as e:
+            conn.execute("INSERT INTO log VALUES (NULL, 'x')")
+        assert '"id"' in str(e.value)
+        with pytest.raises(psycopg.errors.UniqueViolation) as e:
+            conn.execute("INSERT INTO log VALUES (1, 'a'), (1, 'b')")
+        assert "1 row" in str(e.value) or "row 2" in str(e.value), str(e.value)
+        assert ids(conn, "SELECT id FROM log") == [1]  # autocommit: the first row landed
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation) as e:
+            conn.execute("INSERT INTO log VALUES ('abc', 'x')")
+        assert "bigint" in str(e.value) and "abc" in str(e.value)
+        with pytest.raises(psycopg.errors.DatatypeMismatch) as e:
+            conn.execute("INSERT INTO acc (id, bal) VALUES (9, true)")
+        assert "bal" in str(e.value)
+        # Inside a transaction block the same multi-row insert leaves nothing.
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            with conn.transaction():
+                conn.execute("INSERT INTO log VALUES (5, 'a'), (1, 'dup')")
+        assert ids(conn, "SELECT id FROM log") == [1]

@@ -1145,24 +1145,8 @@ pub fn open_records(
                     None => ds2.get(&h.pk),
                 }
             });
-            let check = text_check.clone();
-            let column = column.clone();
-            Box::new(hits.filter_map(move |r| match r {
-                Ok(Some(rec)) => {
-                    if let Some(words) = &check {
-                        let ok = rec
-                            .get(&column)
-                            .and_then(Value::as_str)
-                            .is_some_and(|t| udf::ft_match(t, words));
-                        if !ok {
-                            return None;
-                        }
-                    }
-                    Some(Ok(rec))
-                }
-                Ok(None) => None,
-                Err(e) => Some(Err(e)),
-            }))
+            let (check, column) = (text_check.clone(), column.clone());
+            Box::new(hits.filter_map(move |r| keep_hit(r, check.as_deref(), &column)))
         }
         Access::Knn(k) => {
             let q = Query::Nearest {
@@ -1270,22 +1254,7 @@ pub fn open_records_in(
                     },
                     Err(e) => Err(e),
                 };
-                match rec {
-                    Ok(Some(rec)) => {
-                        if let Some(words) = &check {
-                            let ok = rec
-                                .get(&column)
-                                .and_then(Value::as_str)
-                                .is_some_and(|t| udf::ft_match(t, words));
-                            if !ok {
-                                return None;
-                            }
-                        }
-                        Some(Ok(rec))
-                    }
-                    Ok(None) => None,
-                    Err(e) => Some(Err(e)),
-                }
+                keep_hit(rec, check.as_deref(), &column)
             }))
         }
         Access::Knn(k) => {
@@ -1309,6 +1278,27 @@ pub fn open_records_in(
             }))
         }
     })
+}
+
+/// A fetched index hit as a scan row: dropped when gone, or when a keyword
+/// check (`text_check` of an index access) does not hold on `column`.
+fn keep_hit(
+    r: silt::Result<Option<Value>>,
+    check: Option<&[String]>,
+    column: &str,
+) -> Option<silt::Result<Value>> {
+    match r {
+        Ok(Some(rec)) => {
+            let ok = check.is_none_or(|words| {
+                rec.get(column)
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| udf::ft_match(t, words))
+            });
+            ok.then_some(Ok(rec))
+        }
+        Ok(None) => None,
+        Err(e) => Some(Err(e)),
+    }
 }
 
 /// Encoded primary-key bounds of a range on the first key column.

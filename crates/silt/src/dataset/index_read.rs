@@ -37,6 +37,19 @@ impl Dataset {
         }
     }
 
+    /// Range and recent queries: their bounds encoded as entry keys of
+    /// index `def` (coerced to the declared field types).
+    pub(super) fn query_keys(&self, def: &IndexDef, query: &Query) -> Result<Option<KeyRange>> {
+        Ok(match query {
+            Query::Range { lo, hi } | Query::Recent { lo, hi, .. } => Some(self.index_bounds(
+                def,
+                lo.as_ref().map(Vec::as_slice),
+                hi.as_ref().map(Vec::as_slice),
+            )?),
+            _ => None,
+        })
+    }
+
     /// Encoded byte bounds of the index entries whose secondary key (or key
     /// prefix, for composite indexes) lies within `lo`..`hi`.
     pub(super) fn index_bounds(

@@ -392,6 +392,13 @@ impl Dataset {
     }
 }
 
+/// An encoded primary key as people read it (in error messages).
+pub(crate) fn shown_key(key: &[u8]) -> String {
+    value::decode_key(key)
+        .map(|k| value::key_to_string(&k))
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// Decode a stored record, naming the problem if it is corrupt.
 pub fn decode_stored(bytes: &[u8]) -> Result<Value> {
     value::decode_value(bytes)

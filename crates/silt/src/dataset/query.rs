@@ -411,16 +411,7 @@ impl Dataset {
         }
         let mut stats = QueryStats::default();
         let trees = &set.trees[i];
-        // Range and recent queries: the bounds encoded as entry keys (the
-        // dataset coerces them to the declared field types).
-        let keys = match query {
-            Query::Range { lo, hi } | Query::Recent { lo, hi, .. } => Some(self.index_bounds(
-                &def,
-                lo.as_ref().map(Vec::as_slice),
-                hi.as_ref().map(Vec::as_slice),
-            )?),
-            _ => None,
-        };
+        let keys = self.query_keys(&def, query)?;
         let source = match query {
             Query::Recent { lo, hi, k } => {
                 let k = match (*k, opts.limit) {

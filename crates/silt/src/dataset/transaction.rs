@@ -691,12 +691,9 @@ impl Iterator for TxnScan {
 
 impl Dataset {
     pub(super) fn conflict(&self, key: &[u8]) -> Error {
-        let shown = value::decode_key(key)
-            .map(|k| value::key_to_string(&k))
-            .unwrap_or_else(|_| "?".into());
         Error::Conflict {
             dataset: self.def.name.clone(),
-            key: shown,
+            key: shown_key(key),
         }
     }
 
@@ -705,14 +702,7 @@ impl Dataset {
     pub(super) fn query_recheck(&self, index: &str, query: &Query) -> Result<(IndexDef, Recheck)> {
         let (i, set) = self.index_by_name(index)?;
         let def = set.defs[i].clone();
-        let keys = match query {
-            Query::Range { lo, hi } | Query::Recent { lo, hi, .. } => Some(self.index_bounds(
-                &def,
-                lo.as_ref().map(Vec::as_slice),
-                hi.as_ref().map(Vec::as_slice),
-            )?),
-            _ => None,
-        };
+        let keys = self.query_keys(&def, query)?;
         let r = def.kind.imp().recheck(&def, query, keys)?;
         Ok((def, r))
     }

@@ -116,12 +116,9 @@ impl Dataset {
     }
 
     pub(super) fn duplicate(&self, key: &[u8]) -> Error {
-        let shown = value::decode_key(key)
-            .map(|k| value::key_to_string(&k))
-            .unwrap_or_else(|_| "?".into());
         Error::DuplicateKey {
             dataset: self.def.name.clone(),
-            key: shown,
+            key: shown_key(key),
         }
     }
 
