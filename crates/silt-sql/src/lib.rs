@@ -47,6 +47,7 @@ pub mod geom;
 pub mod insert;
 pub mod rules;
 pub mod session;
+mod sink;
 pub mod table;
 pub mod udf;
 
