@@ -8,6 +8,7 @@ mod index;
 mod load;
 mod query;
 mod stats;
+mod user;
 mod util;
 
 use clap::{Parser, Subcommand};
@@ -45,11 +46,11 @@ UPSERT INTO, SELECT with ST_* functions, DELETE, COMPACT) to other programs
 until Ctrl-C or SIGTERM, then lets running statements finish (up to 10 s),
 closes and checkpoints the database. The directory is created if missing.
 
-PostgreSQL wire protocol (--pg, no password, no TLS): psql, psycopg, JDBC and
-other drivers connect as to PostgreSQL; prepared statements with $1
-parameters work. Every statement commits on its own: BEGIN/COMMIT are
-accepted, ROLLBACK undoes nothing. Errors carry SQLSTATE codes (42601 syntax,
-42P01 undefined table, 23505 duplicate key, 53000 busy, 57014 timeout).
+PostgreSQL wire protocol (--pg): psql, psycopg, JDBC and other drivers connect
+as to PostgreSQL; prepared statements with $1 parameters work. BEGIN ...
+COMMIT/ROLLBACK are real transactions over any tables. Errors carry SQLSTATE
+codes (42601 syntax, 42P01 undefined table, 23505 duplicate key, 40001
+conflict, 42501 permission denied, 53000 busy, 57014 timeout).
 
 HTTP (--http): POST /query/service with the statement as the body, as a form
 field statement=..., or as JSON {\"statement\": \"...\"}; the answer is
@@ -58,10 +59,20 @@ field statement=..., or as JSON {\"statement\": \"...\"}; the answer is
 ?format=ndjson) rows stream as one JSON object per line. GET /health,
 GET /stats (as `silt stats --json`).
 
+Security (docs/security.md): with no user (see `silt user --help`) nobody is
+asked for a password, so the server listens on loopback addresses only. Once a
+user exists, clients log in (PostgreSQL: SCRAM-SHA-256; HTTP: Basic, or a
+bearer token from POST /auth/token) and each statement runs with the user's
+privileges (GRANT/REVOKE); then --pg/--http may be any address. --tls-cert and
+--tls-key turn on TLS for both (HTTP becomes HTTPS only; PostgreSQL clients
+use sslmode=require or verify-full); --tls-required refuses plain PostgreSQL
+connections. Statements that touch files on the server (CREATE EXTERNAL
+TABLE, COPY ... TO 'file') are refused unless --server-files DIR allows them,
+for admins, below DIR.
+
 At most --max-concurrent statements run at once; up to --queue more wait for
 a slot (then: \"server busy\"); a statement running longer than --timeout is
-cancelled. Addresses take HOST:PORT, :PORT, or `off`. Bind 0.0.0.0 only on a
-trusted network: there is no authentication.
+cancelled. Addresses take HOST:PORT, :PORT, or `off`.
 
 Examples:
   silt serve --db ./mydb
@@ -70,7 +81,9 @@ Examples:
   curl -d 'SELECT * FROM t WHERE id > 1' http://127.0.0.1:8080/query/service
   curl -H 'Accept: application/x-ndjson' -d 'SELECT * FROM t' http://127.0.0.1:8080/query/service
   curl --data-urlencode 'statement=SELECT count(*) FROM t' http://127.0.0.1:8080/query/service
-  silt serve --db ./mydb --pg 0.0.0.0:5433 --http off --max-concurrent 8 --timeout 2m";
+  silt --db ./mydb user add admin --admin
+  silt serve --db ./mydb --pg 0.0.0.0:5433 --http off --tls-cert cert.pem --tls-key key.pem
+  psql 'host=db.example port=5433 user=admin sslmode=verify-full sslrootcert=ca.pem'";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -690,6 +703,25 @@ enum Command {
         /// Cancel a statement after this long (e.g. 500ms, 30s, 2m; 0: never).
         #[arg(long, value_name = "DURATION", default_value = "30s")]
         timeout: String,
+        /// TLS certificate chain (PEM) for both listeners; needs --tls-key.
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// Private key (PEM) of --tls-cert.
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Refuse PostgreSQL connections without TLS.
+        #[arg(long, requires = "tls_cert")]
+        tls_required: bool,
+        /// Let admins read and write files below DIR (CREATE EXTERNAL TABLE, COPY ... TO); off by default.
+        #[arg(long, value_name = "DIR")]
+        server_files: Option<PathBuf>,
+    },
+
+    /// Add, change, drop and list the users who may log in to `silt serve`.
+    #[command(after_help = user::USER_HELP)]
+    User {
+        #[command(subcommand)]
+        cmd: user::UserCommand,
     },
 }
 
@@ -884,9 +916,13 @@ fn run(cli: Cli) -> CliResult<()> {
             max_concurrent,
             queue,
             timeout,
+            tls_cert,
+            tls_key,
+            tls_required,
+            server_files,
         } => {
             let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-            let cfg = silt_server::cli::config(
+            let mut cfg = silt_server::cli::config(
                 pg,
                 http,
                 as_usize(*max_concurrent),
@@ -894,6 +930,15 @@ fn run(cli: Cli) -> CliResult<()> {
                 timeout,
             )
             .map_err(|e| CliError::Usage(e.to_string()))?;
+            cfg.tls = match (tls_cert, tls_key) {
+                (Some(cert), Some(key)) => Some(silt_server::tls::TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                }),
+                _ => None,
+            };
+            cfg.tls_required = *tls_required;
+            cfg.server_files = server_files.clone();
             let db = open(true)?;
             silt_server::cli::serve_until_signal(db, cfg).map_err(|e| match e {
                 silt_server::ServerError::Bind { .. } | silt_server::ServerError::Config(_) => {
@@ -901,6 +946,11 @@ fn run(cli: Cli) -> CliResult<()> {
                 }
                 other => CliError::Failed(other.to_string()),
             })
+        }
+        Command::User { cmd } => {
+            let db = open(true)?;
+            user::run(&db, cmd)?;
+            Ok(db.close()?)
         }
     }
 }

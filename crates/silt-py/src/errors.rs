@@ -150,6 +150,18 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
             &msg,
             &[("dataset", text(py, name)), ("index", py.None())],
         ),
+        E::NoSuchRole(_) => make_error(
+            py,
+            "NotFoundError",
+            &msg,
+            &[("dataset", py.None()), ("index", py.None())],
+        ),
+        E::RoleExists(_) => make_error(
+            py,
+            "AlreadyExistsError",
+            &msg,
+            &[("dataset", py.None()), ("index", py.None())],
+        ),
         E::IndexExists { dataset, index } => make_error(
             py,
             "AlreadyExistsError",

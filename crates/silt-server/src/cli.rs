@@ -94,8 +94,35 @@ pub fn serve_until_signal(db: Database, cfg: ServerConfig) -> Result<(), ServerE
     rt.block_on(async move {
         let timeout = cfg.query_timeout;
         let (max, queue) = (cfg.max_concurrent, cfg.queue);
+        let users = db
+            .roles()
+            .iter()
+            .filter(|r| r.login && r.verifier.is_some())
+            .count();
+        let tls = cfg.tls.is_some();
+        let tls_required = cfg.tls_required;
+        let scheme = if tls { "https" } else { "http" };
         let server = Server::start(db, cfg).await?;
         eprintln!("serving {path}");
+        if users == 0 {
+            eprintln!(
+                "  no users: nobody is asked for a password (loopback only; `silt user --help` to add users)"
+            );
+        } else {
+            eprintln!(
+                "  {users} user(s) may log in: SCRAM-SHA-256 (PostgreSQL), Basic or bearer tokens (HTTP)"
+            );
+        }
+        if tls {
+            eprintln!(
+                "  TLS on both listeners{}",
+                if tls_required {
+                    "; plain PostgreSQL connections refused"
+                } else {
+                    ""
+                }
+            );
+        }
         if let Some(a) = server.pg_addr() {
             eprintln!(
                 "  PostgreSQL  {a}    psql -h {} -p {} -U silt",
@@ -105,7 +132,7 @@ pub fn serve_until_signal(db: Database, cfg: ServerConfig) -> Result<(), ServerE
         }
         if let Some(a) = server.http_addr() {
             eprintln!(
-                "  HTTP        http://{a}/query/service    curl -d 'SELECT 1' http://{a}/query/service"
+                "  HTTP        {scheme}://{a}/query/service    curl -d 'SELECT 1' {scheme}://{a}/query/service"
             );
         }
         eprintln!(

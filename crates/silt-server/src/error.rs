@@ -83,6 +83,10 @@ impl QueryError {
                     500
                 } else if s == "23505" || s == "40001" {
                     409
+                } else if s == "42501" {
+                    403
+                } else if s == "28000" {
+                    401
                 } else {
                     400
                 }
@@ -133,6 +137,8 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
         SqlError::DataFusion(de) => df_state(de),
         SqlError::Runtime(_) => "XX000",
         SqlError::TxnAborted => "25P02",
+        SqlError::PermissionDenied(_) => "42501",
+        SqlError::Auth(_) => "28000",
         #[allow(unreachable_patterns)]
         _ => "XX000",
     }
@@ -155,6 +161,8 @@ fn silt_state(e: &silt::Error) -> &'static str {
         E::Io { .. } => "58030",
         E::Corrupt { .. } => "XX001",
         E::Conflict { .. } => "40001",
+        E::NoSuchRole(_) => "42704",
+        E::RoleExists(_) => "42710",
         E::TxnTooLarge { .. } => "54000",
         E::Txn(m) if m.contains("savepoint") => "3B001",
         E::Txn(m) if m.contains("transaction blocks") => "25P01",

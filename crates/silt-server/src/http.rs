@@ -24,6 +24,11 @@
 //!   `format` field) rows are streamed as they are produced, one JSON
 //!   object per line, without collecting the result; an error after the
 //!   first row ends the stream with a line `{"error": {"code", "msg"}}`.
+//! - Authentication ([`crate::http_auth`]): when the server has users,
+//!   every route but `/health` needs HTTP Basic credentials or a bearer
+//!   token from `POST /auth/token`; statements run with the user's
+//!   privileges (403 / `42501` when one is missing). With a certificate
+//!   the listener speaks HTTPS only.
 //! - `GET /health`: `{"status": "ok", "running": n, "waiting": n}`.
 //! - `GET /stats`: the database's statistics (as `silt stats --json`).
 
@@ -33,13 +38,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use axum::Extension;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use futures::StreamExt;
+use std::net::SocketAddr;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tower_service::Service;
 
 use datafusion::arrow::datatypes::Schema;
 use datafusion::execution::SendableRecordBatchStream;
@@ -49,14 +60,114 @@ use silt_sql::{SqlError, SqlSession, TxnStatus};
 use crate::Shared;
 use crate::convert::JsonRows;
 use crate::error::QueryError;
+use crate::http_auth::{self, Caller, Peer};
 use crate::limits::Guarded;
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
+    let guarded = Router::new()
         .route("/query/service", get(query).post(query))
-        .route("/health", get(health))
         .route("/stats", get(stats))
+        .route_layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            http_auth::require,
+        ));
+    Router::new()
+        .merge(guarded)
+        .route("/health", get(health))
+        .route(
+            "/auth/token",
+            post(http_auth::issue_token).delete(http_auth::revoke_token),
+        )
         .with_state(shared)
+}
+
+/// How long a client may take to send a request's headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a TLS handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accept HTTP (or, with a certificate, HTTPS) connections until `stop`;
+/// then let open connections finish their requests.
+pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
+    let app = router(shared.clone());
+    let mut conns = JoinSet::new();
+    let mut stopping = {
+        let mut stop = stop.clone();
+        Box::pin(async move {
+            let _ = stop.wait_for(|v| *v).await;
+        })
+    };
+    loop {
+        tokio::select! {
+            _ = &mut stopping => break,
+            r = listener.accept() => match r {
+                Ok((socket, addr)) => {
+                    let _ = socket.set_nodelay(true);
+                    let app = app.clone();
+                    let tls = shared.tls.as_ref().map(|t| t.http.clone());
+                    let stop = stop.clone();
+                    conns.spawn(async move {
+                        match tls {
+                            None => serve_conn(socket, addr, false, app, stop).await,
+                            Some(acceptor) => {
+                                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
+                                    Ok(Ok(s)) => serve_conn(s, addr, true, app, stop).await,
+                                    Ok(Err(e)) => tracing::debug!("TLS handshake with {addr}: {e}"),
+                                    Err(_) => tracing::debug!("TLS handshake with {addr} timed out"),
+                                }
+                            }
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!("accepting an HTTP connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    // Open connections finish their current request, then close.
+    let all = async { while conns.join_next().await.is_some() {} };
+    if tokio::time::timeout(Duration::from_secs(2), all)
+        .await
+        .is_err()
+    {
+        conns.abort_all();
+    }
+}
+
+async fn serve_conn<S>(
+    io: S,
+    addr: SocketAddr,
+    tls: bool,
+    app: Router,
+    mut stop: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let peer = Peer { addr, tls };
+    let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+        req.extensions_mut().insert(peer);
+        let mut app = app.clone();
+        async move { app.call(req.map(Body::new)).await }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!("HTTP connection from {addr}: {e}");
+            }
+        }
+        _ = async { drop(stop.wait_for(|v| *v).await); } => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -213,6 +324,7 @@ fn with_headers(status: StatusCode, id: &str, ctype: &'static str, body: Body) -
 
 async fn query(
     State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: Bytes,
@@ -229,6 +341,7 @@ async fn query(
     };
     let exec = Instant::now();
     let session = Arc::new(SqlSession::new());
+    session.set_user(caller.user);
     let stream = match shared
         .limits
         .bounded(&permit, run_request(&shared, &session, &req))

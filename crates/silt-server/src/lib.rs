@@ -3,11 +3,20 @@
 //! Two front ends share one [`silt_sql::SqlEngine`]:
 //!
 //! - the **PostgreSQL wire protocol** ([`pg`], built on the `pgwire` crate):
-//!   `psql`, psycopg, JDBC, `tokio-postgres`... connect without a password;
-//!   simple and extended (prepared, `$1` parameters) queries;
+//!   `psql`, psycopg, JDBC, `tokio-postgres`... log in with SCRAM-SHA-256
+//!   ([`pg_login`]); simple and extended (prepared, `$1` parameters)
+//!   queries;
 //! - **HTTP** ([`http`], built on `axum`): `POST /query/service` with
 //!   AsterixDB's request and response shapes, NDJSON streaming for large
 //!   results, `GET /health`, `GET /stats`.
+//!
+//! Security ([`auth`], [`tls`], `docs/security.md`): when the database has
+//! roles that can log in, both front ends ask for passwords (HTTP also takes
+//! bearer tokens) and every statement runs with its role's privileges
+//! (`silt_sql::access`); without such roles nobody is asked, and the
+//! listeners must be on loopback addresses. With a certificate both speak
+//! TLS. Statements that touch files on the server are refused unless a
+//! directory for them is configured.
 //!
 //! Both go through the same [`limits`]: at most `max_concurrent` statements
 //! execute at once, up to `queue` more wait (then "server busy"), and each
@@ -23,16 +32,21 @@
 //! # }
 //! ```
 
+pub mod auth;
 pub mod cli;
 pub mod convert;
 pub mod error;
 pub mod http;
+pub mod http_auth;
 pub mod limits;
 pub mod params;
 pub mod pg;
+pub mod pg_login;
+pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,7 +58,9 @@ use tokio::task::JoinHandle;
 
 pub use error::{QueryError, ServerError};
 
+use crate::auth::Auth;
 use crate::limits::Limits;
+use crate::tls::{Tls, TlsFiles};
 
 /// What to listen on and how much work to accept.
 #[derive(Clone, Debug)]
@@ -63,6 +79,14 @@ pub struct ServerConfig {
     /// At shutdown, how long running statements may take to finish before
     /// they are cancelled.
     pub drain_timeout: Duration,
+    // Security (#28)
+    /// Certificate and key for TLS on both listeners (`None`: no TLS).
+    pub tls: Option<TlsFiles>,
+    /// Refuse PostgreSQL connections that do not use TLS.
+    pub tls_required: bool,
+    /// The directory statements may read and write files in (`CREATE
+    /// EXTERNAL TABLE`, `COPY ... TO`), admins only; `None`: no files.
+    pub server_files: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +98,9 @@ impl Default for ServerConfig {
             queue: 64,
             query_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(10),
+            tls: None,
+            tls_required: false,
+            server_files: None,
         }
     }
 }
@@ -82,12 +109,16 @@ impl Default for ServerConfig {
 pub(crate) struct Shared {
     pub engine: SqlEngine,
     pub limits: Limits,
+    pub auth: Auth,
+    pub tls: Option<Tls>,
+    pub tls_required: bool,
 }
 
 /// A running server. Dropping it does not stop it; call
 /// [`Server::shutdown`] (or trigger a [`ShutdownHandle`] and
 /// [`Server::wait`]).
 pub struct Server {
+    db: Arc<Database>,
     pg_addr: Option<SocketAddr>,
     http_addr: Option<SocketAddr>,
     stop: ShutdownHandle,
@@ -131,6 +162,42 @@ impl Server {
                 "max_concurrent must be at least 1".to_owned(),
             ));
         }
+        let auth = Auth::new(Auth::has_login_roles(&db));
+        for (addr, flag) in [(cfg.pg_addr, "--pg"), (cfg.http_addr, "--http")] {
+            if let Some(a) = addr
+                && !a.ip().is_loopback()
+                && !auth.required
+            {
+                return Err(ServerError::Config(format!(
+                    "{flag} {a} is not a loopback address, and no user can log in to this database: anyone who reaches the port could do anything. Add an admin first (`silt --db DIR user add NAME --admin`), or listen on 127.0.0.1"
+                )));
+            }
+        }
+        let tls = cfg.tls.as_ref().map(Tls::load).transpose()?;
+        if cfg.tls_required && tls.is_none() {
+            return Err(ServerError::Config(
+                "TLS is required but no certificate was given (--tls-cert and --tls-key)"
+                    .to_owned(),
+            ));
+        }
+        engine.set_file_access(match &cfg.server_files {
+            None => silt_sql::access::FileAccess::Off,
+            Some(d) => {
+                let dir = d.canonicalize().map_err(|e| {
+                    ServerError::Config(format!(
+                        "--server-files {}: {e} (it must be an existing directory)",
+                        d.display()
+                    ))
+                })?;
+                if !dir.is_dir() {
+                    return Err(ServerError::Config(format!(
+                        "--server-files {}: not a directory",
+                        d.display()
+                    )));
+                }
+                silt_sql::access::FileAccess::Within(dir)
+            }
+        });
         let pg_listener = match cfg.pg_addr {
             Some(a) => Some(bind(a, "PostgreSQL").await?),
             None => None,
@@ -156,29 +223,20 @@ impl Server {
                 cfg.query_timeout,
                 kill_rx.clone(),
             ),
+            auth,
+            tls,
+            tls_required: cfg.tls_required,
         });
         let (stop_tx, stop_rx) = watch::channel(false);
         let stop = ShutdownHandle(Arc::new(stop_tx));
 
         let pg_task =
             pg_listener.map(|l| tokio::spawn(pg::accept_loop(l, shared.clone(), stop_rx.clone())));
-        let http_task = http_listener.map(|l| {
-            let mut rx = stop_rx.clone();
-            let app = http::router(shared.clone());
-            tokio::spawn(async move {
-                let r = axum::serve(l, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = rx.wait_for(|v| *v).await;
-                    })
-                    .await;
-                if let Err(e) = r {
-                    tracing::error!("HTTP server: {e}");
-                }
-            })
-        });
+        let http_task =
+            http_listener.map(|l| tokio::spawn(http::serve(l, shared.clone(), stop_rx.clone())));
 
         let task = tokio::spawn(supervise(
-            db,
+            db.clone(),
             shared,
             stop_rx,
             kill_tx,
@@ -187,11 +245,17 @@ impl Server {
             cfg.drain_timeout,
         ));
         Ok(Server {
+            db,
             pg_addr,
             http_addr,
             stop,
             task,
         })
+    }
+
+    /// The database served.
+    pub fn database(&self) -> &Arc<Database> {
+        &self.db
     }
 
     /// The bound PostgreSQL address.

@@ -1,7 +1,9 @@
 //! The PostgreSQL wire protocol front end (`pgwire`).
 //!
-//! - No authentication (any user name and database name are accepted); no
-//!   TLS (an `SSLRequest` is declined, clients fall back to plain TCP).
+//! - Login ([`crate::pg_login`]): SCRAM-SHA-256 against the roles'
+//!   verifiers when the server has users, none otherwise (any user name is
+//!   accepted, on loopback only); TLS when the server has a certificate
+//!   (required with `--tls-required`). The database name is ignored.
 //! - Simple queries may hold several statements separated by `;`; each
 //!   gets its own response, and the first error stops the script.
 //! - Extended queries (prepared statements): `Parse` plans the statement
@@ -34,7 +36,6 @@ use futures::{Sink, SinkExt};
 use futures::{Stream, StreamExt, stream};
 use pgwire::api::ClientPortalStore;
 use pgwire::api::auth::StartupHandler;
-use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
@@ -58,6 +59,7 @@ use crate::convert::{PgColumn, pg_type};
 use crate::error::QueryError;
 use crate::limits::Permit;
 use crate::params;
+use crate::pg_login::Login;
 
 /// The tasks of the open PostgreSQL sessions.
 pub type Connections = JoinSet<()>;
@@ -84,15 +86,25 @@ pub(crate) async fn accept_loop(
                 Ok((socket, _)) => {
                     let _ = socket.set_nodelay(true);
                     // One handler (and SQL session) per connection.
+                    let session = Arc::new(SqlSession::new());
+                    let login = match Login::new(shared.clone(), session.clone()) {
+                        Ok(l) => Arc::new(l),
+                        Err(e) => {
+                            tracing::error!("PostgreSQL login setup: {e}");
+                            continue;
+                        }
+                    };
                     let f = Arc::new(Factory {
                         handler: Arc::new(PgHandler {
                             shared: shared.clone(),
                             parser: parser.clone(),
-                            session: Arc::new(SqlSession::new()),
+                            session,
                         }),
+                        login,
                     });
+                    let tls = shared.tls.as_ref().map(|t| t.pg.clone());
                     conns.spawn(async move {
-                        if let Err(e) = pgwire::tokio::process_socket(socket, None, f).await {
+                        if let Err(e) = pgwire::tokio::process_socket(socket, tls, f).await {
                             tracing::debug!("PostgreSQL session ended: {e}");
                         }
                     });
@@ -111,6 +123,7 @@ pub(crate) async fn accept_loop(
 
 struct Factory {
     handler: Arc<PgHandler>,
+    login: Arc<Login>,
 }
 
 impl PgWireServerHandlers for Factory {
@@ -123,7 +136,7 @@ impl PgWireServerHandlers for Factory {
     }
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
-        self.handler.clone()
+        self.login.clone()
     }
 }
 
@@ -133,9 +146,6 @@ pub struct PgHandler {
     parser: Arc<SiltParser>,
     session: Arc<SqlSession>,
 }
-
-#[async_trait]
-impl NoopStartupHandler for PgHandler {}
 
 /// What a statement is, by its first word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,9 @@
 //! `silt serve` end to end: a server on port 0 over a temporary database,
 //! driven through `tokio-postgres` and HTTP (`reqwest`).
 
+#[path = "common/http_client.rs"]
+mod http_client;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,7 +111,7 @@ impl Fixture {
 }
 
 async fn post_json(url: &str, statement: &str) -> (u16, Value) {
-    let r = reqwest::Client::new()
+    let r = http_client::client()
         .post(url)
         .json(&serde_json::json!({ "statement": statement }))
         .send()
@@ -401,7 +404,7 @@ async fn constraint_and_type_errors_reach_the_client() {
 async fn http_query_service() {
     let f = Fixture::start(|_| {}).await;
     let url = f.url("/query/service");
-    let client = reqwest::Client::new();
+    let client = http_client::client();
 
     let (status, v) = post_json(&url, "CREATE TABLE h (id BIGINT PRIMARY KEY, name VARCHAR)").await;
     assert_eq!(status, 200, "{v}");

@@ -2,6 +2,9 @@
 //! PostgreSQL protocol (simple and extended), and HTTP requests that commit
 //! or roll back as one.
 
+#[path = "common/http_client.rs"]
+mod http_client;
+
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -216,7 +219,7 @@ async fn a_conflict_is_40001_and_retryable() {
 }
 
 async fn post(url: &str, body: Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
+    let r = http_client::client()
         .post(url)
         .json(&body)
         .send()

@@ -132,6 +132,8 @@ pub enum Parsed {
     /// `INSERT` (and `UPSERT`, `REPLACE`) into a table: the SQL layer runs
     /// it when the table is a Silt dataset.
     Insert(Box<InsertStmt>),
+    /// `CREATE`/`ALTER`/`DROP ROLE` (or `USER`), `GRANT`, `REVOKE`.
+    Role(Box<crate::access::RoleStmt>),
     /// Anything else: DataFusion plans it.
     DataFusion(Box<DFStatement>),
 }
@@ -173,6 +175,9 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
     }
     if w.first() == Some(&"ABORT") {
         return Ok(Parsed::Rollback);
+    }
+    if let Some(r) = crate::access::parse_text(&w, &seg.text)? {
+        return Ok(Parsed::Role(Box::new(r)));
     }
     let text = if w.first() == Some(&"UPSERT") {
         // `UPSERT INTO t ...` = `INSERT OR REPLACE INTO t ...`

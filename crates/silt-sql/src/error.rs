@@ -45,6 +45,15 @@ pub enum SqlError {
     )]
     TxnAborted,
 
+    /// The session's role lacks a privilege the statement needs, or the
+    /// statement uses server files that are not allowed (SQLSTATE 42501).
+    #[error("{0}")]
+    PermissionDenied(String),
+
+    /// The session's role cannot be used (SQLSTATE 28000).
+    #[error("{0}")]
+    Auth(String),
+
     /// The blocking API was used from inside an async runtime, or the
     /// runtime could not be started.
     #[error("runtime: {0}")]

@@ -39,6 +39,7 @@
 //!   error says how many ([`SqlError::PartialWrite`]). DML returns one
 //!   `count` column: the rows inserted, updated or deleted.
 
+pub mod access;
 pub mod coerce;
 pub mod convert;
 pub mod ddl;
@@ -46,6 +47,7 @@ pub mod error;
 pub mod geom;
 pub mod insert;
 pub mod rules;
+pub mod scram;
 pub mod session;
 mod sink;
 pub mod table;
@@ -86,6 +88,8 @@ pub struct SqlEngine {
     /// The session of [`SqlEngine::execute`] (clients with sessions of
     /// their own use [`SqlEngine::execute_in`]).
     session: Arc<SqlSession>,
+    /// Whether statements may use files on this machine.
+    files: RwLock<access::FileAccess>,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -199,7 +203,15 @@ impl SqlEngine {
             ctx,
             runtime: Mutex::new(None),
             session: Arc::new(SqlSession::new()),
+            files: RwLock::new(access::FileAccess::default()),
         })
+    }
+
+    /// Set whether statements may read or write files on this machine
+    /// (`CREATE EXTERNAL TABLE`, `COPY ... TO 'file'`); the embedded
+    /// default is anywhere, `silt serve`'s is nowhere.
+    pub fn set_file_access(&self, files: access::FileAccess) {
+        *self.files.write() = files;
     }
 
     /// The database.
@@ -343,6 +355,36 @@ impl SqlEngine {
         Ok(rt)
     }
 
+    /// Run an `INSERT` (the SQL layer's own on a Silt dataset).
+    async fn insert(
+        &self,
+        ins: insert::InsertStmt,
+        session: &SqlSession,
+    ) -> Result<Output, SqlError> {
+        match self.silt_dataset(&ins.table)? {
+            Some(ds) => Ok(Output::Batches(
+                insert::run(&self.ctx, ds, ins, session.slot()).await?,
+            )),
+            None => {
+                if !matches!(
+                    ins.on_conflict,
+                    insert::OnConflict::Fail | insert::OnConflict::Replace
+                ) {
+                    return Err(SqlError::Unsupported(format!(
+                        "ON CONFLICT on `{}`, which is not a Silt table",
+                        ins.table
+                    )));
+                }
+                let plan = self
+                    .ctx
+                    .state()
+                    .statement_to_plan(ins.plain_statement())
+                    .await?;
+                Ok(Output::Frame(self.ctx.execute_logical_plan(plan).await?))
+            }
+        }
+    }
+
     async fn run(&self, seg: &Segment, session: &SqlSession) -> Result<Output, SqlError> {
         let parsed = ddl::parse(seg)?;
         if session.status() == TxnStatus::Failed
@@ -353,6 +395,11 @@ impl SqlEngine {
         {
             return Err(SqlError::TxnAborted);
         }
+        let who = access::principal(&self.db, session.user().as_deref())?;
+        if let Some(w) = &who {
+            access::check_parsed(w, &parsed)?;
+        }
+        let files = self.files.read().clone();
         let empty = || Ok(Output::Batches(vec![]));
         match parsed {
             Parsed::Begin => {
@@ -397,6 +444,7 @@ impl SqlEngine {
                     state.config_mut().set_extension(slot.clone());
                 }
                 let plan = state.statement_to_plan(*stmt).await?;
+                access::check_plan(who.as_ref(), &files, &plan)?;
                 let plan = coerce::check_update(plan)?;
                 let df = match (&slot, &plan) {
                     // Queries and DML of a transaction block run with the
@@ -408,28 +456,23 @@ impl SqlEngine {
                 };
                 Ok(Output::Frame(df))
             }
-            Parsed::Insert(ins) => match self.silt_dataset(&ins.table)? {
-                Some(ds) => Ok(Output::Batches(
-                    insert::run(&self.ctx, ds, *ins, session.slot()).await?,
-                )),
-                None => {
-                    if !matches!(
-                        ins.on_conflict,
-                        insert::OnConflict::Fail | insert::OnConflict::Replace
-                    ) {
-                        return Err(SqlError::Unsupported(format!(
-                            "ON CONFLICT on `{}`, which is not a Silt table",
-                            ins.table
-                        )));
-                    }
-                    let plan = self
-                        .ctx
-                        .state()
-                        .statement_to_plan(ins.plain_statement())
-                        .await?;
-                    Ok(Output::Frame(self.ctx.execute_logical_plan(plan).await?))
-                }
-            },
+            Parsed::Insert(ins) if who.is_some() => {
+                // Check the statement's plan (the target and every table
+                // its rows come from), then run it.
+                let plan = self
+                    .ctx
+                    .state()
+                    .statement_to_plan(ins.plain_statement())
+                    .await?;
+                access::check_plan(who.as_ref(), &files, &plan)?;
+                self.insert(*ins, session).await
+            }
+            Parsed::Insert(ins) => self.insert(*ins, session).await,
+            Parsed::Role(r) => {
+                let db = self.db.clone();
+                ddl::blocking(move || access::run(&db, who.as_ref(), *r)).await?;
+                Ok(Output::Batches(vec![]))
+            }
             Parsed::Compact(name) => {
                 let ds = self.db.dataset(&name)?;
                 ddl::blocking(move || ds.compact().map_err(SqlError::from)).await?;
@@ -440,9 +483,11 @@ impl SqlEngine {
                 if ct.if_not_exists && self.db.dataset_names().contains(&def.name) {
                     return Ok(Output::Batches(vec![]));
                 }
+                let name = def.name.clone();
                 let db = self.db.clone();
                 ddl::blocking(move || db.create_dataset(def).map(|_| ()).map_err(SqlError::from))
                     .await?;
+                access::owner_grants(&self.db, who.as_ref(), &name)?;
                 Ok(Output::Batches(vec![]))
             }
             Parsed::CreateIndex(ci) => {

@@ -17,6 +17,9 @@
 //! - DDL (`CREATE`, `DROP`, `COMPACT`) inside a block takes effect at once
 //!   and is not undone by `ROLLBACK`.
 //!
+//! - A session may run as a role ([`SqlSession::set_user`]); every
+//!   statement is then checked against its privileges ([`crate::access`]).
+//!
 //! The open transaction reaches the table providers through the DataFusion
 //! session config of each statement ([`TxnSlot`] as an extension).
 
@@ -79,6 +82,7 @@ impl TxnSlot {
 struct State {
     tx: Option<Arc<TxnSlot>>,
     failed: bool,
+    user: Option<String>,
 }
 
 /// One client's session. Statements of one session run one at a time;
@@ -106,6 +110,18 @@ impl SqlSession {
             (Some(_), false) => TxnStatus::InTransaction,
             (Some(_), true) => TxnStatus::Failed,
         }
+    }
+
+    /// Run the session's statements as role `user` (its privileges are
+    /// checked on every statement: see [`crate::access`]). A session
+    /// without a role may do everything.
+    pub fn set_user(&self, user: Option<String>) {
+        self.state.lock().user = user;
+    }
+
+    /// The session's role.
+    pub fn user(&self) -> Option<String> {
+        self.state.lock().user.clone()
     }
 
     pub(crate) fn slot(&self) -> Option<Arc<TxnSlot>> {

@@ -58,6 +58,12 @@ pub enum Error {
     #[error("dataset `{0}` already exists")]
     DatasetExists(String),
 
+    #[error("no role named `{0}`")]
+    NoSuchRole(String),
+
+    #[error("role `{0}` already exists")]
+    RoleExists(String),
+
     #[error("no index named `{index}` on dataset `{dataset}`")]
     NoSuchIndex { dataset: String, index: String },
 

@@ -23,6 +23,7 @@ pub use dataset::{
     JoinPredicate, Query, QueryHit, QueryOptions, QueryResults, QueryStats, Transaction, TxnLimits,
     TxnQuery, TxnScan, WriteMode,
 };
+pub use db::roles::{Privileges, Role};
 pub use db::{Database, DbOptions, DbStats, RecoverySummary};
 pub use error::{Error, Result};
 /// The LevelDB++ recency indexes (now `index::recency`).

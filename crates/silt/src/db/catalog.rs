@@ -1,7 +1,8 @@
-//! `catalog.json`: the definitions of the datasets (and their indexes), the
-//! only persistent schema. Replaced atomically (temporary file, fsync,
+//! `catalog.json`: the definitions of the datasets (and their indexes) and
+//! the roles, the only persistent schema. Replaced atomically (temporary file, fsync,
 //! rename, directory fsync) on every DDL. Format: `docs/format/catalog.md`.
 
+use crate::db::roles::Role;
 use crate::error::{Error, Result};
 use crate::schema::DatasetDef;
 use crate::storage::fsutil::write_atomic;
@@ -21,6 +22,10 @@ pub(super) struct Catalog {
     /// existed (read as 0: the largest live id then decides).
     #[serde(default)]
     pub(super) dataset_ids_used: u32,
+    /// The roles that may log in to a served database and their grants
+    /// (see [`super::roles`]). Absent in catalogs written before roles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) roles: Vec<Role>,
 }
 
 impl Catalog {
@@ -43,6 +48,7 @@ impl Catalog {
                 version: 1,
                 datasets: Vec::new(),
                 dataset_ids_used: 0,
+                roles: Vec::new(),
             }),
             Err(e) => Err(Error::io(&cat_path, e)),
         }

@@ -1,7 +1,8 @@
 //! The database: a directory holding a catalog and datasets, the log and
 //! the threads they share.
 //!
-//! - [`catalog`]: `catalog.json`, the dataset definitions;
+//! - [`catalog`]: `catalog.json`, the dataset definitions and the roles;
+//! - [`roles`]: who may log in to a served database, and their grants;
 //! - [`checkpoint`]: checkpoints and the thread that takes them;
 //! - [`recovery`]: redo-only recovery at open.
 //!
@@ -10,6 +11,7 @@
 mod catalog;
 mod checkpoint;
 mod recovery;
+pub mod roles;
 
 use catalog::Catalog;
 use checkpoint::checkpoint;
@@ -25,6 +27,7 @@ use crate::storage::{BlockCache, CacheStats};
 use crate::txn::ctx::TxnContext;
 use crate::txn::{Checkpoint, Durability, Wal, WalOptions, WalStats};
 use parking_lot::{Mutex, RwLock};
+use roles::Role;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -283,11 +286,88 @@ impl Database {
             .remove(name)
             .ok_or_else(|| Error::NoSuchDataset(name.to_owned()))?;
         cat.datasets.retain(|d| d.name != name);
+        for r in &mut cat.roles {
+            r.grants.remove(name);
+        }
         self.save_catalog(&cat)?;
         self.bg.wait_idle();
         let dir = ds.dir().to_path_buf();
         drop(ds);
         std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))
+    }
+
+    /// The roles (see [`roles`]), by name.
+    pub fn roles(&self) -> Vec<Role> {
+        let mut v = self.catalog.lock().roles.clone();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    /// One role.
+    pub fn role(&self, name: &str) -> Option<Role> {
+        self.catalog
+            .lock()
+            .roles
+            .iter()
+            .find(|r| r.name == name)
+            .cloned()
+    }
+
+    /// Record a new role in the catalog.
+    pub fn create_role(&self, role: Role) -> Result<()> {
+        self.check_open()?;
+        Role::validate_name(&role.name)?;
+        let mut cat = self.catalog.lock();
+        if cat.roles.iter().any(|r| r.name == role.name) {
+            return Err(Error::RoleExists(role.name));
+        }
+        cat.roles.push(role);
+        if let Err(e) = self.save_catalog(&cat) {
+            cat.roles.pop();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Change a role with `f` and record it; nothing changes if `f` fails
+    /// or the catalog cannot be written. Returns the role as changed.
+    pub fn update_role(&self, name: &str, f: impl FnOnce(&mut Role) -> Result<()>) -> Result<Role> {
+        self.check_open()?;
+        let mut cat = self.catalog.lock();
+        let i = cat
+            .roles
+            .iter()
+            .position(|r| r.name == name)
+            .ok_or_else(|| Error::NoSuchRole(name.to_owned()))?;
+        let mut changed = cat.roles[i].clone();
+        f(&mut changed)?;
+        Role::validate_name(&changed.name)?;
+        if changed.name != name && cat.roles.iter().any(|r| r.name == changed.name) {
+            return Err(Error::RoleExists(changed.name));
+        }
+        let old = std::mem::replace(&mut cat.roles[i], changed.clone());
+        if let Err(e) = self.save_catalog(&cat) {
+            cat.roles[i] = old;
+            return Err(e);
+        }
+        Ok(changed)
+    }
+
+    /// Remove a role from the catalog.
+    pub fn drop_role(&self, name: &str) -> Result<()> {
+        self.check_open()?;
+        let mut cat = self.catalog.lock();
+        let i = cat
+            .roles
+            .iter()
+            .position(|r| r.name == name)
+            .ok_or_else(|| Error::NoSuchRole(name.to_owned()))?;
+        let old = cat.roles.remove(i);
+        if let Err(e) = self.save_catalog(&cat) {
+            cat.roles.insert(i, old);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Create a secondary index on a dataset; existing records are indexed by
