@@ -80,10 +80,25 @@ pub fn config(
     })
 }
 
+/// Send the server's log (failed logins, connection errors, shutdown) to
+/// standard error: warnings and up, plus logins, by default; `RUST_LOG`
+/// (e.g. `RUST_LOG=debug`) chooses otherwise.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,silt_server=info"));
+    // Fails only if a subscriber is already set (an embedding program's).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
 /// Serve `db` in the foreground until Ctrl-C or SIGTERM, telling people on
 /// standard error where to connect; then shut down gracefully and close
 /// (checkpoint) the database.
 pub fn serve_until_signal(db: Database, cfg: ServerConfig) -> Result<(), ServerError> {
+    init_logging();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .thread_name("silt-serve")
         .enable_all()

@@ -159,7 +159,7 @@ impl StartupHandler for Login {
                 }
                 Ok(()) if matches!(client.state(), PgWireConnectionState::ReadyForQuery) => {
                     self.shared.auth.throttle.succeeded(addr);
-                    tracing::info!("user \"{user}\" logged in from {addr}");
+                    tracing::debug!("user \"{user}\" logged in from {addr}");
                     self.session.set_user(Some(user));
                 }
                 Ok(()) => {}
