@@ -24,8 +24,20 @@
 //!   `format` field) rows are streamed as they are produced, one JSON
 //!   object per line, without collecting the result; an error after the
 //!   first row ends the stream with a line `{"error": {"code", "msg"}}`.
-//! - `GET /health`: `{"status": "ok", "running": n, "waiting": n}`.
+//! - `GET /health`: `{"status": "ok", "running": n, "waiting": n,
+//!   "memory": bytes}` (statements executing and waiting, and the memory
+//!   DataFusion's operators hold now).
 //! - `GET /stats`: the database's statistics (as `silt stats --json`).
+//! - Resource bounds (#28): a request may ask for a shorter timeout with
+//!   `"timeout": "5s"` (JSON), `timeout=5s` (form field or query
+//!   parameter; a bare number is milliseconds, as PostgreSQL's
+//!   `statement_timeout`); the server's `--timeout` caps it. Statements
+//!   run under [`crate::exec`] (the answer comes at the deadline, `504`,
+//!   and the work stops); results are capped (`--max-result-rows`,
+//!   `--max-result-bytes`: the JSON of a collected result counts), bodies
+//!   too (`--max-request-bytes`: `413`); connections are capped and closed
+//!   when idle ([`crate::conns`]); `SET datafusion.runtime.*` is refused
+//!   (`403`, see [`crate::settings`]).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -35,7 +47,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Query, State};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -48,14 +60,21 @@ use silt_sql::{SqlError, SqlSession, TxnStatus};
 
 use crate::Shared;
 use crate::convert::JsonRows;
-use crate::error::QueryError;
-use crate::limits::Guarded;
+use crate::error::{Limit, QueryError};
+use crate::exec::{Guarded, ResultCaps, Stmt};
+use crate::settings;
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let body_limit = match shared.budget.request_bytes {
+        0 => DefaultBodyLimit::disable(),
+        n => DefaultBodyLimit::max(n),
+    };
     Router::new()
         .route("/query/service", get(query).post(query))
         .route("/health", get(health))
         .route("/stats", get(stats))
+        .layer(body_limit)
+        .layer(axum::middleware::from_fn(crate::conns::track))
         .with_state(shared)
 }
 
@@ -78,11 +97,14 @@ fn ms(d: Duration) -> String {
     format!("{:.3}ms", d.as_secs_f64() * 1000.0)
 }
 
+#[derive(Clone)]
 struct Request {
     statement: String,
     ndjson: bool,
     /// Run the statements as one transaction.
     atomic: bool,
+    /// The timeout the client asked for.
+    timeout: Option<Duration>,
 }
 
 fn is_ndjson(f: &str) -> bool {
@@ -110,6 +132,7 @@ fn parse_request(
         .unwrap_or_default();
     let mut statement: Option<String> = None;
     let mut format: Option<String> = q.get("format").cloned();
+    let mut timeout: Option<String> = q.get("timeout").cloned();
     let truthy = |v: &str| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on");
     let mut atomic = q.get("atomic").is_some_and(|v| truthy(v));
     let raw = || -> Result<Option<String>, QueryError> {
@@ -138,6 +161,16 @@ fn parse_request(
         if let Some(serde_json::Value::String(f)) = v.get("format") {
             format = format.or(Some(f.clone()));
         }
+        match v.get("timeout") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::String(t)) => timeout = timeout.or(Some(t.clone())),
+            Some(serde_json::Value::Number(n)) => timeout = timeout.or(Some(n.to_string())),
+            Some(other) => {
+                return Err(QueryError::BadRequest(format!(
+                    "\"timeout\" must be a duration such as \"5s\" or a number of milliseconds, got {other}"
+                )));
+            }
+        }
         match v.get("atomic") {
             None | Some(serde_json::Value::Null) => {}
             Some(serde_json::Value::Bool(b)) => atomic |= *b,
@@ -154,6 +187,7 @@ fn parse_request(
                     match k.as_str() {
                         "statement" => statement = Some(v),
                         "format" => format = format.or(Some(v)),
+                        "timeout" => timeout = timeout.or(Some(v)),
                         "atomic" => atomic |= truthy(&v),
                         _ => {}
                     }
@@ -177,10 +211,19 @@ fn parse_request(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/x-ndjson"));
+    let timeout = match timeout {
+        None => None,
+        Some(t) => Some(settings::parse_pg_duration(&t).ok_or_else(|| {
+            QueryError::BadRequest(format!(
+                "timeout {t:?}: expected a duration such as 5s, 500ms, 2min, or a number of milliseconds"
+            ))
+        })?),
+    };
     Ok(Request {
         statement,
         ndjson: accept_ndjson || format.as_deref().is_some_and(is_ndjson),
         atomic,
+        timeout,
     })
 }
 
@@ -219,28 +262,41 @@ async fn query(
 ) -> Response {
     let start = Instant::now();
     let id = request_id();
-    let req = match parse_request(&q, &headers, &body) {
+    let req = match parse_request(&q, &headers, &body)
+        .and_then(|r| settings::check_script(&r.statement).map(|_| r))
+    {
         Ok(r) => r,
         Err(e) => return error_response(&id, &e, start, None),
     };
-    let permit = match shared.limits.admit().await {
-        Ok(p) => Arc::new(p),
+    drop(body);
+    let timeout = shared.budget.statement_timeout(req.timeout);
+    let stmt = match shared.limits.admit(timeout).await {
+        Ok(p) => Stmt::new(&shared.limits, p),
         Err(e) => return error_response(&id, &e, start, None),
     };
     let exec = Instant::now();
     let session = Arc::new(SqlSession::new());
-    let stream = match shared
-        .limits
-        .bounded(&permit, run_request(&shared, &session, &req))
-        .await
-    {
-        Ok(s) => shared.limits.guard(s, permit),
+    let run = {
+        let (shared, session, req, ctl) = (
+            shared.clone(),
+            session.clone(),
+            req.clone(),
+            stmt.ctl.clone(),
+        );
+        async move { run_request(&shared, &session, &req, ctl).await }
+    };
+    let caps = ResultCaps {
+        rows: shared.budget.result_rows,
+        bytes: shared.budget.result_bytes,
+    };
+    let stream = match stmt.execute(&session, run).await {
+        Ok(s) => stmt.stream(session, s, caps),
         Err(e) => return error_response(&id, &e, start, Some(exec)),
     };
     if req.ndjson {
         ndjson(id, stream)
     } else {
-        envelope(id, stream, start, exec).await
+        envelope(id, stream, start, exec, caps.bytes).await
     }
 }
 
@@ -249,11 +305,14 @@ async fn run_request(
     shared: &Shared,
     session: &Arc<SqlSession>,
     req: &Request,
+    ctl: Arc<silt_sql::StatementControl>,
 ) -> Result<SendableRecordBatchStream, SqlError> {
     let engine = &shared.engine;
     if req.atomic {
         engine.execute_in(session, "BEGIN").await?;
-        let batches = engine.execute_in(session, &req.statement).await?;
+        let batches = engine
+            .execute_with(session, &req.statement, Some(ctl))
+            .await?;
         if session.status() != TxnStatus::InTransaction {
             drop(engine.execute_in(session, "ROLLBACK").await);
             return Err(SqlError::Silt(silt::Error::Txn(
@@ -267,7 +326,9 @@ async fn run_request(
             .unwrap_or_else(|| Arc::new(Schema::empty()));
         return Ok(Box::pin(MemoryStream::try_new(batches, schema, None)?));
     }
-    let stream = engine.execute_stream_in(session, &req.statement).await?;
+    let stream = engine
+        .execute_stream_with(session, &req.statement, Some(ctl))
+        .await?;
     if session.status() != TxnStatus::Idle {
         drop(engine.execute_in(session, "ROLLBACK").await);
         return Err(SqlError::Silt(silt::Error::Txn(
@@ -277,7 +338,13 @@ async fn run_request(
     Ok(stream)
 }
 
-async fn envelope(id: String, mut stream: Guarded, start: Instant, exec: Instant) -> Response {
+async fn envelope(
+    id: String,
+    mut stream: Guarded,
+    start: Instant,
+    exec: Instant,
+    max_bytes: usize,
+) -> Response {
     let rows = JsonRows::new(&stream.schema());
     let mut out = String::new();
     let mut first = true;
@@ -288,7 +355,17 @@ async fn envelope(id: String, mut stream: Guarded, start: Instant, exec: Instant
             Err(e) => return error_response(&id, &e, start, Some(exec)),
         };
         match rows.write(&b, &mut out, &mut first, "", ",") {
-            Ok(n) => count += n,
+            Ok(n) => {
+                count += n;
+                // The collected JSON is what this request holds in memory.
+                if max_bytes > 0 && out.len() > max_bytes {
+                    let e = QueryError::Limit(Limit::ResultBytes {
+                        limit: max_bytes,
+                        rows: count as u64,
+                    });
+                    return error_response(&id, &e, start, Some(exec));
+                }
+            }
             Err(e) => {
                 let e = QueryError::Sql(silt_sql::SqlError::Runtime(format!(
                     "cannot convert the result to JSON: {e}"
@@ -366,6 +443,7 @@ async fn health(State(shared): State<Arc<Shared>>) -> Response {
         "status": "ok",
         "running": shared.limits.running(),
         "waiting": shared.limits.waiting(),
+        "memory": shared.engine.memory_in_use(),
     });
     axum::Json(body).into_response()
 }

@@ -11,9 +11,16 @@
 //!
 //! Both go through the same [`limits`]: at most `max_concurrent` statements
 //! execute at once, up to `queue` more wait (then "server busy"), and each
-//! is cancelled after `query_timeout`. [`Server::shutdown`] stops accepting,
-//! lets running statements finish (at most `drain_timeout`), then closes the
-//! database, which flushes and checkpoints it.
+//! is stopped at its timeout (`query_timeout`, or less with `SET
+//! statement_timeout`), by a cancel request, or at shutdown; statements run
+//! on tasks of their own so that stopping them stops their work ([`exec`]).
+//! Memory per statement and for all, the size of values built by
+//! functions, of results, of requests, the number of connections and how
+//! long they may stay idle are bounded too (the "resource bounds" of
+//! [`ServerConfig`]; see `docs/security-resources.md`). [`Server::shutdown`]
+//! stops accepting, lets running statements finish (at most
+//! `drain_timeout`), then closes the database, which flushes and
+//! checkpoints it.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), silt_server::ServerError> {
@@ -23,13 +30,20 @@
 //! # }
 //! ```
 
+pub mod cancel;
 pub mod cli;
+pub mod conns;
 pub mod convert;
 pub mod error;
+pub mod exec;
+pub mod frames;
 pub mod http;
 pub mod limits;
+pub mod panics;
 pub mod params;
 pub mod pg;
+pub mod pgconn;
+pub mod settings;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -44,7 +58,7 @@ use tokio::task::JoinHandle;
 
 pub use error::{QueryError, ServerError};
 
-use crate::limits::Limits;
+use crate::limits::{Budget, Limits};
 
 /// What to listen on and how much work to accept.
 #[derive(Clone, Debug)]
@@ -63,6 +77,32 @@ pub struct ServerConfig {
     /// At shutdown, how long running statements may take to finish before
     /// they are cancelled.
     pub drain_timeout: Duration,
+
+    // Resource bounds (#28). Zero means "no limit" for each.
+    /// Memory DataFusion's operators (sorts, joins, aggregates...) may hold
+    /// for one statement; sorts and aggregates spill to disk beyond it,
+    /// the rest fail with SQLSTATE 53200.
+    pub max_query_memory: usize,
+    /// The same for all statements together.
+    pub max_server_memory: usize,
+    /// The largest string or binary value a function (`repeat`, `lpad`,
+    /// `concat`...) may build (SQLSTATE 54000 beyond).
+    pub max_value_bytes: usize,
+    /// The most result bytes one statement may return (SQLSTATE 54000).
+    pub max_result_bytes: usize,
+    /// The most result rows one statement may return (SQLSTATE 54000).
+    pub max_result_rows: u64,
+    /// Open connections, per front end (PostgreSQL: SQLSTATE 53300; HTTP:
+    /// 503).
+    pub max_connections: usize,
+    /// A connection waiting for its client this long outside a
+    /// transaction block is closed.
+    pub idle_timeout: Duration,
+    /// A PostgreSQL session waiting for its client this long inside a
+    /// transaction block is closed (the block rolls back).
+    pub idle_in_transaction_timeout: Duration,
+    /// The longest PostgreSQL message and HTTP request body.
+    pub max_request_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +114,15 @@ impl Default for ServerConfig {
             queue: 64,
             query_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(10),
+            max_query_memory: 256 << 20,
+            max_server_memory: 1 << 30,
+            max_value_bytes: 64 << 20,
+            max_result_bytes: 256 << 20,
+            max_result_rows: 0,
+            max_connections: 100,
+            idle_timeout: Duration::from_secs(30 * 60),
+            idle_in_transaction_timeout: Duration::from_secs(5 * 60),
+            max_request_bytes: 16 << 20,
         }
     }
 }
@@ -82,6 +131,9 @@ impl Default for ServerConfig {
 pub(crate) struct Shared {
     pub engine: SqlEngine,
     pub limits: Limits,
+    pub budget: Budget,
+    /// The PostgreSQL sessions' cancel keys (see [`cancel`]).
+    pub cancels: Arc<cancel::Cancels>,
 }
 
 /// A running server. Dropping it does not stop it; call
@@ -147,15 +199,19 @@ impl Server {
         let pg_addr = local(&pg_listener)?;
         let http_addr = local(&http_listener)?;
 
+        panics::install();
+        let budget = Budget::of(&cfg);
+        engine.set_bounds(silt_sql::Bounds {
+            query_memory: budget.query_memory,
+            server_memory: budget.server_memory,
+            value_bytes: budget.value_bytes,
+        });
         let (kill_tx, kill_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             engine,
-            limits: Limits::new(
-                cfg.max_concurrent,
-                cfg.queue,
-                cfg.query_timeout,
-                kill_rx.clone(),
-            ),
+            limits: Limits::new(cfg.max_concurrent, cfg.queue, kill_rx.clone()),
+            budget,
+            cancels: Arc::new(cancel::Cancels::default()),
         });
         let (stop_tx, stop_rx) = watch::channel(false);
         let stop = ShutdownHandle(Arc::new(stop_tx));
@@ -164,7 +220,9 @@ impl Server {
             pg_listener.map(|l| tokio::spawn(pg::accept_loop(l, shared.clone(), stop_rx.clone())));
         let http_task = http_listener.map(|l| {
             let mut rx = stop_rx.clone();
-            let app = http::router(shared.clone());
+            let app = http::router(shared.clone())
+                .into_make_service_with_connect_info::<conns::ConnActivity>();
+            let l = conns::HttpListener::new(l, budget.connections, budget.idle);
             tokio::spawn(async move {
                 let r = axum::serve(l, app)
                     .with_graceful_shutdown(async move {
