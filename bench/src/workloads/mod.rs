@@ -9,6 +9,8 @@ pub mod kv_ingest_lookup;
 #[cfg(feature = "silt")]
 pub mod leveldbpp;
 #[cfg(feature = "silt")]
+pub mod server_abuse;
+#[cfg(feature = "silt")]
 pub mod spatial_indexes;
 #[cfg(feature = "silt")]
 pub mod spatial_indexes_dynamic;
@@ -127,6 +129,8 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(asterix::table3::AsterixTable3),
         #[cfg(feature = "silt")]
         Box::new(asterix::table4::AsterixTable4),
+        #[cfg(feature = "silt")]
+        Box::new(server_abuse::ServerAbuse),
     ]
 }
 

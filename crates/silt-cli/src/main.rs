@@ -72,7 +72,13 @@ for admins, below DIR.
 
 At most --max-concurrent statements run at once; up to --queue more wait for
 a slot (then: \"server busy\"); a statement running longer than --timeout is
-cancelled. Addresses take HOST:PORT, :PORT, or `off`.
+cancelled (its work stops; a session may lower its own limit with SET
+statement_timeout = '5s', an HTTP request with \"timeout\": \"5s\"), as is one
+whose client sends a cancel request (psql's Ctrl-C). Resource bounds (below)
+cap the memory of queries, the values functions build, results, requests,
+connections and idle sessions, so that a hostile or mistaken query gets an
+error naming the flag instead of exhausting the server. Addresses take
+HOST:PORT, :PORT, or `off`.
 
 Examples:
   silt serve --db ./mydb
@@ -701,6 +707,8 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 64)]
         queue: u64,
         /// Cancel a statement after this long (e.g. 500ms, 30s, 2m; 0: never).
+        /// It is each session's default statement_timeout, and the most a
+        /// session may set.
         #[arg(long, value_name = "DURATION", default_value = "30s")]
         timeout: String,
         /// TLS certificate chain (PEM) for both listeners; needs --tls-key.
@@ -715,6 +723,8 @@ enum Command {
         /// Let admins read and write files below DIR (CREATE EXTERNAL TABLE, COPY ... TO); off by default.
         #[arg(long, value_name = "DIR")]
         server_files: Option<PathBuf>,
+        #[command(flatten)]
+        bounds: ServeBounds,
     },
 
     /// Add, change, drop and list the users who may log in to `silt serve`.
@@ -723,6 +733,47 @@ enum Command {
         #[command(subcommand)]
         cmd: user::UserCommand,
     },
+}
+
+/// The resource bounds of `silt serve` (sizes: 512MiB, 1GiB, 64KiB, 100MB,
+/// bytes; 0 or off: no limit).
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Resource bounds (0 or off: no limit)")]
+struct ServeBounds {
+    /// Memory one statement's sorts, joins and aggregates may hold; sorts
+    /// and aggregates spill to disk beyond it, the rest fail (SQLSTATE
+    /// 53200, "query needs more than ...").
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    max_query_memory: String,
+    /// The same for all statements together (53200 beyond: retry later).
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    max_server_memory: String,
+    /// The largest value a function may build: repeat('x', 2000000000),
+    /// lpad, concat... are refused before building it (54000).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB")]
+    max_value_bytes: String,
+    /// The most bytes one statement's result may have (54000; over HTTP the
+    /// collected JSON counts).
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    max_result_bytes: String,
+    /// The most rows one statement's result may have (54000).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    max_result_rows: u64,
+    /// Open connections per front end; more get "too many connections"
+    /// (PostgreSQL 53300, HTTP 503).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    max_connections: u64,
+    /// Close a connection idle this long outside a transaction block
+    /// (PostgreSQL 57P05).
+    #[arg(long, value_name = "DURATION", default_value = "30m")]
+    idle_timeout: String,
+    /// Close a PostgreSQL session idle this long inside a transaction
+    /// block; the block rolls back (25P03).
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    idle_in_transaction_timeout: String,
+    /// The longest PostgreSQL message and HTTP request body (HTTP 413).
+    #[arg(long, value_name = "SIZE", default_value = "16MiB")]
+    max_request_bytes: String,
 }
 
 fn run(cli: Cli) -> CliResult<()> {
@@ -920,6 +971,7 @@ fn run(cli: Cli) -> CliResult<()> {
             tls_key,
             tls_required,
             server_files,
+            bounds,
         } => {
             let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
             let mut cfg = silt_server::cli::config(
@@ -939,6 +991,19 @@ fn run(cli: Cli) -> CliResult<()> {
             };
             cfg.tls_required = *tls_required;
             cfg.server_files = server_files.clone();
+            let flags = silt_server::cli::BoundFlags {
+                max_query_memory: bounds.max_query_memory.clone(),
+                max_server_memory: bounds.max_server_memory.clone(),
+                max_value_bytes: bounds.max_value_bytes.clone(),
+                max_result_bytes: bounds.max_result_bytes.clone(),
+                max_result_rows: bounds.max_result_rows,
+                max_connections: as_usize(bounds.max_connections),
+                idle_timeout: bounds.idle_timeout.clone(),
+                idle_in_transaction_timeout: bounds.idle_in_transaction_timeout.clone(),
+                max_request_bytes: bounds.max_request_bytes.clone(),
+            };
+            silt_server::cli::apply_bounds(&mut cfg, &flags)
+                .map_err(|e| CliError::Usage(e.to_string()))?;
             let db = open(true)?;
             silt_server::cli::serve_until_signal(db, cfg).map_err(|e| match e {
                 silt_server::ServerError::Bind { .. } | silt_server::ServerError::Config(_) => {

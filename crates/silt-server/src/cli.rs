@@ -62,6 +62,92 @@ pub fn parse_duration(what: &str, s: &str) -> Result<Duration, ServerError> {
     Duration::try_from_secs_f64(secs).map_err(|_| bad())
 }
 
+/// Parse a size: `512MiB`, `1GiB`, `64KiB`, `100MB` (decimal), `512m`
+/// (binary), a number of bytes, or `0` / `off` (no limit).
+pub fn parse_size(what: &str, s: &str) -> Result<usize, ServerError> {
+    let t = s.trim().to_ascii_lowercase();
+    if matches!(t.as_str(), "0" | "off" | "none") {
+        return Ok(0);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || {
+        ServerError::Config(format!(
+            "--{what} {s}: expected a size such as 512MiB, 1GiB, 64KiB, 100MB or a number of bytes (0 for none)"
+        ))
+    };
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let mult: f64 = match unit.trim() {
+        "" | "b" | "bytes" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        _ => return Err(bad()),
+    };
+    let bytes = v * mult;
+    if !bytes.is_finite() || bytes < 0.0 || bytes >= usize::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as usize)
+}
+
+/// The resource-bound flags of `silt serve`, as given (see [`apply_bounds`]).
+#[derive(Clone, Debug, Default)]
+pub struct BoundFlags {
+    pub max_query_memory: String,
+    pub max_server_memory: String,
+    pub max_value_bytes: String,
+    pub max_result_bytes: String,
+    pub max_result_rows: u64,
+    pub max_connections: usize,
+    pub idle_timeout: String,
+    pub idle_in_transaction_timeout: String,
+    pub max_request_bytes: String,
+}
+
+/// Set the resource bounds of `cfg` from `silt serve`'s flags.
+pub fn apply_bounds(cfg: &mut ServerConfig, f: &BoundFlags) -> Result<(), ServerError> {
+    cfg.max_query_memory = parse_size("max-query-memory", &f.max_query_memory)?;
+    cfg.max_server_memory = parse_size("max-server-memory", &f.max_server_memory)?;
+    cfg.max_value_bytes = parse_size("max-value-bytes", &f.max_value_bytes)?;
+    cfg.max_result_bytes = parse_size("max-result-bytes", &f.max_result_bytes)?;
+    cfg.max_result_rows = f.max_result_rows;
+    cfg.max_connections = f.max_connections;
+    cfg.idle_timeout = parse_duration("idle-timeout", &f.idle_timeout)?;
+    cfg.idle_in_transaction_timeout = parse_duration(
+        "idle-in-transaction-timeout",
+        &f.idle_in_transaction_timeout,
+    )?;
+    cfg.max_request_bytes = parse_size("max-request-bytes", &f.max_request_bytes)?;
+    if cfg.max_query_memory > 0
+        && cfg.max_server_memory > 0
+        && cfg.max_query_memory > cfg.max_server_memory
+    {
+        return Err(ServerError::Config(format!(
+            "--max-query-memory ({}) is more than --max-server-memory ({}): one statement could take all of it",
+            silt_sql::bounds::fmt_bytes(cfg.max_query_memory),
+            silt_sql::bounds::fmt_bytes(cfg.max_server_memory)
+        )));
+    }
+    Ok(())
+}
+
+/// A limit as the startup message shows it.
+fn shown(n: usize) -> String {
+    if n == 0 {
+        "none".to_owned()
+    } else {
+        silt_sql::bounds::fmt_bytes(n)
+    }
+}
+
 /// The configuration of `silt serve`'s flags.
 pub fn config(
     pg: &str,
@@ -117,6 +203,16 @@ pub fn serve_until_signal(db: Database, cfg: ServerConfig) -> Result<(), ServerE
         let tls = cfg.tls.is_some();
         let tls_required = cfg.tls_required;
         let scheme = if tls { "https" } else { "http" };
+        let bounds = format!(
+            "  memory {} a query, {} in all; values {}; results {}; {} connections; idle {}, in a transaction {}",
+            shown(cfg.max_query_memory),
+            shown(cfg.max_server_memory),
+            shown(cfg.max_value_bytes),
+            shown(cfg.max_result_bytes),
+            cfg.max_connections,
+            fmt_duration(cfg.idle_timeout),
+            fmt_duration(cfg.idle_in_transaction_timeout),
+        );
         let server = Server::start(db, cfg).await?;
         eprintln!("serving {path}");
         if users == 0 {
@@ -158,6 +254,7 @@ pub fn serve_until_signal(db: Database, cfg: ServerConfig) -> Result<(), ServerE
                 fmt_duration(timeout)
             }
         );
+        eprintln!("{bounds}");
         crate::shutdown_signal().await;
         eprintln!("shutting down: finishing running statements, then closing the database");
         server.shutdown().await?;
@@ -189,5 +286,14 @@ mod tests {
         );
         assert_eq!(parse_addr("pg", "off").unwrap(), None);
         assert!(parse_addr("pg", "nonsense").is_err());
+        assert_eq!(parse_size("s", "512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("s", "1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("s", "1.5g").unwrap(), 3 << 29);
+        assert_eq!(parse_size("s", "100MB").unwrap(), 100_000_000);
+        assert_eq!(parse_size("s", "4096").unwrap(), 4096);
+        assert_eq!(parse_size("s", "off").unwrap(), 0);
+        assert!(parse_size("s", "lots").is_err());
+        assert!(parse_size("s", "-1MiB").is_err());
+        assert!(parse_size("s", "1e30TiB").is_err());
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 use silt_sql::SqlError;
+use silt_sql::bounds::{LimitExceeded, fmt_bytes};
 
 /// Starting, running or stopping the server failed.
 #[derive(Debug, thiserror::Error)]
@@ -48,9 +49,22 @@ pub enum QueryError {
     /// exceeded the query timeout).
     #[error("server busy: {0}")]
     Busy(String),
-    /// The statement ran longer than the configured query timeout.
-    #[error("query cancelled: it exceeded the query timeout of {}", fmt_duration(*.0))]
+    /// The statement ran longer than its timeout (the session's
+    /// `statement_timeout`, at most the server's `--timeout`).
+    #[error("canceling statement due to statement timeout: it ran longer than {} (SET statement_timeout to lower it; the server's --timeout caps it)", fmt_duration(*.0))]
     Timeout(Duration),
+    /// A cancel request stopped the statement.
+    #[error("canceling statement due to user request")]
+    Cancelled,
+    /// The statement ran into one of the server's resource limits.
+    #[error("{0}")]
+    Limit(Limit),
+    /// A setting no client may change.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A server task failed (a bug).
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The server is shutting down.
     #[error("the server is shutting down")]
     ShuttingDown,
@@ -65,7 +79,10 @@ impl QueryError {
         match self {
             QueryError::Sql(e) => sqlstate(e),
             QueryError::Busy(_) => "53000",
-            QueryError::Timeout(_) => "57014",
+            QueryError::Timeout(_) | QueryError::Cancelled => "57014",
+            QueryError::Limit(l) => l.sqlstate(),
+            QueryError::Internal(_) => "XX000",
+            QueryError::Forbidden(_) => "42501",
             QueryError::ShuttingDown => "57P01",
             QueryError::BadRequest(_) => "08P01",
         }
@@ -74,7 +91,11 @@ impl QueryError {
     /// The HTTP status of the error.
     pub fn http_status(&self) -> u16 {
         match self {
-            QueryError::Busy(_) | QueryError::ShuttingDown => 503,
+            QueryError::Busy(_) | QueryError::ShuttingDown | QueryError::Cancelled => 503,
+            QueryError::Limit(Limit::Sql(LimitExceeded::ServerMemory { .. })) => 503,
+            QueryError::Limit(_) => 400,
+            QueryError::Internal(_) => 500,
+            QueryError::Forbidden(_) => 403,
             QueryError::Timeout(_) => 504,
             QueryError::BadRequest(_) => 400,
             QueryError::Sql(_) => {
@@ -91,6 +112,75 @@ impl QueryError {
                     400
                 }
             }
+        }
+    }
+}
+
+/// A resource limit a statement ran into; the message names the flag that
+/// sets it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// Memory or value size (from the SQL layer, see [`silt_sql::bounds`]).
+    Sql(LimitExceeded),
+    /// More result rows than `--max-result-rows`.
+    ResultRows { limit: u64 },
+    /// More result bytes than `--max-result-bytes` (after `rows` rows).
+    ResultBytes { limit: usize, rows: u64 },
+}
+
+impl Limit {
+    /// `53200` (out of memory) for memory, `54000` (program limit
+    /// exceeded) for sizes.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            Limit::Sql(LimitExceeded::QueryMemory { .. } | LimitExceeded::ServerMemory { .. }) => {
+                "53200"
+            }
+            _ => "54000",
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Limit::Sql(LimitExceeded::QueryMemory { limit }) => write!(
+                f,
+                "query needs more than {} of memory (limit --max-query-memory); sorts and aggregates spill to disk, joins and the rest cannot: narrow the query or raise the limit",
+                fmt_bytes(*limit)
+            ),
+            Limit::Sql(LimitExceeded::ServerMemory { limit }) => write!(
+                f,
+                "out of memory for queries: the statements running now hold all of it ({}, limit --max-server-memory); retry later",
+                fmt_bytes(*limit)
+            ),
+            Limit::Sql(LimitExceeded::Value {
+                function,
+                what,
+                size,
+                limit,
+            }) => {
+                let whose = if *what == "a value" {
+                    "for one value"
+                } else {
+                    "for the values of one batch of rows (the larger of --max-value-bytes and --max-query-memory)"
+                };
+                write!(
+                    f,
+                    "{function} would build {what} of {}, more than the limit of {} {whose} built by a function (--max-value-bytes)",
+                    fmt_bytes(*size),
+                    fmt_bytes(*limit)
+                )
+            }
+            Limit::ResultRows { limit } => write!(
+                f,
+                "the result has more than {limit} rows (limit --max-result-rows): add a LIMIT or narrow the query"
+            ),
+            Limit::ResultBytes { limit, rows } => write!(
+                f,
+                "the result exceeds {} (limit --max-result-bytes) after {rows} rows: add a LIMIT, select fewer columns, or narrow the query",
+                fmt_bytes(*limit)
+            ),
         }
     }
 }
@@ -198,7 +288,7 @@ fn df_state(e: &DataFusionError) -> &'static str {
             }
         }
         DataFusionError::NotImplemented(_) => "0A000",
-        DataFusionError::ResourcesExhausted(_) => "53000",
+        DataFusionError::ResourcesExhausted(_) => "53200",
         DataFusionError::ArrowError(ae, _) => match ae.as_ref() {
             ArrowError::DivideByZero => "22012",
             ArrowError::CastError(_) | ArrowError::ParseError(_) => "22P02",
@@ -210,6 +300,8 @@ fn df_state(e: &DataFusionError) -> &'static str {
                 silt_state(se)
             } else if let Some(de) = inner.downcast_ref::<DataFusionError>() {
                 df_state(de)
+            } else if let Some(l) = inner.downcast_ref::<LimitExceeded>() {
+                Limit::Sql(l.clone()).sqlstate()
             } else {
                 "XX000"
             }

@@ -29,8 +29,20 @@
 //!   token from `POST /auth/token`; statements run with the user's
 //!   privileges (403 / `42501` when one is missing). With a certificate
 //!   the listener speaks HTTPS only.
-//! - `GET /health`: `{"status": "ok", "running": n, "waiting": n}`.
+//! - `GET /health`: `{"status": "ok", "running": n, "waiting": n,
+//!   "memory": bytes}` (statements executing and waiting, and the memory
+//!   DataFusion's operators hold now).
 //! - `GET /stats`: the database's statistics (as `silt stats --json`).
+//! - Resource bounds (#28): a request may ask for a shorter timeout with
+//!   `"timeout": "5s"` (JSON), `timeout=5s` (form field or query
+//!   parameter; a bare number is milliseconds, as PostgreSQL's
+//!   `statement_timeout`); the server's `--timeout` caps it. Statements
+//!   run under [`crate::exec`] (the answer comes at the deadline, `504`,
+//!   and the work stops); results are capped (`--max-result-rows`,
+//!   `--max-result-bytes`: the JSON of a collected result counts), bodies
+//!   too (`--max-request-bytes`: `413`); connections are capped and closed
+//!   when idle ([`crate::conns`]); `SET datafusion.runtime.*` is refused
+//!   (`403`, see [`crate::settings`]).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -41,7 +53,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use axum::Extension;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Query, State};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -58,12 +70,18 @@ use datafusion::physical_plan::memory::MemoryStream;
 use silt_sql::{SqlError, SqlSession, TxnStatus};
 
 use crate::Shared;
+use crate::conns::{self, Admission, HttpConns};
 use crate::convert::JsonRows;
-use crate::error::QueryError;
+use crate::error::{Limit, QueryError};
+use crate::exec::{Guarded, ResultCaps, Stmt};
 use crate::http_auth::{self, Caller, Peer};
-use crate::limits::Guarded;
+use crate::settings;
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let body_limit = match shared.budget.request_bytes {
+        0 => DefaultBodyLimit::disable(),
+        n => DefaultBodyLimit::max(n),
+    };
     let guarded = Router::new()
         .route("/query/service", get(query).post(query))
         .route("/stats", get(stats))
@@ -78,6 +96,8 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             "/auth/token",
             post(http_auth::issue_token).delete(http_auth::revoke_token),
         )
+        .layer(body_limit)
+        .layer(axum::middleware::from_fn(crate::conns::track))
         .with_state(shared)
 }
 
@@ -90,6 +110,10 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// then let open connections finish their requests.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     let app = router(shared.clone());
+    let admit = Arc::new(HttpConns::new(
+        shared.budget.connections,
+        shared.budget.idle,
+    ));
     let mut conns = JoinSet::new();
     let mut stopping = {
         let mut stop = stop.clone();
@@ -103,21 +127,28 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, stop: watc
             r = listener.accept() => match r {
                 Ok((socket, addr)) => {
                     let _ = socket.set_nodelay(true);
+                    // Over the cap: answered 503 (a bounded number at
+                    // once; more are closed at once).
+                    let admission = admit.admit();
+                    if matches!(admission, Admission::Drop) {
+                        continue;
+                    }
                     let app = app.clone();
                     let tls = shared.tls.as_ref().map(|t| t.http.clone());
                     let stop = stop.clone();
-                    conns.spawn(async move {
+                    let admit = admit.clone();
+                    conns.spawn(crate::panics::in_server(async move {
                         match tls {
-                            None => serve_conn(socket, addr, false, app, stop).await,
+                            None => serve_conn(socket, addr, false, app, stop, admission, &admit).await,
                             Some(acceptor) => {
                                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
-                                    Ok(Ok(s)) => serve_conn(s, addr, true, app, stop).await,
+                                    Ok(Ok(s)) => serve_conn(s, addr, true, app, stop, admission, &admit).await,
                                     Ok(Err(e)) => tracing::debug!("TLS handshake with {addr}: {e}"),
                                     Err(_) => tracing::debug!("TLS handshake with {addr} timed out"),
                                 }
                             }
                         }
-                    });
+                    }));
                 }
                 Err(e) => {
                     tracing::warn!("accepting an HTTP connection: {e}");
@@ -143,12 +174,26 @@ async fn serve_conn<S>(
     tls: bool,
     app: Router,
     mut stop: watch::Receiver<bool>,
+    admission: Admission,
+    admit: &HttpConns,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let slot = match admission {
+        Admission::Serve(slot) => slot,
+        Admission::Refuse(refusing) => {
+            conns::refuse(io, admit.max()).await;
+            drop(refusing);
+            return;
+        }
+        Admission::Drop => return,
+    };
+    let io = admit.wrap(io, slot);
+    let activity = io.activity();
     let peer = Peer { addr, tls };
     let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         req.extensions_mut().insert(peer);
+        req.extensions_mut().insert(activity.clone());
         let mut app = app.clone();
         async move { app.call(req.map(Body::new)).await }
     });
@@ -189,11 +234,14 @@ fn ms(d: Duration) -> String {
     format!("{:.3}ms", d.as_secs_f64() * 1000.0)
 }
 
+#[derive(Clone)]
 struct Request {
     statement: String,
     ndjson: bool,
     /// Run the statements as one transaction.
     atomic: bool,
+    /// The timeout the client asked for.
+    timeout: Option<Duration>,
 }
 
 fn is_ndjson(f: &str) -> bool {
@@ -221,6 +269,7 @@ fn parse_request(
         .unwrap_or_default();
     let mut statement: Option<String> = None;
     let mut format: Option<String> = q.get("format").cloned();
+    let mut timeout: Option<String> = q.get("timeout").cloned();
     let truthy = |v: &str| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on");
     let mut atomic = q.get("atomic").is_some_and(|v| truthy(v));
     let raw = || -> Result<Option<String>, QueryError> {
@@ -249,6 +298,16 @@ fn parse_request(
         if let Some(serde_json::Value::String(f)) = v.get("format") {
             format = format.or(Some(f.clone()));
         }
+        match v.get("timeout") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::String(t)) => timeout = timeout.or(Some(t.clone())),
+            Some(serde_json::Value::Number(n)) => timeout = timeout.or(Some(n.to_string())),
+            Some(other) => {
+                return Err(QueryError::BadRequest(format!(
+                    "\"timeout\" must be a duration such as \"5s\" or a number of milliseconds, got {other}"
+                )));
+            }
+        }
         match v.get("atomic") {
             None | Some(serde_json::Value::Null) => {}
             Some(serde_json::Value::Bool(b)) => atomic |= *b,
@@ -265,6 +324,7 @@ fn parse_request(
                     match k.as_str() {
                         "statement" => statement = Some(v),
                         "format" => format = format.or(Some(v)),
+                        "timeout" => timeout = timeout.or(Some(v)),
                         "atomic" => atomic |= truthy(&v),
                         _ => {}
                     }
@@ -288,10 +348,19 @@ fn parse_request(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/x-ndjson"));
+    let timeout = match timeout {
+        None => None,
+        Some(t) => Some(settings::parse_pg_duration(&t).ok_or_else(|| {
+            QueryError::BadRequest(format!(
+                "timeout {t:?}: expected a duration such as 5s, 500ms, 2min, or a number of milliseconds"
+            ))
+        })?),
+    };
     Ok(Request {
         statement,
         ndjson: accept_ndjson || format.as_deref().is_some_and(is_ndjson),
         atomic,
+        timeout,
     })
 }
 
@@ -331,29 +400,42 @@ async fn query(
 ) -> Response {
     let start = Instant::now();
     let id = request_id();
-    let req = match parse_request(&q, &headers, &body) {
+    let req = match parse_request(&q, &headers, &body)
+        .and_then(|r| settings::check_script(&r.statement).map(|_| r))
+    {
         Ok(r) => r,
         Err(e) => return error_response(&id, &e, start, None),
     };
-    let permit = match shared.limits.admit().await {
-        Ok(p) => Arc::new(p),
+    drop(body);
+    let timeout = shared.budget.statement_timeout(req.timeout);
+    let stmt = match shared.limits.admit(timeout).await {
+        Ok(p) => Stmt::new(&shared.limits, p),
         Err(e) => return error_response(&id, &e, start, None),
     };
     let exec = Instant::now();
     let session = Arc::new(SqlSession::new());
     session.set_user(caller.user);
-    let stream = match shared
-        .limits
-        .bounded(&permit, run_request(&shared, &session, &req))
-        .await
-    {
-        Ok(s) => shared.limits.guard(s, permit),
+    let run = {
+        let (shared, session, req, ctl) = (
+            shared.clone(),
+            session.clone(),
+            req.clone(),
+            stmt.ctl.clone(),
+        );
+        async move { run_request(&shared, &session, &req, ctl).await }
+    };
+    let caps = ResultCaps {
+        rows: shared.budget.result_rows,
+        bytes: shared.budget.result_bytes,
+    };
+    let stream = match stmt.execute(&session, run).await {
+        Ok(s) => stmt.stream(session, s, caps),
         Err(e) => return error_response(&id, &e, start, Some(exec)),
     };
     if req.ndjson {
         ndjson(id, stream)
     } else {
-        envelope(id, stream, start, exec).await
+        envelope(id, stream, start, exec, caps.bytes).await
     }
 }
 
@@ -362,11 +444,14 @@ async fn run_request(
     shared: &Shared,
     session: &Arc<SqlSession>,
     req: &Request,
+    ctl: Arc<silt_sql::StatementControl>,
 ) -> Result<SendableRecordBatchStream, SqlError> {
     let engine = &shared.engine;
     if req.atomic {
         engine.execute_in(session, "BEGIN").await?;
-        let batches = engine.execute_in(session, &req.statement).await?;
+        let batches = engine
+            .execute_with(session, &req.statement, Some(ctl))
+            .await?;
         if session.status() != TxnStatus::InTransaction {
             drop(engine.execute_in(session, "ROLLBACK").await);
             return Err(SqlError::Silt(silt::Error::Txn(
@@ -380,7 +465,9 @@ async fn run_request(
             .unwrap_or_else(|| Arc::new(Schema::empty()));
         return Ok(Box::pin(MemoryStream::try_new(batches, schema, None)?));
     }
-    let stream = engine.execute_stream_in(session, &req.statement).await?;
+    let stream = engine
+        .execute_stream_with(session, &req.statement, Some(ctl))
+        .await?;
     if session.status() != TxnStatus::Idle {
         drop(engine.execute_in(session, "ROLLBACK").await);
         return Err(SqlError::Silt(silt::Error::Txn(
@@ -390,7 +477,13 @@ async fn run_request(
     Ok(stream)
 }
 
-async fn envelope(id: String, mut stream: Guarded, start: Instant, exec: Instant) -> Response {
+async fn envelope(
+    id: String,
+    mut stream: Guarded,
+    start: Instant,
+    exec: Instant,
+    max_bytes: usize,
+) -> Response {
     let rows = JsonRows::new(&stream.schema());
     let mut out = String::new();
     let mut first = true;
@@ -401,7 +494,17 @@ async fn envelope(id: String, mut stream: Guarded, start: Instant, exec: Instant
             Err(e) => return error_response(&id, &e, start, Some(exec)),
         };
         match rows.write(&b, &mut out, &mut first, "", ",") {
-            Ok(n) => count += n,
+            Ok(n) => {
+                count += n;
+                // The collected JSON is what this request holds in memory.
+                if max_bytes > 0 && out.len() > max_bytes {
+                    let e = QueryError::Limit(Limit::ResultBytes {
+                        limit: max_bytes,
+                        rows: count as u64,
+                    });
+                    return error_response(&id, &e, start, Some(exec));
+                }
+            }
             Err(e) => {
                 let e = QueryError::Sql(silt_sql::SqlError::Runtime(format!(
                     "cannot convert the result to JSON: {e}"
@@ -479,6 +582,7 @@ async fn health(State(shared): State<Arc<Shared>>) -> Response {
         "status": "ok",
         "running": shared.limits.running(),
         "waiting": shared.limits.waiting(),
+        "memory": shared.engine.memory_in_use(),
     });
     axum::Json(body).into_response()
 }

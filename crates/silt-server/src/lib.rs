@@ -20,9 +20,16 @@
 //!
 //! Both go through the same [`limits`]: at most `max_concurrent` statements
 //! execute at once, up to `queue` more wait (then "server busy"), and each
-//! is cancelled after `query_timeout`. [`Server::shutdown`] stops accepting,
-//! lets running statements finish (at most `drain_timeout`), then closes the
-//! database, which flushes and checkpoints it.
+//! is stopped at its timeout (`query_timeout`, or less with `SET
+//! statement_timeout`), by a cancel request, or at shutdown; statements run
+//! on tasks of their own so that stopping them stops their work ([`exec`]).
+//! Memory per statement and for all, the size of values built by
+//! functions, of results, of requests, the number of connections and how
+//! long they may stay idle are bounded too (the "resource bounds" of
+//! [`ServerConfig`]; see `docs/security-resources.md`). [`Server::shutdown`]
+//! stops accepting, lets running statements finish (at most
+//! `drain_timeout`), then closes the database, which flushes and
+//! checkpoints it.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), silt_server::ServerError> {
@@ -33,15 +40,22 @@
 //! ```
 
 pub mod auth;
+pub mod cancel;
 pub mod cli;
+pub mod conns;
 pub mod convert;
 pub mod error;
+pub mod exec;
+pub mod frames;
 pub mod http;
 pub mod http_auth;
 pub mod limits;
+pub mod panics;
 pub mod params;
 pub mod pg;
 pub mod pg_login;
+pub mod pgconn;
+pub mod settings;
 pub mod tls;
 
 use std::future::Future;
@@ -59,7 +73,7 @@ use tokio::task::JoinHandle;
 pub use error::{QueryError, ServerError};
 
 use crate::auth::Auth;
-use crate::limits::Limits;
+use crate::limits::{Budget, Limits};
 use crate::tls::{Tls, TlsFiles};
 
 /// What to listen on and how much work to accept.
@@ -87,6 +101,32 @@ pub struct ServerConfig {
     /// The directory statements may read and write files in (`CREATE
     /// EXTERNAL TABLE`, `COPY ... TO`), admins only; `None`: no files.
     pub server_files: Option<PathBuf>,
+
+    // Resource bounds (#28). Zero means "no limit" for each.
+    /// Memory DataFusion's operators (sorts, joins, aggregates...) may hold
+    /// for one statement; sorts and aggregates spill to disk beyond it,
+    /// the rest fail with SQLSTATE 53200.
+    pub max_query_memory: usize,
+    /// The same for all statements together.
+    pub max_server_memory: usize,
+    /// The largest string or binary value a function (`repeat`, `lpad`,
+    /// `concat`...) may build (SQLSTATE 54000 beyond).
+    pub max_value_bytes: usize,
+    /// The most result bytes one statement may return (SQLSTATE 54000).
+    pub max_result_bytes: usize,
+    /// The most result rows one statement may return (SQLSTATE 54000).
+    pub max_result_rows: u64,
+    /// Open connections, per front end (PostgreSQL: SQLSTATE 53300; HTTP:
+    /// 503).
+    pub max_connections: usize,
+    /// A connection waiting for its client this long outside a
+    /// transaction block is closed.
+    pub idle_timeout: Duration,
+    /// A PostgreSQL session waiting for its client this long inside a
+    /// transaction block is closed (the block rolls back).
+    pub idle_in_transaction_timeout: Duration,
+    /// The longest PostgreSQL message and HTTP request body.
+    pub max_request_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -101,6 +141,15 @@ impl Default for ServerConfig {
             tls: None,
             tls_required: false,
             server_files: None,
+            max_query_memory: 256 << 20,
+            max_server_memory: 1 << 30,
+            max_value_bytes: 64 << 20,
+            max_result_bytes: 256 << 20,
+            max_result_rows: 0,
+            max_connections: 100,
+            idle_timeout: Duration::from_secs(30 * 60),
+            idle_in_transaction_timeout: Duration::from_secs(5 * 60),
+            max_request_bytes: 16 << 20,
         }
     }
 }
@@ -112,6 +161,9 @@ pub(crate) struct Shared {
     pub auth: Auth,
     pub tls: Option<Tls>,
     pub tls_required: bool,
+    pub budget: Budget,
+    /// The PostgreSQL sessions' cancel keys (see [`cancel`]).
+    pub cancels: Arc<cancel::Cancels>,
 }
 
 /// A running server. Dropping it does not stop it; call
@@ -214,18 +266,22 @@ impl Server {
         let pg_addr = local(&pg_listener)?;
         let http_addr = local(&http_listener)?;
 
+        panics::install();
+        let budget = Budget::of(&cfg);
+        engine.set_bounds(silt_sql::Bounds {
+            query_memory: budget.query_memory,
+            server_memory: budget.server_memory,
+            value_bytes: budget.value_bytes,
+        });
         let (kill_tx, kill_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             engine,
-            limits: Limits::new(
-                cfg.max_concurrent,
-                cfg.queue,
-                cfg.query_timeout,
-                kill_rx.clone(),
-            ),
+            limits: Limits::new(cfg.max_concurrent, cfg.queue, kill_rx.clone()),
+            budget,
             auth,
             tls,
             tls_required: cfg.tls_required,
+            cancels: Arc::new(cancel::Cancels::default()),
         });
         let (stop_tx, stop_rx) = watch::channel(false);
         let stop = ShutdownHandle(Arc::new(stop_tx));

@@ -1,23 +1,65 @@
-//! Admission and cancellation: a semaphore bounds the statements executing
-//! at once, a counter bounds those waiting, a deadline bounds each one, and
-//! a kill switch cancels everything at shutdown.
+//! Admission: a semaphore bounds the statements executing at once, a
+//! counter bounds those waiting, each gets a deadline from its timeout, and
+//! a kill switch stops everything at shutdown. How a statement runs under
+//! its deadline is [`crate::exec`]; the limits on memory, values, results,
+//! connections and idle sessions are [`Budget`].
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::execution::SendableRecordBatchStream;
-use futures::{Stream, StreamExt};
-use silt_sql::SqlError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 
+use crate::ServerConfig;
 use crate::error::{QueryError, fmt_duration};
+
+/// The resource limits of the server (from [`ServerConfig`]'s "resource
+/// bounds" fields; zero means "no limit" everywhere).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// The default statement timeout of a session, and the most any
+    /// statement may run (a session may only lower it).
+    pub timeout: Duration,
+    pub query_memory: usize,
+    pub server_memory: usize,
+    pub value_bytes: usize,
+    pub result_bytes: usize,
+    pub result_rows: u64,
+    pub connections: usize,
+    pub idle: Duration,
+    pub idle_in_transaction: Duration,
+    pub request_bytes: usize,
+}
+
+impl Budget {
+    pub fn of(cfg: &ServerConfig) -> Budget {
+        Budget {
+            timeout: cfg.query_timeout,
+            query_memory: cfg.max_query_memory,
+            server_memory: cfg.max_server_memory,
+            value_bytes: cfg.max_value_bytes,
+            result_bytes: cfg.max_result_bytes,
+            result_rows: cfg.max_result_rows,
+            connections: cfg.max_connections,
+            idle: cfg.idle_timeout,
+            idle_in_transaction: cfg.idle_in_transaction_timeout,
+            request_bytes: cfg.max_request_bytes,
+        }
+    }
+
+    /// The timeout of a statement whose session asked for `wanted` (`None`:
+    /// the server's default; zero: none of its own). The server's timeout
+    /// is a ceiling: zero only when the server has none.
+    pub fn statement_timeout(&self, wanted: Option<Duration>) -> Duration {
+        match (wanted, self.timeout.is_zero()) {
+            (None, _) => self.timeout,
+            (Some(w), true) => w,
+            (Some(w), false) if w.is_zero() => self.timeout,
+            (Some(w), false) => w.min(self.timeout),
+        }
+    }
+}
 
 /// The server's admission control.
 pub struct Limits {
@@ -26,8 +68,7 @@ pub struct Limits {
     queue: usize,
     waiting: AtomicUsize,
     closing: AtomicBool,
-    timeout: Duration,
-    kill: watch::Receiver<bool>,
+    pub(crate) kill: watch::Receiver<bool>,
 }
 
 /// The right to execute; released when dropped.
@@ -35,6 +76,8 @@ pub struct Permit {
     _permit: OwnedSemaphorePermit,
     /// When the statement must be finished.
     pub deadline: Option<Instant>,
+    /// The timeout the deadline comes from.
+    pub timeout: Duration,
 }
 
 struct Waiting<'a>(&'a AtomicUsize);
@@ -46,7 +89,7 @@ impl Drop for Waiting<'_> {
 }
 
 impl Limits {
-    pub fn new(max: usize, queue: usize, timeout: Duration, kill: watch::Receiver<bool>) -> Limits {
+    pub fn new(max: usize, queue: usize, kill: watch::Receiver<bool>) -> Limits {
         let max = max.max(1);
         Limits {
             sem: Arc::new(Semaphore::new(max)),
@@ -54,7 +97,6 @@ impl Limits {
             queue,
             waiting: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
-            timeout,
             kill,
         }
     }
@@ -69,16 +111,12 @@ impl Limits {
         self.waiting.load(Ordering::Acquire)
     }
 
-    /// The configured per-statement timeout (zero: none).
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     /// Wait for a slot: at once if one is free, else in the queue (if it
-    /// has room) until one frees up or the timeout passes.
-    pub async fn admit(&self) -> Result<Permit, QueryError> {
+    /// has room) until one frees up or `timeout` (zero: none) passes. The
+    /// statement must finish within `timeout` of its arrival.
+    pub async fn admit(&self, timeout: Duration) -> Result<Permit, QueryError> {
         let start = Instant::now();
-        let deadline = (!self.timeout.is_zero()).then(|| start + self.timeout);
+        let deadline = (!timeout.is_zero()).then(|| start + timeout);
         if self.closing.load(Ordering::Acquire) {
             return Err(QueryError::ShuttingDown);
         }
@@ -89,7 +127,7 @@ impl Limits {
                 if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue {
                     self.waiting.fetch_sub(1, Ordering::AcqRel);
                     return Err(QueryError::Busy(format!(
-                        "{} statements are running and {} waiting (the limits); retry later",
+                        "{} statements are running and {} waiting (the limits, --max-concurrent and --queue); retry later",
                         self.max, self.queue
                     )));
                 }
@@ -100,8 +138,8 @@ impl Limits {
                         Ok(r) => r,
                         Err(_) => {
                             return Err(QueryError::Busy(format!(
-                                "no free slot within the query timeout of {} ({} statements running); retry later",
-                                fmt_duration(self.timeout),
+                                "no free slot within the statement timeout of {} ({} statements running); retry later",
+                                fmt_duration(timeout),
                                 self.max
                             )));
                         }
@@ -117,6 +155,7 @@ impl Limits {
         Ok(Permit {
             _permit: permit,
             deadline,
+            timeout,
         })
     }
 
@@ -130,105 +169,73 @@ impl Limits {
         self.sem.close();
         ok
     }
+}
 
-    /// Run `fut` under the permit's deadline and the kill switch.
-    pub async fn bounded<T, F>(&self, permit: &Permit, fut: F) -> Result<T, QueryError>
-    where
-        F: Future<Output = Result<T, SqlError>>,
-    {
-        let mut kill = self.kill.clone();
-        let killed = async move {
-            let _ = kill.wait_for(|v| *v).await;
+/// A count of open connections against a cap (zero: no cap).
+#[derive(Debug, Default)]
+pub struct ConnCount {
+    open: AtomicUsize,
+}
+
+/// One counted connection; uncounted when dropped.
+#[derive(Debug)]
+pub struct ConnSlot(Arc<ConnCount>);
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ConnCount {
+    /// Count one more connection, unless `max` are open.
+    pub fn try_open(self: &Arc<Self>, max: usize) -> Option<ConnSlot> {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (max == 0 || n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ConnSlot(self.clone()))
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_timeouts_stay_under_the_servers() {
+        let cfg = ServerConfig {
+            query_timeout: Duration::from_secs(30),
+            ..ServerConfig::default()
         };
-        let timed = async {
-            match permit.deadline {
-                Some(d) => match tokio::time::timeout_at(d, fut).await {
-                    Ok(r) => r.map_err(QueryError::from),
-                    Err(_) => Err(QueryError::Timeout(self.timeout)),
-                },
-                None => fut.await.map_err(QueryError::from),
-            }
+        let b = Budget::of(&cfg);
+        let s = Duration::from_secs;
+        assert_eq!(b.statement_timeout(None), s(30));
+        assert_eq!(b.statement_timeout(Some(s(5))), s(5));
+        assert_eq!(b.statement_timeout(Some(s(60))), s(30));
+        assert_eq!(b.statement_timeout(Some(Duration::ZERO)), s(30));
+        let open = Budget {
+            timeout: Duration::ZERO,
+            ..b
         };
-        tokio::select! {
-            r = timed => r,
-            _ = killed => Err(QueryError::ShuttingDown),
-        }
+        assert_eq!(open.statement_timeout(Some(s(60))), s(60));
+        assert_eq!(open.statement_timeout(Some(Duration::ZERO)), Duration::ZERO);
     }
 
-    /// Wrap a result stream so that it keeps the permit until it ends, and
-    /// ends with an error at the deadline or at shutdown.
-    pub fn guard(&self, stream: SendableRecordBatchStream, permit: Arc<Permit>) -> Guarded {
-        let schema = stream.schema();
-        let sleep = permit
-            .deadline
-            .map(|d| Box::pin(tokio::time::sleep_until(d)));
-        let mut kill = self.kill.clone();
-        let killed: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
-            if kill.wait_for(|v| *v).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        });
-        Guarded {
-            inner: stream,
-            schema,
-            sleep,
-            killed,
-            timeout: self.timeout,
-            permit: Some(permit),
-        }
-    }
-}
-
-/// A result stream under a deadline that holds its execution slot.
-pub struct Guarded {
-    inner: SendableRecordBatchStream,
-    schema: SchemaRef,
-    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
-    killed: Pin<Box<dyn Future<Output = ()> + Send>>,
-    timeout: Duration,
-    permit: Option<Arc<Permit>>,
-}
-
-impl Guarded {
-    /// The schema of the batches.
-    pub fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
-
-    fn finish(&mut self) {
-        self.permit = None;
-    }
-}
-
-impl Stream for Guarded {
-    type Item = Result<RecordBatch, QueryError>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        if this.permit.is_none() {
-            return Poll::Ready(None);
-        }
-        if let Some(s) = this.sleep.as_mut()
-            && s.as_mut().poll(cx).is_ready()
-        {
-            this.finish();
-            return Poll::Ready(Some(Err(QueryError::Timeout(this.timeout))));
-        }
-        if this.killed.as_mut().poll(cx).is_ready() {
-            this.finish();
-            return Poll::Ready(Some(Err(QueryError::ShuttingDown)));
-        }
-        match this.inner.poll_next_unpin(cx) {
-            Poll::Ready(Some(Ok(b))) => Poll::Ready(Some(Ok(b))),
-            Poll::Ready(Some(Err(e))) => {
-                this.finish();
-                Poll::Ready(Some(Err(QueryError::Sql(SqlError::from(e)))))
-            }
-            Poll::Ready(None) => {
-                this.finish();
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
-        }
+    #[test]
+    fn connection_count_caps() {
+        let c = Arc::new(ConnCount::default());
+        let a = c.try_open(2).unwrap();
+        let _b = c.try_open(2).unwrap();
+        assert!(c.try_open(2).is_none());
+        drop(a);
+        assert!(c.try_open(2).is_some());
+        assert_eq!(c.open(), 1);
     }
 }

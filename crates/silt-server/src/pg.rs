@@ -24,6 +24,14 @@
 //!   runs statements again.)
 //!   `SET`/`RESET` of anything but `datafusion.*` settings is ignored.
 //! - `INSERT`, `UPSERT`, `DELETE` report their row count in the command tag.
+//! - Resource bounds (#28): each connection runs in [`crate::pgconn`]
+//!   (malformed messages get `08P01`, idle sessions are closed, connections
+//!   over `--max-connections` get `53300`); statements run under
+//!   [`crate::exec`] (timeout and cancel stop their work: `57014`); a
+//!   session's `statement_timeout` is kept by [`crate::settings`]; a cancel
+//!   request (its own connection, with the pid and secret key the session
+//!   got at startup: `BackendKeyData`) stops the session's statement through
+//!   [`crate::cancel`].
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -36,6 +44,7 @@ use futures::{Sink, SinkExt};
 use futures::{Stream, StreamExt, stream};
 use pgwire::api::ClientPortalStore;
 use pgwire::api::auth::StartupHandler;
+use pgwire::api::cancel::CancelHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
@@ -55,11 +64,16 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::Shared;
+use crate::cancel::{CancelSlot, SiltCancelHandler};
 use crate::convert::{PgColumn, pg_type};
 use crate::error::QueryError;
-use crate::limits::Permit;
+use crate::exec::{ResultCaps, Stmt};
+use crate::limits::ConnCount;
 use crate::params;
 use crate::pg_login::Login;
+use crate::pgconn::{self, ConnOpts};
+use crate::settings::{self, Setting, Settings};
+use crate::{conns, panics};
 
 /// The tasks of the open PostgreSQL sessions.
 pub type Connections = JoinSet<()>;
@@ -75,6 +89,10 @@ pub(crate) async fn accept_loop(
         shared: shared.clone(),
     });
     let mut conns = JoinSet::new();
+    let count = Arc::new(ConnCount::default());
+    let refusing = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let cancel = Arc::new(SiltCancelHandler(shared.cancels.clone()));
+    let budget = shared.budget;
     let mut stopping = Box::pin(async move {
         let mut stop = stop;
         let _ = stop.wait_for(|v| *v).await;
@@ -85,6 +103,18 @@ pub(crate) async fn accept_loop(
             r = listener.accept() => match r {
                 Ok((socket, _)) => {
                     let _ = socket.set_nodelay(true);
+                    // Over the cap: refused at its startup message (a
+                    // cancel request is still served), a bounded number
+                    // at once.
+                    let slot = count.try_open(budget.connections);
+                    let admitted = slot.is_some();
+                    if !admitted {
+                        use std::sync::atomic::Ordering;
+                        if refusing.fetch_add(1, Ordering::AcqRel) >= conns::MAX_REFUSING {
+                            refusing.fetch_sub(1, Ordering::AcqRel);
+                            continue;
+                        }
+                    }
                     // One handler (and SQL session) per connection.
                     let session = Arc::new(SqlSession::new());
                     let login = match Login::new(shared.clone(), session.clone()) {
@@ -98,16 +128,31 @@ pub(crate) async fn accept_loop(
                         handler: Arc::new(PgHandler {
                             shared: shared.clone(),
                             parser: parser.clone(),
-                            session,
+                            session: session.clone(),
+                            settings: Settings::default(),
+                            cancel_slot: Arc::new(CancelSlot::default()),
+                            registered: parking_lot::Mutex::new(None),
                         }),
                         login,
+                        cancel: cancel.clone(),
                     });
+                    let opts = ConnOpts {
+                        admitted,
+                        max_connections: budget.connections,
+                        idle: budget.idle,
+                        idle_in_transaction: budget.idle_in_transaction,
+                        max_message: budget.request_bytes,
+                        session: Some(session),
+                    };
                     let tls = shared.tls.as_ref().map(|t| t.pg.clone());
-                    conns.spawn(async move {
-                        if let Err(e) = pgwire::tokio::process_socket(socket, tls, f).await {
-                            tracing::debug!("PostgreSQL session ended: {e}");
+                    let refusing = refusing.clone();
+                    conns.spawn(panics::in_server(async move {
+                        let _slot = slot;
+                        pgconn::serve(socket, tls, f, opts).await;
+                        if !admitted {
+                            refusing.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                         }
-                    });
+                    }));
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: wait a little.
@@ -124,6 +169,7 @@ pub(crate) async fn accept_loop(
 struct Factory {
     handler: Arc<PgHandler>,
     login: Arc<Login>,
+    cancel: Arc<SiltCancelHandler>,
 }
 
 impl PgWireServerHandlers for Factory {
@@ -138,6 +184,10 @@ impl PgWireServerHandlers for Factory {
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
         self.login.clone()
     }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        self.cancel.clone()
+    }
 }
 
 /// Runs the statements of one connection.
@@ -145,6 +195,19 @@ pub struct PgHandler {
     shared: Arc<Shared>,
     parser: Arc<SiltParser>,
     session: Arc<SqlSession>,
+    settings: Settings,
+    /// What a cancel request for this session stops.
+    cancel_slot: Arc<CancelSlot>,
+    /// The pid this session registered its cancel key under.
+    registered: parking_lot::Mutex<Option<i32>>,
+}
+
+impl Drop for PgHandler {
+    fn drop(&mut self) {
+        if let Some(pid) = *self.registered.lock() {
+            self.shared.cancels.unregister(pid, &self.cancel_slot);
+        }
+    }
 }
 
 /// What a statement is, by its first word.
@@ -505,21 +568,110 @@ fn row_count(batches: &[RecordBatch]) -> usize {
 }
 
 impl PgHandler {
+    /// The timeout of this session's next statement.
+    fn timeout(&self) -> std::time::Duration {
+        self.shared
+            .budget
+            .statement_timeout(self.settings.statement_timeout())
+    }
+
+    /// Admit a statement (or script) of this session; a cancel request
+    /// with the session's key stops it.
+    async fn admit<C: ClientInfo>(&self, client: &C) -> Result<Stmt, QueryError> {
+        let (pid, key) = client.pid_and_secret_key();
+        {
+            let mut reg = self.registered.lock();
+            if reg.is_none() {
+                self.shared
+                    .cancels
+                    .register(pid, key.to_bytes(), self.cancel_slot.clone());
+                *reg = Some(pid);
+            }
+        }
+        let permit = self.shared.limits.admit(self.timeout()).await?;
+        let stmt = Stmt::new(&self.shared.limits, permit);
+        self.cancel_slot.set(stmt.ctl.clone());
+        Ok(stmt)
+    }
+
+    fn caps(&self) -> ResultCaps {
+        ResultCaps {
+            rows: self.shared.budget.result_rows,
+            bytes: self.shared.budget.result_bytes,
+        }
+    }
+
+    /// Run `sql` to completion under `stmt` (on a task of its own).
+    async fn collect(&self, stmt: &Stmt, sql: &str) -> Result<Vec<RecordBatch>, QueryError> {
+        let (shared, session, sql, ctl) = (
+            self.shared.clone(),
+            self.session.clone(),
+            sql.to_owned(),
+            stmt.ctl.clone(),
+        );
+        stmt.execute(&self.session, async move {
+            shared.engine.execute_with(&session, &sql, Some(ctl)).await
+        })
+        .await
+    }
+
+    /// A setting the server keeps (`statement_timeout`), or `None` for
+    /// any other statement.
+    fn setting(&self, sql: &str, kind: Kind) -> Result<Option<Response>, QueryError> {
+        let show = kind == Kind::Query && words(sql, 1).first().is_some_and(|w| w == "SHOW");
+        if kind != Kind::Set && !show {
+            return Ok(None);
+        }
+        let Some(setting) = settings::parse(sql)? else {
+            return Ok(None);
+        };
+        if setting == Setting::ShowTimeout {
+            let value = settings::show_pg_duration(self.timeout());
+            let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+                datafusion::arrow::datatypes::Field::new(
+                    "statement_timeout",
+                    DataType::Utf8,
+                    false,
+                ),
+            ]));
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(datafusion::arrow::array::StringArray::from(vec![
+                    value,
+                ]))],
+            )
+            .map_err(|e| QueryError::Internal(e.to_string()))?;
+            let fields = schema_fields(&schema, &Format::UnifiedText);
+            return Ok(Some(Response::Query(query_response(
+                fields,
+                stream::iter([Ok::<_, QueryError>(batch)]),
+            ))));
+        }
+        self.settings.apply(&setting);
+        let tag = words(sql, 1)
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "SET".to_owned());
+        Ok(Some(Response::Execution(Tag::new(&tag))))
+    }
+
     /// Run one statement. The last statement of a request streams its rows
     /// (holding the permit until they are sent); the others are collected.
     async fn run(
         &self,
         sql: &str,
         kind: Kind,
-        permit: Option<&Arc<Permit>>,
+        stmt: Option<&Stmt>,
         last: bool,
         described: Option<&[(String, Type)]>,
         fmt: &Format,
     ) -> Result<Response, QueryError> {
-        let limits = &self.shared.limits;
+        if let Some(r) = self.setting(sql, kind)? {
+            return Ok(r);
+        }
         let engine = &self.shared.engine;
-        let permit = match (kind.needs_engine(), permit) {
-            (true, Some(p)) => Some(p),
+        let stmt = match (kind.needs_engine(), stmt) {
+            (true, Some(s)) => Some(s),
             (true, None) => {
                 return Err(QueryError::Busy("no execution slot".to_owned()));
             }
@@ -545,18 +697,18 @@ impl PgHandler {
             Kind::Set => {
                 let w = words(sql, 2);
                 let df = w.get(1).is_some_and(|v| v.starts_with("DATAFUSION."));
-                if let (true, Some(p)) = (df, permit) {
-                    limits.bounded(p, engine.execute_in(session, sql)).await?;
+                if let (true, Some(s)) = (df, stmt) {
+                    self.collect(s, sql).await?;
                 }
                 Ok(Response::Execution(Tag::new(
                     w.first().map_or("SET", String::as_str),
                 )))
             }
             Kind::Dml(tag) => {
-                let Some(p) = permit else {
+                let Some(s) = stmt else {
                     return Err(QueryError::ShuttingDown);
                 };
-                let batches = limits.bounded(p, engine.execute_in(session, sql)).await?;
+                let batches = self.collect(s, sql).await?;
                 let n = row_count(&batches);
                 let t = if tag == "INSERT" {
                     Tag::new(tag).with_oid(0).with_rows(n)
@@ -566,21 +718,32 @@ impl PgHandler {
                 Ok(Response::Execution(t))
             }
             Kind::Query if last => {
-                let Some(p) = permit else {
+                let Some(s) = stmt else {
                     return Err(QueryError::ShuttingDown);
                 };
-                let s = limits
-                    .bounded(p, engine.execute_stream_in(session, sql))
+                let (shared, sess, owned, ctl) = (
+                    self.shared.clone(),
+                    session.clone(),
+                    sql.to_owned(),
+                    s.ctl.clone(),
+                );
+                let stream = s
+                    .execute(session, async move {
+                        shared
+                            .engine
+                            .execute_stream_with(&sess, &owned, Some(ctl))
+                            .await
+                    })
                     .await?;
-                let guarded = limits.guard(s, p.clone());
+                let guarded = s.stream(session.clone(), stream, self.caps());
                 let fields = self.fields(&guarded.schema(), described, fmt);
                 Ok(Response::Query(query_response(fields, guarded)))
             }
             Kind::Query | Kind::Other => {
-                let Some(p) = permit else {
+                let Some(s) = stmt else {
                     return Err(QueryError::ShuttingDown);
                 };
-                let batches = limits.bounded(p, engine.execute_in(session, sql)).await?;
+                let batches = self.collect(s, sql).await?;
                 let schema = batches.first().map(|b| b.schema());
                 match schema {
                     Some(schema) if schema.fields().is_empty() && kind == Kind::Other => {
@@ -623,7 +786,7 @@ impl PgHandler {
 
 #[async_trait]
 impl SimpleQueryHandler for PgHandler {
-    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
@@ -639,9 +802,9 @@ impl SimpleQueryHandler for PgHandler {
             return Ok(vec![Response::EmptyQuery]);
         }
         let kinds: Vec<Kind> = segs.iter().map(|s| classify(&s.text)).collect();
-        let permit = if kinds.iter().any(|k| k.needs_engine()) {
-            match self.shared.limits.admit().await {
-                Ok(p) => Some(Arc::new(p)),
+        let stmt = if kinds.iter().any(|k| k.needs_engine()) {
+            match self.admit(client).await {
+                Ok(s) => Some(s),
                 Err(e) => return Ok(vec![Response::Error(Box::new(error_info(&e)))]),
             }
         } else {
@@ -654,7 +817,7 @@ impl SimpleQueryHandler for PgHandler {
                 .run(
                     &seg.text,
                     kind,
-                    permit.as_ref(),
+                    stmt.as_ref(),
                     last,
                     None,
                     &Format::UnifiedText,
@@ -707,7 +870,7 @@ impl ExtendedQueryHandler for PgHandler {
 
     async fn do_query<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         portal: &Portal<PgStatement>,
         _max_rows: usize,
     ) -> PgWireResult<Response>
@@ -732,17 +895,15 @@ impl ExtendedQueryHandler for PgHandler {
             params::substitute(&stmt.sql, &literals)
                 .map_err(|e| user_error("42P02", e.to_string()))?
         };
-        let permit = if stmt.kind.needs_engine() {
-            Some(Arc::new(
-                self.shared.limits.admit().await.map_err(|e| pg_error(&e))?,
-            ))
+        let run = if stmt.kind.needs_engine() {
+            Some(self.admit(client).await.map_err(|e| pg_error(&e))?)
         } else {
             None
         };
         self.run(
             &sql,
             stmt.kind,
-            permit.as_ref(),
+            run.as_ref(),
             true,
             stmt.fields.as_deref(),
             &portal.result_column_format,

@@ -40,6 +40,8 @@
 //!   `count` column: the rows inserted, updated or deleted.
 
 pub mod access;
+pub mod bounds;
+pub mod capped;
 pub mod coerce;
 pub mod convert;
 pub mod ddl;
@@ -61,9 +63,10 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::Schema;
 use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result as DfResult};
-use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::context::{SessionConfig, SessionContext};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -72,6 +75,7 @@ use futures::StreamExt;
 use parking_lot::{Mutex, RwLock};
 use silt::{Database, Dataset};
 
+pub use bounds::{Bounds, StatementControl};
 pub use error::SqlError;
 pub use session::{SqlSession, TxnStatus};
 pub use table::SiltTable;
@@ -90,6 +94,9 @@ pub struct SqlEngine {
     session: Arc<SqlSession>,
     /// Whether statements may use files on this machine.
     files: RwLock<access::FileAccess>,
+    /// The memory pool of all statements (see [`bounds`]).
+    pool: Arc<bounds::ServerPool>,
+    bounds: RwLock<Bounds>,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -165,8 +172,13 @@ impl SqlEngine {
     pub fn new(db: Arc<Database>) -> Result<SqlEngine, SqlError> {
         let mut config = SessionConfig::new().with_information_schema(true);
         config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+        let pool = Arc::new(bounds::ServerPool::new(0));
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(pool.clone())
+            .build_arc()?;
         let state = SessionStateBuilder::new()
             .with_config(config)
+            .with_runtime_env(runtime)
             .with_default_features()
             .with_optimizer_rule(Arc::new(rules::KnnRule))
             .with_optimizer_rule(Arc::new(rules::SpatialJoinRule))
@@ -204,6 +216,8 @@ impl SqlEngine {
             runtime: Mutex::new(None),
             session: Arc::new(SqlSession::new()),
             files: RwLock::new(access::FileAccess::default()),
+            pool,
+            bounds: RwLock::new(Bounds::default()),
         })
     }
 
@@ -212,6 +226,35 @@ impl SqlEngine {
     /// default is anywhere, `silt serve`'s is nowhere.
     pub fn set_file_access(&self, files: access::FileAccess) {
         *self.files.write() = files;
+    }
+
+    /// Set the engine's resource limits (see [`bounds`]): memory per
+    /// statement and for all, and the largest value a function may build
+    /// (the [`capped`] functions replace DataFusion's, or go back to them
+    /// when `value_bytes` is zero). Statements already running keep the
+    /// limits they started with.
+    pub fn set_bounds(&self, b: Bounds) {
+        self.pool.set_limit(b.server_memory);
+        *self.bounds.write() = b;
+        let batch = if b.query_memory == 0 {
+            usize::MAX
+        } else {
+            b.query_memory.max(b.value_bytes)
+        };
+        let registered = self.ctx.state().scalar_functions().clone();
+        for f in capped::capped_udfs(registered.into_values(), b.value_bytes, batch) {
+            self.ctx.register_udf(f);
+        }
+    }
+
+    /// The engine's resource limits.
+    pub fn bounds(&self) -> Bounds {
+        *self.bounds.read()
+    }
+
+    /// Bytes DataFusion's operators hold now, all statements together.
+    pub fn memory_in_use(&self) -> usize {
+        self.pool.used()
     }
 
     /// The database.
@@ -244,13 +287,25 @@ impl SqlEngine {
         session: &SqlSession,
         sql: &str,
     ) -> Result<Vec<RecordBatch>, SqlError> {
+        self.execute_with(session, sql, None).await
+    }
+
+    /// [`SqlEngine::execute_in`] under a [`StatementControl`]: stopping it
+    /// stops the statements (Silt's scans and functions check it; see
+    /// [`bounds`]), and the limits they run into are noted in it.
+    pub async fn execute_with(
+        &self,
+        session: &SqlSession,
+        sql: &str,
+        ctl: Option<Arc<StatementControl>>,
+    ) -> Result<Vec<RecordBatch>, SqlError> {
         let segs = ddl::split(sql)?;
         let n = segs.len();
         let mut last = Vec::new();
         for (i, seg) in segs.iter().enumerate() {
-            let r = match self.run(seg, session).await {
+            let r = match self.run(seg, session, ctl.as_ref()).await {
                 Ok(Output::Batches(b)) => Ok(b),
-                Ok(Output::Frame(df)) => df.collect().await.map_err(SqlError::from),
+                Ok(Output::Frame(df)) => self.collect(df, ctl.as_ref()).await,
                 Err(e) => Err(e),
             };
             if r.is_err() {
@@ -273,6 +328,18 @@ impl SqlEngine {
         session: &Arc<SqlSession>,
         sql: &str,
     ) -> Result<SendableRecordBatchStream, SqlError> {
+        self.execute_stream_with(session, sql, None).await
+    }
+
+    /// [`SqlEngine::execute_stream_in`] under a [`StatementControl`] (see
+    /// [`SqlEngine::execute_with`]).
+    pub async fn execute_stream_with(
+        &self,
+        session: &Arc<SqlSession>,
+        sql: &str,
+        ctl: Option<Arc<StatementControl>>,
+    ) -> Result<SendableRecordBatchStream, SqlError> {
+        let ctl = ctl.as_ref();
         let segs = ddl::split(sql)?;
         let n = segs.len();
         let Some((last, before)) = segs.split_last() else {
@@ -283,9 +350,9 @@ impl SqlEngine {
             )?));
         };
         for (i, seg) in before.iter().enumerate() {
-            let r = match self.run(seg, session).await {
+            let r = match self.run(seg, session, ctl).await {
                 Ok(Output::Batches(_)) => Ok(()),
-                Ok(Output::Frame(df)) => df.collect().await.map(|_| ()).map_err(SqlError::from),
+                Ok(Output::Frame(df)) => self.collect(df, ctl).await.map(|_| ()),
                 Err(e) => Err(e),
             };
             if r.is_err() {
@@ -293,7 +360,7 @@ impl SqlEngine {
             }
             r.map_err(|e| wrap(e, i, n, seg))?;
         }
-        let r = match self.run(last, session).await {
+        let r = match self.run(last, session, ctl).await {
             Ok(Output::Batches(b)) => {
                 let schema = b
                     .first()
@@ -303,7 +370,7 @@ impl SqlEngine {
                     .map(|s| Box::pin(s) as SendableRecordBatchStream)
                     .map_err(SqlError::from)
             }
-            Ok(Output::Frame(df)) => df.execute_stream().await.map_err(SqlError::from),
+            Ok(Output::Frame(df)) => self.stream(df, ctl).await,
             Err(e) => Err(e),
         };
         match r {
@@ -385,7 +452,74 @@ impl SqlEngine {
         }
     }
 
-    async fn run(&self, seg: &Segment, session: &SqlSession) -> Result<Output, SqlError> {
+    /// Run a planned statement with a memory pool of its own (see
+    /// [`bounds`]).
+    async fn stream(
+        &self,
+        df: DataFrame,
+        ctl: Option<&Arc<StatementControl>>,
+    ) -> Result<SendableRecordBatchStream, SqlError> {
+        let (state, plan) = df.into_parts();
+        let b = *self.bounds.read();
+        let bounded = b.query_memory > 0 || b.server_memory > 0 || b.value_bytes > 0;
+        let physical = if ctl.is_some() || bounded {
+            // Plan as `create_physical_plan` does, with the checks of the
+            // statement's stop switch put in (see `bounds`).
+            let optimized = state.optimize(&plan)?;
+            if b.value_bytes > 0 {
+                let limit = if b.query_memory == 0 {
+                    usize::MAX
+                } else {
+                    b.query_memory.max(b.value_bytes)
+                };
+                let rows = state.config().batch_size();
+                if let Err(e) = bounds::check_literals(&optimized, rows, limit) {
+                    if let (Some(c), Some(l)) = (ctl, bounds::limit_of(&e, None)) {
+                        c.note_limit(l);
+                    }
+                    return Err(e.into());
+                }
+            }
+            let optimized = match ctl {
+                Some(c) => bounds::check_join_filters(optimized, c)?,
+                None => optimized,
+            };
+            let physical = state
+                .query_planner()
+                .create_physical_plan(&optimized, &state)
+                .await?;
+            bounds::checked(physical, ctl)?
+        } else {
+            state.create_physical_plan(&plan).await?
+        };
+        let mut runtime = state.runtime_env().as_ref().clone();
+        runtime.memory_pool = Arc::new(bounds::QueryPool::new(
+            self.pool.clone(),
+            self.bounds.read().query_memory,
+            ctl.cloned(),
+        ));
+        let task = TaskContext::from(&state).with_runtime(Arc::new(runtime));
+        Ok(datafusion::physical_plan::execute_stream(
+            physical,
+            Arc::new(task),
+        )?)
+    }
+
+    async fn collect(
+        &self,
+        df: DataFrame,
+        ctl: Option<&Arc<StatementControl>>,
+    ) -> Result<Vec<RecordBatch>, SqlError> {
+        let stream = self.stream(df, ctl).await?;
+        Ok(datafusion::physical_plan::common::collect(stream).await?)
+    }
+
+    async fn run(
+        &self,
+        seg: &Segment,
+        session: &SqlSession,
+        ctl: Option<&Arc<StatementControl>>,
+    ) -> Result<Output, SqlError> {
         let parsed = ddl::parse(seg)?;
         if session.status() == TxnStatus::Failed
             && !matches!(
@@ -439,20 +573,30 @@ impl SqlEngine {
             }
             Parsed::DataFusion(stmt) => {
                 let mut state = self.ctx.state();
-                let slot = session.slot();
-                if let Some(slot) = &slot {
-                    state.config_mut().set_extension(slot.clone());
+                // Queries and DML of a transaction block run with the
+                // block's transaction in their session config, and every
+                // statement with its control (see `bounds`).
+                if let Some(slot) = session.slot() {
+                    state.config_mut().set_extension(slot);
+                }
+                if let Some(c) = ctl {
+                    state
+                        .config_mut()
+                        .options_mut()
+                        .extensions
+                        .insert(bounds::ControlExt(Some(c.clone())));
+                    // Functions read the options captured here (`state()`
+                    // captured them before the control was in).
+                    state.mark_start_execution();
                 }
                 let plan = state.statement_to_plan(*stmt).await?;
                 access::check_plan(who.as_ref(), &files, &plan)?;
                 let plan = coerce::check_update(plan)?;
-                let df = match (&slot, &plan) {
-                    // Queries and DML of a transaction block run with the
-                    // block's transaction in their session config.
-                    (Some(_), LogicalPlan::Ddl(_) | LogicalPlan::Statement(_)) | (None, _) => {
+                let df = match &plan {
+                    LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) => {
                         self.ctx.execute_logical_plan(plan).await?
                     }
-                    (Some(_), _) => DataFrame::new(state, plan),
+                    _ => DataFrame::new(state, plan),
                 };
                 Ok(Output::Frame(df))
             }

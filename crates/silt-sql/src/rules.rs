@@ -638,6 +638,7 @@ impl ExecutionPlan for SpatialJoinExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
+        let ctl = crate::bounds::control(context.session_config().options()).cloned();
         let mut input = self.probe.execute(partition, context)?;
         let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema.clone(), 2);
         let tx = builder.tx();
@@ -650,6 +651,7 @@ impl ExecutionPlan for SpatialJoinExec {
             indexed_left: self.indexed_left,
             filter: self.filter.clone(),
             schema: self.schema.clone(),
+            ctl,
         };
         let job = Arc::new(job);
         builder.spawn(async move {
@@ -678,6 +680,8 @@ struct JoinJob {
     indexed_left: bool,
     filter: Option<IndexedFilter>,
     schema: SchemaRef,
+    /// The statement's stop switch, checked between hits.
+    ctl: Option<Arc<crate::StatementControl>>,
 }
 
 impl JoinJob {
@@ -709,7 +713,12 @@ impl JoinJob {
             .map_err(silt_err)?;
         let mut rows: Vec<u32> = Vec::new();
         let mut records: Vec<Value> = Vec::new();
-        for r in results {
+        for (i, r) in results.enumerate() {
+            if i % 1024 == 0
+                && let Some(c) = &self.ctl
+            {
+                c.check()?;
+            }
             let (id, hit) = r.map_err(silt_err)?;
             let rec = match hit.record {
                 Some(r) => r,

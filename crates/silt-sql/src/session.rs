@@ -148,7 +148,9 @@ impl SqlSession {
         if failed { None } else { tx }
     }
 
-    pub(crate) fn fail(&self) {
+    /// Put an open block in the failed state (a statement of it failed or
+    /// was cancelled); a no-op outside a block.
+    pub fn fail(&self) {
         let mut s = self.state.lock();
         if s.tx.is_some() {
             s.failed = true;

@@ -53,6 +53,7 @@ use datafusion::physical_plan::{
 };
 use silt::{Dataset, Geometry, IndexKind, Query, QueryOptions, Value, WriteMode};
 
+use crate::StatementControl;
 use crate::convert::{self, ColumnInfo};
 use crate::error::silt_err;
 use crate::geom;
@@ -1073,8 +1074,9 @@ impl ExecutionPlan for SiltScanExec {
             self.limit,
         );
         let txn = TxnSlot::of(context.session_config()).map(|t| (t, self.for_write));
+        let ctl = crate::bounds::control(context.session_config().options()).cloned();
         builder.spawn_blocking(move || {
-            run_scan(&ds, &access, txn, limit, batch_size, &mut |records| {
+            run_scan(&ds, &access, txn, ctl, limit, batch_size, &mut |records| {
                 let batch = convert::records_to_batch(&schema, &cols, &records)?;
                 Ok(tx.blocking_send(Ok(batch)).is_ok())
             })
@@ -1090,6 +1092,7 @@ pub fn open_records(
     ds: &Arc<Dataset>,
     access: &Access,
     limit: Option<usize>,
+    ctl: &Option<Arc<StatementControl>>,
 ) -> silt::Result<Records> {
     Ok(match access {
         Access::Full => Box::new(ds.scan(Bound::Unbounded, Bound::Unbounded)?),
@@ -1134,7 +1137,7 @@ pub fn open_records(
                 Err(e) => return Err(e),
             };
             let ds2 = ds.clone();
-            let hits = results.map(move |h| {
+            let hits = until_stopped(results, ctl).map(move |h| {
                 let h = h?;
                 match h.record {
                     Some(r) => Ok(Some(r)),
@@ -1182,6 +1185,7 @@ pub fn open_records_in(
     access: &Access,
     limit: Option<usize>,
     for_write: bool,
+    ctl: &Option<Arc<StatementControl>>,
 ) -> silt::Result<Records> {
     let get = {
         let (slot, ds) = (slot.clone(), ds.clone());
@@ -1239,7 +1243,7 @@ pub fn open_records_in(
             };
             let check = text_check.clone();
             let column = column.clone();
-            Box::new(results.filter_map(move |h| {
+            Box::new(until_stopped(results, ctl).filter_map(move |h| {
                 let rec = match h {
                     // Rows to change are re-read through the transaction
                     // (their versions are then validated at commit).
@@ -1274,6 +1278,17 @@ pub fn open_records_in(
             }))
         }
     })
+}
+
+/// `it` until the statement is stopped: index hits are filtered inside
+/// one `next()` of the scan, so the scan's own check between rows could
+/// come late.
+fn until_stopped<I: Iterator + 'static>(
+    it: I,
+    ctl: &Option<Arc<StatementControl>>,
+) -> impl Iterator<Item = I::Item> + 'static {
+    let ctl = ctl.clone();
+    it.take_while(move |_| ctl.as_ref().is_none_or(|c| c.stopped().is_none()))
 }
 
 /// A fetched index hit as a scan row: dropped when gone, or when a keyword
@@ -1319,23 +1334,27 @@ fn pk_bounds(
 
 /// Read the access path in chunks of `batch_size` records, handing each to
 /// `emit` (which returns false when nobody listens any more).
+/// Stops with [`crate::bounds::Stopped`] when the statement is stopped.
 fn run_scan(
     ds: &Arc<Dataset>,
     access: &Access,
     txn: Option<(Arc<TxnSlot>, bool)>,
+    ctl: Option<Arc<StatementControl>>,
     limit: Option<usize>,
     batch_size: usize,
     emit: &mut dyn FnMut(Vec<Value>) -> DfResult<bool>,
 ) -> DfResult<()> {
+    let check = || ctl.as_ref().map_or(Ok(()), |c| c.check());
     let mut it = match txn {
-        Some((slot, for_write)) => open_records_in(slot, ds, access, limit, for_write),
-        None => open_records(ds, access, limit),
+        Some((slot, for_write)) => open_records_in(slot, ds, access, limit, for_write, &ctl),
+        None => open_records(ds, access, limit, &ctl),
     }
     .map_err(silt_err)?;
     let mut total = 0usize;
     loop {
         let mut chunk = Vec::new();
         while chunk.len() < batch_size && limit.is_none_or(|l| total < l) {
+            check()?;
             match it.next() {
                 Some(r) => {
                     chunk.push(r.map_err(silt_err)?);
@@ -1344,6 +1363,7 @@ fn run_scan(
                 None => break,
             }
         }
+        check()?;
         if chunk.is_empty() {
             return Ok(());
         }

@@ -250,6 +250,7 @@ impl ScalarUDFImpl for SiltFn {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        crate::bounds::check(&args.config_options)?;
         let n = args.number_rows;
         let (req, opt) = self.func.arity();
         if args.args.len() < req.len() || args.args.len() > req.len() + opt.len() {

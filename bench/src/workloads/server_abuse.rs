@@ -1,0 +1,509 @@
+//! `server-abuse` (issue 28): `silt serve` under a mixed load with hostile
+//! queries, on loopback. The server runs in a child process (this binary,
+//! hidden subcommand `serve-child`, which calls what `silt serve` calls) with
+//! explicit resource bounds; 64 PostgreSQL clients run for a fixed time:
+//!
+//! - `small`: point lookups by primary key (prepared);
+//! - `scan`: a full scan with a grouped aggregate;
+//! - `insert`: single-row inserts with unique keys (acknowledged ones are
+//!   counted, and checked present at the end);
+//! - `hostile`: in turn `repeat('x', 2000000000)`, a self cross join, a
+//!   memory-hungry aggregate over a cross join, 100-deep nested subqueries,
+//!   and a 10^6-row result read to the end.
+//!
+//! Measured: p50/p99 latency and throughput of each class, the outcomes of
+//! the hostile statements by SQLSTATE, the server's peak RSS (its `VmHWM`)
+//! and the inserts acknowledged against the rows present. Targets: small
+//! queries' p99 under 50 ms while the hostile ones run, peak RSS under the
+//! server memory limit plus a margin, nothing acknowledged lost.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, NoTls};
+
+use super::{Ctx, Scale, Workload};
+use crate::results::{Kind, ResultRow};
+use crate::util::{fmt_num, percentile};
+
+pub struct ServerAbuse;
+
+/// Clients of each class (64 in all).
+const SMALL: usize = 40;
+const SCANS: usize = 8;
+const INSERTS: usize = 8;
+const HOSTILE: usize = 8;
+
+/// The server's bounds in this workload.
+const TIMEOUT: &str = "2s";
+const QUERY_MEMORY: &str = "64MiB";
+const SERVER_MEMORY_MIB: u64 = 256;
+const VALUE_BYTES: &str = "16MiB";
+const RESULT_BYTES: &str = "64MiB";
+const MAX_CONCURRENT: &str = "32";
+/// What the server may hold besides DataFusion's pool: the block cache,
+/// memtables, batches in flight, 64 sessions, the runtime.
+const RSS_MARGIN_MIB: u64 = 256;
+/// The p99 small queries must stay under, ms.
+const SMALL_P99_MS: f64 = 50.0;
+
+fn rows(scale: Scale) -> i64 {
+    match scale {
+        Scale::Small => 100_000,
+        Scale::Medium => 300_000,
+        Scale::Full => 1_000_000,
+    }
+}
+
+fn duration(scale: Scale) -> Duration {
+    Duration::from_secs(match scale {
+        Scale::Small => 20,
+        Scale::Medium => 60,
+        Scale::Full => 120,
+    })
+}
+
+/// The hostile statements, in the order the hostile clients take them.
+fn hostile_statements() -> Vec<(&'static str, String)> {
+    let mut nested = "SELECT id FROM items WHERE id < 10".to_string();
+    for i in 0..100 {
+        nested = format!("SELECT id FROM ({nested}) t{i}");
+    }
+    vec![
+        ("repeat", "SELECT repeat('x', 2000000000)".to_string()),
+        (
+            "cross join",
+            "SELECT count(*) FROM items a, items b WHERE a.val + b.val < -1".to_string(),
+        ),
+        (
+            "agg memory",
+            "SELECT string_agg(a.name, ',') FROM items a, items b".to_string(),
+        ),
+        ("deep nesting", nested),
+        (
+            "1e6 rows",
+            "SELECT a.id, b.id FROM items a, (SELECT id FROM items LIMIT 20) b LIMIT 1000000"
+                .to_string(),
+        ),
+    ]
+}
+
+/// Latencies (µs) of the successful statements and the errors by SQLSTATE.
+#[derive(Default)]
+struct Tally {
+    lat: Vec<u32>,
+    errors: BTreeMap<String, u64>,
+}
+
+impl Tally {
+    fn ok(&mut self, t: Instant) {
+        self.lat
+            .push(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX));
+    }
+
+    fn err(&mut self, e: &postgres::Error) {
+        let code = e.code().map_or("io", |c| c.code()).to_string();
+        *self.errors.entry(code).or_default() += 1;
+    }
+}
+
+/// The server child process; killed when dropped.
+struct ServerChild {
+    child: Child,
+}
+
+impl Drop for ServerChild {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with a pid we spawned and still own (not yet
+        // reaped: `wait` below reaps it), and a valid signal number.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl ServerChild {
+    fn status_kib(&self, key: &str) -> Option<u64> {
+        let text = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+}
+
+/// A free loopback port (bound and released: another process could take it
+/// in between, which on loopback during a benchmark does not happen).
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn start_server(dir: &Path, pg: u16, http: u16) -> Result<ServerChild> {
+    let exe = std::env::current_exe()?;
+    let child = Command::new(exe)
+        .arg("serve-child")
+        .arg("--db")
+        .arg(dir)
+        .args(["--pg", &format!("127.0.0.1:{pg}")])
+        .args(["--http", &format!("127.0.0.1:{http}")])
+        .args(["--max-concurrent", MAX_CONCURRENT])
+        .args(["--timeout", TIMEOUT])
+        .args(["--max-query-memory", QUERY_MEMORY])
+        .args(["--max-server-memory", &format!("{SERVER_MEMORY_MIB}MiB")])
+        .args(["--max-value-bytes", VALUE_BYTES])
+        .args(["--max-result-bytes", RESULT_BYTES])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the server child")?;
+    let server = ServerChild { child };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if connect(pg).is_ok() {
+            return Ok(server);
+        }
+        if Instant::now() > deadline {
+            bail!("the server did not come up on port {pg}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn connect(port: u16) -> Result<Client, postgres::Error> {
+    Client::connect(
+        &format!("host=127.0.0.1 port={port} user=bench dbname=silt"),
+        NoTls,
+    )
+}
+
+fn load(port: u16, n: i64) -> Result<()> {
+    let mut c = connect(port)?;
+    c.batch_execute(
+        "CREATE TABLE items (id BIGINT PRIMARY KEY, grp BIGINT, name VARCHAR, val DOUBLE); \
+         CREATE TABLE log (id BIGINT PRIMARY KEY, client BIGINT)",
+    )?;
+    let mut i = 0;
+    while i < n {
+        let end = (i + 2000).min(n);
+        let values: Vec<String> = (i..end)
+            .map(|k| format!("({k}, {}, 'name-{k:08}', {}.5)", k % 100, k % 1000))
+            .collect();
+        c.batch_execute(&format!("INSERT INTO items VALUES {}", values.join(",")))?;
+        i = end;
+    }
+    Ok(())
+}
+
+impl Workload for ServerAbuse {
+    fn name(&self) -> &'static str {
+        "server-abuse"
+    }
+
+    fn description(&self) -> &'static str {
+        "silt serve under 64 clients with hostile queries: latency, peak RSS, no lost inserts"
+    }
+
+    fn explanation(&self) -> &'static str {
+        "Issue 28: a server must answer hostile queries (a 2 GB repeat, cross joins, \
+         memory-hungry aggregates, deep nesting, 10^6-row results) with errors at its \
+         limits while staying responsive and bounded. `silt serve` runs in a child process \
+         with explicit bounds; 40 clients send point lookups, 8 full-scan aggregates, 8 \
+         single-row inserts and 8 the hostile statements, for a fixed time. Targets: p99 of \
+         the point lookups under 50 ms, the server's peak RSS under its memory limit plus \
+         256 MiB, every acknowledged insert present at the end."
+    }
+
+    fn durability(&self) -> &'static str {
+        "Silt default (group commit); loopback PostgreSQL protocol"
+    }
+
+    fn run(&self, scale: Scale, ctx: &Ctx) -> Result<Vec<ResultRow>> {
+        let dir = ctx.scratch.join("server-abuse-db");
+        let (pg, http) = (free_port()?, free_port()?);
+        let server = start_server(&dir, pg, http)?;
+        let n = rows(scale);
+        let t = Instant::now();
+        load(pg, n)?;
+        eprintln!("loaded {n} rows in {:.1}s", t.elapsed().as_secs_f64());
+        let rss_loaded = server.status_kib("VmRSS:").unwrap_or(0);
+        ctx.note(format!(
+            "silt serve: --max-concurrent {MAX_CONCURRENT} --timeout {TIMEOUT} --max-query-memory {QUERY_MEMORY} \
+             --max-server-memory {SERVER_MEMORY_MIB}MiB --max-value-bytes {VALUE_BYTES} --max-result-bytes {RESULT_BYTES}; \
+             {SMALL} small, {SCANS} scan, {INSERTS} insert, {HOSTILE} hostile clients; {n} rows"
+        ));
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let next_id = Arc::new(AtomicU64::new(0));
+        let peak_sampled = Arc::new(AtomicU64::new(0));
+        let hostile = Arc::new(hostile_statements());
+        let by_kind: Arc<Mutex<BTreeMap<String, BTreeMap<String, u64>>>> = Arc::default();
+        let run_for = duration(scale);
+        let start = Instant::now();
+
+        let results = std::thread::scope(|s| -> Result<Vec<(&'static str, Tally, u64)>> {
+            // Sample the server's RSS (the peak also comes from VmHWM).
+            let sampler = {
+                let stop = stop.clone();
+                let peak = peak_sampled.clone();
+                let server = &server;
+                s.spawn(move || {
+                    while !stop.load(Ordering::Acquire) {
+                        if let Some(kib) = server.status_kib("VmRSS:") {
+                            peak.fetch_max(kib, Ordering::AcqRel);
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                })
+            };
+            let mut handles = Vec::new();
+            let classes = [
+                ("small", SMALL),
+                ("scan", SCANS),
+                ("insert", INSERTS),
+                ("hostile", HOSTILE),
+            ];
+            let mut client_no = 0u64;
+            for (class, count) in classes {
+                for i in 0..count {
+                    client_no += 1;
+                    let (stop, next_id, hostile, by_kind) = (
+                        stop.clone(),
+                        next_id.clone(),
+                        hostile.clone(),
+                        by_kind.clone(),
+                    );
+                    let me = client_no;
+                    handles.push(s.spawn(move || -> Result<(&'static str, Tally, u64)> {
+                        let mut c = connect(pg)?;
+                        let mut tally = Tally::default();
+                        let mut acked = 0u64;
+                        let lookup = c.prepare("SELECT name, val FROM items WHERE id = $1")?;
+                        let insert = c.prepare("INSERT INTO log VALUES ($1, $2)")?;
+                        let mut k = (me as i64).wrapping_mul(7919) % n;
+                        let mut turn = i;
+                        while !stop.load(Ordering::Acquire) {
+                            let t = Instant::now();
+                            match class {
+                                "small" => {
+                                    k = (k + 104_729) % n;
+                                    match c.query_opt(&lookup, &[&k]) {
+                                        Ok(_) => tally.ok(t),
+                                        Err(e) => tally.err(&e),
+                                    }
+                                }
+                                "scan" => match c.query(
+                                    "SELECT grp, count(*), avg(val) FROM items GROUP BY grp",
+                                    &[],
+                                ) {
+                                    Ok(_) => tally.ok(t),
+                                    Err(e) => tally.err(&e),
+                                },
+                                "insert" => {
+                                    let id = next_id.fetch_add(1, Ordering::AcqRel) as i64;
+                                    match c.execute(&insert, &[&id, &(me as i64)]) {
+                                        Ok(_) => {
+                                            acked += 1;
+                                            tally.ok(t);
+                                        }
+                                        Err(e) => tally.err(&e),
+                                    }
+                                }
+                                _ => {
+                                    let (name, sql) = &hostile[turn % hostile.len()];
+                                    turn += 1;
+                                    // Read every row of a result (the 10^6 one).
+                                    let r = c.query_raw(sql.as_str(), std::iter::empty::<i64>())
+                                        .and_then(|mut it| {
+                                            let mut n = 0u64;
+                                            while it.next()?.is_some() {
+                                                n += 1;
+                                            }
+                                            Ok(n)
+                                        });
+                                    let outcome = match &r {
+                                        Ok(_) => "ok".to_string(),
+                                        Err(e) => e.code().map_or("io", |c| c.code()).to_string(),
+                                    };
+                                    if let Ok(mut m) = by_kind.lock() {
+                                        *m.entry(name.to_string())
+                                            .or_default()
+                                            .entry(outcome)
+                                            .or_default() += 1;
+                                    }
+                                    match r {
+                                        Ok(_) => tally.ok(t),
+                                        Err(e) => {
+                                            tally.err(&e);
+                                            if e.is_closed() {
+                                                c = connect(pg)?;
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        Ok((class, tally, acked))
+                    }));
+                }
+            }
+            std::thread::sleep(run_for);
+            stop.store(true, Ordering::Release);
+            let mut out = Vec::new();
+            for h in handles {
+                match h.join() {
+                    Ok(r) => out.push(r?),
+                    Err(_) => bail!("a client thread panicked"),
+                }
+            }
+            let _ = sampler.join();
+            Ok(out)
+        })?;
+        let elapsed = start.elapsed().as_secs_f64();
+
+        // Inserts acknowledged against rows present.
+        let mut c = connect(pg)?;
+        let present: i64 = c.query_one("SELECT count(*) FROM log", &[])?.get(0);
+        let hwm_kib = server.status_kib("VmHWM:").unwrap_or(0);
+        let peak_kib = hwm_kib.max(peak_sampled.load(Ordering::Acquire));
+        drop(c);
+        drop(server);
+
+        let mut rows_out = Vec::new();
+        let sys = "silt-serve";
+        let mut acked = 0u64;
+        let mut merged: BTreeMap<&str, Tally> = BTreeMap::new();
+        for (class, tally, a) in results {
+            acked += a;
+            let m = merged.entry(class).or_default();
+            m.lat.extend(tally.lat);
+            for (k, v) in tally.errors {
+                *m.errors.entry(k).or_default() += v;
+            }
+        }
+        let mut small_p99 = f64::NAN;
+        for (class, mut t) in merged {
+            t.lat.sort_unstable();
+            let p50 = percentile(&t.lat, 50.0) / 1000.0;
+            let p99 = percentile(&t.lat, 99.0) / 1000.0;
+            if class == "small" {
+                small_p99 = p99;
+            }
+            rows_out.push(ResultRow::measure(sys, &format!("{class} p50"), "ms", p50));
+            rows_out.push(ResultRow::measure(sys, &format!("{class} p99"), "ms", p99));
+            rows_out.push(ResultRow::measure(
+                sys,
+                &format!("{class} ok/s"),
+                "ops/s",
+                t.lat.len() as f64 / elapsed,
+            ));
+            for (code, count) in t.errors {
+                rows_out.push(ResultRow::stat(
+                    sys,
+                    &format!("{class} errors {code}"),
+                    "count",
+                    count as f64,
+                ));
+            }
+        }
+        if let Ok(m) = by_kind.lock() {
+            for (name, outcomes) in m.iter() {
+                for (outcome, count) in outcomes {
+                    rows_out.push(ResultRow::stat(
+                        sys,
+                        &format!("hostile {name} -> {outcome}"),
+                        "count",
+                        *count as f64,
+                    ));
+                }
+            }
+        }
+        let peak_mib = peak_kib as f64 / 1024.0;
+        rows_out.push(ResultRow::measure(sys, "server peak RSS", "MiB", peak_mib));
+        rows_out.push(ResultRow::stat(
+            sys,
+            "server RSS after load",
+            "MiB",
+            rss_loaded as f64 / 1024.0,
+        ));
+        rows_out.push(ResultRow::stat(sys, "inserts acknowledged", "count", acked as f64));
+        rows_out.push(ResultRow::stat(sys, "inserted rows present", "count", present as f64));
+        // Targets as ratios (higher is better, PASS at 1).
+        rows_out.push(
+            ResultRow::new(
+                sys,
+                "small p99 target (50 ms / p99)",
+                "x",
+                Kind::Ratio,
+                SMALL_P99_MS / small_p99,
+            )
+            .with_target(1.0),
+        );
+        let bound = (SERVER_MEMORY_MIB + RSS_MARGIN_MIB) as f64;
+        rows_out.push(
+            ResultRow::new(
+                sys,
+                "peak RSS target ((limit + 256 MiB) / peak)",
+                "x",
+                Kind::Ratio,
+                bound / peak_mib,
+            )
+            .with_target(1.0),
+        );
+        rows_out.push(
+            ResultRow::new(
+                sys,
+                "no lost inserts (present / acknowledged)",
+                "x",
+                Kind::Ratio,
+                if acked == 0 {
+                    1.0
+                } else {
+                    present as f64 / acked as f64
+                },
+            )
+            .with_target(1.0),
+        );
+        eprintln!(
+            "small p99 {} ms, peak RSS {} MiB (bound {bound} MiB), inserts {acked} acknowledged / {present} present",
+            fmt_num(small_p99),
+            fmt_num(peak_mib)
+        );
+        Ok(rows_out)
+    }
+}
+
+/// `silt-bench serve-child`: what `silt serve` runs, with the flags the
+/// workload passes.
+pub struct ServeChildArgs {
+    pub db: std::path::PathBuf,
+    pub pg: String,
+    pub http: String,
+    pub max_concurrent: usize,
+    pub timeout: String,
+    pub bounds: silt_server::cli::BoundFlags,
+}
+
+pub fn serve_child(a: ServeChildArgs) -> Result<()> {
+    let mut cfg = silt_server::cli::config(&a.pg, &a.http, a.max_concurrent, 256, &a.timeout)?;
+    silt_server::cli::apply_bounds(&mut cfg, &a.bounds)?;
+    std::fs::create_dir_all(&a.db)?;
+    let db = silt::Database::open(&a.db, silt::DbOptions::default())?;
+    silt_server::cli::serve_until_signal(db, cfg)?;
+    Ok(())
+}

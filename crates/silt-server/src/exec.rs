@@ -1,0 +1,347 @@
+//! Running a statement so that it really stops at its limits.
+//!
+//! A statement is planned and executed on a task of its own, never on its
+//! connection's task: the connection waits for it *or* for the first stop
+//! signal (its deadline, a cancel request, the shutdown kill switch),
+//! whichever comes first, and then answers at once. Stopping pulls the
+//! statement's [`StatementControl`] (Silt's scans, spatial join and
+//! functions check it between rows and end) and aborts its task (DataFusion
+//! stops at its next yield). The rows of a streamed result are produced on
+//! such a task too ([`Guarded`]) and handed over through a one-batch
+//! channel, so that a slow batch never holds up the deadline, and their
+//! count and size are capped ([`ResultCaps`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::DataFusionError;
+use datafusion::execution::SendableRecordBatchStream;
+use futures::{Stream, StreamExt};
+use silt_sql::bounds::StopReason;
+use silt_sql::{SqlError, SqlSession, StatementControl};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::error::{Limit, QueryError};
+use crate::limits::{Limits, Permit};
+use crate::panics;
+
+/// A task aborted when this is dropped.
+pub struct AbortOnDrop<T>(pub JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One statement (or simple-query script) being run: its execution slot,
+/// its stop switch, and what pulls the switch.
+pub struct Stmt {
+    pub ctl: Arc<StatementControl>,
+    pub permit: Arc<Permit>,
+    kill: watch::Receiver<bool>,
+}
+
+impl Stmt {
+    /// A statement admitted with `permit` (a cancel request stops it
+    /// through its control, see [`crate::cancel`]).
+    pub fn new(limits: &Limits, permit: Permit) -> Stmt {
+        Stmt {
+            ctl: StatementControl::new(),
+            permit: Arc::new(permit),
+            kill: limits.kill.clone(),
+        }
+    }
+
+    /// Completes with the first reason to stop: the deadline, the kill
+    /// switch, or the control (a cancel request).
+    fn stop_signal(&self) -> Pin<Box<dyn Future<Output = StopReason> + Send>> {
+        let deadline = self.permit.deadline;
+        let mut kill = self.kill.clone();
+        let ctl = self.ctl.clone();
+        Box::pin(async move {
+            let until_deadline = async move {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let killed = async move {
+                if kill.wait_for(|v| *v).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                _ = until_deadline => StopReason::Timeout,
+                _ = killed => StopReason::Shutdown,
+                r = ctl.wait() => r,
+            }
+        })
+    }
+
+    /// The error of a statement stopped for `why`.
+    pub fn stopped_error(&self, why: StopReason) -> QueryError {
+        stopped_error(why, self.permit.timeout)
+    }
+
+    /// The error of a statement that failed (see [`failed`]).
+    pub fn error(&self, e: SqlError) -> QueryError {
+        failed(e, &self.ctl, self.permit.timeout)
+    }
+
+    /// Run `fut` (a statement's planning, and its execution when its
+    /// result is collected) on a task of its own, until it finishes or the
+    /// statement must stop; then it is stopped and aborted, and a
+    /// transaction block of `session` fails.
+    pub async fn execute<T, F>(&self, session: &SqlSession, fut: F) -> Result<T, QueryError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, SqlError>> + Send + 'static,
+    {
+        if let Some(why) = self.ctl.stopped() {
+            return Err(self.stopped_error(why));
+        }
+        let mut task = AbortOnDrop(tokio::spawn(panics::in_server(fut)));
+        let stop = self.stop_signal();
+        tokio::select! {
+            biased;
+            r = &mut task.0 => match r {
+                Ok(r) => r.map_err(|e| self.error(e)),
+                Err(e) => {
+                    session.fail();
+                    Err(QueryError::Internal(format!("the statement's task failed: {e}")))
+                }
+            },
+            why = stop => {
+                self.ctl.stop(why);
+                task.0.abort();
+                session.fail();
+                Err(self.stopped_error(why))
+            }
+        }
+    }
+
+    /// Stream `stream`'s batches from a task of their own, under the
+    /// statement's stop signal and `caps`; the stream holds the execution
+    /// slot until it ends.
+    pub fn stream(
+        &self,
+        session: Arc<SqlSession>,
+        mut stream: SendableRecordBatchStream,
+        caps: ResultCaps,
+    ) -> Guarded {
+        let schema = stream.schema();
+        let (tx, rx) = mpsc::channel(1);
+        let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = finished.clone();
+        let producer = tokio::spawn(panics::in_server(async move {
+            while let Some(item) = stream.next().await {
+                if tx.send(item).await.is_err() {
+                    return;
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+        }));
+        Guarded {
+            rx,
+            _producer: AbortOnDrop(producer),
+            schema,
+            stop: self.stop_signal(),
+            ctl: self.ctl.clone(),
+            session,
+            caps,
+            rows: 0,
+            bytes: 0,
+            timeout: self.permit.timeout,
+            permit: Some(self.permit.clone()),
+            finished,
+        }
+    }
+}
+
+/// The error of a statement stopped for `why` under `timeout`.
+fn stopped_error(why: StopReason, timeout: Duration) -> QueryError {
+    match why {
+        StopReason::Timeout => QueryError::Timeout(timeout),
+        StopReason::Cancel => QueryError::Cancelled,
+        StopReason::Shutdown | StopReason::Abandoned => QueryError::ShuttingDown,
+    }
+}
+
+/// The error of a statement that failed: a limit it ran into, the reason
+/// it was stopped (when a scan noticed the stop first), or its own error.
+fn failed(e: SqlError, ctl: &StatementControl, timeout: Duration) -> QueryError {
+    if let SqlError::DataFusion(de) = e.root() {
+        if let Some(l) = silt_sql::bounds::limit_of(de, Some(ctl)) {
+            return QueryError::Limit(Limit::Sql(l));
+        }
+        if silt_sql::bounds::is_stopped(de)
+            && let Some(why) = ctl.stopped()
+        {
+            return stopped_error(why, timeout);
+        }
+    }
+    QueryError::Sql(e)
+}
+
+/// The most rows and bytes one statement may return (zero: no cap).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResultCaps {
+    pub rows: u64,
+    pub bytes: usize,
+}
+
+/// The bytes of a batch's values (what it occupies, counting slices by
+/// their own extent).
+pub fn batch_bytes(b: &RecordBatch) -> usize {
+    b.columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
+        .sum()
+}
+
+/// A result stream produced on a task of its own, under a deadline, the
+/// kill switch, cancel requests and result caps; it holds its execution
+/// slot until it ends.
+pub struct Guarded {
+    rx: mpsc::Receiver<Result<RecordBatch, DataFusionError>>,
+    _producer: AbortOnDrop<()>,
+    schema: SchemaRef,
+    stop: Pin<Box<dyn Future<Output = StopReason> + Send>>,
+    ctl: Arc<StatementControl>,
+    session: Arc<SqlSession>,
+    caps: ResultCaps,
+    rows: u64,
+    bytes: usize,
+    timeout: Duration,
+    permit: Option<Arc<Permit>>,
+    /// Set by the producer when the stream ended (not when it panicked).
+    finished: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Guarded {
+    /// The schema of the batches.
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// Rows and bytes handed out so far.
+    pub fn sent(&self) -> (u64, usize) {
+        (self.rows, self.bytes)
+    }
+
+    /// End the stream with `e`: stop the producer, fail an open block.
+    fn fail(
+        &mut self,
+        why: StopReason,
+        e: QueryError,
+    ) -> Poll<Option<Result<RecordBatch, QueryError>>> {
+        self.ctl.stop(why);
+        self._producer.0.abort();
+        self.session.fail();
+        self.permit = None;
+        Poll::Ready(Some(Err(e)))
+    }
+
+    fn over(&self) -> Option<Limit> {
+        if self.caps.rows > 0 && self.rows > self.caps.rows {
+            return Some(Limit::ResultRows {
+                limit: self.caps.rows,
+            });
+        }
+        if self.caps.bytes > 0 && self.bytes > self.caps.bytes {
+            return Some(Limit::ResultBytes {
+                limit: self.caps.bytes,
+                rows: self.rows,
+            });
+        }
+        None
+    }
+}
+
+impl Stream for Guarded {
+    type Item = Result<RecordBatch, QueryError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.permit.is_none() {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(why) = this.stop.as_mut().poll(cx) {
+            return this.fail(why, stopped_error(why, this.timeout));
+        }
+        match this.rx.poll_recv(cx) {
+            Poll::Ready(Some(Ok(b))) => {
+                this.rows = this.rows.saturating_add(b.num_rows() as u64);
+                this.bytes = this.bytes.saturating_add(batch_bytes(&b));
+                if let Some(l) = this.over() {
+                    return this.fail(StopReason::Abandoned, QueryError::Limit(l));
+                }
+                Poll::Ready(Some(Ok(b)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                let err = failed(SqlError::from(e), &this.ctl, this.timeout);
+                this.session.fail();
+                this.permit = None;
+                Poll::Ready(Some(Err(err)))
+            }
+            Poll::Ready(None) => {
+                this.permit = None;
+                if this.finished.load(std::sync::atomic::Ordering::Acquire) {
+                    Poll::Ready(None)
+                } else {
+                    // The producer died (a panic in DataFusion): not a
+                    // complete result.
+                    this.session.fail();
+                    Poll::Ready(Some(Err(QueryError::Internal(
+                        "the statement's execution failed (see the server log)".to_owned(),
+                    ))))
+                }
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        // A result abandoned half-way (the client went away, or an error
+        // while sending it): stop what still runs.
+        if self.permit.is_some() {
+            self.ctl.stop(StopReason::Abandoned);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    #[test]
+    fn batch_bytes_counts_slices() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, false),
+        ]));
+        let b = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from((0..1000).collect::<Vec<i64>>())),
+                Arc::new(StringArray::from(vec!["xxxxxxxxxx"; 1000])),
+            ],
+        )
+        .unwrap();
+        let whole = batch_bytes(&b);
+        assert!(whole >= 1000 * 8 + 1000 * 10, "{whole}");
+        let part = batch_bytes(&b.slice(0, 10));
+        assert!(part < whole / 50, "{part} of {whole}");
+    }
+}
