@@ -216,8 +216,10 @@ impl Tokens {
 
 /// The server's authentication state.
 pub struct Auth {
-    /// Passwords are required.
-    pub required: bool,
+    /// Passwords are required (latched: once a role can log in, they stay
+    /// required even if it is dropped, so that a server that was safe to
+    /// expose never opens up again).
+    required: std::sync::atomic::AtomicBool,
     pub throttle: Throttle,
     pub tokens: Tokens,
     /// Made-up verifiers for unknown users are derived from this, so that
@@ -231,11 +233,26 @@ impl Auth {
         let mut fake_seed = [0u8; 32];
         rand::rng().fill_bytes(&mut fake_seed);
         Auth {
-            required,
+            required: std::sync::atomic::AtomicBool::new(required),
             throttle: Throttle::default(),
             tokens: Tokens::default(),
             fake_seed,
         }
+    }
+
+    /// Whether new connections must log in: from the first moment a role of
+    /// `db` can log in (one created by SQL counts at once, for the next
+    /// connection), and from then on.
+    pub fn required(&self, db: &Database) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.required.load(Ordering::Acquire) {
+            return true;
+        }
+        if Auth::has_login_roles(db) {
+            self.required.store(true, Ordering::Release);
+            return true;
+        }
+        false
     }
 
     /// Whether `db` has a role that can log in.

@@ -217,7 +217,7 @@ pub fn serve_until_signal(db: Database, cfg: ServerConfig) -> Result<(), ServerE
         eprintln!("serving {path}");
         if users == 0 {
             eprintln!(
-                "  no users: nobody is asked for a password (loopback only; `silt user --help` to add users)"
+                "  no users yet: nobody is asked for a password until one exists (loopback only; `silt user --help`, or CREATE USER)"
             );
         } else {
             eprintln!(

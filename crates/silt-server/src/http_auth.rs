@@ -193,7 +193,7 @@ pub(crate) async fn require(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let caller = if shared.auth.required {
+    let caller = if shared.auth.required(shared.engine.database()) {
         let peer = req.extensions().get::<Peer>().copied();
         let creds = credentials(&req);
         match check(&shared, peer, creds, true).await {
@@ -213,7 +213,7 @@ pub(crate) async fn issue_token(
     Query(q): Query<HashMap<String, String>>,
     req: Request,
 ) -> Response {
-    if !shared.auth.required {
+    if !shared.auth.required(shared.engine.database()) {
         return json_error(
             StatusCode::NOT_FOUND,
             "28000",

@@ -218,7 +218,7 @@ impl Server {
         for (addr, flag) in [(cfg.pg_addr, "--pg"), (cfg.http_addr, "--http")] {
             if let Some(a) = addr
                 && !a.ip().is_loopback()
-                && !auth.required
+                && !auth.required(&db)
             {
                 return Err(ServerError::Config(format!(
                     "{flag} {a} is not a loopback address, and no user can log in to this database: anyone who reaches the port could do anything. Add an admin first (`silt --db DIR user add NAME --admin`), or listen on 127.0.0.1"

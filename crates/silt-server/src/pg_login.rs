@@ -82,7 +82,7 @@ pub struct Login {
 
 impl Login {
     pub(crate) fn new(shared: Arc<Shared>, session: Arc<SqlSession>) -> Result<Login, PgWireError> {
-        let scram = if shared.auth.required {
+        let scram = if shared.auth.required(shared.engine.database()) {
             let mut s = ScramAuth::new(Arc::new(Verifiers {
                 shared: shared.clone(),
             }));

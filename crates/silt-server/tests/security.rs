@@ -690,3 +690,61 @@ async fn safe_defaults() {
     c.query("SELECT 1", &[]).await.unwrap();
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn first_user_created_by_sql_turns_login_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Database::open(dir.path(), DbOptions::default()).unwrap());
+    let server = Server::start(
+        db,
+        ServerConfig {
+            pg_addr: Some("127.0.0.1:0".parse().unwrap()),
+            http_addr: Some("127.0.0.1:0".parse().unwrap()),
+            ..ServerConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let port = server.pg_addr().unwrap().port();
+    let http = format!("http://{}/query/service", server.http_addr().unwrap());
+    // No users yet: anyone on loopback gets in, over both front ends.
+    let (open, conn) =
+        tokio_postgres::connect(&format!("host=127.0.0.1 port={port} user=x"), NoTls)
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let r = http_client::client()
+        .post(&http)
+        .body("SELECT 1 AS one")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    open.batch_execute("CREATE USER root WITH SUPERUSER PASSWORD 'pw'")
+        .await
+        .unwrap();
+    // The next connection must log in; the open session goes on.
+    let e = connect_err(&format!("host=127.0.0.1 port={port} user=x password=nope")).await;
+    assert_eq!(state(&e), SqlState::INVALID_PASSWORD, "{e}");
+    let (c, conn) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={port} user=root password=pw"),
+        NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    c.query("SELECT 1", &[]).await.unwrap();
+    open.query("SELECT 1", &[]).await.unwrap();
+    let r = http_client::client()
+        .post(&http)
+        .body("SELECT 1 AS one")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    // Dropping every login role does not open the server again.
+    c.batch_execute("ALTER ROLE root NOLOGIN").await.ok();
+    let e = connect_err(&format!("host=127.0.0.1 port={port} user=x password=nope")).await;
+    assert_eq!(state(&e), SqlState::INVALID_PASSWORD, "{e}");
+    server.shutdown().await.unwrap();
+}
