@@ -26,7 +26,7 @@
 //! Memory per statement and for all, the size of values built by
 //! functions, of results, of requests, the number of connections and how
 //! long they may stay idle are bounded too (the "resource bounds" of
-//! [`ServerConfig`]; see `docs/security-resources.md`). [`Server::shutdown`]
+//! [`ServerConfig`]; see `docs/security.md`, "Resource bounds"). [`Server::shutdown`]
 //! stops accepting, lets running statements finish (at most
 //! `drain_timeout`), then closes the database, which flushes and
 //! checkpoints it.
