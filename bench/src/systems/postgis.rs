@@ -307,6 +307,33 @@ impl PgCluster {
         (hz > 0).then(|| ticks as f64 / hz as f64)
     }
 
+    /// Memory of the server now (KiB): the proportional set size of the
+    /// postmaster and its children summed (shared buffers counted once),
+    /// from `/proc/PID/smaps_rollup`; `None` when it can't be read.
+    pub fn pss_kib(&self) -> Option<u64> {
+        let pid_text = std::fs::read_to_string(self.data.join("postmaster.pid")).ok()?;
+        let pm: u32 = pid_text.lines().next()?.trim().parse().ok()?;
+        let pss = |pid: u32| -> Option<u64> {
+            let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+            let line = text.lines().find(|l| l.starts_with("Pss:"))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        };
+        let parent = |pid: u32| -> Option<u32> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+        };
+        let mut total = pss(pm)?;
+        for e in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if parent(pid) == Some(pm) {
+                total += pss(pid).unwrap_or(0);
+            }
+        }
+        Some(total)
+    }
+
     pub fn stop(&mut self) -> Result<()> {
         if !self.running {
             return Ok(());

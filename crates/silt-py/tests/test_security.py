@@ -119,3 +119,38 @@ def test_read_only_role(secure):
             with c.transaction():
                 c.execute("DELETE FROM t")
         assert c.execute("SELECT id, name FROM t").fetchall() == [(1, "a")]
+
+
+def test_psql_over_tls_and_ctrl_c(secure):
+    """psql, as a user runs it: password from PGPASSWORD, verify-full, and
+    Ctrl-C (SIGINT) cancelling a long statement through a cancel request."""
+    import os
+    import signal
+    import time
+
+    if shutil.which("psql") is None:
+        pytest.skip("no psql")
+    env = {**os.environ, "PGPASSWORD": "boss-pw", "PGSSLMODE": "verify-full",
+           "PGSSLROOTCERT": secure["ca"], "PGCONNECT_TIMEOUT": "10"}
+    base = ["psql", "-X", "-h", "localhost", "-p", str(secure["port"]), "-U", "boss",
+            "-d", "silt", "-v", "ON_ERROR_STOP=1"]
+    out = subprocess.run(
+        base + ["-At", "-c", "CREATE TABLE big (id BIGINT PRIMARY KEY, v BIGINT)",
+                "-c", "INSERT INTO big SELECT value AS id, value AS v FROM generate_series(1, 3000)",
+                "-c", "SELECT count(*) FROM big"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "3000"
+    # 2.7e10 combinations: runs until cancelled.
+    long = subprocess.Popen(
+        base + ["-c", "SELECT count(*) FROM big a, big b, big c WHERE a.v + b.v + c.v = -1"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    assert long.poll() is None, long.communicate()
+    long.send_signal(signal.SIGINT)
+    _, err = long.communicate(timeout=30)
+    assert "canceling statement due to user request" in err, err
+    # The session's server is fine afterwards.
+    out = subprocess.run(base + ["-At", "-c", "SELECT 1"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.strip() == "1", out.stderr
