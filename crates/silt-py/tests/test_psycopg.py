@@ -168,3 +168,17 @@ def test_on_conflict_constraints_and_types(server):
             with conn.transaction():
                 conn.execute("INSERT INTO log VALUES (5, 'a'), (1, 'dup')")
         assert ids(conn, "SELECT id FROM log") == [1]
+
+
+def test_nulls_and_column_names_as_postgresql(server):
+    """#20's small wrongs: NULL is NULL (not ''), duplicate columns are
+    allowed, and columns are named as PostgreSQL names them."""
+    with psycopg.connect(server, autocommit=True) as c:
+        cur = c.execute("SELECT NULL, 1, 1, coalesce(NULL, 2), count(*), bal::int FROM acc GROUP BY bal")
+        assert cur.fetchall() == [(None, 1, 1, 2, 2, 100)]
+        assert [d.name for d in cur.description] == [
+            "?column?", "?column?", "?column?", "coalesce", "count", "bal"]
+        # The same through the extended protocol (parameters, prepared).
+        cur = c.execute("SELECT %s::bigint + 1, NULL, upper(%s)", (41, "x"), prepare=True)
+        assert cur.fetchall() == [(42, None, "X")]
+        assert [d.name for d in cur.description] == ["?column?", "?column?", "upper"]

@@ -91,6 +91,9 @@ impl PgColumn {
 /// Any array as strings (nulls stay null).
 pub fn text_array(array: &ArrayRef) -> Result<StringArray, ArrowError> {
     match array.data_type() {
+        // `SELECT NULL`: every value is null, though the array has no
+        // validity buffer (`is_null` says false).
+        DataType::Null => Ok(StringArray::new_null(array.len())),
         DataType::Utf8 => Ok(array.as_string::<i32>().clone()),
         DataType::LargeUtf8 | DataType::Utf8View => {
             Ok(cast_with_options(array, &DataType::Utf8, &strict())?
@@ -102,8 +105,9 @@ pub fn text_array(array: &ArrayRef) -> Result<StringArray, ArrowError> {
             let fmt = ArrayFormatter::try_new(array.as_ref(), &opts)?;
             let mut b = StringBuilder::with_capacity(array.len(), array.len() * 8);
             let mut s = String::new();
+            let nulls = array.logical_nulls();
             for i in 0..array.len() {
-                if array.is_null(i) {
+                if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
                     b.append_null();
                 } else {
                     s.clear();
@@ -304,5 +308,12 @@ mod tests {
         for l in lines {
             serde_json::from_str::<serde_json::Value>(l).unwrap();
         }
+    }
+
+    #[test]
+    fn null_arrays_are_null() {
+        let a: ArrayRef = Arc::new(datafusion::arrow::array::NullArray::new(2));
+        let t = text_array(&a).unwrap();
+        assert_eq!(t.null_count(), 2);
     }
 }

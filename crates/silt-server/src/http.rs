@@ -5,7 +5,9 @@
 //!   form body (`statement=...`), or the whole body otherwise (`text/plain`;
 //!   a form body without a `statement` field is taken whole too, so
 //!   `curl -d 'SELECT 1'` works). Several statements separated by `;` run
-//!   in order; the last one's rows are the result.
+//!   in order; the last one's rows are the result. Placeholders `$1`,
+//!   `$2`... take the values of `"args": [...]` (JSON; `args=[...]` as a
+//!   form field or query parameter), bound as literals.
 //!   The response is `{"requestID", "status": "success" | "fatal",
 //!   "results": [rows as objects], "errors": [{"code", "msg"}],
 //!   "metrics": {"elapsedTime", "executionTime", "resultCount",
@@ -75,6 +77,7 @@ use crate::convert::JsonRows;
 use crate::error::{Limit, QueryError};
 use crate::exec::{Guarded, ResultCaps, Stmt};
 use crate::http_auth::{self, Caller, Peer};
+use crate::params;
 use crate::settings;
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
@@ -272,6 +275,18 @@ fn parse_request(
     let mut timeout: Option<String> = q.get("timeout").cloned();
     let truthy = |v: &str| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on");
     let mut atomic = q.get("atomic").is_some_and(|v| truthy(v));
+    let mut args: Option<Vec<serde_json::Value>> = None;
+    let parse_args = |text: &str| -> Result<Vec<serde_json::Value>, QueryError> {
+        match serde_json::from_str(text) {
+            Ok(serde_json::Value::Array(a)) => Ok(a),
+            _ => Err(QueryError::BadRequest(format!(
+                "args must be a JSON array of the values of $1, $2, ... (e.g. [7, \"x\"]), got {text:?}"
+            ))),
+        }
+    };
+    if let Some(a) = q.get("args") {
+        args = Some(parse_args(a)?);
+    }
     let raw = || -> Result<Option<String>, QueryError> {
         if body.is_empty() {
             return Ok(None);
@@ -308,6 +323,15 @@ fn parse_request(
                 )));
             }
         }
+        match v.get("args") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::Array(a)) => args = Some(a.clone()),
+            Some(other) => {
+                return Err(QueryError::BadRequest(format!(
+                    "\"args\" must be an array of the values of $1, $2, ..., got {other}"
+                )));
+            }
+        }
         match v.get("atomic") {
             None | Some(serde_json::Value::Null) => {}
             Some(serde_json::Value::Bool(b)) => atomic |= *b,
@@ -326,6 +350,7 @@ fn parse_request(
                         "format" => format = format.or(Some(v)),
                         "timeout" => timeout = timeout.or(Some(v)),
                         "atomic" => atomic |= truthy(&v),
+                        "args" => args = Some(parse_args(&v)?),
                         _ => {}
                     }
                 }
@@ -343,6 +368,33 @@ fn parse_request(
                     .to_owned(),
             ));
         }
+    };
+    // Placeholders $1, $2... take the values of `args` (as the PostgreSQL
+    // front end binds parameters: written into the text as literals).
+    let wanted = params::count(&statement);
+    let statement = match args {
+        Some(a) => {
+            if a.len() < wanted {
+                return Err(QueryError::BadRequest(format!(
+                    "the statement uses ${wanted} but args has {} value(s)",
+                    a.len()
+                )));
+            }
+            let literals = a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| params::json_literal(i + 1, v))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| QueryError::BadRequest(e.to_string()))?;
+            params::substitute(&statement, &literals)
+                .map_err(|e| QueryError::BadRequest(e.to_string()))?
+        }
+        None if wanted > 0 => {
+            return Err(QueryError::BadRequest(format!(
+                "the statement uses ${wanted} but the request has no args: send \"args\": [...] with the values of $1, $2, ..."
+            )));
+        }
+        None => statement,
     };
     let accept_ndjson = headers
         .get(header::ACCEPT)

@@ -183,6 +183,24 @@ pub fn literal(
     })
 }
 
+/// A JSON value (an HTTP request's `args`, 1-based `index`) as a SQL
+/// literal: `null`, booleans and numbers as themselves, strings quoted,
+/// arrays and objects as their JSON text, quoted.
+pub fn json_literal(index: usize, v: &serde_json::Value) -> Result<Literal, ParamError> {
+    use serde_json::Value;
+    Ok(match v {
+        Value::Null => Literal("NULL".to_owned()),
+        Value::Bool(b) => Literal(if *b { "TRUE" } else { "FALSE" }.to_owned()),
+        Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => int_literal(i),
+            (None, Some(f)) if n.is_f64() => float_literal(f),
+            _ => return Err(err(index, format!("{n} does not fit in a bigint"))),
+        },
+        Value::String(s) => Literal(quote(s)),
+        other => Literal(quote(&other.to_string())),
+    })
+}
+
 /// The largest placeholder number in `sql` (0 if none).
 pub fn count(sql: &str) -> usize {
     let mut max = 0;

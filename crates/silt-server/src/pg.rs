@@ -319,7 +319,10 @@ impl SiltParser {
         seg: &ddl::Segment,
     ) -> Option<(Vec<(String, Type)>, Vec<(usize, Type)>)> {
         let stmt = match ddl::parse(seg) {
-            Ok(Parsed::DataFusion(stmt)) => stmt,
+            Ok(Parsed::DataFusion(mut stmt)) => {
+                silt_sql::colnames::name_statement(&mut stmt);
+                stmt
+            }
             // An INSERT's parameters are those of its plain form.
             Ok(Parsed::Insert(ins)) => Box::new(ins.plain_statement()),
             _ => return None,
@@ -330,7 +333,12 @@ impl SiltParser {
             .schema()
             .fields()
             .iter()
-            .map(|f| (f.name().clone(), pg_type(f.data_type())))
+            .map(|f| {
+                (
+                    silt_sql::colnames::shown(f.name()).to_owned(),
+                    pg_type(f.data_type()),
+                )
+            })
             .collect();
         let params = plan
             .get_parameter_types()

@@ -662,3 +662,61 @@ async fn graceful_shutdown_checkpoints() {
         .value(0);
     assert_eq!(n, 50);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn http_args_and_nulls() {
+    let f = Fixture::start(|_| {}).await;
+    let url = f.url("/query/service");
+    let (s, _) = post_json(
+        &url,
+        "CREATE TABLE p (id BIGINT PRIMARY KEY, name VARCHAR, score DOUBLE PRECISION)",
+    )
+    .await;
+    assert_eq!(s, 200);
+    let post = |body: Value| {
+        let url = url.clone();
+        async move {
+            let r = http_client::client()
+                .post(&url)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap())
+        }
+    };
+    let (s, v) = post(serde_json::json!({
+        "statement": "INSERT INTO p VALUES ($1, $2, $3), ($4, $5, $6)",
+        "args": [1, "it's", 1.5, 2, null, -2.25]
+    }))
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = post(serde_json::json!({
+        "statement": "SELECT id, name, score, NULL, 1, 1 FROM p WHERE id >= $1 ORDER BY id",
+        "args": [1]
+    }))
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["results"],
+        serde_json::json!([
+            {"id": 1, "name": "it's", "score": 1.5, "?column?": 1},
+            {"id": 2, "name": null, "score": -2.25, "?column?": 1}
+        ]),
+        "{v}"
+    );
+    // The NULL column is JSON null, not "".
+    let (_, v) = post(serde_json::json!({"statement": "SELECT NULL AS n"})).await;
+    assert_eq!(v["results"], serde_json::json!([{"n": null}]), "{v}");
+    // Placeholders without args, too few args, and bad args are refused.
+    for body in [
+        serde_json::json!({"statement": "SELECT $1"}),
+        serde_json::json!({"statement": "SELECT $2", "args": [1]}),
+        serde_json::json!({"statement": "SELECT $1", "args": 5}),
+    ] {
+        let (s, v) = post(body).await;
+        assert_eq!(s, 400, "{v}");
+    }
+    f.server.shutdown().await.unwrap();
+}

@@ -43,6 +43,7 @@ pub mod access;
 pub mod bounds;
 pub mod capped;
 pub mod coerce;
+pub mod colnames;
 pub mod convert;
 pub mod ddl;
 pub mod error;
@@ -499,10 +500,23 @@ impl SqlEngine {
             ctl.cloned(),
         ));
         let task = TaskContext::from(&state).with_runtime(Arc::new(runtime));
-        Ok(datafusion::physical_plan::execute_stream(
-            physical,
-            Arc::new(task),
-        )?)
+        let stream = datafusion::physical_plan::execute_stream(physical, Arc::new(task))?;
+        // Duplicate output names get theirs back (see `colnames`).
+        Ok(match colnames::restore(&stream.schema()) {
+            None => stream,
+            Some(schema) => {
+                let s = schema.clone();
+                Box::pin(RecordBatchStreamAdapter::new(
+                    schema,
+                    stream.map(move |b| {
+                        b.and_then(|b| {
+                            RecordBatch::try_new(s.clone(), b.columns().to_vec())
+                                .map_err(Into::into)
+                        })
+                    }),
+                ))
+            }
+        })
     }
 
     async fn collect(
@@ -571,7 +585,8 @@ impl SqlEngine {
                 slot.with(|t| t.release_savepoint(&name))?;
                 empty()
             }
-            Parsed::DataFusion(stmt) => {
+            Parsed::DataFusion(mut stmt) => {
+                colnames::name_statement(&mut stmt);
                 let mut state = self.ctx.state();
                 // Queries and DML of a transaction block run with the
                 // block's transaction in their session config, and every

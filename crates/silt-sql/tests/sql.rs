@@ -1408,3 +1408,41 @@ fn multi_row_inserts_say_how_many_rows_landed() {
     let b = run(&e, "SELECT count(*) FROM t WHERE name = 'g'");
     assert_eq!(ints(&b, 0), vec![8899]);
 }
+
+#[test]
+fn output_columns_are_named_as_postgresql_names_them() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE emp (id BIGINT PRIMARY KEY, salary BIGINT); INSERT INTO emp VALUES (1, NULL), (2, 5)",
+    );
+    let b = run(
+        &e,
+        "SELECT 1, 1, id, coalesce(salary, 0), count(*) OVER (), salary::int, 2::bigint, CASE WHEN id = 1 THEN 'a' END, id FROM emp ORDER BY id",
+    );
+    let names: Vec<String> = b[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "?column?", "?column?", "id", "coalesce", "count", "salary", "int8", "case", "id"
+        ]
+    );
+    assert_eq!(ints(&b, 3), vec![0, 5]);
+    assert_eq!(ints(&b, 8), vec![1, 2]);
+    // A derived table's columns are referenced by those names.
+    let b = run(
+        &e,
+        "SELECT s.coalesce FROM (SELECT coalesce(salary, 0) FROM emp) s ORDER BY 1",
+    );
+    assert_eq!(ints(&b, 0), vec![0, 5]);
+    // `*` next to a named column, and a UNION.
+    let b = run(&e, "SELECT *, id FROM emp ORDER BY id");
+    assert_eq!(b[0].schema().field(2).name(), "id");
+    let b = run(&e, "SELECT upper('a') UNION ALL SELECT 'b' ORDER BY 1");
+    assert_eq!(b[0].schema().field(0).name(), "upper");
+}
