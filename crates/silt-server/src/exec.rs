@@ -31,6 +31,60 @@ use crate::error::{Limit, QueryError};
 use crate::limits::{Limits, Permit};
 use crate::panics;
 
+/// The runtime statements execute on, apart from the one serving the
+/// connections. DataFusion's operators are cooperative: a nested-loop join
+/// or a big sort can run for a long time without yielding, and on a shared
+/// runtime such a loop would hold a worker thread that connections, timers
+/// and small queries need. Here every running statement can have a thread
+/// of its own (one worker per execution slot), so the operating system
+/// time-slices between statements the way PostgreSQL's processes are,
+/// while the connections' runtime stays free to answer, time out and
+/// cancel at once.
+pub struct QueryRuntime {
+    rt: Option<tokio::runtime::Runtime>,
+    handle: tokio::runtime::Handle,
+}
+
+impl QueryRuntime {
+    /// A runtime with `threads` worker threads.
+    pub fn new(threads: usize) -> std::io::Result<QueryRuntime> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .thread_name("silt-query")
+            .enable_all()
+            .build()?;
+        let handle = rt.handle().clone();
+        Ok(QueryRuntime {
+            rt: Some(rt),
+            handle,
+        })
+    }
+
+    /// Spawn `fut` on it.
+    pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn(fut)
+    }
+}
+
+impl Drop for QueryRuntime {
+    fn drop(&mut self) {
+        // Dropped from inside the server's runtime: do not block there.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl std::fmt::Debug for QueryRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("QueryRuntime")
+    }
+}
+
 /// A task aborted when this is dropped.
 pub struct AbortOnDrop<T>(pub JoinHandle<T>);
 
@@ -46,6 +100,7 @@ pub struct Stmt {
     pub ctl: Arc<StatementControl>,
     pub permit: Arc<Permit>,
     kill: watch::Receiver<bool>,
+    runtime: Arc<QueryRuntime>,
 }
 
 impl Stmt {
@@ -56,6 +111,7 @@ impl Stmt {
             ctl: StatementControl::new(),
             permit: Arc::new(permit),
             kill: limits.kill.clone(),
+            runtime: limits.runtime.clone(),
         }
     }
 
@@ -107,7 +163,7 @@ impl Stmt {
         if let Some(why) = self.ctl.stopped() {
             return Err(self.stopped_error(why));
         }
-        let mut task = AbortOnDrop(tokio::spawn(panics::in_server(fut)));
+        let mut task = AbortOnDrop(self.runtime.spawn(panics::in_server(fut)));
         let stop = self.stop_signal();
         tokio::select! {
             biased;
@@ -140,7 +196,7 @@ impl Stmt {
         let (tx, rx) = mpsc::channel(1);
         let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let done = finished.clone();
-        let producer = tokio::spawn(panics::in_server(async move {
+        let producer = self.runtime.spawn(panics::in_server(async move {
             while let Some(item) = stream.next().await {
                 if tx.send(item).await.is_err() {
                     return;

@@ -5,7 +5,9 @@
 //!   form body (`statement=...`), or the whole body otherwise (`text/plain`;
 //!   a form body without a `statement` field is taken whole too, so
 //!   `curl -d 'SELECT 1'` works). Several statements separated by `;` run
-//!   in order; the last one's rows are the result. Placeholders `$1`,
+//!   in order; the last one's rows are the result (`results`), and with
+//!   several statements `resultSets` holds each one's, in order (a DML
+//!   statement's is `[{"count": n}]`, DDL's `[]`). Placeholders `$1`,
 //!   `$2`... take the values of `"args": [...]` (JSON; `args=[...]` as a
 //!   form field or query parameter), bound as literals.
 //!   The response is `{"requestID", "status": "success" | "fatal",
@@ -66,10 +68,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tower_service::Service;
 
-use datafusion::arrow::datatypes::Schema;
-use datafusion::execution::SendableRecordBatchStream;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::physical_plan::memory::MemoryStream;
-use silt_sql::{SqlError, SqlSession, TxnStatus};
+use silt_sql::{Script, SqlError, SqlSession, TxnStatus};
 
 use crate::Shared;
 use crate::conns::{self, Admission, HttpConns};
@@ -480,14 +481,14 @@ async fn query(
         rows: shared.budget.result_rows,
         bytes: shared.budget.result_bytes,
     };
-    let stream = match stmt.execute(&session, run).await {
-        Ok(s) => stmt.stream(session, s, caps),
+    let (earlier, stream) = match stmt.execute(&session, run).await {
+        Ok(s) => (s.earlier, stmt.stream(session, s.last, caps)),
         Err(e) => return error_response(&id, &e, start, Some(exec)),
     };
     if req.ndjson {
         ndjson(id, stream)
     } else {
-        envelope(id, stream, start, exec, caps.bytes).await
+        envelope(id, earlier, stream, start, exec, caps.bytes).await
     }
 }
 
@@ -497,13 +498,24 @@ async fn run_request(
     session: &Arc<SqlSession>,
     req: &Request,
     ctl: Arc<silt_sql::StatementControl>,
-) -> Result<SendableRecordBatchStream, SqlError> {
+) -> Result<Script, SqlError> {
     let engine = &shared.engine;
     if req.atomic {
         engine.execute_in(session, "BEGIN").await?;
-        let batches = engine
-            .execute_with(session, &req.statement, Some(ctl))
+        let script = engine
+            .execute_script_with(session, &req.statement, Some(ctl))
             .await?;
+        let schema = script.last.schema();
+        let batches = datafusion::physical_plan::common::collect(script.last)
+            .await
+            .map_err(SqlError::from);
+        let batches = match batches {
+            Ok(b) => b,
+            Err(e) => {
+                drop(engine.execute_in(session, "ROLLBACK").await);
+                return Err(e);
+            }
+        };
         if session.status() != TxnStatus::InTransaction {
             drop(engine.execute_in(session, "ROLLBACK").await);
             return Err(SqlError::Silt(silt::Error::Txn(
@@ -511,14 +523,13 @@ async fn run_request(
             )));
         }
         engine.execute_in(session, "COMMIT").await?;
-        let schema = batches
-            .first()
-            .map(|b| b.schema())
-            .unwrap_or_else(|| Arc::new(Schema::empty()));
-        return Ok(Box::pin(MemoryStream::try_new(batches, schema, None)?));
+        return Ok(Script {
+            earlier: script.earlier,
+            last: Box::pin(MemoryStream::try_new(batches, schema, None)?),
+        });
     }
-    let stream = engine
-        .execute_stream_with(session, &req.statement, Some(ctl))
+    let script = engine
+        .execute_script_with(session, &req.statement, Some(ctl))
         .await?;
     if session.status() != TxnStatus::Idle {
         drop(engine.execute_in(session, "ROLLBACK").await);
@@ -526,16 +537,50 @@ async fn run_request(
             "the request ended inside a transaction block (BEGIN without COMMIT); nothing of the block was committed: end it with COMMIT, or send \"atomic\": true".to_owned(),
         )));
     }
-    Ok(stream)
+    Ok(script)
+}
+
+/// The rows of a collected result as a JSON array's items.
+fn json_items(batches: &[RecordBatch]) -> Result<String, QueryError> {
+    let mut out = String::new();
+    let mut first = true;
+    for b in batches {
+        JsonRows::new(&b.schema())
+            .write(b, &mut out, &mut first, "", ",")
+            .map_err(|e| {
+                QueryError::Sql(silt_sql::SqlError::Runtime(format!(
+                    "cannot convert the result to JSON: {e}"
+                )))
+            })?;
+    }
+    Ok(out)
 }
 
 async fn envelope(
     id: String,
+    earlier: Vec<Vec<RecordBatch>>,
     mut stream: Guarded,
     start: Instant,
     exec: Instant,
     max_bytes: usize,
 ) -> Response {
+    // Several statements: each one's result, in order, in "resultSets"
+    // ("results" stays the last one's, as AsterixDB answers).
+    let mut sets = String::new();
+    for (i, b) in earlier.iter().enumerate() {
+        match json_items(b) {
+            Ok(items) => {
+                if i > 0 {
+                    sets.push(',');
+                }
+                sets.push('[');
+                sets.push_str(&items);
+                sets.push(']');
+            }
+            Err(e) => return error_response(&id, &e, start, Some(exec)),
+        }
+    }
+    drop(earlier);
     let rows = JsonRows::new(&stream.schema());
     let mut out = String::new();
     let mut first = true;
@@ -549,7 +594,7 @@ async fn envelope(
             Ok(n) => {
                 count += n;
                 // The collected JSON is what this request holds in memory.
-                if max_bytes > 0 && out.len() > max_bytes {
+                if max_bytes > 0 && out.len() + sets.len() > max_bytes {
                     let e = QueryError::Limit(Limit::ResultBytes {
                         limit: max_bytes,
                         rows: count as u64,
@@ -565,8 +610,13 @@ async fn envelope(
             }
         }
     }
+    let result_sets = if sets.is_empty() {
+        String::new()
+    } else {
+        format!(",\"resultSets\":[{sets},[{out}]]")
+    };
     let body = format!(
-        "{{\"requestID\":{},\"status\":\"success\",\"results\":[{}],\"metrics\":{{\"elapsedTime\":{},\"executionTime\":{},\"resultCount\":{},\"resultSize\":{}}}}}\n",
+        "{{\"requestID\":{},\"status\":\"success\",\"results\":[{}]{result_sets},\"metrics\":{{\"elapsedTime\":{},\"executionTime\":{},\"resultCount\":{},\"resultSize\":{}}}}}\n",
         json_string(&id),
         out,
         json_string(&ms(start.elapsed())),

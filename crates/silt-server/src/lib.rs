@@ -273,10 +273,16 @@ impl Server {
             server_memory: budget.server_memory,
             value_bytes: budget.value_bytes,
         });
+        // One worker thread per execution slot, at least one per core.
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let runtime = Arc::new(
+            exec::QueryRuntime::new(cfg.max_concurrent.clamp(cores, 256))
+                .map_err(ServerError::Io)?,
+        );
         let (kill_tx, kill_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             engine,
-            limits: Limits::new(cfg.max_concurrent, cfg.queue, kill_rx.clone()),
+            limits: Limits::new(cfg.max_concurrent, cfg.queue, kill_rx.clone(), runtime),
             budget,
             auth,
             tls,

@@ -69,6 +69,8 @@ pub struct Limits {
     waiting: AtomicUsize,
     closing: AtomicBool,
     pub(crate) kill: watch::Receiver<bool>,
+    /// Where statements execute (see [`crate::exec::QueryRuntime`]).
+    pub(crate) runtime: Arc<crate::exec::QueryRuntime>,
 }
 
 /// The right to execute; released when dropped.
@@ -89,9 +91,15 @@ impl Drop for Waiting<'_> {
 }
 
 impl Limits {
-    pub fn new(max: usize, queue: usize, kill: watch::Receiver<bool>) -> Limits {
+    pub fn new(
+        max: usize,
+        queue: usize,
+        kill: watch::Receiver<bool>,
+        runtime: Arc<crate::exec::QueryRuntime>,
+    ) -> Limits {
         let max = max.max(1);
         Limits {
+            runtime,
             sem: Arc::new(Semaphore::new(max)),
             max,
             queue,

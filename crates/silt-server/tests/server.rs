@@ -709,6 +709,19 @@ async fn http_args_and_nulls() {
     // The NULL column is JSON null, not "".
     let (_, v) = post(serde_json::json!({"statement": "SELECT NULL AS n"})).await;
     assert_eq!(v["results"], serde_json::json!([{"n": null}]), "{v}");
+    // Several statements: each one's result in "resultSets".
+    let (s, v) = post(serde_json::json!({
+        "statement": "SELECT 1 AS a; INSERT INTO p VALUES ($1, 'z', 0); SELECT count(*) AS n FROM p",
+        "args": [3]
+    }))
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["results"], serde_json::json!([{"n": 3}]), "{v}");
+    assert_eq!(
+        v["resultSets"],
+        serde_json::json!([[{"a": 1}], [{"count": 1}], [{"n": 3}]]),
+        "{v}"
+    );
     // Placeholders without args, too few args, and bad args are refused.
     for body in [
         serde_json::json!({"statement": "SELECT $1"}),

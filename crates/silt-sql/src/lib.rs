@@ -161,6 +161,13 @@ impl SchemaProvider for SiltSchema {
 }
 
 /// The result of one statement before it is collected.
+/// The results of a script of statements: each one's before the last,
+/// collected, and the last one's as a stream.
+pub struct Script {
+    pub earlier: Vec<Vec<RecordBatch>>,
+    pub last: SendableRecordBatchStream,
+}
+
 enum Output {
     Batches(Vec<RecordBatch>),
     Frame(datafusion::dataframe::DataFrame),
@@ -340,26 +347,41 @@ impl SqlEngine {
         sql: &str,
         ctl: Option<Arc<StatementControl>>,
     ) -> Result<SendableRecordBatchStream, SqlError> {
+        Ok(self.execute_script_with(session, sql, ctl).await?.last)
+    }
+
+    /// [`SqlEngine::execute_stream_with`], keeping the results of the
+    /// statements before the last (collected) too.
+    pub async fn execute_script_with(
+        &self,
+        session: &Arc<SqlSession>,
+        sql: &str,
+        ctl: Option<Arc<StatementControl>>,
+    ) -> Result<Script, SqlError> {
         let ctl = ctl.as_ref();
         let segs = ddl::split(sql)?;
         let n = segs.len();
         let Some((last, before)) = segs.split_last() else {
-            return Ok(Box::pin(MemoryStream::try_new(
-                vec![],
-                Arc::new(Schema::empty()),
-                None,
-            )?));
+            return Ok(Script {
+                earlier: vec![],
+                last: Box::pin(MemoryStream::try_new(
+                    vec![],
+                    Arc::new(Schema::empty()),
+                    None,
+                )?),
+            });
         };
+        let mut earlier = Vec::with_capacity(before.len());
         for (i, seg) in before.iter().enumerate() {
             let r = match self.run(seg, session, ctl).await {
-                Ok(Output::Batches(_)) => Ok(()),
-                Ok(Output::Frame(df)) => self.collect(df, ctl).await.map(|_| ()),
+                Ok(Output::Batches(b)) => Ok(b),
+                Ok(Output::Frame(df)) => self.collect(df, ctl).await,
                 Err(e) => Err(e),
             };
             if r.is_err() {
                 session.fail();
             }
-            r.map_err(|e| wrap(e, i, n, seg))?;
+            earlier.push(r.map_err(|e| wrap(e, i, n, seg))?);
         }
         let r = match self.run(last, session, ctl).await {
             Ok(Output::Batches(b)) => {
@@ -383,9 +405,15 @@ impl SqlEngine {
                         session.fail();
                     }
                 });
-                Ok(Box::pin(RecordBatchStreamAdapter::new(schema, watched)))
+                Ok(Script {
+                    earlier,
+                    last: Box::pin(RecordBatchStreamAdapter::new(schema, watched)),
+                })
             }
-            Ok(stream) => Ok(stream),
+            Ok(stream) => Ok(Script {
+                earlier,
+                last: stream,
+            }),
             Err(e) => {
                 session.fail();
                 Err(wrap(e, n - 1, n, last))
