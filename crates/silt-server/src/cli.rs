@@ -268,7 +268,7 @@ pub fn serve_until_signal(db: Database, cfg: ServerConfig) -> Result<(), ServerE
 /// keeping the memory its threads freed. With a worker thread per execution
 /// slot that doubled the server's peak memory under load (server-abuse:
 /// 1,144 MiB with the default, 610 MiB with 2 arenas; see
-/// `docs/reproductions/server-abuse-28`). Four arenas, unless the operator
+/// `docs/reproductions/server-abuse-28`; 850 MiB with 4). Two arenas, unless the operator
 /// set `MALLOC_ARENA_MAX` (glibc reads it itself).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn limit_malloc_arenas() {
@@ -277,7 +277,7 @@ fn limit_malloc_arenas() {
         // of glibc's allocator; it is thread-safe and may be called at any
         // time (here once, before the server's runtimes start).
         unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 4);
+            libc::mallopt(libc::M_ARENA_MAX, 2);
         }
     }
 }
