@@ -320,7 +320,12 @@ impl PgCluster {
         };
         let parent = |pid: u32| -> Option<u32> {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+            stat.rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
         };
         let mut total = pss(pm)?;
         for e in std::fs::read_dir("/proc").ok()?.flatten() {

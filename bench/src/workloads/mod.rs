@@ -19,6 +19,8 @@ pub mod spatial_indexes_rect;
 #[cfg(feature = "silt")]
 pub mod spatial_policies;
 pub mod spatial_rtree;
+#[cfg(feature = "silt")]
+pub mod sql_path;
 pub mod txn_commit;
 
 use std::{cell::RefCell, collections::BTreeSet, fmt, path::PathBuf};
@@ -131,6 +133,8 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(asterix::table4::AsterixTable4),
         #[cfg(feature = "silt")]
         Box::new(server_abuse::ServerAbuse),
+        #[cfg(feature = "silt")]
+        Box::new(sql_path::SqlPath),
     ]
 }
 

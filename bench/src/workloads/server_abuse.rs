@@ -432,8 +432,18 @@ fn report(sys: &str, o: &mut Outcome, present: i64, rows_out: &mut Vec<ResultRow
         "MiB",
         o.peak_kib as f64 / 1024.0,
     ));
-    rows_out.push(ResultRow::stat(sys, "inserts acknowledged", "count", o.acked as f64));
-    rows_out.push(ResultRow::stat(sys, "inserted rows present", "count", present as f64));
+    rows_out.push(ResultRow::stat(
+        sys,
+        "inserts acknowledged",
+        "count",
+        o.acked as f64,
+    ));
+    rows_out.push(ResultRow::stat(
+        sys,
+        "inserted rows present",
+        "count",
+        present as f64,
+    ));
     rows_out.push(
         ResultRow::new(
             sys,

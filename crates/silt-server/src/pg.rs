@@ -340,8 +340,7 @@ impl SiltParser {
                 )
             })
             .collect();
-        let params = plan
-            .get_parameter_types()
+        let params = silt_sql::udf::placeholder_types(&plan)
             .ok()?
             .into_iter()
             .filter_map(|(name, ty)| {

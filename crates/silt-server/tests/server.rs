@@ -18,6 +18,7 @@ use silt::{Database, DbOptions};
 use silt_server::{Server, ServerConfig};
 use silt_sql::SqlEngine;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
 use tokio_postgres::{NoTls, SimpleQueryMessage};
 
 /// A table `slow(n BIGINT)` whose scan yields one row every `step`.
@@ -731,5 +732,85 @@ async fn http_args_and_nulls() {
         let (s, v) = post(body).await;
         assert_eq!(s, 400, "{v}");
     }
+    f.server.shutdown().await.unwrap();
+}
+
+/// Spatial queries as prepared statements: the placeholders of Silt's
+/// functions take those functions' argument types (numbers for
+/// coordinates and distances, text for geometries), so a driver binds
+/// floats and strings to them; the answers match the literal forms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn prepared_spatial_parameters() {
+    let f = Fixture::start(|_| {}).await;
+    let c = f.pg().await;
+    c.batch_execute(
+        "CREATE TABLE p (id BIGINT PRIMARY KEY, loc GEOMETRY); \
+         CREATE INDEX p_loc ON p USING rtree (loc); \
+         INSERT INTO p VALUES (1, ST_Point(1, 1)), (2, ST_Point(2, 2)), (3, ST_Point(10, 10))",
+    )
+    .await
+    .unwrap();
+    let ids = |rows: Vec<tokio_postgres::Row>| -> Vec<i64> {
+        let mut v: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+        v.sort_unstable();
+        v
+    };
+
+    let boxq = c
+        .prepare("SELECT id FROM p WHERE ST_Intersects(loc, ST_MakeEnvelope($1, $2, $3, $4))")
+        .await
+        .unwrap();
+    assert_eq!(boxq.params(), &[Type::FLOAT8; 4]);
+    let rows = c
+        .query(&boxq, &[&0.5f64, &0.5f64, &2.5f64, &2.5f64])
+        .await
+        .unwrap();
+    assert_eq!(ids(rows), vec![1, 2]);
+
+    // Within 200 km of (1, 1): id 1 (0 m) and id 2 (~157 km).
+    let radius = c
+        .prepare("SELECT id FROM p WHERE ST_DWithin(loc, ST_Point($1, $2), $3)")
+        .await
+        .unwrap();
+    assert_eq!(radius.params(), &[Type::FLOAT8; 3]);
+    let rows = c
+        .query(&radius, &[&1.0f64, &1.0f64, &200_000.0f64])
+        .await
+        .unwrap();
+    assert_eq!(ids(rows), vec![1, 2]);
+
+    let knn = c
+        .prepare("SELECT id FROM p ORDER BY ST_Distance(loc, ST_Point($1, $2)) LIMIT 2")
+        .await
+        .unwrap();
+    let rows = c.query(&knn, &[&9.0f64, &9.0f64]).await.unwrap();
+    let got: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(got, vec![3, 2]);
+
+    // A geometry parameter is text (WKT).
+    let within = c
+        .prepare("SELECT id FROM p WHERE ST_Intersects(loc, $1)")
+        .await
+        .unwrap();
+    assert_eq!(within.params(), &[Type::TEXT]);
+    let rows = c
+        .query(&within, &[&"POLYGON((0 0, 3 0, 3 3, 0 3, 0 0))"])
+        .await
+        .unwrap();
+    assert_eq!(ids(rows), vec![1, 2]);
+
+    // An insert's coordinates, too.
+    let ins = c
+        .prepare("INSERT INTO p VALUES ($1, ST_Point($2, $3))")
+        .await
+        .unwrap();
+    assert_eq!(ins.params(), &[Type::INT8, Type::FLOAT8, Type::FLOAT8]);
+    c.execute(&ins, &[&4i64, &1.5f64, &1.5f64]).await.unwrap();
+    let rows = c
+        .query(&boxq, &[&0.5f64, &0.5f64, &2.5f64, &2.5f64])
+        .await
+        .unwrap();
+    assert_eq!(ids(rows), vec![1, 2, 4]);
+
     f.server.shutdown().await.unwrap();
 }

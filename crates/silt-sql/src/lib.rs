@@ -770,7 +770,14 @@ impl SqlEngine {
         let Some(table) = parts.pop() else {
             return Err(SqlError::Invalid(format!("bad table name `{name}`")));
         };
-        let opts = self.ctx.state().config().options().catalog.clone();
+        let opts = self
+            .ctx
+            .state_ref()
+            .read()
+            .config()
+            .options()
+            .catalog
+            .clone();
         let ours = match parts.as_slice() {
             [] => true,
             [schema] => *schema == opts.default_schema,

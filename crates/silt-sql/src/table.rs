@@ -11,10 +11,16 @@
 //! - `ft_contains(col, 'words')` with a `keyword` or `ngram` index on
 //!   `col`: **Exact** (`Query::Text`; for n-grams the longest word is
 //!   searched and every word re-checked on the record);
-//! - `ST_Intersects`, `ST_Contains`, `ST_Within` between an indexed
-//!   geometry column and a constant geometry, and `ST_DWithin(col, point,
-//!   metres)`, with an `rtree` or `dhvb` index: **Inexact** (the index
-//!   returns the candidates, DataFusion re-checks the function);
+//! - `ST_Intersects` between an indexed geometry column and a constant
+//!   geometry, and `ST_DWithin(col, point, metres)`, with an `rtree` or
+//!   Hilbert/grid index: **Exact** (the index re-checks each candidate
+//!   record with the function's own predicate, `silt::geo::predicates`).
+//!   Not for a rectangle crossing the antimeridian (`min_x > max_x`) or a
+//!   point the index refuses (latitude out of range): there the function
+//!   decides, as below;
+//! - `ST_Contains`, `ST_Within` (OGC semantics, which the index does not
+//!   re-check): **Inexact** (the index's intersection query returns the
+//!   candidates, DataFusion re-checks the function);
 //! - anything else: unsupported (DataFusion filters above the scan).
 //!
 //! One access path is chosen per scan (priority: primary-key equality,
@@ -45,6 +51,7 @@ use datafusion::physical_expr::expressions::Column as PhysColumn;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter::FilterExecBuilder;
+use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{
@@ -281,9 +288,14 @@ impl SiltTable {
                     _ => return None,
                 };
                 self.spatial_index(&c.name, false)?;
+                // The index re-checks with Silt's intersection predicate,
+                // the one `ST_Intersects` evaluates.
+                let exact = f == Func::Intersects
+                    && !matches!(g, Geometry::Rect { min_x, max_x, .. } if min_x > max_x);
                 Some(Pred::Spatial {
                     col: c.name.clone(),
                     query: Query::Intersects(g),
+                    exact,
                 })
             }
             Func::DWithin => {
@@ -301,6 +313,9 @@ impl SiltTable {
                     return None;
                 }
                 self.spatial_index(&c.name, false)?;
+                // The index re-checks `distance_m <= metres`, what
+                // `ST_DWithin` evaluates, for any point it accepts.
+                let exact = x.is_finite() && (-90.0..=90.0).contains(&y);
                 Some(Pred::Spatial {
                     col: c.name.clone(),
                     query: Query::WithinDistance {
@@ -308,6 +323,7 @@ impl SiltTable {
                         lat: y,
                         metres,
                     },
+                    exact,
                 })
             }
             _ => None,
@@ -417,18 +433,21 @@ impl SiltTable {
                     };
                 }
             }
-            // 4. Spatial (inexact: never consumed).
-            for (_, _, p) in &all {
-                if let Pred::Spatial { col, query } = p
+            // 4. Spatial (consumed when the index decides it exactly).
+            for (i, j, p) in &all {
+                if let Pred::Spatial { col, query, exact } = p
                     && let Some((index, kind)) = self.spatial_index(col, false)
                 {
+                    if *exact {
+                        used.insert((*i, *j));
+                    }
                     break 'choose Access::Index {
                         index,
                         kind,
                         column: col.clone(),
                         query: query.clone(),
                         text_check: None,
-                        exact: false,
+                        exact: *exact,
                     };
                 }
             }
@@ -524,7 +543,10 @@ impl SiltTable {
         let ps = self.classify(&strip(f));
         if ps.is_empty() {
             TableProviderFilterPushDown::Unsupported
-        } else if ps.iter().all(|p| !matches!(p, Pred::Spatial { .. })) {
+        } else if ps
+            .iter()
+            .all(|p| !matches!(p, Pred::Spatial { exact: false, .. }))
+        {
             TableProviderFilterPushDown::Exact
         } else {
             TableProviderFilterPushDown::Inexact
@@ -709,10 +731,24 @@ impl CmpOp {
 /// A recognized predicate.
 #[derive(Clone, Debug)]
 enum Pred {
-    Cmp { col: String, op: CmpOp, val: Value },
-    Spatial { col: String, query: Query },
-    Text { col: String, words: Vec<String> },
-    In { vals: Vec<Value> },
+    Cmp {
+        col: String,
+        op: CmpOp,
+        val: Value,
+    },
+    /// `exact`: the index answers it exactly (see the module doc).
+    Spatial {
+        col: String,
+        query: Query,
+        exact: bool,
+    },
+    Text {
+        col: String,
+        words: Vec<String>,
+    },
+    In {
+        vals: Vec<Value>,
+    },
 }
 
 /// How a scan reads the dataset.
@@ -1064,28 +1100,40 @@ impl ExecutionPlan for SiltScanExec {
             )));
         }
         let batch_size = context.session_config().batch_size().max(1);
-        let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema.clone(), 2);
-        let tx = builder.tx();
-        let (ds, cols, schema, access, limit) = (
-            self.ds.clone(),
-            self.cols.clone(),
-            self.schema.clone(),
-            self.access.clone(),
-            self.limit,
-        );
+        let (cols, schema) = (self.cols.clone(), self.schema.clone());
         let txn = TxnSlot::of(context.session_config()).map(|t| (t, self.for_write));
         let ctl = crate::bounds::control(context.session_config().options()).cloned();
+        // The first batch is read right here: a small answer (a key, a
+        // box of a few hits, the k nearest) needs no thread of its own.
+        // Only a scan with more to give goes on, on a blocking thread.
+        let mut cursor =
+            ScanCursor::open(&self.ds, &self.access, txn, ctl, self.limit, batch_size)?;
+        let first = match cursor.next_chunk()? {
+            None => return Ok(Box::pin(MemoryStream::try_new(vec![], schema, None)?)),
+            Some(records) => convert::records_to_batch(&schema, &cols, &records)?,
+        };
+        if cursor.done {
+            return Ok(Box::pin(MemoryStream::try_new(vec![first], schema, None)?));
+        }
+        let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema.clone(), 2);
+        let tx = builder.tx();
         builder.spawn_blocking(move || {
-            run_scan(&ds, &access, txn, ctl, limit, batch_size, &mut |records| {
+            if tx.blocking_send(Ok(first)).is_err() {
+                return Ok(());
+            }
+            while let Some(records) = cursor.next_chunk()? {
                 let batch = convert::records_to_batch(&schema, &cols, &records)?;
-                Ok(tx.blocking_send(Ok(batch)).is_ok())
-            })
+                if tx.blocking_send(Ok(batch)).is_err() {
+                    break;
+                }
+            }
+            Ok(())
         });
         Ok(builder.build())
     }
 }
 
-type Records = Box<dyn Iterator<Item = silt::Result<Value>>>;
+type Records = Box<dyn Iterator<Item = silt::Result<Value>> + Send>;
 
 /// Open the access path's record iterator.
 pub fn open_records(
@@ -1335,41 +1383,70 @@ fn pk_bounds(
 /// Read the access path in chunks of `batch_size` records, handing each to
 /// `emit` (which returns false when nobody listens any more).
 /// Stops with [`crate::bounds::Stopped`] when the statement is stopped.
-fn run_scan(
-    ds: &Arc<Dataset>,
-    access: &Access,
-    txn: Option<(Arc<TxnSlot>, bool)>,
+/// The records of a scan in chunks of at most a batch, stopping at the
+/// limit, checking the statement's stop switch between records.
+struct ScanCursor {
+    it: Records,
     ctl: Option<Arc<StatementControl>>,
     limit: Option<usize>,
     batch_size: usize,
-    emit: &mut dyn FnMut(Vec<Value>) -> DfResult<bool>,
-) -> DfResult<()> {
-    let check = || ctl.as_ref().map_or(Ok(()), |c| c.check());
-    let mut it = match txn {
-        Some((slot, for_write)) => open_records_in(slot, ds, access, limit, for_write, &ctl),
-        None => open_records(ds, access, limit, &ctl),
+    total: usize,
+    /// No records are left.
+    done: bool,
+}
+
+impl ScanCursor {
+    fn open(
+        ds: &Arc<Dataset>,
+        access: &Access,
+        txn: Option<(Arc<TxnSlot>, bool)>,
+        ctl: Option<Arc<StatementControl>>,
+        limit: Option<usize>,
+        batch_size: usize,
+    ) -> DfResult<ScanCursor> {
+        let it = match txn {
+            Some((slot, for_write)) => open_records_in(slot, ds, access, limit, for_write, &ctl),
+            None => open_records(ds, access, limit, &ctl),
+        }
+        .map_err(silt_err)?;
+        Ok(ScanCursor {
+            it,
+            ctl,
+            limit,
+            batch_size: batch_size.max(1),
+            total: 0,
+            done: false,
+        })
     }
-    .map_err(silt_err)?;
-    let mut total = 0usize;
-    loop {
+
+    fn check(&self) -> DfResult<()> {
+        self.ctl.as_ref().map_or(Ok(()), |c| c.check())
+    }
+
+    /// The next chunk; `None` when the scan is over.
+    fn next_chunk(&mut self) -> DfResult<Option<Vec<Value>>> {
+        if self.done {
+            return Ok(None);
+        }
         let mut chunk = Vec::new();
-        while chunk.len() < batch_size && limit.is_none_or(|l| total < l) {
-            check()?;
-            match it.next() {
+        while chunk.len() < self.batch_size {
+            if self.limit.is_some_and(|l| self.total >= l) {
+                self.done = true;
+                break;
+            }
+            self.check()?;
+            match self.it.next() {
                 Some(r) => {
                     chunk.push(r.map_err(silt_err)?);
-                    total += 1;
+                    self.total += 1;
                 }
-                None => break,
+                None => {
+                    self.done = true;
+                    break;
+                }
             }
         }
-        check()?;
-        if chunk.is_empty() {
-            return Ok(());
-        }
-        let full = chunk.len() == batch_size;
-        if !emit(chunk)? || !full {
-            return Ok(());
-        }
+        self.check()?;
+        Ok((!chunk.is_empty()).then_some(chunk))
     }
 }

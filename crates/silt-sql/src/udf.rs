@@ -115,6 +115,12 @@ impl Func {
         }
     }
 
+    /// The type argument `i` takes (a `$n` placeholder there gets it).
+    pub fn arg_type(self, i: usize) -> Option<DataType> {
+        let (required, optional) = self.arity();
+        required.iter().chain(optional).nth(i).cloned()
+    }
+
     fn return_type(self) -> DataType {
         match self {
             Func::Point
@@ -182,6 +188,41 @@ pub fn all_udfs() -> Vec<ScalarUDF> {
 pub fn func_of(udf: &ScalarUDF) -> Option<Func> {
     let inner: &dyn Any = udf.inner().as_ref();
     inner.downcast_ref::<SiltFn>().map(|f| f.func)
+}
+
+/// The types of the `$n` placeholders of `plan`, as DataFusion infers them
+/// (from comparisons, inserts, casts) and, where it cannot, from the
+/// argument of a Silt function they stand for: `ST_MakeEnvelope($1, ...)`
+/// takes numbers, `ST_Intersects(loc, $1)` a geometry (WKT text). A
+/// placeholder neither tells stays `None`.
+pub fn placeholder_types(
+    plan: &datafusion::logical_expr::LogicalPlan,
+) -> datafusion::error::Result<std::collections::HashMap<String, Option<DataType>>> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::Expr;
+    let mut types = plan.get_parameter_types()?;
+    if types.values().all(Option::is_some) {
+        return Ok(types);
+    }
+    plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|e| {
+            e.apply(|e| {
+                if let Expr::ScalarFunction(sf) = e
+                    && let Some(f) = func_of(&sf.func)
+                {
+                    for (i, a) in sf.args.iter().enumerate() {
+                        let Expr::Placeholder(p) = a else { continue };
+                        if let (Some(slot @ None), Some(t)) = (types.get_mut(&p.id), f.arg_type(i))
+                        {
+                            *slot = Some(t);
+                        }
+                    }
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    })?;
+    Ok(types)
 }
 
 fn is_number(t: &DataType) -> bool {

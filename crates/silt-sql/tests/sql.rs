@@ -404,6 +404,39 @@ fn pushdown_matches_brute_force() {
             );
         }
     }
+    // Exact spatial filters leave DataFusion nothing to re-check (the index
+    // re-checks each record); ST_Within (OGC) is re-checked above the
+    // index's candidates, and so is a box across the antimeridian.
+    for sql in [
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(0, 0, 5, 5))",
+        "SELECT id FROM r WHERE ST_DWithin(loc, ST_Point(0, 0), 100000)",
+    ] {
+        let plan = explain(&e, sql);
+        assert!(!plan.contains("FilterExec"), "{plan}");
+        assert!(!plan.contains("projection=[id, loc]"), "{plan}");
+    }
+    for sql in [
+        "SELECT id FROM r WHERE ST_Within(loc, ST_MakeEnvelope(0, 0, 5, 5))",
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(170, 0, -170, 5))",
+    ] {
+        let plan = explain(&e, sql);
+        assert!(plan.contains("FilterExec"), "{plan}");
+    }
+    // A limit goes into an exact spatial scan.
+    let sql =
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(-20, -10, 20, 10)) LIMIT 5";
+    assert_eq!(ints(&run(&e, sql), 0).len(), 5);
+    // Scans longer than a batch go on streaming after their first batch.
+    run(&e, "SET datafusion.execution.batch_size = 16");
+    assert_eq!(id_set(&run(&e, "SELECT id FROM r")), ids(&|_| true));
+    let sql = "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(-20, -10, 5, 10))";
+    assert_eq!(id_set(&run(&e, sql)), ids(&|r| r.x <= 5.0), "{sql}");
+    assert_eq!(ints(&run(&e, "SELECT id FROM r LIMIT 40"), 0).len(), 40);
+    let sql =
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(-20, -10, 5, 10)) LIMIT 33";
+    assert_eq!(ints(&run(&e, sql), 0).len(), 33);
+    run(&e, "SET datafusion.execution.batch_size = 8192");
+
     // IN lists on the primary key.
     let sql = "SELECT id FROM r WHERE id IN (30, 3, 33, 31, 30)";
     assert_eq!(id_set(&run(&e, sql)), BTreeSet::from([30, 33]));
