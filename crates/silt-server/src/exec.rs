@@ -9,7 +9,9 @@
 //! stops at its next yield). The rows of a streamed result are produced on
 //! such a task too ([`Guarded`]) and handed over through a one-batch
 //! channel, so that a slow batch never holds up the deadline, and their
-//! count and size are capped ([`ResultCaps`]).
+//! count and size are capped ([`ResultCaps`]). A result that is over after
+//! its first batch (a lookup, a box of a few hits) is read on the
+//! statement's own task ([`Prefetched`]) and needs no second task.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -189,24 +191,46 @@ impl Stmt {
     pub fn stream(
         &self,
         session: Arc<SqlSession>,
-        mut stream: SendableRecordBatchStream,
+        stream: SendableRecordBatchStream,
         caps: ResultCaps,
     ) -> Guarded {
-        let schema = stream.schema();
-        let (tx, rx) = mpsc::channel(1);
-        let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let done = finished.clone();
-        let producer = self.runtime.spawn(panics::in_server(async move {
-            while let Some(item) = stream.next().await {
-                if tx.send(item).await.is_err() {
-                    return;
+        let pre = Prefetched {
+            schema: stream.schema(),
+            head: vec![],
+            rest: Some(stream),
+        };
+        self.stream_prefetched(session, pre, caps)
+    }
+
+    /// [`Stmt::stream`] of a result whose first batches were read already:
+    /// those are handed out first, and only a rest gets a task.
+    pub fn stream_prefetched(
+        &self,
+        session: Arc<SqlSession>,
+        pre: Prefetched,
+        caps: ResultCaps,
+    ) -> Guarded {
+        let Prefetched { schema, head, rest } = pre;
+        let (tx, rx) = mpsc::channel(head.len().max(1));
+        for b in head {
+            // The channel has room for every one of them.
+            let _ = tx.try_send(Ok(b));
+        }
+        let finished = Arc::new(std::sync::atomic::AtomicBool::new(rest.is_none()));
+        let producer = rest.map(|mut stream| {
+            let done = finished.clone();
+            AbortOnDrop(self.runtime.spawn(panics::in_server(async move {
+                while let Some(item) = stream.next().await {
+                    if tx.send(item).await.is_err() {
+                        return;
+                    }
                 }
-            }
-            done.store(true, std::sync::atomic::Ordering::Release);
-        }));
+                done.store(true, std::sync::atomic::Ordering::Release);
+            })))
+        });
         Guarded {
             rx,
-            _producer: AbortOnDrop(producer),
+            _producer: producer,
             schema,
             stop: self.stop_signal(),
             ctl: self.ctl.clone(),
@@ -218,6 +242,52 @@ impl Stmt {
             permit: Some(self.permit.clone()),
             finished,
         }
+    }
+}
+
+/// How many batches [`Prefetched::read`] takes at most.
+const PREFETCH_BATCHES: usize = 2;
+
+/// A result's first batches, read on the statement's task, and the rest of
+/// its stream if it did not end with them.
+pub struct Prefetched {
+    pub schema: SchemaRef,
+    pub head: Vec<RecordBatch>,
+    pub rest: Option<SendableRecordBatchStream>,
+}
+
+impl Prefetched {
+    /// Wait for `stream`'s first batch, then take what follows as long as
+    /// it is ready at once (at most [`PREFETCH_BATCHES`]): a small result
+    /// is over by then.
+    pub async fn read(mut stream: SendableRecordBatchStream) -> Result<Prefetched, SqlError> {
+        use futures::FutureExt;
+        let schema = stream.schema();
+        let mut head = Vec::new();
+        let first = stream.next().await;
+        let mut next = Some(first);
+        loop {
+            match next {
+                Some(None) => {
+                    return Ok(Prefetched {
+                        schema,
+                        head,
+                        rest: None,
+                    });
+                }
+                Some(Some(b)) => head.push(b?),
+                None => break,
+            }
+            if head.len() >= PREFETCH_BATCHES {
+                break;
+            }
+            next = stream.next().now_or_never();
+        }
+        Ok(Prefetched {
+            schema,
+            head,
+            rest: Some(stream),
+        })
     }
 }
 
@@ -267,7 +337,8 @@ pub fn batch_bytes(b: &RecordBatch) -> usize {
 /// slot until it ends.
 pub struct Guarded {
     rx: mpsc::Receiver<Result<RecordBatch, DataFusionError>>,
-    _producer: AbortOnDrop<()>,
+    /// The task producing the batches after the prefetched ones, if any.
+    _producer: Option<AbortOnDrop<()>>,
     schema: SchemaRef,
     stop: Pin<Box<dyn Future<Output = StopReason> + Send>>,
     ctl: Arc<StatementControl>,
@@ -299,7 +370,9 @@ impl Guarded {
         e: QueryError,
     ) -> Poll<Option<Result<RecordBatch, QueryError>>> {
         self.ctl.stop(why);
-        self._producer.0.abort();
+        if let Some(p) = &self._producer {
+            p.0.abort();
+        }
         self.session.fail();
         self.permit = None;
         Poll::Ready(Some(Err(e)))

@@ -76,7 +76,7 @@ use crate::Shared;
 use crate::conns::{self, Admission, HttpConns};
 use crate::convert::JsonRows;
 use crate::error::{Limit, QueryError};
-use crate::exec::{Guarded, ResultCaps, Stmt};
+use crate::exec::{Guarded, Prefetched, ResultCaps, Stmt};
 use crate::http_auth::{self, Caller, Peer};
 use crate::params;
 use crate::settings;
@@ -475,14 +475,17 @@ async fn query(
             req.clone(),
             stmt.ctl.clone(),
         );
-        async move { run_request(&shared, &session, &req, ctl).await }
+        async move {
+            let script = run_request(&shared, &session, &req, ctl).await?;
+            Ok((script.earlier, Prefetched::read(script.last).await?))
+        }
     };
     let caps = ResultCaps {
         rows: shared.budget.result_rows,
         bytes: shared.budget.result_bytes,
     };
     let (earlier, stream) = match stmt.execute(&session, run).await {
-        Ok(s) => (s.earlier, stmt.stream(session, s.last, caps)),
+        Ok((earlier, last)) => (earlier, stmt.stream_prefetched(session, last, caps)),
         Err(e) => return error_response(&id, &e, start, Some(exec)),
     };
     if req.ndjson {

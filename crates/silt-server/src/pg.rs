@@ -67,7 +67,7 @@ use crate::Shared;
 use crate::cancel::{CancelSlot, SiltCancelHandler};
 use crate::convert::{PgColumn, pg_type};
 use crate::error::QueryError;
-use crate::exec::{ResultCaps, Stmt};
+use crate::exec::{Prefetched, ResultCaps, Stmt};
 use crate::limits::ConnCount;
 use crate::params;
 use crate::pg_login::Login;
@@ -734,15 +734,16 @@ impl PgHandler {
                     sql.to_owned(),
                     s.ctl.clone(),
                 );
-                let stream = s
+                let pre = s
                     .execute(session, async move {
-                        shared
+                        let stream = shared
                             .engine
                             .execute_stream_with(&sess, &owned, Some(ctl))
-                            .await
+                            .await?;
+                        Prefetched::read(stream).await
                     })
                     .await?;
-                let guarded = s.stream(session.clone(), stream, self.caps());
+                let guarded = s.stream_prefetched(session.clone(), pre, self.caps());
                 let fields = self.fields(&guarded.schema(), described, fmt);
                 Ok(Response::Query(query_response(fields, guarded)))
             }
