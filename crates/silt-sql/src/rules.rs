@@ -170,6 +170,7 @@ fn knn_input(plan: &LogicalPlan, expr: Expr, k: usize) -> Option<LogicalPlan> {
                 lon: x,
                 lat: y,
                 k,
+                order: crate::table::strip(&Expr::ScalarFunction(sf.clone())),
             });
             Some(LogicalPlan::TableScan(TableScan {
                 source: provider_as_source(Arc::new(knn)),

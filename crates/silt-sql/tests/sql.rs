@@ -514,11 +514,15 @@ fn knn_uses_the_rtree_and_matches_brute_force() {
         }
         let plan = explain(&e, &sql);
         assert!(plan.contains("knn(POINT("), "{plan}");
+        // The scan yields the hits nearest first: no sort above it.
+        assert!(!plan.contains("SortExec"), "{plan}");
         // The ORDER BY expression need not be selected.
         let sql =
             format!("SELECT id FROM r ORDER BY ST_Distance(ST_Point({cx}, {cy}), loc) LIMIT {k}");
         assert_eq!(ints(&run(&e, &sql), 0), want, "{sql}");
-        assert!(explain(&e, &sql).contains("knn(POINT("));
+        let plan = explain(&e, &sql);
+        assert!(plan.contains("knn(POINT("), "{plan}");
+        assert!(!plan.contains("SortExec"), "{plan}");
     }
     // A filter between the sort and the scan: no kNN path, still right.
     let sql = "SELECT id FROM r WHERE a < 10 ORDER BY ST_Distance(loc, ST_Point(0, 0)) LIMIT 3";
