@@ -115,8 +115,8 @@ impl Tally {
 }
 
 /// The server child process; killed when dropped.
-struct ServerChild {
-    child: Child,
+pub(crate) struct ServerChild {
+    pub(crate) child: Child,
 }
 
 impl Drop for ServerChild {
@@ -148,7 +148,7 @@ impl ServerChild {
 
 /// A free loopback port (bound and released: another process could take it
 /// in between, which on loopback during a benchmark does not happen).
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

@@ -22,7 +22,7 @@
 //! work each system does per query (one index probe, ~10 rows) is the same.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
@@ -32,6 +32,7 @@ use postgres::{Client, NoTls};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::server_abuse::{ServerChild, free_port};
 use super::{Ctx, Scale, Workload};
 use crate::results::{Kind, ResultRow};
 use crate::spatial::data::{GEN, TweetData, cities};
@@ -244,34 +245,6 @@ fn connect(port: u16, user: &str, db: &str) -> Result<Client, postgres::Error> {
     )
 }
 
-/// The server child process; stopped when dropped.
-struct ServerChild(Child);
-
-impl Drop for ServerChild {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on a child we spawned and have not reaped (the
-        // waits below reap it), with a valid signal number.
-        unsafe {
-            libc::kill(self.0.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// `silt serve` (the harness's `serve-child`) on `dir` with its defaults.
 fn start_silt(dir: &Path, pg: u16, http: u16) -> Result<ServerChild> {
     let child = Command::new(std::env::current_exe()?)
@@ -285,7 +258,7 @@ fn start_silt(dir: &Path, pg: u16, http: u16) -> Result<ServerChild> {
         .stderr(Stdio::inherit())
         .spawn()
         .context("starting the server child")?;
-    let server = ServerChild(child);
+    let server = ServerChild { child };
     let deadline = Instant::now() + Duration::from_secs(60);
     while connect(pg, "bench", "silt").is_err() {
         if Instant::now() > deadline {
