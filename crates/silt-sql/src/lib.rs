@@ -49,6 +49,7 @@ pub mod ddl;
 pub mod error;
 pub mod geom;
 pub mod insert;
+pub mod plan_cache;
 pub mod rules;
 pub mod scram;
 pub mod session;
@@ -66,7 +67,7 @@ use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::memory::MemoryStream;
@@ -98,6 +99,8 @@ pub struct SqlEngine {
     /// The memory pool of all statements (see [`bounds`]).
     pool: Arc<bounds::ServerPool>,
     bounds: RwLock<Bounds>,
+    /// Optimized plans of query shapes (see [`plan_cache`]).
+    plans: plan_cache::PlanCache,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -171,6 +174,8 @@ pub struct Script {
 enum Output {
     Batches(Vec<RecordBatch>),
     Frame(datafusion::dataframe::DataFrame),
+    /// An optimized plan (from the plan cache) and the state to run it in.
+    Planned(Box<SessionState>, LogicalPlan),
 }
 
 impl SqlEngine {
@@ -226,6 +231,7 @@ impl SqlEngine {
             files: RwLock::new(access::FileAccess::default()),
             pool,
             bounds: RwLock::new(Bounds::default()),
+            plans: plan_cache::PlanCache::default(),
         })
     }
 
@@ -253,6 +259,7 @@ impl SqlEngine {
         for f in capped::capped_udfs(registered.into_values(), b.value_bytes, batch) {
             self.ctx.register_udf(f);
         }
+        self.plans.invalidate();
     }
 
     /// The engine's resource limits.
@@ -270,9 +277,22 @@ impl SqlEngine {
         &self.db
     }
 
-    /// The DataFusion session (register more tables or functions here).
+    /// The DataFusion session (register more tables or functions here,
+    /// then call [`SqlEngine::invalidate_plans`]: a cached plan may have
+    /// resolved a name differently).
     pub fn session(&self) -> &SessionContext {
         &self.ctx
+    }
+
+    /// Forget every cached plan (see [`plan_cache`]). Changes made through
+    /// SQL, and to the database's datasets and indexes, need no call.
+    pub fn invalidate_plans(&self) {
+        self.plans.invalidate();
+    }
+
+    /// How the plan cache has been used.
+    pub fn plan_cache_stats(&self) -> plan_cache::CacheStats {
+        self.plans.stats()
     }
 
     /// Run one statement, or several separated by `;` (each runs to
@@ -312,8 +332,7 @@ impl SqlEngine {
         let mut last = Vec::new();
         for (i, seg) in segs.iter().enumerate() {
             let r = match self.run(seg, session, ctl.as_ref()).await {
-                Ok(Output::Batches(b)) => Ok(b),
-                Ok(Output::Frame(df)) => self.collect(df, ctl.as_ref()).await,
+                Ok(out) => self.collect(out, ctl.as_ref()).await,
                 Err(e) => Err(e),
             };
             if r.is_err() {
@@ -374,8 +393,7 @@ impl SqlEngine {
         let mut earlier = Vec::with_capacity(before.len());
         for (i, seg) in before.iter().enumerate() {
             let r = match self.run(seg, session, ctl).await {
-                Ok(Output::Batches(b)) => Ok(b),
-                Ok(Output::Frame(df)) => self.collect(df, ctl).await,
+                Ok(out) => self.collect(out, ctl).await,
                 Err(e) => Err(e),
             };
             if r.is_err() {
@@ -393,7 +411,11 @@ impl SqlEngine {
                     .map(|s| Box::pin(s) as SendableRecordBatchStream)
                     .map_err(SqlError::from)
             }
-            Ok(Output::Frame(df)) => self.stream(df, ctl).await,
+            Ok(Output::Frame(df)) => {
+                let (state, plan) = df.into_parts();
+                self.stream(state, plan, false, ctl).await
+            }
+            Ok(Output::Planned(state, plan)) => self.stream(*state, plan, true, ctl).await,
             Err(e) => Err(e),
         };
         match r {
@@ -485,16 +507,21 @@ impl SqlEngine {
     /// [`bounds`]).
     async fn stream(
         &self,
-        df: DataFrame,
+        state: SessionState,
+        plan: LogicalPlan,
+        optimized: bool,
         ctl: Option<&Arc<StatementControl>>,
     ) -> Result<SendableRecordBatchStream, SqlError> {
-        let (state, plan) = df.into_parts();
         let b = *self.bounds.read();
         let bounded = b.query_memory > 0 || b.server_memory > 0 || b.value_bytes > 0;
-        let physical = if ctl.is_some() || bounded {
+        let physical = if ctl.is_some() || bounded || optimized {
             // Plan as `create_physical_plan` does, with the checks of the
             // statement's stop switch put in (see `bounds`).
-            let optimized = state.optimize(&plan)?;
+            let optimized = if optimized {
+                plan
+            } else {
+                state.optimize(&plan)?
+            };
             if b.value_bytes > 0 {
                 let limit = if b.query_memory == 0 {
                     usize::MAX
@@ -549,11 +576,44 @@ impl SqlEngine {
 
     async fn collect(
         &self,
-        df: DataFrame,
+        out: Output,
         ctl: Option<&Arc<StatementControl>>,
     ) -> Result<Vec<RecordBatch>, SqlError> {
-        let stream = self.stream(df, ctl).await?;
+        let stream = match out {
+            Output::Batches(b) => return Ok(b),
+            Output::Frame(df) => {
+                let (state, plan) = df.into_parts();
+                self.stream(state, plan, false, ctl).await?
+            }
+            Output::Planned(state, plan) => self.stream(*state, plan, true, ctl).await?,
+        };
         Ok(datafusion::physical_plan::common::collect(stream).await?)
+    }
+
+    /// The cached plan of a query's shape with its literals bound (see
+    /// [`plan_cache`]), planning and keeping the shape on first sight;
+    /// `None` when the statement is planned the ordinary way.
+    async fn cached_plan(
+        &self,
+        stmt: &datafusion::sql::parser::Statement,
+        state: &SessionState,
+    ) -> Option<LogicalPlan> {
+        let n = plan_cache::normalize(stmt)?;
+        let versions = (self.db.schema_version(), self.plans.epoch());
+        let entry = match self.plans.get(&n.key, versions) {
+            Some(e) => e,
+            None => {
+                let plan =
+                    match state.statement_to_plan(n.prepare()).await {
+                        Ok(LogicalPlan::Statement(
+                            datafusion::logical_expr::Statement::Prepare(p),
+                        )) if plan_cache::cacheable(&p.input) => state.optimize(&p.input).ok(),
+                        _ => None,
+                    };
+                self.plans.put(n.key.clone(), versions, plan)
+            }
+        };
+        plan_cache::bind(entry.plan.as_ref()?, &n.values)
     }
 
     async fn run(
@@ -632,12 +692,20 @@ impl SqlEngine {
                     // captured them before the control was in).
                     state.mark_start_execution();
                 }
+                if let Some(plan) = self.cached_plan(&stmt, &state).await {
+                    access::check_plan(who.as_ref(), &files, &plan)?;
+                    return Ok(Output::Planned(Box::new(state), plan));
+                }
                 let plan = state.statement_to_plan(*stmt).await?;
                 access::check_plan(who.as_ref(), &files, &plan)?;
                 let plan = coerce::check_update(plan)?;
                 let df = match &plan {
                     LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) => {
-                        self.ctx.execute_logical_plan(plan).await?
+                        // Views, external tables, settings: plans made
+                        // before may resolve differently now.
+                        let r = self.ctx.execute_logical_plan(plan).await;
+                        self.plans.invalidate();
+                        r?
                     }
                     _ => DataFrame::new(state, plan),
                 };
@@ -712,6 +780,7 @@ impl SqlEngine {
                     if !existing.contains(n) && !if_exists {
                         if self.ctx.table_exist(n.as_str()).unwrap_or(false) {
                             self.ctx.deregister_table(n.as_str())?;
+                            self.plans.invalidate();
                             continue;
                         }
                         return Err(silt::Error::NoSuchDataset(n.clone()).into());

@@ -57,13 +57,15 @@ use crate::table::{KnnSpec, SiltTable, const_geometry};
 use crate::udf::{self, Func};
 
 /// The Silt table behind a scan, if it is one.
-fn silt_table(scan: &TableScan) -> Option<Arc<dyn datafusion::datasource::TableProvider>> {
+pub(crate) fn silt_table(
+    scan: &TableScan,
+) -> Option<Arc<dyn datafusion::datasource::TableProvider>> {
     let p = source_as_provider(&scan.source).ok()?;
     let any: &dyn Any = p.as_ref();
     any.is::<SiltTable>().then_some(p)
 }
 
-fn as_silt(p: &Arc<dyn datafusion::datasource::TableProvider>) -> Option<&SiltTable> {
+pub(crate) fn as_silt(p: &Arc<dyn datafusion::datasource::TableProvider>) -> Option<&SiltTable> {
     let any: &dyn Any = p.as_ref();
     any.downcast_ref::<SiltTable>()
 }
@@ -148,18 +150,26 @@ fn knn_input(plan: &LogicalPlan, expr: Expr, k: usize) -> Option<LogicalPlan> {
             if udf::func_of(&sf.func) != Some(Func::Distance) {
                 return None;
             }
-            let (col, g) = match (sf.args.first()?, sf.args.get(1)?) {
-                (Expr::Column(c), other) | (other, Expr::Column(c)) => {
-                    (c.clone(), const_geometry(other)?)
-                }
+            let (col, other) = match (sf.args.first()?, sf.args.get(1)?) {
+                (Expr::Column(c), other) | (other, Expr::Column(c)) => (c.clone(), other),
                 _ => return None,
             };
-            let Geometry::Point { x, y } = g else {
-                return None;
+            // A point with parameters (a cached plan's shape) is bound
+            // before the scan runs (`plan_cache::bind`).
+            let (x, y, point) = if crate::plan_cache::has_param(other) {
+                if !crate::table::is_const(other) {
+                    return None;
+                }
+                (f64::NAN, f64::NAN, Some(other.clone()))
+            } else {
+                let Geometry::Point { x, y } = const_geometry(other)? else {
+                    return None;
+                };
+                if !(x.is_finite() && (-90.0..=90.0).contains(&y)) {
+                    return None;
+                }
+                (x, y, None)
             };
-            if !(x.is_finite() && (-90.0..=90.0).contains(&y)) {
-                return None;
-            }
             if !table.columns().iter().any(|c| c.name == col.name) {
                 return None;
             }
@@ -171,6 +181,7 @@ fn knn_input(plan: &LogicalPlan, expr: Expr, k: usize) -> Option<LogicalPlan> {
                 lat: y,
                 k,
                 order: crate::table::strip(&Expr::ScalarFunction(sf.clone())),
+                point,
             });
             Some(LogicalPlan::TableScan(TableScan {
                 source: provider_as_source(Arc::new(knn)),

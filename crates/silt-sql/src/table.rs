@@ -81,6 +81,31 @@ pub struct KnnSpec {
     /// (`ST_Distance(column, point)`, unqualified): declared as the scan's
     /// ordering, so that DataFusion drops its sort.
     pub order: Expr,
+    /// The query point's expression while it still has parameters (a
+    /// cached plan's shape, see [`crate::plan_cache`]); `lon` and `lat`
+    /// are known once it is bound.
+    pub point: Option<Expr>,
+}
+
+impl KnnSpec {
+    /// This kNN with its parameters bound; `None` if the bound point is
+    /// not one the index can search from.
+    pub fn bind(&self, params: &datafusion::common::ParamValues) -> Option<KnnSpec> {
+        let point = crate::plan_cache::bind_expr(self.point.as_ref()?, params)?;
+        let Geometry::Point { x, y } = const_geometry(&point)? else {
+            return None;
+        };
+        if !(x.is_finite() && (-90.0..=90.0).contains(&y)) {
+            return None;
+        }
+        Some(KnnSpec {
+            lon: x,
+            lat: y,
+            order: crate::plan_cache::bind_expr(&self.order, params)?,
+            point: None,
+            ..self.clone()
+        })
+    }
 }
 
 /// A Silt dataset exposed to DataFusion.
@@ -195,22 +220,28 @@ impl SiltTable {
                     return vec![];
                 };
                 let (col, lit, op) = match (left.as_ref(), right.as_ref()) {
-                    (Expr::Column(c), Expr::Literal(v, _)) => (c, v, op),
-                    (Expr::Literal(v, _), Expr::Column(c)) => (c, v, op.flip()),
+                    (Expr::Column(c), v) => match const_scalar(v) {
+                        Some(v) => (c, v, op),
+                        None => return vec![],
+                    },
+                    (v, Expr::Column(c)) => match const_scalar(v) {
+                        Some(v) => (c, v, op.flip()),
+                        None => return vec![],
+                    },
                     _ => return vec![],
                 };
-                self.cmp_pred(&col.name, op, lit).into_iter().collect()
+                self.cmp_pred(&col.name, op, &lit).into_iter().collect()
             }
             Expr::Between(Between {
                 expr,
                 negated: false,
                 low,
                 high,
-            }) => match (expr.as_ref(), low.as_ref(), high.as_ref()) {
-                (Expr::Column(c), Expr::Literal(lo, _), Expr::Literal(hi, _)) => {
+            }) => match (expr.as_ref(), const_scalar(low), const_scalar(high)) {
+                (Expr::Column(c), Some(lo), Some(hi)) => {
                     match (
-                        self.cmp_pred(&c.name, CmpOp::Ge, lo),
-                        self.cmp_pred(&c.name, CmpOp::Le, hi),
+                        self.cmp_pred(&c.name, CmpOp::Ge, &lo),
+                        self.cmp_pred(&c.name, CmpOp::Le, &hi),
                     ) {
                         (Some(a), Some(b)) => vec![a, b],
                         _ => vec![],
@@ -240,10 +271,7 @@ impl SiltTable {
                 }
                 let vals: Option<Vec<Value>> = list
                     .iter()
-                    .map(|e| match e {
-                        Expr::Literal(v, _) => convert::scalar_to_value(v, info.ty),
-                        _ => None,
-                    })
+                    .map(|e| convert::scalar_to_value(&const_scalar(e)?, info.ty))
                     .collect();
                 match vals {
                     Some(vals) if !vals.is_empty() => vec![Pred::In { vals }],
@@ -543,18 +571,99 @@ impl SiltTable {
         (access, consumed)
     }
 
-    /// Whether a filter is declared Exact (see the module doc).
+    /// Whether a filter is declared Exact (see the module doc). Decided by
+    /// the filter's shape alone, never its constants' values: a cached
+    /// plan's filters have parameters in their place (see
+    /// [`crate::plan_cache`]). An Exact filter the access path cannot
+    /// answer for its values (an invalid geometry, a rectangle across the
+    /// antimeridian, a value of another type) is applied above the scan
+    /// by [`SiltTable::build_scan`].
     fn exactness(&self, f: &Expr) -> TableProviderFilterPushDown {
-        let ps = self.classify(&strip(f));
-        if ps.is_empty() {
-            TableProviderFilterPushDown::Unsupported
-        } else if ps
-            .iter()
-            .all(|p| !matches!(p, Pred::Spatial { exact: false, .. }))
-        {
-            TableProviderFilterPushDown::Exact
-        } else {
-            TableProviderFilterPushDown::Inexact
+        use TableProviderFilterPushDown::{Exact, Inexact, Unsupported};
+        let f = strip(f);
+        let col_const = |a: &Expr, b: &Expr| -> Option<String> {
+            match (a, b) {
+                (Expr::Column(c), o) | (o, Expr::Column(c)) if is_const(o) => Some(c.name.clone()),
+                _ => None,
+            }
+        };
+        let cmp_ok = |col: &str| {
+            self.col(col)
+                .is_some_and(|c| c.primary_key && c.ty != silt::FieldType::Any)
+                || self.btree_index(col).is_some()
+        };
+        match &f {
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) if CmpOp::from(*op).is_some() => {
+                match col_const(left, right) {
+                    Some(c) if cmp_ok(&c) => Exact,
+                    _ => Unsupported,
+                }
+            }
+            Expr::Between(Between {
+                expr,
+                negated: false,
+                low,
+                high,
+            }) => match expr.as_ref() {
+                Expr::Column(c) if is_const(low) && is_const(high) && cmp_ok(&c.name) => Exact,
+                _ => Unsupported,
+            },
+            Expr::InList(InList {
+                expr,
+                list,
+                negated: false,
+            }) => match expr.as_ref() {
+                Expr::Column(c)
+                    if !list.is_empty()
+                        && list.iter().all(is_const)
+                        && self.col(&c.name).is_some()
+                        && self.ds.def().primary_key.len() == 1
+                        && self.is_pk_first(&c.name) =>
+                {
+                    Exact
+                }
+                _ => Unsupported,
+            },
+            Expr::ScalarFunction(sf) => {
+                let args = &sf.args;
+                match udf::func_of(&sf.func) {
+                    Some(Func::FtContains) => match (args.first(), args.get(1)) {
+                        (Some(Expr::Column(c)), Some(t))
+                            if is_const(t) && self.text_index(&c.name).is_some() =>
+                        {
+                            Exact
+                        }
+                        _ => Unsupported,
+                    },
+                    Some(f @ (Func::Intersects | Func::Contains | Func::Within)) => {
+                        match (args.first(), args.get(1)) {
+                            (Some(a), Some(b))
+                                if col_const(a, b)
+                                    .is_some_and(|c| self.spatial_index(&c, false).is_some()) =>
+                            {
+                                if f == Func::Intersects {
+                                    Exact
+                                } else {
+                                    Inexact
+                                }
+                            }
+                            _ => Unsupported,
+                        }
+                    }
+                    Some(Func::DWithin) => match (args.first(), args.get(1), args.get(2)) {
+                        (Some(a), Some(b), Some(m))
+                            if is_const(m)
+                                && col_const(a, b)
+                                    .is_some_and(|c| self.spatial_index(&c, false).is_some()) =>
+                        {
+                            Exact
+                        }
+                        _ => Unsupported,
+                    },
+                    _ => Unsupported,
+                }
+            }
+            _ => Unsupported,
         }
     }
 
@@ -569,6 +678,11 @@ impl SiltTable {
         limit: Option<usize>,
         all_filters: bool,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if self.knn.as_ref().is_some_and(|k| k.point.is_some()) {
+            return Err(DataFusionError::Internal(
+                "a kNN scan's point has unbound parameters".to_owned(),
+            ));
+        }
         let (access, consumed) = self.plan_access(filters);
         let residual: Vec<Expr> = filters
             .iter()
@@ -645,6 +759,36 @@ pub fn strip(e: &Expr) -> Expr {
         })
         .map(|t| t.data)
         .unwrap_or_else(|_| e.clone())
+}
+
+/// Whether an expression is a constant of the statement: no column, no
+/// subquery, nothing volatile (parameters count as constants).
+pub fn is_const(e: &Expr) -> bool {
+    !e.any_column_refs()
+        && !e.is_volatile()
+        && !e
+            .exists(|x| {
+                Ok(matches!(
+                    x,
+                    Expr::ScalarSubquery(_)
+                        | Expr::Exists(_)
+                        | Expr::InSubquery(_)
+                        | Expr::OuterReferenceColumn(..)
+                ))
+            })
+            .unwrap_or(true)
+}
+
+/// The value of a literal, or of a cast of one (a bound parameter the
+/// optimizer did not fold).
+fn const_scalar(e: &Expr) -> Option<ScalarValue> {
+    match e {
+        Expr::Literal(v, _) => Some(v.clone()),
+        Expr::Cast(c) => const_scalar(&c.expr)?.cast_to(c.field.data_type()).ok(),
+        Expr::TryCast(c) => const_scalar(&c.expr)?.cast_to(c.field.data_type()).ok(),
+        Expr::Alias(a) => const_scalar(&a.expr),
+        _ => None,
+    }
 }
 
 fn lit_text(e: &Expr) -> Option<String> {

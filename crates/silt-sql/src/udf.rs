@@ -313,6 +313,16 @@ impl ScalarUDFImpl for SiltFn {
                 }
             })
             .collect::<Result<Vec<ArrayRef>, _>>()?;
+        // Constant arguments (a bound parameter the optimizer did not
+        // fold) arrive as one-row arrays: one value, for every row.
+        if args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+        {
+            let out = eval(self.func, &args.args, &arrays, 1)?;
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+        }
         let out = eval(self.func, &args.args, &arrays, n)?;
         Ok(ColumnarValue::Array(out))
     }

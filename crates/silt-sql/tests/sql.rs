@@ -1483,3 +1483,118 @@ fn output_columns_are_named_as_postgresql_names_them() {
     let b = run(&e, "SELECT upper('a') UNION ALL SELECT 'b' ORDER BY 1");
     assert_eq!(b[0].schema().field(0).name(), "upper");
 }
+
+/// The rows of `r` a box query should return, by brute force.
+fn in_box(rows: &[Row], (x0, y0, x1, y1): (f64, f64, f64, f64)) -> BTreeSet<i64> {
+    rows.iter()
+        .filter(|r| r.x >= x0 && r.x <= x1 && r.y >= y0 && r.y <= y1)
+        .map(|r| r.id)
+        .collect()
+}
+
+#[test]
+fn cached_plans_bind_new_literals_and_stay_right() {
+    let (_d, e) = engine();
+    let mut rng = StdRng::seed_from_u64(21);
+    let rows = load_random(&e, &mut rng, 400);
+    let before = e.plan_cache_stats();
+    // One shape, many values: each answer matches brute force.
+    for i in 0..20 {
+        let (x, y) = (rng.random_range(-20.0..15.0), rng.random_range(-10.0..5.0));
+        let b = (x, y, x + 5.0, y + 5.0);
+        let sql = format!(
+            "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope({}, {}, {}, {}))",
+            b.0, b.1, b.2, b.3
+        );
+        assert_eq!(id_set(&run(&e, &sql)), in_box(&rows, b), "{sql}");
+        let a = i % 50;
+        let sql = format!("SELECT id FROM r WHERE a = {a} AND id > {}", i * 10);
+        let want: BTreeSet<i64> = rows
+            .iter()
+            .filter(|r| r.a == a && r.id > i * 10)
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(id_set(&run(&e, &sql)), want, "{sql}");
+    }
+    let after = e.plan_cache_stats();
+    assert!(
+        after.hits >= before.hits + 38,
+        "two shapes, 40 runs: {before:?} -> {after:?}"
+    );
+    // The same shape with values the index cannot take: the function's
+    // own error, as without the cache.
+    let msg = fail(
+        &e,
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(170, -10, -15, 10))",
+    );
+    assert!(msg.contains("greater than max_x"), "{msg}");
+    // An invalid geometry: the same error as without the cache.
+    let msg = fail(
+        &e,
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_GeomFromText('POINT(1'))",
+    );
+    assert!(msg.to_lowercase().contains("wkt"), "{msg}");
+    // kNN, one shape: then a point the index refuses (latitude 100),
+    // which the plain sort answers.
+    let knn = |cx: f64, cy: f64, k: usize| -> Vec<i64> {
+        let mut brute: Vec<(f64, i64)> = rows
+            .iter()
+            .map(|r| (haversine_m(cx, cy, r.x, r.y), r.id))
+            .collect();
+        brute.sort_by(|a, b| a.0.total_cmp(&b.0));
+        brute.iter().take(k).map(|x| x.1).collect()
+    };
+    for (cx, cy) in [(1.0, 2.0), (-7.5, 3.25), (12.0, -9.0)] {
+        let sql =
+            format!("SELECT id FROM r ORDER BY ST_Distance(loc, ST_Point({cx}, {cy})) LIMIT 5");
+        assert_eq!(ints(&run(&e, &sql), 0), knn(cx, cy, 5), "{sql}");
+    }
+    let sql = "SELECT id FROM r ORDER BY ST_Distance(loc, ST_Point(1, 100)) LIMIT 5";
+    assert_eq!(ints(&run(&e, sql), 0).len(), 5);
+    // Functions of the moment are not cached.
+    let t1 = strings(
+        &run(&e, "SELECT CAST(now() AS VARCHAR) FROM r WHERE id = 3"),
+        0,
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let t2 = strings(
+        &run(&e, "SELECT CAST(now() AS VARCHAR) FROM r WHERE id = 3"),
+        0,
+    );
+    assert_ne!(t1, t2);
+}
+
+#[test]
+fn cached_plans_are_not_reused_after_ddl() {
+    let (_d, e) = engine();
+    let mut rng = StdRng::seed_from_u64(5);
+    let rows = load_random(&e, &mut rng, 200);
+    let knn_sql = "SELECT id FROM r ORDER BY ST_Distance(loc, ST_Point(1, 1)) LIMIT 4";
+    let want = ints(&run(&e, knn_sql), 0);
+    assert_eq!(ints(&run(&e, knn_sql), 0), want);
+    // A dropped index: the kNN shape's plan searched it.
+    run(&e, "DROP INDEX r_loc");
+    assert_eq!(ints(&run(&e, knn_sql), 0), want);
+    // A created index: planned again, and used.
+    run(&e, "CREATE INDEX r_loc2 ON r USING rtree (loc)");
+    let misses = e.plan_cache_stats().misses;
+    assert_eq!(ints(&run(&e, knn_sql), 0), want);
+    assert_eq!(e.plan_cache_stats().misses, misses + 1);
+    // A dropped table, created again with other columns and rows.
+    let sql = "SELECT * FROM r WHERE id = 3";
+    assert_eq!(ints(&run(&e, sql), 0), vec![3]);
+    run(&e, "DROP TABLE r");
+    assert!(fail(&e, sql).contains("r"));
+    run(&e, "CREATE TABLE r (id BIGINT PRIMARY KEY, note VARCHAR)");
+    run(&e, "INSERT INTO r VALUES (3, 'new')");
+    let b = run(&e, sql);
+    assert_eq!(b[0].num_columns(), 2);
+    assert_eq!(strings(&b, 1), vec![Some("new".to_owned())]);
+    // A view replaced by another: the engine's epoch.
+    run(&e, "CREATE VIEW v AS SELECT id FROM r WHERE id = 3");
+    assert_eq!(ints(&run(&e, "SELECT id FROM v WHERE id > 0"), 0), vec![3]);
+    run(&e, "DROP VIEW v");
+    run(&e, "CREATE VIEW v AS SELECT id FROM r WHERE id = 4");
+    assert!(ints(&run(&e, "SELECT id FROM v WHERE id > 0"), 0).is_empty());
+    assert!(!rows.is_empty());
+}

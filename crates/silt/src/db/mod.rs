@@ -108,6 +108,9 @@ pub struct Database {
     /// End of the log at the last checkpoint (also serializes checkpoints).
     checkpoint_lock: Arc<Mutex<u64>>,
     checkpointer: Mutex<Option<(crossbeam_channel::Sender<()>, std::thread::JoinHandle<()>)>>,
+    /// Bumped by every change of the datasets or their indexes (see
+    /// [`Database::schema_version`]).
+    schema_version: AtomicU64,
 }
 
 impl Database {
@@ -184,6 +187,7 @@ impl Database {
             recovery,
             checkpoint_lock: Arc::new(Mutex::new(from_lsn)),
             checkpointer: Mutex::new(None),
+            schema_version: AtomicU64::new(0),
         };
         db.start_checkpointer();
         Ok(db)
@@ -245,7 +249,20 @@ impl Database {
         cat.datasets.push(def.clone());
         self.save_catalog(&cat)?;
         self.datasets.write().insert(def.name, ds.clone());
+        self.schema_changed();
         Ok(ds)
+    }
+
+    /// A number that changes whenever a dataset is created or dropped or
+    /// an index is created or dropped (read it before planning against the
+    /// datasets: a plan made under one version may be reused while the
+    /// version stays the same). It starts at 0 at every open.
+    pub fn schema_version(&self) -> u64 {
+        self.schema_version.load(Ordering::Acquire)
+    }
+
+    fn schema_changed(&self) {
+        self.schema_version.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Start a transaction over any datasets of this database: buffered
@@ -285,6 +302,7 @@ impl Database {
             .write()
             .remove(name)
             .ok_or_else(|| Error::NoSuchDataset(name.to_owned()))?;
+        self.schema_changed();
         cat.datasets.retain(|d| d.name != name);
         for r in &mut cat.roles {
             r.grants.remove(name);
@@ -389,7 +407,9 @@ impl Database {
                 d.index_ids_used
                     .max(d.indexes.iter().map(|i| i.id).max().unwrap_or(0))
             });
-        let def = ds.add_index(def)?;
+        let added = ds.add_index(def);
+        self.schema_changed();
+        let def = added?;
         if let Some(d) = cat.datasets.iter_mut().find(|d| d.name == dataset) {
             d.indexes.push(def.clone());
             d.index_ids_used = d.index_ids_used.max(def.id);
@@ -403,7 +423,9 @@ impl Database {
         self.check_open()?;
         let ds = self.dataset(dataset)?;
         let mut cat = self.catalog.lock();
-        ds.remove_index(index)?;
+        let removed = ds.remove_index(index);
+        self.schema_changed();
+        removed?;
         if let Some(d) = cat.datasets.iter_mut().find(|d| d.name == dataset) {
             d.indexes.retain(|i| i.name != index);
         }
