@@ -1,8 +1,9 @@
 //! Statement parameters (`$1`, `$2`...) of the PostgreSQL extended protocol.
 //!
 //! The SQL engine takes SQL text, so bound values are written into the
-//! statement as SQL literals: integers as numbers, floats as
-//! `CAST('1.5' AS DOUBLE)`, booleans as `TRUE`/`FALSE`, `bytea` as
+//! statement as SQL literals: integers as numbers, floats as numbers
+//! with a point or exponent (`1.5`, `2.0`, `(-1e-7)`; `CAST('NaN' AS
+//! DOUBLE)` and the infinities), booleans as `TRUE`/`FALSE`, `bytea` as
 //! `X'..'`, everything else as a quoted string (`'it''s'`), `NULL` for
 //! null. Placeholders inside string literals, quoted identifiers and
 //! comments are left alone.
@@ -50,15 +51,22 @@ fn int_literal(v: i64) -> Literal {
     }
 }
 
+/// A float as SQL reads a float: `{v:?}` always has a point or an
+/// exponent (`2.0`, `1e20`) and round-trips. Plain numbers let the plan
+/// cache bind them as parameters (see `silt_sql::plan_cache`).
 fn float_literal(v: f64) -> Literal {
-    let text = if v.is_nan() {
-        "NaN".to_owned()
-    } else if v.is_infinite() {
-        if v > 0.0 { "inf" } else { "-inf" }.to_owned()
+    if v.is_nan() {
+        return Literal("CAST('NaN' AS DOUBLE)".to_owned());
+    }
+    if v.is_infinite() {
+        let s = if v > 0.0 { "inf" } else { "-inf" };
+        return Literal(format!("CAST('{s}' AS DOUBLE)"));
+    }
+    if v.is_sign_negative() {
+        Literal(format!("({v:?})"))
     } else {
-        format!("{v:?}")
-    };
-    Literal(format!("CAST('{text}' AS DOUBLE)"))
+        Literal(format!("{v:?}"))
+    }
 }
 
 fn hex_literal(b: &[u8]) -> Literal {
@@ -372,7 +380,19 @@ mod tests {
             literal(1, Some(&1.5f64.to_be_bytes()), &Type::FLOAT8, true)
                 .unwrap()
                 .0,
-            "CAST('1.5' AS DOUBLE)"
+            "1.5"
+        );
+        assert_eq!(
+            literal(1, Some(b"-2"), &Type::FLOAT8, false).unwrap().0,
+            "(-2.0)"
+        );
+        assert_eq!(
+            literal(1, Some(b"1e300"), &Type::FLOAT8, false).unwrap().0,
+            "1e300"
+        );
+        assert_eq!(
+            literal(1, Some(b"NaN"), &Type::FLOAT8, false).unwrap().0,
+            "CAST('NaN' AS DOUBLE)"
         );
         assert_eq!(
             literal(1, Some(b"it's"), &Type::TEXT, false).unwrap().0,

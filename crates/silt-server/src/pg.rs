@@ -327,19 +327,16 @@ impl SiltParser {
             Ok(Parsed::Insert(ins)) => Box::new(ins.plain_statement()),
             _ => return None,
         };
+        // A query without parameters: its shape's cached plan tells the
+        // columns (psycopg describes every query it sends).
+        if params::count(&seg.text) == 0
+            && let Some(schema) = self.shared.engine.cached_schema(&stmt).await
+        {
+            return Some((fields_of(&schema), vec![]));
+        }
         let state = self.shared.engine.session().state();
         let plan = state.statement_to_plan(*stmt).await.ok()?;
-        let fields = plan
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| {
-                (
-                    silt_sql::colnames::shown(f.name()).to_owned(),
-                    pg_type(f.data_type()),
-                )
-            })
-            .collect();
+        let fields = fields_of(plan.schema());
         let params = silt_sql::udf::placeholder_types(&plan)
             .ok()?
             .into_iter()
@@ -350,6 +347,20 @@ impl SiltParser {
             .collect();
         Some((fields, params))
     }
+}
+
+/// Result columns as the PostgreSQL protocol describes them.
+fn fields_of(schema: &datafusion::common::DFSchema) -> Vec<(String, Type)> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| {
+            (
+                silt_sql::colnames::shown(f.name()).to_owned(),
+                pg_type(f.data_type()),
+            )
+        })
+        .collect()
 }
 
 fn user_error(code: &str, message: String) -> PgWireError {

@@ -514,6 +514,7 @@ impl SqlEngine {
     ) -> Result<SendableRecordBatchStream, SqlError> {
         let b = *self.bounds.read();
         let bounded = b.query_memory > 0 || b.server_memory > 0 || b.value_bytes > 0;
+        let mut state = state;
         let physical = if ctl.is_some() || bounded || optimized {
             // Plan as `create_physical_plan` does, with the checks of the
             // statement's stop switch put in (see `bounds`).
@@ -540,6 +541,10 @@ impl SqlEngine {
                 Some(c) => bounds::check_join_filters(optimized, c)?,
                 None => optimized,
             };
+            // As `SiltQueryPlanner` would, without a copy of the state.
+            if rules::has_knn(&optimized) {
+                state.config_mut().options_mut().execution.target_partitions = 1;
+            }
             let physical = state
                 .query_planner()
                 .create_physical_plan(&optimized, &state)
@@ -554,7 +559,20 @@ impl SqlEngine {
             self.bounds.read().query_memory,
             ctl.cloned(),
         ));
-        let task = TaskContext::from(&state).with_runtime(Arc::new(runtime));
+        // The task context without the session's function registries
+        // (`TaskContext::from` copies them, with every name, for every
+        // statement): the plan's functions are already resolved, and
+        // execution does not look functions up by name.
+        let task = TaskContext::new(
+            None,
+            state.session_id().to_owned(),
+            state.config().clone(),
+            HashMap::new(),
+            HashMap::new(),
+            HashMap::new(),
+            HashMap::new(),
+            Arc::new(runtime),
+        );
         let stream = datafusion::physical_plan::execute_stream(physical, Arc::new(task))?;
         // Duplicate output names get theirs back (see `colnames`).
         Ok(match colnames::restore(&stream.schema()) {
@@ -599,8 +617,30 @@ impl SqlEngine {
         state: &SessionState,
     ) -> Option<LogicalPlan> {
         let n = plan_cache::normalize(stmt)?;
+        let entry = self.shape_entry(&n, state).await;
+        plan_cache::bind(entry.plan.as_ref()?, &n.values)
+    }
+
+    /// The result columns of a query, from its shape's cached plan
+    /// (planning and keeping the shape on first sight); `None` when the
+    /// statement is not cached (see [`plan_cache`]). For the PostgreSQL
+    /// protocol's Describe, which clients send with every query.
+    pub async fn cached_schema(
+        &self,
+        stmt: &datafusion::sql::parser::Statement,
+    ) -> Option<datafusion::common::DFSchemaRef> {
+        let n = plan_cache::normalize(stmt)?;
+        let entry = self.shape_entry(&n, &self.ctx.state()).await;
+        entry.plan.as_ref().map(|p| p.schema().clone())
+    }
+
+    async fn shape_entry(
+        &self,
+        n: &plan_cache::Normalized,
+        state: &SessionState,
+    ) -> Arc<plan_cache::Entry> {
         let versions = (self.db.schema_version(), self.plans.epoch());
-        let entry = match self.plans.get(&n.key, versions) {
+        match self.plans.get(&n.key, versions) {
             Some(e) => e,
             None => {
                 let plan =
@@ -612,8 +652,7 @@ impl SqlEngine {
                     };
                 self.plans.put(n.key.clone(), versions, plan)
             }
-        };
-        plan_cache::bind(entry.plan.as_ref()?, &n.values)
+        }
     }
 
     async fn run(

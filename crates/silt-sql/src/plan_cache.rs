@@ -162,6 +162,7 @@ fn has_placeholder(q: &sql::Query) -> bool {
 /// types it (integers as `Int64`, else `UInt64`, else `Float64`).
 fn literal_value(e: &sql::Expr) -> Option<ScalarValue> {
     let (text, negative) = match e {
+        sql::Expr::Nested(inner) => return literal_value(inner),
         sql::Expr::Value(v) => match &v.value {
             Value::Number(n, false) => (n.as_str(), false),
             Value::SingleQuotedString(s) => return Some(ScalarValue::Utf8(Some(s.clone()))),
@@ -489,7 +490,7 @@ mod tests {
         assert_eq!(a.key, "SELECT id FROM t WHERE id = $1");
         assert_eq!(a.values, vec![ScalarValue::Int64(Some(5))]);
         let c = norm(
-            "SELECT id, 3 FROM t WHERE ST_Intersects(loc, ST_MakeEnvelope(-1.5, 2, 3e1, '4')) \
+            "SELECT id, 3 FROM t WHERE ST_Intersects(loc, ST_MakeEnvelope((-1.5), 2, 3e1, '4')) \
              AND v BETWEEN 1 AND 9 AND name IN ('a', 'b') ORDER BY ST_Distance(loc, ST_Point(1, 2)), 1 LIMIT 10",
         )
         .expect("a query");

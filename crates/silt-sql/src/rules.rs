@@ -4,7 +4,8 @@
 //!   Silt table with an `rtree` index on `geom` (no filter between the sort
 //!   and the scan) scans through the R-tree's k-nearest-neighbour search
 //!   (`Query::Nearest`) instead of sorting the table: the scan yields only
-//!   the k nearest rows and the (now tiny) sort stays on top. `EXPLAIN`
+//!   the k nearest rows, nearest first, so the sort goes too (and the plan
+//!   runs in one partition, so that nothing reorders them). `EXPLAIN`
 //!   shows `access=rtree(geom) index=.. knn(..)`. Rows whose geometry is
 //!   NULL are never among them (a full sort would put them last).
 //! - [`SpatialJoinRule`]: an inner join whose condition contains
@@ -35,7 +36,7 @@ use datafusion::execution::context::QueryPlanner;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
 use datafusion::logical_expr::{
-    Expr, Extension, Filter, Join, LogicalPlan, Projection, Sort, SubqueryAlias, TableScan,
+    Expr, Extension, Filter, Join, LogicalPlan, Projection, SubqueryAlias, TableScan,
     UserDefinedLogicalNode, UserDefinedLogicalNodeCore,
 };
 use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
@@ -98,12 +99,11 @@ impl OptimizerRule for KnnRule {
         if !se.asc || se.nulls_first {
             return Ok(Transformed::no(plan));
         }
+        // The scan yields the k nearest, nearest first, and what lies
+        // between it and the sort (projections, aliases) keeps that order:
+        // the sort goes (see `SiltQueryPlanner` for the one partition).
         match knn_input(&sort.input, se.expr.clone(), k) {
-            Some(input) => Ok(Transformed::yes(LogicalPlan::Sort(Sort {
-                expr: sort.expr.clone(),
-                input: Arc::new(input),
-                fetch: sort.fetch,
-            }))),
+            Some(input) => Ok(Transformed::yes(input)),
             None => Ok(Transformed::no(plan)),
         }
     }
@@ -180,7 +180,6 @@ fn knn_input(plan: &LogicalPlan, expr: Expr, k: usize) -> Option<LogicalPlan> {
                 lon: x,
                 lat: y,
                 k,
-                order: crate::table::strip(&Expr::ScalarFunction(sf.clone())),
                 point,
             });
             Some(LogicalPlan::TableScan(TableScan {
@@ -495,6 +494,19 @@ impl ExtensionPlanner for SiltExtensionPlanner {
     }
 }
 
+/// Whether a plan scans a Silt table through its kNN search.
+pub fn has_knn(plan: &LogicalPlan) -> bool {
+    plan.exists(|p| {
+        Ok(match p {
+            LogicalPlan::TableScan(scan) => {
+                silt_table(scan).is_some_and(|t| as_silt(&t).is_some_and(|t| t.knn().is_some()))
+            }
+            _ => false,
+        })
+    })
+    .unwrap_or(false)
+}
+
 /// A query planner that knows [`SpatialJoinNode`].
 #[derive(Debug, Default)]
 pub struct SiltQueryPlanner;
@@ -508,6 +520,21 @@ impl QueryPlanner for SiltQueryPlanner {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let planner =
             DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(SiltExtensionPlanner)]);
+        // A kNN scan's order is the answer's order (its sort is gone, see
+        // `KnnRule`): one partition, so that no repartition reorders it.
+        if session_state.config().target_partitions() > 1 && has_knn(logical_plan) {
+            let Some(state) = session_state
+                .as_any()
+                .downcast_ref::<datafusion::execution::session_state::SessionState>()
+            else {
+                return Err(DataFusionError::Internal(
+                    "kNN plans need DataFusion's SessionState".to_owned(),
+                ));
+            };
+            let mut one = state.clone();
+            one.config_mut().options_mut().execution.target_partitions = 1;
+            return planner.create_physical_plan(logical_plan, &one).await;
+        }
         planner
             .create_physical_plan(logical_plan, session_state)
             .await

@@ -34,7 +34,6 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
@@ -49,7 +48,7 @@ use datafusion::logical_expr::expr::InList;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_expr::expressions::Column as PhysColumn;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter::FilterExecBuilder;
 use datafusion::physical_plan::memory::MemoryStream;
@@ -77,10 +76,6 @@ pub struct KnnSpec {
     pub lon: f64,
     pub lat: f64,
     pub k: usize,
-    /// The sort key the scan's output follows, nearest first
-    /// (`ST_Distance(column, point)`, unqualified): declared as the scan's
-    /// ordering, so that DataFusion drops its sort.
-    pub order: Expr,
     /// The query point's expression while it still has parameters (a
     /// cached plan's shape, see [`crate::plan_cache`]); `lon` and `lat`
     /// are known once it is bound.
@@ -101,7 +96,6 @@ impl KnnSpec {
         Some(KnnSpec {
             lon: x,
             lat: y,
-            order: crate::plan_cache::bind_expr(&self.order, params)?,
             point: None,
             ..self.clone()
         })
@@ -697,18 +691,14 @@ impl SiltTable {
             None => (0..self.cols.len()).collect(),
         };
         let Some(pred) = conjunction(residual) else {
-            let mut scan = SiltScanExec::new(
+            return Ok(Arc::new(SiltScanExec::new(
                 self.ds.clone(),
                 &self.cols,
                 requested,
                 access,
                 limit,
                 all_filters,
-            );
-            if let Some(k) = &self.knn {
-                scan.declare_order(state, &k.order)?;
-            }
-            return Ok(Arc::new(scan));
+            )));
         };
         let mut needed: BTreeSet<usize> = requested.iter().copied().collect();
         for c in pred.column_refs() {
@@ -1195,39 +1185,6 @@ impl SiltScanExec {
 
     pub fn access(&self) -> &Access {
         &self.access
-    }
-
-    /// Declare that the rows come ordered by `key` ascending (a kNN scan
-    /// yields its hits nearest first); nothing when `key` needs a column
-    /// the scan does not output.
-    fn declare_order(&mut self, state: &dyn Session, key: &Expr) -> DfResult<()> {
-        let names: Vec<&str> = self.cols.iter().map(|c| c.name.as_str()).collect();
-        if key
-            .column_refs()
-            .iter()
-            .any(|c| !names.contains(&c.name.as_str()))
-        {
-            return Ok(());
-        }
-        let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
-        let expr = state.create_physical_expr(strip(key), &df_schema)?;
-        let sort = PhysicalSortExpr::new(
-            expr,
-            SortOptions {
-                descending: false,
-                nulls_first: false,
-            },
-        );
-        let mut eq = EquivalenceProperties::new(self.schema.clone());
-        eq.add_orderings([vec![sort]]);
-        let props = PlanProperties::new(
-            eq,
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
-        self.props = Arc::new(props);
-        Ok(())
     }
 }
 

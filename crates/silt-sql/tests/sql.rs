@@ -514,8 +514,16 @@ fn knn_uses_the_rtree_and_matches_brute_force() {
         }
         let plan = explain(&e, &sql);
         assert!(plan.contains("knn(POINT("), "{plan}");
-        // The scan yields the hits nearest first: no sort above it.
+        // The scan yields the hits nearest first: no sort above it, and
+        // no repartition that could reorder them.
         assert!(!plan.contains("SortExec"), "{plan}");
+        assert!(!plan.contains("RepartitionExec"), "{plan}");
+        // With an offset: the k nearest after the first two.
+        let sql = format!(
+            "SELECT id, ST_Distance(loc, ST_Point({cx}, {cy})) * 2 AS d2 FROM r ORDER BY ST_Distance(loc, ST_Point({cx}, {cy})) LIMIT {k} OFFSET 2"
+        );
+        let want_off: Vec<i64> = brute.iter().skip(2).take(k).map(|x| x.1).collect();
+        assert_eq!(ints(&run(&e, &sql), 0), want_off, "{sql}");
         // The ORDER BY expression need not be selected.
         let sql =
             format!("SELECT id FROM r ORDER BY ST_Distance(ST_Point({cx}, {cy}), loc) LIMIT {k}");
