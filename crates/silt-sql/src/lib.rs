@@ -46,6 +46,7 @@ pub mod coerce;
 pub mod colnames;
 pub mod convert;
 pub mod ddl;
+pub mod deferred;
 pub mod error;
 pub mod geom;
 pub mod insert;
@@ -176,6 +177,25 @@ enum Output {
     Frame(datafusion::dataframe::DataFrame),
     /// An optimized plan (from the plan cache) and the state to run it in.
     Planned(Box<SessionState>, LogicalPlan),
+    /// A kept physical plan and the statement's parameters.
+    Kept(
+        Box<SessionState>,
+        Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        datafusion::common::ParamValues,
+    ),
+}
+
+/// What the plan cache gives a statement.
+enum Cached {
+    /// The optimized plan with the values bound.
+    Logical(LogicalPlan),
+    /// The shape (for the privilege check), its kept physical plan and the
+    /// values.
+    Kept(
+        LogicalPlan,
+        Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        datafusion::common::ParamValues,
+    ),
 }
 
 impl SqlEngine {
@@ -416,6 +436,7 @@ impl SqlEngine {
                 self.stream(state, plan, false, ctl).await
             }
             Ok(Output::Planned(state, plan)) => self.stream(*state, plan, true, ctl).await,
+            Ok(Output::Kept(state, plan, params)) => self.stream_kept(*state, plan, params, ctl),
             Err(e) => Err(e),
         };
         match r {
@@ -553,6 +574,35 @@ impl SqlEngine {
         } else {
             state.create_physical_plan(&plan).await?
         };
+        self.run_physical(state, physical, ctl)
+    }
+
+    /// Run a kept physical plan (see [`plan_cache::physical_shape`]) with
+    /// the statement's parameters.
+    fn stream_kept(
+        &self,
+        mut state: SessionState,
+        kept: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        params: datafusion::common::ParamValues,
+        ctl: Option<&Arc<StatementControl>>,
+    ) -> Result<SendableRecordBatchStream, SqlError> {
+        // Fresh operators (their metrics are their own), then the checks
+        // of this statement's stop switch.
+        let fresh = datafusion::physical_plan::execution_plan::reset_plan_states(kept)?;
+        let physical = bounds::checked(fresh, ctl)?;
+        state
+            .config_mut()
+            .set_extension(Arc::new(deferred::BoundParams(params)));
+        self.plans.ran_physical();
+        self.run_physical(state, physical, ctl)
+    }
+
+    fn run_physical(
+        &self,
+        state: SessionState,
+        physical: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        ctl: Option<&Arc<StatementControl>>,
+    ) -> Result<SendableRecordBatchStream, SqlError> {
         let mut runtime = state.runtime_env().as_ref().clone();
         runtime.memory_pool = Arc::new(bounds::QueryPool::new(
             self.pool.clone(),
@@ -604,6 +654,7 @@ impl SqlEngine {
                 self.stream(state, plan, false, ctl).await?
             }
             Output::Planned(state, plan) => self.stream(*state, plan, true, ctl).await?,
+            Output::Kept(state, plan, params) => self.stream_kept(*state, plan, params, ctl)?,
         };
         Ok(datafusion::physical_plan::common::collect(stream).await?)
     }
@@ -615,10 +666,72 @@ impl SqlEngine {
         &self,
         stmt: &datafusion::sql::parser::Statement,
         state: &SessionState,
-    ) -> Option<LogicalPlan> {
+    ) -> Option<Cached> {
         let n = plan_cache::normalize(stmt)?;
         let entry = self.shape_entry(&n, state).await;
-        plan_cache::bind(entry.plan.as_ref()?, &n.values)
+        let shape = entry.plan.as_ref()?;
+        if let Some(params) = plan_cache::physical_values(shape, &n.values) {
+            let kept = match entry.physical.get() {
+                Some(k) => k.clone(),
+                None => {
+                    let k = self.plan_kept(shape).await;
+                    entry.physical.get_or_init(|| k).clone()
+                }
+            };
+            if let Some(k) = kept {
+                return Some(Cached::Kept(shape.clone(), k, params));
+            }
+        }
+        plan_cache::bind(shape, &n.values).map(Cached::Logical)
+    }
+
+    /// The physical plan of a simple shape, with its scans' access paths
+    /// left to execution (see [`deferred`]); planned in a state of its own
+    /// (no transaction, no stop switch: those come with each run).
+    async fn plan_kept(
+        &self,
+        shape: &LogicalPlan,
+    ) -> Option<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        if !plan_cache::physical_shape(shape) {
+            return None;
+        }
+        let state = self.ctx.state();
+        // A shape whose literals the limits refuse is run the ordinary way
+        // (and refused there, with the limit noted).
+        let b = *self.bounds.read();
+        if b.value_bytes > 0 {
+            let limit = if b.query_memory == 0 {
+                usize::MAX
+            } else {
+                b.query_memory.max(b.value_bytes)
+            };
+            if bounds::check_literals(shape, state.config().batch_size(), limit).is_err() {
+                return None;
+            }
+        }
+        let plan = state
+            .query_planner()
+            .create_physical_plan(shape, &state)
+            .await
+            .ok()?;
+        // Only operators that keep nothing between runs (a repartition
+        // or a sort does).
+        let stateless = !datafusion::common::tree_node::TreeNode::exists(&plan, |p| {
+            Ok(!matches!(
+                p.name(),
+                "DeferredScanExec"
+                    | "SiltScanExec"
+                    | "ProjectionExec"
+                    | "FilterExec"
+                    | "GlobalLimitExec"
+                    | "LocalLimitExec"
+                    | "CoalesceBatchesExec"
+                    | "CooperativeExec"
+                    | "EmptyExec"
+            ))
+        })
+        .unwrap_or(true);
+        stateless.then_some(plan)
     }
 
     /// The result columns of a query, from its shape's cached plan
@@ -731,9 +844,16 @@ impl SqlEngine {
                     // captured them before the control was in).
                     state.mark_start_execution();
                 }
-                if let Some(plan) = self.cached_plan(&stmt, &state).await {
-                    access::check_plan(who.as_ref(), &files, &plan)?;
-                    return Ok(Output::Planned(Box::new(state), plan));
+                match self.cached_plan(&stmt, &state).await {
+                    Some(Cached::Logical(plan)) => {
+                        access::check_plan(who.as_ref(), &files, &plan)?;
+                        return Ok(Output::Planned(Box::new(state), plan));
+                    }
+                    Some(Cached::Kept(shape, kept, params)) => {
+                        access::check_plan(who.as_ref(), &files, &shape)?;
+                        return Ok(Output::Kept(Box::new(state), kept, params));
+                    }
+                    None => {}
                 }
                 let plan = state.statement_to_plan(*stmt).await?;
                 access::check_plan(who.as_ref(), &files, &plan)?;

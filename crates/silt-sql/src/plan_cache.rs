@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::logical_expr::{Expr, LogicalPlan, TableScan, Volatility};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     self as sql, BinaryOperator, DataType as SqlType, ExactNumberInfo, FunctionArg,
@@ -394,6 +395,74 @@ pub struct Entry {
     /// time (it could not be planned with parameters, or is not
     /// cacheable).
     pub plan: Option<LogicalPlan>,
+    /// The physical plan of a simple shape (see [`physical_shape`]), made
+    /// on its first run; `None` inside when it has none.
+    pub physical: std::sync::OnceLock<Option<Arc<dyn ExecutionPlan>>>,
+}
+
+/// Whether a shape's physical plan may be kept and run again: scans of
+/// Silt tables under projections, filters and limits only (operators that
+/// keep no state between runs; parameters only in the scans' filters and
+/// kNN points, where [`crate::deferred::DeferredScanExec`] binds them).
+pub fn physical_shape(plan: &LogicalPlan) -> bool {
+    let mut ok = true;
+    let _ = plan.apply(|p| {
+        ok &= match p {
+            LogicalPlan::Projection(_)
+            | LogicalPlan::Filter(_)
+            | LogicalPlan::Limit(_)
+            | LogicalPlan::SubqueryAlias(_) => true,
+            LogicalPlan::TableScan(scan) => silt_table(scan).is_some_and(|t| as_silt(&t).is_some()),
+            _ => false,
+        };
+        Ok(if ok {
+            TreeNodeRecursion::Continue
+        } else {
+            TreeNodeRecursion::Stop
+        })
+    });
+    // Nor subqueries or volatile functions in their expressions.
+    ok && !plan
+        .exists(|p| {
+            Ok(p.expressions().iter().any(|e| {
+                e.is_volatile()
+                    || e.exists(|x| {
+                        Ok(matches!(
+                            x,
+                            Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_)
+                        ))
+                    })
+                    .unwrap_or(true)
+            }))
+        })
+        .unwrap_or(true)
+}
+
+/// Whether these values may run a kept physical plan: the kNN points bind
+/// (else the statement is planned afresh), and no value is big (a big
+/// literal goes through the checks of [`crate::bounds`]).
+pub fn physical_values(plan: &LogicalPlan, values: &[ScalarValue]) -> Option<ParamValues> {
+    let small = values.iter().all(|v| match v {
+        ScalarValue::Utf8(Some(s)) => s.len() <= 1024,
+        _ => true,
+    });
+    if !small {
+        return None;
+    }
+    let params = ParamValues::List(values.iter().cloned().map(Into::into).collect());
+    let mut ok = true;
+    let _ = plan.apply(|p| {
+        if let LogicalPlan::TableScan(scan) = p
+            && let Some(t) = silt_table(scan)
+            && let Some(k) = as_silt(&t).and_then(|t| t.knn())
+            && k.point.is_some()
+            && k.bind(&params).is_none()
+        {
+            ok = false;
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    ok.then_some(params)
 }
 
 /// The engine's plan cache (see the module doc).
@@ -402,6 +471,7 @@ pub struct PlanCache {
     epoch: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
+    physical_runs: AtomicU64,
 }
 
 impl std::fmt::Debug for PlanCache {
@@ -416,6 +486,8 @@ pub struct CacheStats {
     pub shapes: usize,
     pub hits: u64,
     pub misses: u64,
+    /// Statements run on a kept physical plan.
+    pub physical_runs: u64,
 }
 
 impl Default for PlanCache {
@@ -425,6 +497,7 @@ impl Default for PlanCache {
             epoch: AtomicU64::new(0),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            physical_runs: AtomicU64::new(0),
         }
     }
 }
@@ -458,9 +531,18 @@ impl PlanCache {
 
     /// Keep a plan (or its absence) for `key`.
     pub fn put(&self, key: String, versions: (u64, u64), plan: Option<LogicalPlan>) -> Arc<Entry> {
-        let e = Arc::new(Entry { versions, plan });
+        let e = Arc::new(Entry {
+            versions,
+            plan,
+            physical: std::sync::OnceLock::new(),
+        });
         self.map.insert(key, e.clone());
         e
+    }
+
+    /// Count a statement run on a kept physical plan.
+    pub fn ran_physical(&self) {
+        self.physical_runs.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -468,6 +550,7 @@ impl PlanCache {
             shapes: self.map.len(),
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
+            physical_runs: self.physical_runs.load(Ordering::Relaxed),
         }
     }
 }

@@ -672,11 +672,52 @@ impl SiltTable {
         limit: Option<usize>,
         all_filters: bool,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        if self.knn.as_ref().is_some_and(|k| k.point.is_some()) {
-            return Err(DataFusionError::Internal(
-                "a kNN scan's point has unbound parameters".to_owned(),
-            ));
+        // A cached shape's scan: its access path waits for the values.
+        if self.knn.as_ref().is_some_and(|k| k.point.is_some())
+            || filters.iter().any(crate::plan_cache::has_param)
+        {
+            if all_filters {
+                return Err(DataFusionError::Internal(
+                    "a scan for UPDATE or DELETE has unbound parameters".to_owned(),
+                ));
+            }
+            return Ok(Arc::new(crate::deferred::DeferredScanExec::new(
+                self.duplicate(),
+                projection.cloned(),
+                filters.iter().map(strip).collect(),
+                limit,
+            )));
         }
+        self.concrete_scan(
+            &|e, schema| state.create_physical_expr(e, schema),
+            projection,
+            filters,
+            limit,
+            all_filters,
+        )
+    }
+
+    /// The same table (a kNN spec included).
+    pub(crate) fn duplicate(&self) -> SiltTable {
+        SiltTable {
+            ds: self.ds.clone(),
+            cols: self.cols.clone(),
+            schema: self.schema.clone(),
+            knn: self.knn.clone(),
+        }
+    }
+
+    /// [`SiltTable::build_scan`] for filters and a kNN point without
+    /// parameters; `physical` makes the residual filter's expression.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn concrete_scan(
+        &self,
+        physical: &dyn Fn(Expr, &DFSchema) -> DfResult<Arc<dyn PhysicalExpr>>,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+        all_filters: bool,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let (access, consumed) = self.plan_access(filters);
         let residual: Vec<Expr> = filters
             .iter()
@@ -725,7 +766,7 @@ impl SiltTable {
             all_filters,
         ));
         let df_schema = DFSchema::try_from(scan.schema().as_ref().clone())?;
-        let phys = state.create_physical_expr(pred, &df_schema)?;
+        let phys = physical(pred, &df_schema)?;
         let out: Vec<usize> = requested
             .iter()
             .map(|r| needed.iter().position(|n| n == r).unwrap_or(0))

@@ -1529,6 +1529,26 @@ fn cached_plans_bind_new_literals_and_stay_right() {
         after.hits >= before.hits + 38,
         "two shapes, 40 runs: {before:?} -> {after:?}"
     );
+    // Both shapes are simple: they ran on their kept physical plans.
+    assert!(
+        after.physical_runs >= before.physical_runs + 40,
+        "{before:?} -> {after:?}"
+    );
+    // A kept plan reads through the session's transaction block.
+    let sql = "SELECT id FROM r WHERE a = 1 AND id > 100000";
+    run(&e, "BEGIN");
+    run(
+        &e,
+        "INSERT INTO r VALUES (100001, 1, 'x', ST_Point(0.5, 0.5))",
+    );
+    assert_eq!(ints(&run(&e, sql), 0), vec![100001]);
+    let sql_box =
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(0.49, 0.49, 0.51, 0.51))";
+    assert!(ints(&run(&e, sql_box), 0).contains(&100001));
+    run(&e, "ROLLBACK");
+    assert!(ints(&run(&e, sql), 0).is_empty());
+    assert!(!ints(&run(&e, sql_box), 0).contains(&100001));
+    assert!(e.plan_cache_stats().physical_runs >= after.physical_runs + 4);
     // The same shape with values the index cannot take: the function's
     // own error, as without the cache.
     let msg = fail(
