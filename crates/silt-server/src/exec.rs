@@ -185,6 +185,29 @@ impl Stmt {
         }
     }
 
+    /// [`Stmt::execute`] on the caller's own task, for work known to be
+    /// short (a kept plan's first batch, see
+    /// [`silt_sql::SqlEngine::kept_stream`]): no hop to the query runtime
+    /// and back. The stop signal still ends it.
+    pub async fn execute_here<T, F>(&self, session: &SqlSession, fut: F) -> Result<T, QueryError>
+    where
+        F: Future<Output = Result<T, SqlError>>,
+    {
+        if let Some(why) = self.ctl.stopped() {
+            return Err(self.stopped_error(why));
+        }
+        let stop = self.stop_signal();
+        tokio::select! {
+            biased;
+            r = fut => r.map_err(|e| self.error(e)),
+            why = stop => {
+                self.ctl.stop(why);
+                session.fail();
+                Err(self.stopped_error(why))
+            }
+        }
+    }
+
     /// Stream `stream`'s batches from a task of their own, under the
     /// statement's stop signal and `caps`; the stream holds the execution
     /// slot until it ends.

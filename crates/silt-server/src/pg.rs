@@ -739,6 +739,20 @@ impl PgHandler {
                 let Some(s) = stmt else {
                     return Err(QueryError::ShuttingDown);
                 };
+                // A query with a kept plan runs here: its first batch is
+                // a short, bounded piece of work.
+                if let Some(r) = self
+                    .shared
+                    .engine
+                    .kept_stream(session, sql, Some(s.ctl.clone()))
+                {
+                    let pre = s
+                        .execute_here(session, async move { Prefetched::read(r?).await })
+                        .await?;
+                    let guarded = s.stream_prefetched(session.clone(), pre, self.caps());
+                    let fields = self.fields(&guarded.schema(), described, fmt);
+                    return Ok(Response::Query(query_response(fields, guarded)));
+                }
                 let (shared, sess, owned, ctl) = (
                     self.shared.clone(),
                     session.clone(),

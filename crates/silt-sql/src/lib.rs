@@ -577,6 +577,55 @@ impl SqlEngine {
         self.run_physical(state, physical, ctl)
     }
 
+    /// A query run at once on a physical plan kept from an earlier run of
+    /// its shape (see [`plan_cache`]), or `None` when there is none yet, or
+    /// the statement is anything else: one `SELECT` in autocommit, nothing
+    /// planned here. Its work before the stream is returned is bounded
+    /// (parse, bind, an index's first batch), so a server may run it on a
+    /// connection's own thread.
+    pub fn kept_stream(
+        &self,
+        session: &SqlSession,
+        sql: &str,
+        ctl: Option<Arc<StatementControl>>,
+    ) -> Option<Result<SendableRecordBatchStream, SqlError>> {
+        if session.slot().is_some() || session.status() == TxnStatus::Failed {
+            return None;
+        }
+        let segs = ddl::split(sql).ok()?;
+        let [seg] = segs.as_slice() else {
+            return None;
+        };
+        let Ok(Parsed::DataFusion(mut stmt)) = ddl::parse(seg) else {
+            return None;
+        };
+        colnames::name_statement(&mut stmt);
+        let n = plan_cache::normalize(&stmt)?;
+        let versions = (self.db.schema_version(), self.plans.epoch());
+        let entry = self.plans.peek(&n.key, versions)?;
+        let shape = entry.plan.as_ref()?;
+        let kept = entry.physical.get()?.clone()?;
+        let params = plan_cache::physical_values(shape, &n.values)?;
+        self.plans.count_hit();
+        let run = || {
+            let who = access::principal(&self.db, session.user().as_deref())?;
+            if let Some(w) = &who {
+                let files = self.files.read().clone();
+                access::check_plan(Some(w), &files, shape)?;
+            }
+            let mut state = self.ctx.state();
+            if let Some(c) = &ctl {
+                state
+                    .config_mut()
+                    .options_mut()
+                    .extensions
+                    .insert(bounds::ControlExt(Some(c.clone())));
+            }
+            self.stream_kept(state, kept, params, ctl.as_ref())
+        };
+        Some(run())
+    }
+
     /// Run a kept physical plan (see [`plan_cache::physical_shape`]) with
     /// the statement's parameters.
     fn stream_kept(

@@ -529,6 +529,11 @@ impl PlanCache {
         }
     }
 
+    /// The entry for `key` under `versions`, without counting a miss.
+    pub fn peek(&self, key: &str, versions: (u64, u64)) -> Option<Arc<Entry>> {
+        self.map.get(key).filter(|e| e.versions == versions)
+    }
+
     /// Keep a plan (or its absence) for `key`.
     pub fn put(&self, key: String, versions: (u64, u64), plan: Option<LogicalPlan>) -> Arc<Entry> {
         let e = Arc::new(Entry {
@@ -538,6 +543,11 @@ impl PlanCache {
         });
         self.map.insert(key, e.clone());
         e
+    }
+
+    /// Count a hit found by [`PlanCache::peek`].
+    pub fn count_hit(&self) {
+        self.hits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Count a statement run on a kept physical plan.
