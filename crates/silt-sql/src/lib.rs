@@ -52,6 +52,7 @@ pub mod geom;
 pub mod insert;
 pub mod plan_cache;
 pub mod rules;
+pub mod scan;
 pub mod scram;
 pub mod session;
 mod sink;
