@@ -57,6 +57,7 @@ pub mod scram;
 pub mod session;
 mod sink;
 pub mod table;
+pub mod template;
 pub mod udf;
 
 use std::collections::HashMap;
@@ -68,7 +69,7 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::{SessionConfig, SessionContext};
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::LogicalPlan;
@@ -348,6 +349,9 @@ impl SqlEngine {
         sql: &str,
         ctl: Option<Arc<StatementControl>>,
     ) -> Result<Vec<RecordBatch>, SqlError> {
+        if let Some(r) = self.kept_stream(session, sql, ctl.clone()) {
+            return Ok(datafusion::physical_plan::common::collect(r?).await?);
+        }
         let segs = ddl::split(sql)?;
         let n = segs.len();
         let mut last = Vec::new();
@@ -437,7 +441,13 @@ impl SqlEngine {
                 self.stream(state, plan, false, ctl).await
             }
             Ok(Output::Planned(state, plan)) => self.stream(*state, plan, true, ctl).await,
-            Ok(Output::Kept(state, plan, params)) => self.stream_kept(*state, plan, params, ctl),
+            Ok(Output::Kept(state, plan, params)) => self.stream_kept(
+                state.config().clone(),
+                state.runtime_env(),
+                plan,
+                params,
+                ctl,
+            ),
             Err(e) => Err(e),
         };
         match r {
@@ -593,6 +603,65 @@ impl SqlEngine {
         if session.slot().is_some() || session.status() == TxnStatus::Failed {
             return None;
         }
+        let versions = (self.db.schema_version(), self.plans.epoch());
+        let lexed = template::lex(sql);
+        let known = lexed
+            .as_ref()
+            .and_then(|l| Some((l, self.plans.templates(&l.template)?)));
+        // A statement whose template is known: no parsing.
+        let found = known.as_ref().and_then(|(l, ts)| {
+            ts.iter()
+                .find_map(|t| Some((t, t.values(l)?)))
+                .map(|(t, v)| (t.key.as_str(), v))
+        });
+        let (entry, values) = match found {
+            Some((key, values)) => {
+                self.plans.count_template_hit();
+                (self.plans.peek(key, versions)?, values)
+            }
+            None => {
+                let n = Self::shape_of(sql)?;
+                let entry = self.plans.peek(&n.key, versions)?;
+                // Learn the template (once per set of fixed literals;
+                // never again if it cannot be learned).
+                let variants = known.as_ref().map(|(_, ts)| ts.as_slice());
+                if let Some(l) = &lexed
+                    && variants.is_none_or(|v| !v.is_empty())
+                {
+                    let t = template::Template::learn(l, &n.key, &n.values, |probe| {
+                        Self::shape_of(probe).map(|n| n.values)
+                    });
+                    self.plans.put_template(&l.template, variants, t);
+                }
+                (entry, n.values)
+            }
+        };
+        let shape = entry.plan.as_ref()?;
+        let kept = entry.physical.get()?.clone()?;
+        let params = plan_cache::physical_values(shape, &values)?;
+        self.plans.count_hit();
+        let run = || {
+            let who = access::principal(&self.db, session.user().as_deref())?;
+            if let Some(w) = &who {
+                let files = self.files.read().clone();
+                access::check_plan(Some(w), &files, shape)?;
+            }
+            // The session's settings and runtime, without a copy of its
+            // state (every function registry) for the statement.
+            let mut config = self.ctx.copied_config();
+            if let Some(c) = &ctl {
+                config
+                    .options_mut()
+                    .extensions
+                    .insert(bounds::ControlExt(Some(c.clone())));
+            }
+            self.stream_kept(config, &self.ctx.runtime_env(), kept, params, ctl.as_ref())
+        };
+        Some(run())
+    }
+
+    /// The shape of a one-statement query's text (see [`plan_cache`]).
+    fn shape_of(sql: &str) -> Option<plan_cache::Normalized> {
         let segs = ddl::split(sql).ok()?;
         let [seg] = segs.as_slice() else {
             return None;
@@ -601,37 +670,15 @@ impl SqlEngine {
             return None;
         };
         colnames::name_statement(&mut stmt);
-        let n = plan_cache::normalize(&stmt)?;
-        let versions = (self.db.schema_version(), self.plans.epoch());
-        let entry = self.plans.peek(&n.key, versions)?;
-        let shape = entry.plan.as_ref()?;
-        let kept = entry.physical.get()?.clone()?;
-        let params = plan_cache::physical_values(shape, &n.values)?;
-        self.plans.count_hit();
-        let run = || {
-            let who = access::principal(&self.db, session.user().as_deref())?;
-            if let Some(w) = &who {
-                let files = self.files.read().clone();
-                access::check_plan(Some(w), &files, shape)?;
-            }
-            let mut state = self.ctx.state();
-            if let Some(c) = &ctl {
-                state
-                    .config_mut()
-                    .options_mut()
-                    .extensions
-                    .insert(bounds::ControlExt(Some(c.clone())));
-            }
-            self.stream_kept(state, kept, params, ctl.as_ref())
-        };
-        Some(run())
+        plan_cache::normalize(&stmt)
     }
 
     /// Run a kept physical plan (see [`plan_cache::physical_shape`]) with
     /// the statement's parameters.
     fn stream_kept(
         &self,
-        mut state: SessionState,
+        mut config: SessionConfig,
+        runtime: &RuntimeEnv,
         kept: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
         params: datafusion::common::ParamValues,
         ctl: Option<&Arc<StatementControl>>,
@@ -640,11 +687,9 @@ impl SqlEngine {
         // of this statement's stop switch.
         let fresh = datafusion::physical_plan::execution_plan::reset_plan_states(kept)?;
         let physical = bounds::checked(fresh, ctl)?;
-        state
-            .config_mut()
-            .set_extension(Arc::new(deferred::BoundParams(params)));
+        config.set_extension(Arc::new(deferred::BoundParams(params)));
         self.plans.ran_physical();
-        self.run_physical(state, physical, ctl)
+        self.run_task(config, runtime, physical, ctl)
     }
 
     fn run_physical(
@@ -653,7 +698,17 @@ impl SqlEngine {
         physical: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
         ctl: Option<&Arc<StatementControl>>,
     ) -> Result<SendableRecordBatchStream, SqlError> {
-        let mut runtime = state.runtime_env().as_ref().clone();
+        self.run_task(state.config().clone(), state.runtime_env(), physical, ctl)
+    }
+
+    fn run_task(
+        &self,
+        config: SessionConfig,
+        runtime: &RuntimeEnv,
+        physical: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        ctl: Option<&Arc<StatementControl>>,
+    ) -> Result<SendableRecordBatchStream, SqlError> {
+        let mut runtime = runtime.clone();
         runtime.memory_pool = Arc::new(bounds::QueryPool::new(
             self.pool.clone(),
             self.bounds.read().query_memory,
@@ -665,8 +720,8 @@ impl SqlEngine {
         // execution does not look functions up by name.
         let task = TaskContext::new(
             None,
-            state.session_id().to_owned(),
-            state.config().clone(),
+            self.ctx.session_id(),
+            config,
             HashMap::new(),
             HashMap::new(),
             HashMap::new(),
@@ -704,7 +759,13 @@ impl SqlEngine {
                 self.stream(state, plan, false, ctl).await?
             }
             Output::Planned(state, plan) => self.stream(*state, plan, true, ctl).await?,
-            Output::Kept(state, plan, params) => self.stream_kept(*state, plan, params, ctl)?,
+            Output::Kept(state, plan, params) => self.stream_kept(
+                state.config().clone(),
+                state.runtime_env(),
+                plan,
+                params,
+                ctl,
+            )?,
         };
         Ok(datafusion::physical_plan::common::collect(stream).await?)
     }

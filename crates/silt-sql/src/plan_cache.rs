@@ -50,9 +50,14 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::tokenizer::Span;
 
 use crate::rules::{as_silt, silt_table};
+use crate::template::Template;
 
 /// The most shapes kept.
 pub const CAPACITY: usize = 512;
+
+/// The most templates kept for one template text (its statements differ
+/// in literals that are not parameters: the select list, `LIMIT`).
+pub const TEMPLATE_VARIANTS: usize = 8;
 
 /// Functions whose literal arguments become parameters (lower case).
 const PARAM_FUNCTIONS: &[&str] = &[
@@ -136,11 +141,19 @@ pub fn normalize(stmt: &DFStatement) -> Option<Normalized> {
         }
     }
     let shape = Statement::Query(q);
-    Some(Normalized {
-        key: shape.to_string(),
-        shape,
-        values,
-    })
+    // The parameters' types are the shape's too: `id > 5` and `id >
+    // 18446744073709551615` (UInt64) are planned apart.
+    let mut key = shape.to_string();
+    if !values.is_empty() {
+        key.push('\u{0}');
+        key.extend(values.iter().map(|v| match v {
+            ScalarValue::Int64(_) => 'i',
+            ScalarValue::UInt64(_) => 'u',
+            ScalarValue::Float64(_) => 'f',
+            _ => 's',
+        }));
+    }
+    Some(Normalized { key, shape, values })
 }
 
 fn has_placeholder(q: &sql::Query) -> bool {
@@ -468,6 +481,13 @@ pub fn physical_values(plan: &LogicalPlan, values: &[ScalarValue]) -> Option<Par
 /// The engine's plan cache (see the module doc).
 pub struct PlanCache {
     map: quick_cache::sync::Cache<String, Arc<Entry>>,
+    /// Statement templates (see [`crate::template`]): the ones learned
+    /// for a template text (one per set of fixed literals, at most
+    /// [`TEMPLATE_VARIANTS`]), none when it could not be learned. They
+    /// depend on the syntax alone, so no version or epoch invalidates
+    /// them.
+    templates: quick_cache::sync::Cache<String, Arc<Vec<Template>>>,
+    template_hits: AtomicU64,
     epoch: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -488,12 +508,16 @@ pub struct CacheStats {
     pub misses: u64,
     /// Statements run on a kept physical plan.
     pub physical_runs: u64,
+    /// Statements whose shape was found by their template, unparsed.
+    pub template_hits: u64,
 }
 
 impl Default for PlanCache {
     fn default() -> Self {
         PlanCache {
             map: quick_cache::sync::Cache::new(CAPACITY),
+            templates: quick_cache::sync::Cache::new(2 * CAPACITY),
+            template_hits: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -545,6 +569,30 @@ impl PlanCache {
         e
     }
 
+    /// The templates learned for a template text (empty: it could not
+    /// be learned), or `None` when it has not been seen.
+    pub fn templates(&self, template: &str) -> Option<Arc<Vec<Template>>> {
+        self.templates.get(template)
+    }
+
+    /// Keep what was learned of a template text: `t` beside the variants
+    /// already known (`None`: it cannot be learned).
+    pub fn put_template(&self, template: &str, known: Option<&[Template]>, t: Option<Template>) {
+        let variants = match (known, t) {
+            (_, None) => Vec::new(),
+            (None, Some(t)) => vec![t],
+            (Some(k), Some(_)) if k.len() >= TEMPLATE_VARIANTS => return,
+            (Some(k), Some(t)) => k.iter().cloned().chain([t]).collect(),
+        };
+        self.templates
+            .insert(template.to_owned(), Arc::new(variants));
+    }
+
+    /// Count a statement found by its template.
+    pub fn count_template_hit(&self) {
+        self.template_hits.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Count a hit found by [`PlanCache::peek`].
     pub fn count_hit(&self) {
         self.hits.fetch_add(1, Ordering::Relaxed);
@@ -561,6 +609,7 @@ impl PlanCache {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             physical_runs: self.physical_runs.load(Ordering::Relaxed),
+            template_hits: self.template_hits.load(Ordering::Relaxed),
         }
     }
 }
@@ -580,7 +629,10 @@ mod tests {
         let a = norm("SELECT id FROM t WHERE id = 5").expect("a query");
         let b = norm("SELECT id FROM t WHERE id = 7").expect("a query");
         assert_eq!(a.key, b.key);
-        assert_eq!(a.key, "SELECT id FROM t WHERE id = $1");
+        assert_eq!(a.key, "SELECT id FROM t WHERE id = $1\0i");
+        // Another type, another shape.
+        let big = norm("SELECT id FROM t WHERE id = 18446744073709551615").expect("a query");
+        assert_eq!(big.key, "SELECT id FROM t WHERE id = $1\0u");
         assert_eq!(a.values, vec![ScalarValue::Int64(Some(5))]);
         let c = norm(
             "SELECT id, 3 FROM t WHERE ST_Intersects(loc, ST_MakeEnvelope((-1.5), 2, 3e1, '4')) \
@@ -590,7 +642,8 @@ mod tests {
         assert_eq!(
             c.key,
             "SELECT id, 3 FROM t WHERE ST_Intersects(loc, ST_MakeEnvelope($1, $2, $3, $4)) \
-             AND v BETWEEN $5 AND $6 AND name IN ($7, $8) ORDER BY ST_Distance(loc, ST_Point($9, $10)), 1 LIMIT 10"
+             AND v BETWEEN $5 AND $6 AND name IN ($7, $8) ORDER BY ST_Distance(loc, ST_Point($9, $10)), 1 LIMIT 10\
+             \0fifsiissii"
         );
         assert_eq!(c.values[0], ScalarValue::Float64(Some(-1.5)));
         assert_eq!(c.values[2], ScalarValue::Float64(Some(30.0)));

@@ -1,0 +1,226 @@
+//! The plan cache, end to end: cached shapes bound with new literals give
+//! the answers brute force gives, statement templates find shapes without
+//! parsing, and DDL invalidates what it changes.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use silt::geo::sphere::haversine_m;
+
+#[test]
+fn cached_plans_bind_new_literals_and_stay_right() {
+    let (_d, e) = engine();
+    let mut rng = StdRng::seed_from_u64(21);
+    let rows = load_random(&e, &mut rng, 400);
+    let before = e.plan_cache_stats();
+    // One shape, many values: each answer matches brute force.
+    for i in 0..20 {
+        let (x, y) = (rng.random_range(-20.0..15.0), rng.random_range(-10.0..5.0));
+        let b = (x, y, x + 5.0, y + 5.0);
+        let sql = format!(
+            "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope({}, {}, {}, {}))",
+            b.0, b.1, b.2, b.3
+        );
+        assert_eq!(id_set(&run(&e, &sql)), in_box(&rows, b), "{sql}");
+        let a = i % 50;
+        let sql = format!("SELECT id FROM r WHERE a = {a} AND id > {}", i * 10);
+        let want: BTreeSet<i64> = rows
+            .iter()
+            .filter(|r| r.a == a && r.id > i * 10)
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(id_set(&run(&e, &sql)), want, "{sql}");
+    }
+    let after = e.plan_cache_stats();
+    assert!(
+        after.hits >= before.hits + 38,
+        "two shapes, 40 runs: {before:?} -> {after:?}"
+    );
+    // Both shapes are simple: they ran on their kept physical plans.
+    assert!(
+        after.physical_runs >= before.physical_runs + 40,
+        "{before:?} -> {after:?}"
+    );
+    // A kept plan reads through the session's transaction block.
+    let sql = "SELECT id FROM r WHERE a = 1 AND id > 100000";
+    run(&e, "BEGIN");
+    run(
+        &e,
+        "INSERT INTO r VALUES (100001, 1, 'x', ST_Point(0.5, 0.5))",
+    );
+    assert_eq!(ints(&run(&e, sql), 0), vec![100001]);
+    let sql_box =
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(0.49, 0.49, 0.51, 0.51))";
+    assert!(ints(&run(&e, sql_box), 0).contains(&100001));
+    run(&e, "ROLLBACK");
+    assert!(ints(&run(&e, sql), 0).is_empty());
+    assert!(!ints(&run(&e, sql_box), 0).contains(&100001));
+    assert!(e.plan_cache_stats().physical_runs >= after.physical_runs + 4);
+    // The same shape with values the index cannot take: the function's
+    // own error, as without the cache.
+    let msg = fail(
+        &e,
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(170, -10, -15, 10))",
+    );
+    assert!(msg.contains("greater than max_x"), "{msg}");
+    // An invalid geometry: the same error as without the cache.
+    let msg = fail(
+        &e,
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_GeomFromText('POINT(1'))",
+    );
+    assert!(msg.to_lowercase().contains("wkt"), "{msg}");
+    // kNN, one shape: then a point the index refuses (latitude 100),
+    // which the plain sort answers.
+    let knn = |cx: f64, cy: f64, k: usize| -> Vec<i64> {
+        let mut brute: Vec<(f64, i64)> = rows
+            .iter()
+            .map(|r| (haversine_m(cx, cy, r.x, r.y), r.id))
+            .collect();
+        brute.sort_by(|a, b| a.0.total_cmp(&b.0));
+        brute.iter().take(k).map(|x| x.1).collect()
+    };
+    for (cx, cy) in [(1.0, 2.0), (-7.5, 3.25), (12.0, -9.0)] {
+        let sql =
+            format!("SELECT id FROM r ORDER BY ST_Distance(loc, ST_Point({cx}, {cy})) LIMIT 5");
+        assert_eq!(ints(&run(&e, &sql), 0), knn(cx, cy, 5), "{sql}");
+    }
+    let sql = "SELECT id FROM r ORDER BY ST_Distance(loc, ST_Point(1, 100)) LIMIT 5";
+    assert_eq!(ints(&run(&e, sql), 0).len(), 5);
+    // Functions of the moment are not cached.
+    let t1 = strings(
+        &run(&e, "SELECT CAST(now() AS VARCHAR) FROM r WHERE id = 3"),
+        0,
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let t2 = strings(
+        &run(&e, "SELECT CAST(now() AS VARCHAR) FROM r WHERE id = 3"),
+        0,
+    );
+    assert_ne!(t1, t2);
+}
+
+#[test]
+fn cached_plans_are_not_reused_after_ddl() {
+    let (_d, e) = engine();
+    let mut rng = StdRng::seed_from_u64(5);
+    let rows = load_random(&e, &mut rng, 200);
+    let knn_sql = "SELECT id FROM r ORDER BY ST_Distance(loc, ST_Point(1, 1)) LIMIT 4";
+    let want = ints(&run(&e, knn_sql), 0);
+    assert_eq!(ints(&run(&e, knn_sql), 0), want);
+    // A dropped index: the kNN shape's plan searched it.
+    run(&e, "DROP INDEX r_loc");
+    assert_eq!(ints(&run(&e, knn_sql), 0), want);
+    // A created index: planned again, and used.
+    run(&e, "CREATE INDEX r_loc2 ON r USING rtree (loc)");
+    let misses = e.plan_cache_stats().misses;
+    assert_eq!(ints(&run(&e, knn_sql), 0), want);
+    assert_eq!(e.plan_cache_stats().misses, misses + 1);
+    // A dropped table, created again with other columns and rows.
+    let sql = "SELECT * FROM r WHERE id = 3";
+    assert_eq!(ints(&run(&e, sql), 0), vec![3]);
+    run(&e, "DROP TABLE r");
+    assert!(fail(&e, sql).contains("r"));
+    run(&e, "CREATE TABLE r (id BIGINT PRIMARY KEY, note VARCHAR)");
+    run(&e, "INSERT INTO r VALUES (3, 'new')");
+    let b = run(&e, sql);
+    assert_eq!(b[0].num_columns(), 2);
+    assert_eq!(strings(&b, 1), vec![Some("new".to_owned())]);
+    // A view replaced by another: the engine's epoch.
+    run(&e, "CREATE VIEW v AS SELECT id FROM r WHERE id = 3");
+    assert_eq!(ints(&run(&e, "SELECT id FROM v WHERE id > 0"), 0), vec![3]);
+    run(&e, "DROP VIEW v");
+    run(&e, "CREATE VIEW v AS SELECT id FROM r WHERE id = 4");
+    assert!(ints(&run(&e, "SELECT id FROM v WHERE id > 0"), 0).is_empty());
+    assert!(!rows.is_empty());
+}
+
+/// A statement whose template is known is not parsed: its literals are
+/// read from the text. Every answer still matches brute force, literals
+/// outside the filters (the select list, LIMIT) are never taken from
+/// another statement, and values that do not fit the shape's types go
+/// down the parsing path.
+#[test]
+fn templates_find_shapes_without_parsing_and_stay_right() {
+    let (_d, e) = engine();
+    let mut rng = StdRng::seed_from_u64(31);
+    let rows = load_random(&e, &mut rng, 300);
+    let want = |f: &dyn Fn(&Row) -> bool| -> BTreeSet<i64> {
+        rows.iter().filter(|r| f(r)).map(|r| r.id).collect()
+    };
+    let before = e.plan_cache_stats();
+    for i in 0..30i64 {
+        // Negative and positive bounds, one shape.
+        let lo = rng.random_range(-50..400) * if i % 3 == 0 { -1 } else { 1 };
+        let sql = format!("SELECT id FROM r WHERE id > {lo} AND id <= {}", lo + 90);
+        assert_eq!(
+            id_set(&run(&e, &sql)),
+            want(&|r| r.id > lo && r.id <= lo + 90),
+            "{sql}"
+        );
+        // Floats with and without an exponent, a negative corner.
+        let (x, y) = (rng.random_range(-20.0..15.0), rng.random_range(-10.0..5.0));
+        let sql = format!(
+            "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope({x}, {y}, {}, {:e}))",
+            x + 5.0,
+            y + 5.0
+        );
+        assert_eq!(
+            id_set(&run(&e, &sql)),
+            in_box(&rows, (x, y, x + 5.0, y + 5.0)),
+            "{sql}"
+        );
+        // A select-list literal and a LIMIT: taken from this statement.
+        let k = i % 4;
+        let sql = format!(
+            "SELECT id, {k} AS k FROM r WHERE a = {} LIMIT {}",
+            i % 50,
+            k + 1
+        );
+        let b = run(&e, &sql);
+        let got = ints(&b, 1);
+        assert!(got.iter().all(|v| *v == k), "{sql}: {got:?}");
+        assert!(got.len() <= (k + 1) as usize, "{sql}: {got:?}");
+        let all = want(&|r| r.a == i % 50);
+        assert!(ints(&b, 0).iter().all(|id| all.contains(id)), "{sql}");
+        // Strings, with a quote in them.
+        let w = WORDS[(i as usize) % WORDS.len()];
+        let sql = format!("SELECT id FROM r WHERE name = '{w}' OR name = 'it''s {w}'");
+        assert_eq!(
+            id_set(&run(&e, &sql)),
+            want(&|r| r.words.join(" ") == w),
+            "{sql}"
+        );
+    }
+    let after = e.plan_cache_stats();
+    assert!(
+        after.template_hits >= before.template_hits + 100,
+        "four templates, 120 runs: {before:?} -> {after:?}"
+    );
+    // An integer too big for BIGINT: parsed, and the planner's own answer.
+    let sql = "SELECT id FROM r WHERE id > 18446744073709551615 AND id <= 5";
+    let got = e.execute_blocking(sql);
+    let fresh = {
+        let (_d2, e2) = engine();
+        let mut rng2 = StdRng::seed_from_u64(31);
+        load_random(&e2, &mut rng2, 300);
+        e2.execute_blocking(sql)
+            .map(|b| id_set(&b))
+            .map_err(|x| x.to_string())
+    };
+    assert_eq!(got.map(|b| id_set(&b)).map_err(|x| x.to_string()), fresh);
+    // A dropped index: the template still finds the shape, whose plan is
+    // made again under the new schema (same answers).
+    run(&e, "DROP INDEX r_loc");
+    let b = (0.0, 0.0, 4.0, 4.0);
+    let sql = format!(
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope({}, {}, {}, {:e}))",
+        b.0, b.1, b.2, b.3
+    );
+    for _ in 0..3 {
+        assert_eq!(id_set(&run(&e, &sql)), in_box(&rows, b), "{sql}");
+    }
+}
