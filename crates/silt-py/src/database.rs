@@ -382,11 +382,9 @@ impl Database {
     /// other failures raise `SqlError`.
     #[cfg(feature = "sql")]
     fn sql(&self, py: Python<'_>, query: &str) -> PyResult<Py<PyAny>> {
-        let bytes = detached(py, || self.handle.sql(query))?;
+        let batches = detached(py, || self.handle.sql(query))?;
         let cls = pyo3::types::PyModule::import(py, "siltdb._sql")?.getattr("SqlResult")?;
-        Ok(cls
-            .call1((pyo3::types::PyBytes::new(py, &bytes),))?
-            .unbind())
+        Ok(cls.call1((Bound::new(py, batches)?,))?.unbind())
     }
 
     /// Run SQL: not available in this build (built without the `sql`

@@ -48,10 +48,9 @@ impl Handle {
         })
     }
 
-    /// Run a SQL script on the database; the result of its last statement
-    /// as an Arrow IPC stream.
+    /// Run a SQL script on the database; the result of its last statement.
     #[cfg(feature = "sql")]
-    pub fn sql(&self, query: &str) -> BindResult<Vec<u8>> {
+    pub fn sql(&self, query: &str) -> BindResult<crate::sql::SqlBatches> {
         self.with(|db| {
             let engine = {
                 let mut slot = self.sql.lock();
@@ -65,7 +64,7 @@ impl Handle {
                 }
             };
             let batches = engine.execute_blocking(query)?;
-            crate::sql::ipc_bytes(&batches)
+            Ok(crate::sql::SqlBatches::new(batches))
         })
     }
 

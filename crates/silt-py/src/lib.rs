@@ -28,6 +28,8 @@ fn _siltdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<results::QueryIterator>()?;
     m.add_class::<results::ScanIterator>()?;
     m.add_class::<results::JoinIterator>()?;
+    #[cfg(feature = "sql")]
+    m.add_class::<sql::SqlBatches>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

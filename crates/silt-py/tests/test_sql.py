@@ -38,6 +38,30 @@ def test_ddl_dml_and_results(db):
     assert [row["id"] for row in r.rows()] == [2, 3, 4]
 
 
+def test_results_are_arrow_streams(db):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.ipc as ipc
+
+    sql_or_skip(db, "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, x DOUBLE)")
+    db.sql("INSERT INTO t VALUES (1, 'a', 0.5), (2, NULL, 1.5), (3, 'c', NULL)")
+    r = db.sql("SELECT id, name, x FROM t ORDER BY id")
+    # Any Arrow consumer reads the result itself (the PyCapsule protocol),
+    # as often as it likes.
+    t1 = pa.table(r)
+    t2 = pa.RecordBatchReader.from_stream(r).read_all()
+    assert t1.equals(t2)
+    assert t1.to_pydict() == {"id": [1, 2, 3], "name": ["a", None, "c"], "x": [0.5, 1.5, None]}
+    assert r.to_arrow().equals(t1)
+    # The IPC stream holds the same table.
+    with ipc.open_stream(r.ipc_bytes) as reader:
+        assert reader.read_all().equals(t1)
+    # An empty result and a statement without rows are streams too.
+    empty = db.sql("SELECT id FROM t WHERE id > 100")
+    assert pa.table(empty).num_rows == 0
+    assert len(empty) == 0
+    assert db.sql("CREATE TABLE u (id BIGINT PRIMARY KEY)").rows() == []
+
+
 def test_to_pandas(db):
     pytest.importorskip("pandas")
     sql_or_skip(db, "CREATE TABLE t (id BIGINT PRIMARY KEY, x DOUBLE)")

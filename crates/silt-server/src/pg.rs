@@ -726,7 +726,15 @@ impl PgHandler {
                 let Some(s) = stmt else {
                     return Err(QueryError::ShuttingDown);
                 };
-                let batches = self.collect(s, sql).await?;
+                // A short VALUES insert runs on the connection's task (its
+                // write still goes to a blocking thread): one hop fewer.
+                let batches = if silt_sql::insert::is_short_values(sql) {
+                    let ctl = Some(s.ctl.clone());
+                    s.execute_here(session, engine.execute_with(session, sql, ctl))
+                        .await?
+                } else {
+                    self.collect(s, sql).await?
+                };
                 let n = row_count(&batches);
                 let t = if tag == "INSERT" {
                     Tag::new(tag).with_oid(0).with_rows(n)

@@ -349,6 +349,23 @@ fn values_list(q: &Query) -> Option<Vec<Vec<SqlExpr>>> {
     Some(v.rows.iter().map(|r| r.content.clone()).collect())
 }
 
+/// Whether `sql` is surely an `INSERT` (or `UPSERT`) of a short `VALUES`
+/// list of values: a statement whose work before its write is bounded by
+/// its length (no query to run; each value is a literal or a function of
+/// literals). Conservative: any `SELECT` in the text, even in a string,
+/// says no. A server may run such a statement on a connection's own task.
+pub fn is_short_values(sql: &str) -> bool {
+    const MAX: usize = 16 * 1024;
+    if sql.len() > MAX {
+        return false;
+    }
+    let lower = sql.to_ascii_lowercase();
+    let t = lower.trim_start();
+    (t.starts_with("insert") || t.starts_with("upsert"))
+        && lower.contains("values")
+        && !lower.contains("select")
+}
+
 /// The `count` result of a DML statement.
 pub fn count_batch(n: u64) -> Result<Vec<RecordBatch>, SqlError> {
     let schema = Arc::new(Schema::new(vec![Field::new(
@@ -1370,4 +1387,24 @@ impl Writer {
 
 fn arrow(e: datafusion::arrow::error::ArrowError) -> SqlError {
     SqlError::from(datafusion::error::DataFusionError::from(e))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn short_values_inserts_are_recognized_conservatively() {
+        use super::is_short_values;
+        assert!(is_short_values(
+            "INSERT INTO t VALUES (1, 'a', ST_Point(1, 2))"
+        ));
+        assert!(is_short_values("  upsert into t values (1)"));
+        assert!(!is_short_values("INSERT INTO t SELECT * FROM u"));
+        assert!(!is_short_values(
+            "INSERT INTO t VALUES ((SELECT max(id) FROM u))"
+        ));
+        assert!(!is_short_values("INSERT INTO t VALUES ('select')"));
+        assert!(!is_short_values("DELETE FROM t"));
+        let long = format!("INSERT INTO t VALUES ('{}')", "x".repeat(20_000));
+        assert!(!is_short_values(&long));
+    }
 }

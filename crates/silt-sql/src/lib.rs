@@ -603,6 +603,11 @@ impl SqlEngine {
         if session.slot().is_some() || session.status() == TxnStatus::Failed {
             return None;
         }
+        // Only a query has a shape (an INSERT must not be parsed twice).
+        let first = sql.trim_start().get(..6)?;
+        if !first.eq_ignore_ascii_case("SELECT") {
+            return None;
+        }
         let versions = (self.db.schema_version(), self.plans.epoch());
         let lexed = template::lex(sql);
         let known = lexed

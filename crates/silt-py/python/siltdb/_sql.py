@@ -1,5 +1,7 @@
-"""Results of ``Database.sql``: Arrow record batches handed over as an Arrow
-IPC stream (so the native module does not depend on a pyarrow version)."""
+"""Results of ``Database.sql``: Arrow record batches handed over through the
+Arrow C stream interface (the ``__arrow_c_stream__`` PyCapsule protocol), so
+nothing is serialized and the native module does not depend on a pyarrow
+version."""
 
 from __future__ import annotations
 
@@ -11,25 +13,38 @@ class SqlResult:
 
     ``to_arrow()`` returns a ``pyarrow.Table``, ``to_pandas()`` a
     ``pandas.DataFrame`` (both need pyarrow; pandas for the latter) and
-    ``rows()`` a list of dicts (pyarrow needed too). ``ipc_bytes`` is the
-    raw Arrow IPC stream.
+    ``rows()`` a list of dicts (pyarrow needed too). The result is also an
+    Arrow stream itself (``__arrow_c_stream__``): ``pyarrow.table(r)``,
+    ``polars.from_arrow(r)`` or DuckDB read it without a copy.
+    ``ipc_bytes`` is the result as an Arrow IPC stream.
     """
 
-    def __init__(self, ipc_bytes: bytes) -> None:
-        self.ipc_bytes = ipc_bytes
+    def __init__(self, batches: Any) -> None:
+        self._batches = batches
         self._table: Any = None
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """The result as an Arrow C stream (a PyCapsule)."""
+        return self._batches.__arrow_c_stream__(requested_schema)
+
+    @property
+    def ipc_bytes(self) -> bytes:
+        """The result as one Arrow IPC stream."""
+        data: bytes = self._batches.ipc_bytes()
+        return data
 
     def to_arrow(self) -> Any:
         """The result as a ``pyarrow.Table``."""
         if self._table is None:
             try:
-                import pyarrow.ipc as ipc  # type: ignore[import-untyped]
+                import pyarrow as pa  # type: ignore[import-untyped]
             except ImportError as e:  # pragma: no cover - depends on the env
                 raise ImportError(
                     "SqlResult.to_arrow() needs pyarrow: pip install pyarrow"
                 ) from e
-            with ipc.open_stream(self.ipc_bytes) as reader:
-                self._table = reader.read_all()
+            capsule = self._batches.__arrow_c_stream__()
+            reader = pa.RecordBatchReader._import_from_c_capsule(capsule)
+            self._table = reader.read_all()
         return self._table
 
     def to_pandas(self) -> Any:
@@ -42,7 +57,7 @@ class SqlResult:
         return rows
 
     def __len__(self) -> int:
-        return int(self.to_arrow().num_rows)
+        return len(self._batches)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.rows())
@@ -52,4 +67,4 @@ class SqlResult:
             t = self.to_arrow()
             return f"<siltdb.SqlResult {t.num_rows} rows x {t.num_columns} columns>"
         except ImportError:
-            return f"<siltdb.SqlResult {len(self.ipc_bytes)} bytes of Arrow IPC>"
+            return f"<siltdb.SqlResult {len(self)} rows>"
