@@ -763,6 +763,10 @@ impl Workload for SqlPath {
             run_for.as_secs()
         ));
 
+        // Each run starts from empty directories (`--runs N`).
+        for d in ["sql-path-embedded", "sql-path-serve", "sql-path-pg"] {
+            let _ = std::fs::remove_dir_all(ctx.scratch.join(d));
+        }
         in_process(
             &ctx.scratch.join("sql-path-embedded"),
             &d,

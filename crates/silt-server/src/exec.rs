@@ -41,11 +41,38 @@ use crate::panics;
 /// of its own (one worker per execution slot), so the operating system
 /// time-slices between statements the way PostgreSQL's processes are,
 /// while the connections' runtime stays free to answer, time out and
-/// cancel at once.
+/// cancel at once. Its threads run at a lower CPU priority (nice
+/// [`QUERY_NICE`]) than the connections': when the cores are busy with long
+/// statements, the short ones that run on the connections' runtime (kept
+/// plans, short inserts) and the protocol itself go first, as small
+/// queries must stay fast while hostile ones run (#28).
 pub struct QueryRuntime {
     rt: Option<tokio::runtime::Runtime>,
     handle: tokio::runtime::Handle,
 }
+
+/// The nice value of the statements' threads (the connections' stay at
+/// the process's own; 10 gives them about a tenth of the CPU weight).
+pub const QUERY_NICE: i32 = 10;
+
+/// Lower the calling thread's CPU priority to [`QUERY_NICE`].
+#[cfg(target_os = "linux")]
+fn lower_priority() {
+    // SAFETY: both calls take integers only and touch no memory of ours:
+    // gettid returns the calling thread's id, and setpriority with
+    // PRIO_PROCESS and a thread id changes that thread's nice value alone
+    // (Linux keeps one per thread). Raising one's own nice value needs no
+    // privilege; a failure leaves the thread as it was, which is harmless.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid);
+        if let Ok(tid) = libc::id_t::try_from(tid) {
+            libc::setpriority(libc::PRIO_PROCESS, tid, QUERY_NICE);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_priority() {}
 
 impl QueryRuntime {
     /// A runtime with `threads` worker threads.
@@ -53,6 +80,7 @@ impl QueryRuntime {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads.max(1))
             .thread_name("silt-query")
+            .on_thread_start(lower_priority)
             .enable_all()
             .build()?;
         let handle = rt.handle().clone();
