@@ -4,7 +4,6 @@
 //! copy and without the native module depending on a pyarrow version. The
 //! Arrow IPC stream is still there for whoever asks (`ipc_bytes`).
 
-use std::ffi::CString;
 use std::sync::Arc;
 
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
@@ -53,9 +52,10 @@ impl SqlBatches {
             self.schema.clone(),
         );
         let stream = FFI_ArrowArrayStream::new(Box::new(reader));
-        let name = CString::new("arrow_array_stream")
-            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
-        PyCapsule::new(py, stream, Some(name))
+        // The capsule holds the stream in a box of its own; a consumer
+        // moves it out (leaving it released), and the capsule's destructor
+        // drops what is left.
+        PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
     }
 
     /// The result as one Arrow IPC stream (bytes).

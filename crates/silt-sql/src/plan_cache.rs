@@ -19,8 +19,9 @@
 //!   bound ([`crate::rules`]).
 //! - **Run.** Each execution binds the literals into the optimized plan
 //!   ([`bind`]) and plans only the physical operators.
-//! - **Not cached.** Statements with functions whose value depends on the
-//!   moment (`now()`, `random()`), with parameters of their own, or whose
+//! - **Not cached.** Statements longer than [`MAX_KEY`], with functions
+//!   whose value depends on the moment (`now()`, `random()`), with
+//!   parameters of their own, or whose
 //!   shape cannot be planned (the cache remembers that, and the statement
 //!   is planned afresh each time, as without the cache).
 //! - **Invalidation.** An entry holds the versions it was planned under:
@@ -54,6 +55,10 @@ use crate::template::Template;
 
 /// The most shapes kept.
 pub const CAPACITY: usize = 512;
+
+/// The longest shape text kept (a longer statement is planned afresh each
+/// time): 512 shapes of this size stay a few MiB, whatever clients send.
+pub const MAX_KEY: usize = 16 * 1024;
 
 /// The most templates kept for one template text (its statements differ
 /// in literals that are not parameters: the select list, `LIMIT`).
@@ -152,6 +157,9 @@ pub fn normalize(stmt: &DFStatement) -> Option<Normalized> {
             ScalarValue::Float64(_) => 'f',
             _ => 's',
         }));
+    }
+    if key.len() > MAX_KEY {
+        return None;
     }
     Some(Normalized { key, shape, values })
 }
@@ -664,6 +672,9 @@ mod tests {
             assert!(n.values.is_empty(), "{sql}: {:?}", n.values);
         }
         assert!(norm("SELECT * FROM t WHERE v = $1").is_none());
+        // Too long to keep.
+        let long = format!("SELECT '{}' FROM t WHERE v = 1", "x".repeat(MAX_KEY));
+        assert!(norm(&long).is_none());
         assert!(norm("INSERT INTO t VALUES (1)").is_none());
         // Both sides literal: kept.
         assert!(

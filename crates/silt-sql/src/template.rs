@@ -65,6 +65,10 @@ pub struct Lexed<'a> {
 /// The most literals a template holds (a longer statement is parsed).
 pub const MAX_LITERALS: usize = 256;
 
+/// The longest text given a template (a longer one is parsed): templates
+/// are kept, and a cache of them must stay small.
+pub const MAX_TEXT: usize = 8 * 1024;
+
 const MARK: char = '\u{1}';
 
 fn ident_byte(b: u8) -> bool {
@@ -75,6 +79,9 @@ fn ident_byte(b: u8) -> bool {
 /// anything the lexer might read otherwise than the parser (see the
 /// module doc).
 pub fn lex(sql: &str) -> Option<Lexed<'_>> {
+    if sql.len() > MAX_TEXT {
+        return None;
+    }
     let b = sql.as_bytes();
     let mut template = String::with_capacity(sql.len());
     let mut literals = Vec::new();
@@ -428,6 +435,8 @@ mod tests {
         ] {
             assert!(lex(sql).is_none(), "{sql}");
         }
+        let long = format!("SELECT x FROM t WHERE a = '{}'", "x".repeat(MAX_TEXT));
+        assert!(lex(&long).is_none());
         // Non-ASCII inside a string is fine.
         assert!(lex("SELECT 'é'").is_some());
     }
