@@ -42,9 +42,15 @@ class SqlResult:
                 raise ImportError(
                     "SqlResult.to_arrow() needs pyarrow: pip install pyarrow"
                 ) from e
-            capsule = self._batches.__arrow_c_stream__()
-            reader = pa.RecordBatchReader._import_from_c_capsule(capsule)
-            self._table = reader.read_all()
+            import_capsule = getattr(pa.RecordBatchReader, "_import_from_c_capsule", None)
+            if import_capsule is not None:
+                reader = import_capsule(self._batches.__arrow_c_stream__())
+                self._table = reader.read_all()
+            else:  # pragma: no cover - a pyarrow without the capsule interface
+                import pyarrow.ipc as ipc  # type: ignore[import-untyped]
+
+                with ipc.open_stream(self.ipc_bytes) as r:
+                    self._table = r.read_all()
         return self._table
 
     def to_pandas(self) -> Any:
