@@ -625,19 +625,22 @@ impl SqlEngine {
                 (self.plans.peek(key, versions)?, values)
             }
             None => {
+                // Parse here only to learn a template (once per set of
+                // fixed literals; never again if it cannot be learned).
+                // Otherwise the ordinary path parses, once.
+                let l = lexed.as_ref()?;
+                let variants = known.as_ref().map(|(_, ts)| ts.as_slice());
+                if variants
+                    .is_some_and(|v| v.is_empty() || v.len() >= plan_cache::TEMPLATE_VARIANTS)
+                {
+                    return None;
+                }
                 let n = Self::shape_of(sql)?;
                 let entry = self.plans.peek(&n.key, versions)?;
-                // Learn the template (once per set of fixed literals;
-                // never again if it cannot be learned).
-                let variants = known.as_ref().map(|(_, ts)| ts.as_slice());
-                if let Some(l) = &lexed
-                    && variants.is_none_or(|v| !v.is_empty())
-                {
-                    let t = template::Template::learn(l, &n.key, &n.values, |probe| {
-                        Self::shape_of(probe).map(|n| n.values)
-                    });
-                    self.plans.put_template(&l.template, variants, t);
-                }
+                let t = template::Template::learn(l, &n.key, &n.values, |probe| {
+                    Self::shape_of(probe).map(|n| n.values)
+                });
+                self.plans.put_template(&l.template, variants, t);
                 (entry, n.values)
             }
         };
