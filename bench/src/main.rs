@@ -103,30 +103,6 @@ enum Cmd {
         #[arg(long)]
         doc: Option<PathBuf>,
     },
-    /// The server of `server-abuse` (what `silt serve` runs), in a child
-    /// process of the workload.
-    #[cfg(feature = "silt")]
-    #[command(hide = true)]
-    ServeChild {
-        #[arg(long)]
-        db: PathBuf,
-        #[arg(long)]
-        pg: String,
-        #[arg(long)]
-        http: String,
-        #[arg(long, default_value_t = 4)]
-        max_concurrent: usize,
-        #[arg(long, default_value = "30s")]
-        timeout: String,
-        #[arg(long, default_value = "256MiB")]
-        max_query_memory: String,
-        #[arg(long, default_value = "1GiB")]
-        max_server_memory: String,
-        #[arg(long, default_value = "64MiB")]
-        max_value_bytes: String,
-        #[arg(long, default_value = "256MiB")]
-        max_result_bytes: String,
-    },
 }
 
 fn bench_dir() -> &'static Path {
@@ -142,38 +118,6 @@ fn results_dir(out: Option<PathBuf>) -> Result<PathBuf> {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
-        #[cfg(feature = "silt")]
-        Cmd::ServeChild {
-            db,
-            pg,
-            http,
-            max_concurrent,
-            timeout,
-            max_query_memory,
-            max_server_memory,
-            max_value_bytes,
-            max_result_bytes,
-        } => {
-            let defaults = silt_server::ServerConfig::default();
-            workloads::server_abuse::serve_child(workloads::server_abuse::ServeChildArgs {
-                db,
-                pg,
-                http,
-                max_concurrent,
-                timeout,
-                bounds: silt_server::cli::BoundFlags {
-                    max_query_memory,
-                    max_server_memory,
-                    max_value_bytes,
-                    max_result_bytes,
-                    max_result_rows: defaults.max_result_rows,
-                    max_connections: defaults.max_connections,
-                    idle_timeout: "30m".to_string(),
-                    idle_in_transaction_timeout: "5m".to_string(),
-                    max_request_bytes: "16MiB".to_string(),
-                },
-            })?;
-        }
         Cmd::List => {
             for w in workloads::all() {
                 println!("{:<20} {}", w.name(), w.description());

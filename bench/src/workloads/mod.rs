@@ -9,6 +9,8 @@ pub mod kv_ingest_lookup;
 #[cfg(feature = "silt")]
 pub mod leveldbpp;
 #[cfg(feature = "silt")]
+pub mod pg_copy;
+#[cfg(feature = "silt")]
 pub mod server_abuse;
 #[cfg(feature = "silt")]
 pub mod spatial_indexes;
@@ -135,6 +137,8 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(server_abuse::ServerAbuse),
         #[cfg(feature = "silt")]
         Box::new(sql_path::SqlPath),
+        #[cfg(feature = "silt")]
+        Box::new(pg_copy::PgCopy),
     ]
 }
 

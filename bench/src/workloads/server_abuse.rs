@@ -1,6 +1,6 @@
 //! `server-abuse` (issue 28): `silt serve` under a mixed load with hostile
 //! queries, on loopback. The server runs in a child process (this binary,
-//! hidden subcommand `serve-child`, which calls what `silt serve` calls) with
+//! `silt-bench-serve`, which runs what `silt serve` runs, with its allocator) with
 //! explicit resource bounds; 64 PostgreSQL clients run for a fixed time:
 //!
 //! - `small`: point lookups by primary key (prepared);
@@ -148,6 +148,18 @@ impl ServerChild {
 
 /// A free loopback port (bound and released: another process could take it
 /// in between, which on loopback during a benchmark does not happen).
+/// The harness's `silt serve` (`src/bin/silt-bench-serve.rs`), built
+/// beside this binary.
+pub(crate) fn serve_exe() -> Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?.with_file_name("silt-bench-serve");
+    anyhow::ensure!(
+        exe.is_file(),
+        "{} is missing: build the harness with `cargo build --release` (it builds both binaries)",
+        exe.display()
+    );
+    Ok(exe)
+}
+
 pub(crate) fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -155,9 +167,7 @@ pub(crate) fn free_port() -> Result<u16> {
 }
 
 fn start_server(dir: &Path, pg: u16, http: u16) -> Result<ServerChild> {
-    let exe = std::env::current_exe()?;
-    let child = Command::new(exe)
-        .arg("serve-child")
+    let child = Command::new(serve_exe()?)
         .arg("--db")
         .arg(dir)
         .args(["--pg", &format!("127.0.0.1:{pg}")])
@@ -626,24 +636,4 @@ impl Workload for ServerAbuse {
         }
         Ok(rows_out)
     }
-}
-
-/// `silt-bench serve-child`: what `silt serve` runs, with the flags the
-/// workload passes.
-pub struct ServeChildArgs {
-    pub db: std::path::PathBuf,
-    pub pg: String,
-    pub http: String,
-    pub max_concurrent: usize,
-    pub timeout: String,
-    pub bounds: silt_server::cli::BoundFlags,
-}
-
-pub fn serve_child(a: ServeChildArgs) -> Result<()> {
-    let mut cfg = silt_server::cli::config(&a.pg, &a.http, a.max_concurrent, 256, &a.timeout)?;
-    silt_server::cli::apply_bounds(&mut cfg, &a.bounds)?;
-    std::fs::create_dir_all(&a.db)?;
-    let db = silt::Database::open(&a.db, silt::DbOptions::default())?;
-    silt_server::cli::serve_until_signal(db, cfg)?;
-    Ok(())
 }

@@ -32,7 +32,7 @@ use postgres::{Client, NoTls};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::server_abuse::{ServerChild, free_port};
+use super::server_abuse::{ServerChild, free_port, serve_exe};
 use super::{Ctx, Scale, Workload};
 use crate::results::{Kind, ResultRow};
 use crate::spatial::data::{GEN, TweetData, cities};
@@ -245,10 +245,9 @@ fn connect(port: u16, user: &str, db: &str) -> Result<Client, postgres::Error> {
     )
 }
 
-/// `silt serve` (the harness's `serve-child`) on `dir` with its defaults.
+/// `silt serve` (the harness's `silt-bench-serve`) on `dir` with its defaults.
 fn start_silt(dir: &Path, pg: u16, http: u16) -> Result<ServerChild> {
-    let child = Command::new(std::env::current_exe()?)
-        .arg("serve-child")
+    let child = Command::new(serve_exe()?)
         .arg("--db")
         .arg(dir)
         .args(["--pg", &format!("127.0.0.1:{pg}")])

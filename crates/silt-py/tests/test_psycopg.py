@@ -182,3 +182,72 @@ def test_nulls_and_column_names_as_postgresql(server):
         cur = c.execute("SELECT %s::bigint + 1, NULL, upper(%s)", (41, "x"), prepare=True)
         assert cur.fetchall() == [(42, None, "X")]
         assert [d.name for d in cur.description] == ["?column?", "?column?", "upper"]
+
+
+def test_copy_in_and_out(server):
+    """#20's bulk load: psycopg's cursor.copy() in text (write_row), raw
+    CSV and binary, and out again; errors say which row and what stayed."""
+    with psycopg.connect(server, autocommit=True) as c:
+        cur = c.cursor()
+        with cur.copy("COPY log (id, note) FROM STDIN") as cp:
+            for i in range(1, 2001):
+                cp.write_row((i, None if i % 10 == 0 else f"note\t{i}\n"))
+        assert cur.rowcount == 2000
+        assert ids(c, "SELECT count(*) FROM log") == [2000]
+        assert ids(c, "SELECT note FROM log WHERE id = 7") == ["note\t7\n"]
+        with cur.copy("COPY log FROM STDIN WITH (FORMAT csv, HEADER)") as cp:
+            cp.write('id,note\n3001,"a,b"\n3002,\n')
+        assert ids(c, "SELECT note FROM log WHERE id IN (3001, 3002) ORDER BY id") == ["a,b", None]
+        with cur.copy("COPY acc (id, bal) FROM STDIN (FORMAT BINARY)") as cp:
+            cp.set_types(["int8", "int8"])
+            cp.write_row((10, 1000))
+            cp.write_row((11, None))
+        assert ids(c, "SELECT bal FROM acc WHERE id = 10") == [1000]
+        # Out, as rows and as CSV text.
+        with cur.copy("COPY (SELECT id, note FROM log WHERE id <= 3 ORDER BY id) TO STDOUT") as cp:
+            rows = list(cp.rows())
+        assert rows == [("1", "note\t1\n"), ("2", "note\t2\n"), ("3", "note\t3\n")]
+        with cur.copy("COPY (SELECT id, note FROM log WHERE id IN (10, 3001) ORDER BY id) TO STDOUT (FORMAT csv)") as cp:
+            text = b"".join(bytes(b) for b in cp)
+        assert text == b'10,\n3001,"a,b"\n'
+        # A bad value: the error names the row, and the rows before it stay.
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation) as e:
+            with cur.copy("COPY log (id, note) FROM STDIN") as cp:
+                cp.write("5001\tok\n5002\tok\nx5003\tbad\n5004\tnever\n")
+        assert "row 3" in str(e.value) and "2 rows before it were committed" in str(e.value)
+        assert ids(c, "SELECT id FROM log WHERE id > 5000 ORDER BY id") == [5001, 5002]
+        # In a transaction block: all or nothing.
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            with c.transaction():
+                with cur.copy("COPY log (id) FROM STDIN") as cp:
+                    cp.write("6001\n6002\n1\n")
+        assert ids(c, "SELECT count(*) FROM log WHERE id > 6000") == [0]
+        assert ids(c, "SELECT 1") == [1]
+
+
+def test_psql_copy(server, tmp_path):
+    """psql's \\copy both ways (it sends COPY ... FROM STDIN / TO STDOUT)."""
+    import shutil
+
+    psql = shutil.which("psql")
+    if psql is None:
+        pytest.skip("no psql")
+    src = tmp_path / "in.csv"
+    src.write_text("id,note\n1,one\n2,\"two, too\"\n")
+    out = tmp_path / "out.tsv"
+    args = dict(re.findall(r"(\w+)=(\S+)", server))
+    base = [psql, "-X", "-v", "ON_ERROR_STOP=1", "-h", args["host"], "-p", args["port"],
+            "-U", args["user"], "-d", args["dbname"]]
+    r = subprocess.run(base + ["-c", f"\\copy log FROM '{src}' CSV HEADER"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "COPY 2" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run(base + ["-c", f"\\copy (SELECT id, note FROM log ORDER BY id) TO '{out}'"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert out.read_text() == "1\tone\n2\ttwo, too\n"
+    # A bad row: psql shows the error and exits non-zero.
+    bad = tmp_path / "bad.csv"
+    bad.write_text("3,three\nfour,4\n")
+    r = subprocess.run(base + ["-c", f"\\copy log FROM '{bad}' CSV"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "row 2" in r.stderr, r.stdout + r.stderr

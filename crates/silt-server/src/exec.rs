@@ -125,7 +125,9 @@ impl<T> Drop for AbortOnDrop<T> {
 }
 
 /// One statement (or simple-query script) being run: its execution slot,
-/// its stop switch, and what pulls the switch.
+/// its stop switch, and what pulls the switch. A clone is the same
+/// statement (a `COPY FROM STDIN` keeps one while its data comes).
+#[derive(Clone)]
 pub struct Stmt {
     pub ctl: Arc<StatementControl>,
     pub permit: Arc<Permit>,

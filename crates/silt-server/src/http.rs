@@ -36,7 +36,9 @@
 //! - `GET /health`: `{"status": "ok", "running": n, "waiting": n,
 //!   "memory": bytes}` (statements executing and waiting, and the memory
 //!   DataFusion's operators hold now).
-//! - `GET /stats`: the database's statistics (as `silt stats --json`).
+//! - `GET /stats`: the database's statistics (as `silt stats --json`), and
+//!   under `copies` the `COPY ... FROM STDIN` loads running (table, bytes,
+//!   rows read, rows committed, seconds).
 //! - Resource bounds (#28): a request may ask for a shorter timeout with
 //!   `"timeout": "5s"` (JSON), `timeout=5s` (form field or query
 //!   parameter; a bare number is milliseconds, as PostgreSQL's
@@ -694,8 +696,27 @@ async fn health(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn stats(State(shared): State<Arc<Shared>>) -> Response {
     let db = shared.engine.database().clone();
+    let copies: Vec<serde_json::Value> = shared
+        .engine
+        .copies_in_progress()
+        .into_iter()
+        .map(|l| {
+            serde_json::json!({
+                "table": l.table,
+                "bytes": l.bytes,
+                "rows": l.rows,
+                "committed": l.committed,
+                "seconds": l.seconds,
+            })
+        })
+        .collect();
     match tokio::task::spawn_blocking(move || serde_json::to_value(db.stats())).await {
-        Ok(Ok(v)) => axum::Json(v).into_response(),
+        Ok(Ok(mut v)) => {
+            if let Some(o) = v.as_object_mut() {
+                o.insert("copies".to_owned(), serde_json::Value::Array(copies));
+            }
+            axum::Json(v).into_response()
+        }
         Ok(Err(e)) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("cannot serialize the statistics: {e}"),

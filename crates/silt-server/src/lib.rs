@@ -53,6 +53,7 @@ pub mod limits;
 pub mod panics;
 pub mod params;
 pub mod pg;
+pub mod pg_copy;
 pub mod pg_login;
 pub mod pgconn;
 pub mod settings;

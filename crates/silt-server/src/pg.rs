@@ -45,6 +45,7 @@ use futures::{Stream, StreamExt, stream};
 use pgwire::api::ClientPortalStore;
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::cancel::CancelHandler;
+use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
@@ -70,6 +71,7 @@ use crate::error::QueryError;
 use crate::exec::{Prefetched, ResultCaps, Stmt};
 use crate::limits::ConnCount;
 use crate::params;
+use crate::pg_copy::CopySlot;
 use crate::pg_login::Login;
 use crate::pgconn::{self, ConnOpts};
 use crate::settings::{self, Setting, Settings};
@@ -132,6 +134,7 @@ pub(crate) async fn accept_loop(
                             settings: Settings::default(),
                             cancel_slot: Arc::new(CancelSlot::default()),
                             registered: parking_lot::Mutex::new(None),
+                            copy: CopySlot::default(),
                         }),
                         login,
                         cancel: cancel.clone(),
@@ -188,6 +191,10 @@ impl PgWireServerHandlers for Factory {
     fn cancel_handler(&self) -> Arc<impl CancelHandler> {
         self.cancel.clone()
     }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        self.handler.clone()
+    }
 }
 
 /// Runs the statements of one connection.
@@ -200,6 +207,8 @@ pub struct PgHandler {
     cancel_slot: Arc<CancelSlot>,
     /// The pid this session registered its cancel key under.
     registered: parking_lot::Mutex<Option<i32>>,
+    /// Its `COPY ... FROM STDIN` in progress.
+    copy: CopySlot,
 }
 
 impl Drop for PgHandler {
@@ -223,13 +232,18 @@ pub enum Kind {
     Rollback,
     /// `SET`, `RESET`, `DISCARD`.
     Set,
+    /// `COPY` (see [`crate::pg_copy`]).
+    Copy,
     /// DDL and anything else.
     Other,
 }
 
 impl Kind {
     fn needs_engine(self) -> bool {
-        matches!(self, Kind::Query | Kind::Dml(_) | Kind::Other | Kind::Set)
+        matches!(
+            self,
+            Kind::Query | Kind::Dml(_) | Kind::Other | Kind::Set | Kind::Copy
+        )
     }
 }
 
@@ -270,6 +284,7 @@ pub fn classify(sql: &str) -> Kind {
             Kind::Rollback
         }
         Some("SET" | "RESET" | "DISCARD") => Kind::Set,
+        Some("COPY") => Kind::Copy,
         _ => Kind::Other,
     }
 }
@@ -398,7 +413,7 @@ fn error_info(e: &QueryError) -> ErrorInfo {
     info
 }
 
-fn pg_error(e: &QueryError) -> PgWireError {
+pub(crate) fn pg_error(e: &QueryError) -> PgWireError {
     PgWireError::UserError(Box::new(error_info(e)))
 }
 
@@ -586,6 +601,18 @@ fn row_count(batches: &[RecordBatch]) -> usize {
 }
 
 impl PgHandler {
+    pub(crate) fn session(&self) -> &Arc<SqlSession> {
+        &self.session
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    pub(crate) fn copy_slot(&self) -> &CopySlot {
+        &self.copy
+    }
+
     /// The timeout of this session's next statement.
     fn timeout(&self) -> std::time::Duration {
         self.shared
@@ -612,7 +639,7 @@ impl PgHandler {
         Ok(stmt)
     }
 
-    fn caps(&self) -> ResultCaps {
+    pub(crate) fn caps(&self) -> ResultCaps {
         ResultCaps {
             rows: self.shared.budget.result_rows,
             bytes: self.shared.budget.result_bytes,
@@ -779,6 +806,19 @@ impl PgHandler {
                 let guarded = s.stream_prefetched(session.clone(), pre, self.caps());
                 let fields = self.fields(&guarded.schema(), described, fmt);
                 Ok(Response::Query(query_response(fields, guarded)))
+            }
+            Kind::Copy => {
+                let Some(s) = stmt else {
+                    return Err(QueryError::ShuttingDown);
+                };
+                match silt_sql::copy::parse(sql)? {
+                    Some(c) => self.copy(c, s, last).await,
+                    // `COPY ... TO 'file'`: DataFusion's.
+                    None => {
+                        self.collect(s, sql).await?;
+                        Ok(Response::Execution(Tag::new("COPY")))
+                    }
+                }
             }
             Kind::Query | Kind::Other => {
                 let Some(s) = stmt else {

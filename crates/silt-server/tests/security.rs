@@ -301,6 +301,8 @@ async fn read_only_role_changes_nothing() {
         "CREATE VIEW v AS SELECT * FROM t",
         "CREATE EXTERNAL TABLE x STORED AS CSV LOCATION '/etc/passwd'",
         "COPY t TO '/tmp/silt-security-test-out.csv'",
+        "COPY t FROM STDIN",
+        "COPY t (id) FROM STDIN (FORMAT csv)",
         "CREATE ROLE eve LOGIN PASSWORD 'x'",
         "CREATE USER eve PASSWORD 'x'",
         "ALTER ROLE ann SUPERUSER",
@@ -346,6 +348,10 @@ async fn read_only_role_changes_nothing() {
         let e = bob.query(sql, &[]).await.unwrap_err();
         assert_eq!(state(&e), SqlState::INSUFFICIENT_PRIVILEGE, "{sql}: {e}");
         assert!(msg(&e).contains("GRANT"), "{e}");
+    }
+    for sql in ["COPY t TO STDOUT", "COPY (SELECT name FROM t) TO STDOUT"] {
+        let e = bob.batch_execute(sql).await.unwrap_err();
+        assert_eq!(state(&e), SqlState::INSUFFICIENT_PRIVILEGE, "{sql}: {e}");
     }
     // Nothing changed: rows, tables, indexes, roles.
     assert_eq!(names(&boss).await, ["a", "b"]);

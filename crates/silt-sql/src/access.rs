@@ -355,6 +355,11 @@ pub fn principal(db: &Database, user: Option<&str>) -> Result<Option<Role>, SqlE
     })
 }
 
+/// `who` may write rows of `table` (`COPY ... FROM`).
+pub fn check_write(who: &Role, table: &str) -> Result<(), SqlError> {
+    need(who, table, WRITE, "write")
+}
+
 fn need(who: &Role, table: &str, p: Privileges, what: &str) -> Result<(), SqlError> {
     if who.privileges_on(table).covers(p) {
         Ok(())
@@ -411,7 +416,7 @@ pub fn check_parsed(who: &Role, parsed: &Parsed) -> Result<(), SqlError> {
         },
         Parsed::Role(_) => need_admin(who, "manage roles and grants"),
         // Checked on their plan.
-        Parsed::Insert(_) | Parsed::DataFusion(_) => Ok(()),
+        Parsed::Insert(_) | Parsed::DataFusion(_) | Parsed::Copy(_) => Ok(()),
         Parsed::Begin
         | Parsed::Commit
         | Parsed::Rollback

@@ -183,7 +183,7 @@ fn arrow_err(e: datafusion::arrow::error::ArrowError) -> SqlError {
 }
 
 /// PostgreSQL's boolean input.
-fn parse_bool(s: &str) -> Option<bool> {
+pub(crate) fn parse_bool(s: &str) -> Option<bool> {
     match s.to_ascii_lowercase().as_str() {
         "t" | "true" | "y" | "yes" | "on" | "1" => Some(true),
         "f" | "false" | "n" | "no" | "off" | "0" => Some(false),
@@ -192,7 +192,7 @@ fn parse_bool(s: &str) -> Option<bool> {
 }
 
 /// Text shown in an error: at most 100 characters.
-fn shown(s: &str) -> String {
+pub(crate) fn shown(s: &str) -> String {
     let mut out: String = s.chars().take(100).collect();
     if out.len() < s.len() {
         out.push('…');

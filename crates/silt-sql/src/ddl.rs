@@ -185,6 +185,8 @@ pub enum Parsed {
     /// `INSERT` (and `UPSERT`, `REPLACE`) into a table: the SQL layer runs
     /// it when the table is a Silt dataset.
     Insert(Box<InsertStmt>),
+    /// `COPY ... FROM STDIN` or `COPY ... TO STDOUT` (see [`crate::copy`]).
+    Copy(Box<crate::copy::CopyStmt>),
     /// `CREATE`/`ALTER`/`DROP ROLE` (or `USER`), `GRANT`, `REVOKE`.
     Role(Box<crate::access::RoleStmt>),
     /// Anything else: DataFusion plans it.
@@ -228,6 +230,11 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
     }
     if w.first() == Some(&"ABORT") {
         return Ok(Parsed::Rollback);
+    }
+    if w.first() == Some(&"COPY")
+        && let Some(c) = crate::copy::parse(&seg.text)?
+    {
+        return Ok(Parsed::Copy(Box::new(c)));
     }
     if let Some(r) = crate::access::parse_text(&w, &seg.text)? {
         return Ok(Parsed::Role(Box::new(r)));

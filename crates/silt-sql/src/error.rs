@@ -121,6 +121,12 @@ pub enum SqlError {
         primary_key: Vec<String>,
     },
 
+    /// `COPY` data that does not follow its format: a row with too few
+    /// or too many fields, a bad binary header, invalid UTF-8 (SQLSTATE
+    /// 22P04).
+    #[error("bad COPY data: {0}")]
+    BadCopyData(String),
+
     /// A row of a multi-row write failed. Every row is its own
     /// transaction: the rows before it that were written stay committed,
     /// the rows after it were not attempted.

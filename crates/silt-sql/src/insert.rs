@@ -59,13 +59,14 @@ use datafusion::sql::sqlparser::ast::{
 };
 use futures::StreamExt;
 use parking_lot::Mutex;
-use silt::{BatchOptions, Dataset, Value, WriteMode};
+use silt::{Dataset, Value, WriteMode};
 
 use crate::coerce;
 use crate::convert::{self, ColumnInfo};
 use crate::ddl::{self, Parsed};
 use crate::error::SqlError;
 use crate::session::TxnSlot;
+use crate::target::{Table, Target, key_text, last_part};
 
 /// How a row whose primary key is taken is handled.
 #[derive(Debug, Clone)]
@@ -435,151 +436,6 @@ impl Done {
     }
 }
 
-/// A table's columns and constraints.
-struct Table {
-    ds: Arc<Dataset>,
-    name: String,
-    cols: Vec<ColumnInfo>,
-    /// Positions of the primary-key columns, in key order.
-    pk: Vec<usize>,
-    /// Positions of the columns that must not be null (key and NOT NULL).
-    required: Vec<usize>,
-}
-
-impl Table {
-    fn new(ds: Arc<Dataset>) -> Table {
-        let cols = convert::columns(ds.def());
-        let def = ds.def();
-        let pos = |n: &String| cols.iter().position(|c| c.name == *n);
-        let pk: Vec<usize> = def.primary_key.iter().filter_map(pos).collect();
-        let mut required = pk.clone();
-        for n in &def.not_null {
-            if let Some(i) = pos(n)
-                && !required.contains(&i)
-            {
-                required.push(i);
-            }
-        }
-        Table {
-            name: ds.name().to_owned(),
-            ds,
-            cols,
-            pk,
-            required,
-        }
-    }
-
-    fn col_index(&self, name: &str) -> Option<usize> {
-        self.cols.iter().position(|c| c.name == name)
-    }
-
-    fn no_column(&self, name: &str) -> SqlError {
-        SqlError::Invalid(format!("table `{}` has no column `{name}`", self.name))
-    }
-
-    /// The table columns the source's columns go to, in order.
-    fn target_columns(&self, columns: &[ObjectName]) -> Result<Vec<usize>, SqlError> {
-        if columns.is_empty() {
-            return Ok((0..self.cols.len()).collect());
-        }
-        let mut out = Vec::with_capacity(columns.len());
-        for c in columns {
-            let name = last_part(c)?;
-            let i = self.col_index(&name).ok_or_else(|| self.no_column(&name))?;
-            if out.contains(&i) {
-                return Err(SqlError::Invalid(format!(
-                    "column `{name}` is listed twice in the INSERT"
-                )));
-            }
-            out.push(i);
-        }
-        Ok(out)
-    }
-
-    fn pk_names(&self) -> Vec<String> {
-        self.pk.iter().map(|&i| self.cols[i].name.clone()).collect()
-    }
-
-    /// The primary key of a record.
-    fn key_of(&self, record: &Value) -> Vec<Value> {
-        self.pk
-            .iter()
-            .map(|&i| {
-                record
-                    .get(&self.cols[i].name)
-                    .cloned()
-                    .unwrap_or(Value::Null)
-            })
-            .collect()
-    }
-
-    /// A storage error of the row with key `key`, in SQL's terms.
-    fn row_error(&self, key: &[Value], e: silt::Error) -> SqlError {
-        match e {
-            silt::Error::DuplicateKey { .. } => self.unique_violation(key),
-            other => SqlError::Silt(other),
-        }
-    }
-
-    fn unique_violation(&self, key: &[Value]) -> SqlError {
-        SqlError::UniqueViolation {
-            table: self.name.clone(),
-            constraint: format!("{}_pkey", self.name),
-            columns: self.pk_names(),
-            values: key.iter().map(key_text).collect(),
-        }
-    }
-
-    fn not_null(&self, col: usize) -> SqlError {
-        SqlError::NotNull {
-            table: self.name.clone(),
-            column: self.cols[col].name.clone(),
-        }
-    }
-
-    /// The record of row `r` of full-width arrays (null cells left out).
-    fn record(&self, arrays: &[ArrayRef], r: usize) -> Result<Value, SqlError> {
-        let mut fields = Vec::with_capacity(self.cols.len());
-        for (c, a) in self.cols.iter().zip(arrays) {
-            if let Some(v) = convert::value_at(c, a, r)? {
-                fields.push((c.name.clone(), v));
-            }
-        }
-        Ok(Value::Object(fields))
-    }
-}
-
-/// A storage error of the row with primary key `key` of `ds`, in SQL's
-/// terms (a taken key is a unique violation naming the key).
-pub(crate) fn row_error(ds: &Arc<Dataset>, key: &[Value], e: silt::Error) -> SqlError {
-    Table::new(ds.clone()).row_error(key, e)
-}
-
-/// A key value as PostgreSQL shows it in a DETAIL.
-fn key_text(v: &Value) -> String {
-    match v {
-        Value::Null => "null".to_owned(),
-        Value::Bool(b) => if *b { "t" } else { "f" }.to_owned(),
-        Value::Int(i) => i.to_string(),
-        Value::Double(d) => d.to_string(),
-        Value::String(s) => s.clone(),
-        Value::Binary(b) => {
-            let mut s = String::from("\\x");
-            for x in b {
-                s.push_str(&format!("{x:02x}"));
-            }
-            s
-        }
-        other => other.to_string(),
-    }
-}
-
-fn last_part(n: &ObjectName) -> Result<String, SqlError> {
-    ddl::object_parts(n)
-        .pop()
-        .ok_or_else(|| SqlError::Invalid(format!("bad column name `{n}`")))
-}
-
 /// What the statement does with each row.
 enum Mode {
     /// One write mode for every row.
@@ -752,108 +608,6 @@ fn qualify(e: &mut SqlExpr, qualifier: &Ident, columns: &HashSet<String>) {
         }
         ControlFlow::<()>::Continue(())
     });
-}
-
-/// Where rows are written: the dataset, each row its own record-level
-/// transaction. (Multi-statement transactions will route these writes
-/// through their transaction object.)
-struct Target {
-    ds: Arc<Dataset>,
-    /// The session's transaction block, if any: reads and writes go
-    /// through it.
-    txn: Option<Arc<TxnSlot>>,
-}
-
-/// What [`Target::write_rows`] did.
-struct Written {
-    /// Rows written and committed (a live key under `InsertIgnore` is not).
-    written: u64,
-    /// The first failing row (the rows after it were not attempted).
-    failed: Option<(usize, silt::Error)>,
-}
-
-impl Target {
-    fn get(&self, key: &[Value]) -> Result<Option<Value>, SqlError> {
-        match &self.txn {
-            Some(slot) => Ok(slot.with(|t| t.get(&self.ds, key))?),
-            None => Ok(self.ds.get(key)?),
-        }
-    }
-
-    /// [`Target::write_rows`] into the block's transaction: buffered, each
-    /// row checked as it is buffered.
-    fn write_rows_in(&self, slot: &TxnSlot, rows: Vec<(WriteMode, Value)>) -> Written {
-        let mut out = Written {
-            written: 0,
-            failed: None,
-        };
-        let ds = &self.ds;
-        let r = slot.with(|t| {
-            for (i, (mode, v)) in rows.into_iter().enumerate() {
-                let r = match mode {
-                    WriteMode::Insert => t.insert(ds, v).map(|_| true),
-                    WriteMode::Upsert => t.upsert(ds, v).map(|_| true),
-                    WriteMode::InsertIgnore => match ds.prepare(v.clone()) {
-                        Ok((key, _)) => match t.get_raw(ds, &key) {
-                            Ok(Some(_)) => Ok(false),
-                            Ok(None) => t.insert(ds, v).map(|_| true),
-                            Err(e) => Err(e),
-                        },
-                        Err(e) => Err(e),
-                    },
-                };
-                match r {
-                    Ok(w) => out.written += u64::from(w),
-                    Err(e) => {
-                        out.failed = Some((i, e));
-                        break;
-                    }
-                }
-            }
-            Ok(())
-        });
-        if let Err(e) = r {
-            out.failed = Some((0, e));
-        }
-        out
-    }
-
-    /// Write rows in order, stopping at the first failure; consecutive
-    /// rows of one mode go through one batch (their commits share log
-    /// flushes).
-    fn write_rows(&self, rows: Vec<(WriteMode, Value)>) -> Result<Written, SqlError> {
-        if let Some(slot) = &self.txn {
-            return Ok(self.write_rows_in(slot, rows));
-        }
-        let mut out = Written {
-            written: 0,
-            failed: None,
-        };
-        let mut rows = rows.into_iter().peekable();
-        let mut at = 0;
-        while let Some((mode, first)) = rows.next() {
-            let mut run = vec![first];
-            while let Some((_, v)) = rows.next_if(|(m, _)| *m == mode) {
-                run.push(v);
-            }
-            let n = run.len();
-            let report = self.ds.write_batch(
-                run,
-                BatchOptions {
-                    mode,
-                    atomic: false,
-                    stop_on_error: true,
-                },
-            )?;
-            out.written += report.committed as u64;
-            if let Some((i, e)) = report.failed.into_iter().next() {
-                out.failed = Some((at + i, e));
-                return Ok(out);
-            }
-            at += n;
-        }
-        Ok(out)
-    }
 }
 
 /// What one batch of proposed rows did.

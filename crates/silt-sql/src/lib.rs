@@ -31,7 +31,9 @@
 //!   and the proposed row as `EXCLUDED.col`), MySQL's `ON DUPLICATE KEY
 //!   UPDATE`, `UPSERT INTO` / `INSERT OR REPLACE` / `REPLACE INTO` (the row
 //!   is replaced whole) (see [`insert`]); `UPDATE` and `DELETE` (see
-//!   [`table`]). Values are assigned to columns with PostgreSQL's rules
+//!   [`table`]); `COPY ... FROM STDIN` / `TO STDOUT` for PostgreSQL
+//!   clients ([`copy`]: the engine parses them and loads rows with
+//!   [`SqlEngine::copy_in`]; the server runs the sub-protocol). Values are assigned to columns with PostgreSQL's rules
 //!   ([`coerce`]); errors name the column and carry PostgreSQL's codes
 //!   (`NOT NULL`, unique and type violations: [`SqlError`]).
 //! - Every row is its own record-level transaction: a statement stops at
@@ -45,6 +47,7 @@ pub mod capped;
 pub mod coerce;
 pub mod colnames;
 pub mod convert;
+pub mod copy;
 pub mod ddl;
 pub mod deferred;
 pub mod error;
@@ -57,6 +60,7 @@ pub mod scram;
 pub mod session;
 mod sink;
 pub mod table;
+pub mod target;
 pub mod template;
 pub mod udf;
 
@@ -104,6 +108,8 @@ pub struct SqlEngine {
     bounds: RwLock<Bounds>,
     /// Optimized plans of query shapes (see [`plan_cache`]).
     plans: plan_cache::PlanCache,
+    /// The `COPY ... FROM STDIN` loads running.
+    copies: Arc<copy::progress::CopyRegistry>,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -245,6 +251,14 @@ impl SqlEngine {
             SqlError::Runtime(format!("the default catalog `{catalog_name}` is missing"))
         })?;
         catalog.register_schema(&schema_name, schema)?;
+        // PostgreSQL's catalog schema (so far the progress of COPY loads).
+        let copies = Arc::new(copy::progress::CopyRegistry::default());
+        let pg_catalog = Arc::new(datafusion::catalog::MemorySchemaProvider::new());
+        pg_catalog.register_table(
+            "pg_stat_progress_copy".to_owned(),
+            Arc::new(copy::progress::ProgressTable::new(copies.clone(), "silt")),
+        )?;
+        catalog.register_schema("pg_catalog", pg_catalog)?;
         Ok(SqlEngine {
             db,
             ctx,
@@ -254,6 +268,7 @@ impl SqlEngine {
             pool,
             bounds: RwLock::new(Bounds::default()),
             plans: plan_cache::PlanCache::default(),
+            copies,
         })
     }
 
@@ -533,6 +548,37 @@ impl SqlEngine {
                 Ok(Output::Frame(self.ctx.execute_logical_plan(plan).await?))
             }
         }
+    }
+
+    /// Start a `COPY ... FROM STDIN` of `session` (see [`copy`]): the
+    /// session's role needs to write the table.
+    pub async fn copy_in(
+        &self,
+        session: &SqlSession,
+        stmt: &copy::CopyStmt,
+    ) -> Result<copy::CopyIn, SqlError> {
+        if session.status() == TxnStatus::Failed {
+            return Err(SqlError::TxnAborted);
+        }
+        let copy::CopyKind::In { table, .. } = &stmt.kind else {
+            return Err(SqlError::Invalid("not a COPY ... FROM STDIN".to_owned()));
+        };
+        let Some(ds) = self.silt_dataset(table)? else {
+            return Err(SqlError::Unsupported(format!(
+                "COPY FROM into `{table}`, which is not a Silt table"
+            )));
+        };
+        if let Some(who) = access::principal(&self.db, session.user().as_deref())? {
+            access::check_write(&who, ds.name())?;
+        }
+        let progress = self.copies.start(ds.name());
+        copy::CopyIn::new(ds, stmt, session.slot(), progress)
+    }
+
+    /// The `COPY ... FROM STDIN` loads running now (also the view
+    /// `pg_catalog.pg_stat_progress_copy`).
+    pub fn copies_in_progress(&self) -> Vec<copy::progress::LoadStatus> {
+        self.copies.snapshot()
     }
 
     /// Run a planned statement with a memory pool of its own (see
@@ -1001,6 +1047,9 @@ impl SqlEngine {
                 self.insert(*ins, session).await
             }
             Parsed::Insert(ins) => self.insert(*ins, session).await,
+            Parsed::Copy(_) => Err(SqlError::Unsupported(
+                "COPY ... FROM STDIN and COPY ... TO STDOUT need a PostgreSQL client (psql's \\copy, psycopg's cursor.copy(), tokio-postgres' copy_in/copy_out) connected to `silt serve`; here, use INSERT ... VALUES or a SELECT".to_owned(),
+            )),
             Parsed::Role(r) => {
                 let db = self.db.clone();
                 ddl::blocking(move || access::run(&db, who.as_ref(), *r)).await?;

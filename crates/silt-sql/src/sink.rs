@@ -18,7 +18,6 @@ use silt::{BatchOptions, Dataset, Value, WriteMode};
 
 use crate::convert::{self, ColumnInfo};
 use crate::error::{SqlError, silt_err, sql_err};
-use crate::insert;
 use crate::session::TxnSlot;
 
 #[derive(Debug, Clone, Copy)]
@@ -115,7 +114,7 @@ impl DataSink for SiltSink {
                             )
                             .map_err(silt_err)?;
                         if let Some((i, e)) = report.failed.into_iter().next() {
-                            let e = insert::row_error(&ds, &keys[i], e);
+                            let e = crate::target::row_error(&ds, &keys[i], e);
                             if before + i as u64 == 0 {
                                 return Err(sql_err(e));
                             }

@@ -20,8 +20,8 @@ pub mod workload;
 
 pub use dataset::{
     BatchOptions, BatchReport, CommitInfo, Dataset, DatasetScan, DatasetStats, IndexHit,
-    JoinPredicate, Query, QueryHit, QueryOptions, QueryResults, QueryStats, Transaction, TxnLimits,
-    TxnQuery, TxnScan, WriteMode,
+    JoinPredicate, PreparedRecord, Query, QueryHit, QueryOptions, QueryResults, QueryStats,
+    Transaction, TxnLimits, TxnQuery, TxnScan, WriteMode,
 };
 pub use db::roles::{Privileges, Role};
 pub use db::{Database, DbOptions, DbStats, RecoverySummary};

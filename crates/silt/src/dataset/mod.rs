@@ -36,7 +36,7 @@ pub use query::{
 pub use read::DatasetScan;
 pub use transaction::{CommitInfo, Transaction, TxnLimits, TxnQuery, TxnScan};
 use write::TxnWork;
-pub use write::{BatchOptions, BatchReport, WriteMode};
+pub use write::{BatchOptions, BatchReport, PreparedRecord, WriteMode};
 
 struct Partition {
     primary: Arc<LsmTree>,

@@ -87,6 +87,35 @@ impl WriteOp {
     }
 }
 
+/// A record checked and encoded by [`Dataset::prepare_record`], for
+/// [`Dataset::write_prepared`].
+#[derive(Debug, Clone)]
+pub struct PreparedRecord {
+    dataset: u32,
+    key: Vec<u8>,
+    bytes: Vec<u8>,
+}
+
+impl PreparedRecord {
+    /// The encoded primary key.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+}
+
+impl Dataset {
+    /// Check and encode `record` for [`Dataset::write_prepared`] (the work
+    /// of [`Dataset::prepare`], which a caller may do on another thread).
+    pub fn prepare_record(&self, record: Value) -> Result<PreparedRecord> {
+        let (key, bytes) = self.prepare(record)?;
+        Ok(PreparedRecord {
+            dataset: self.id,
+            key,
+            bytes,
+        })
+    }
+}
+
 /// One undo step of a transaction: restore `prior` (None = absent) at `key`.
 pub(super) struct Undo {
     /// The memtable the forward operation went into: the undo goes there too,
@@ -462,16 +491,52 @@ impl Dataset {
     /// a batch shares fsyncs (group commit). Atomic batches lock every key in
     /// sorted lock-name order and commit once, or undo everything.
     pub fn write_batch(&self, records: Vec<Value>, opts: BatchOptions) -> Result<BatchReport> {
+        let mode = opts.mode;
+        let ops = records
+            .into_iter()
+            .map(|r| self.prepare(r).map(|(k, v)| WriteOp::of(mode, k, v)));
+        self.write_ops(ops, opts)
+    }
+
+    /// [`Dataset::write_batch`] of records prepared with
+    /// [`Dataset::prepare_record`] (possibly on other threads, while this
+    /// one writes). A record prepared for another dataset fails.
+    pub fn write_prepared(
+        &self,
+        records: Vec<PreparedRecord>,
+        opts: BatchOptions,
+    ) -> Result<BatchReport> {
+        let (mode, id) = (opts.mode, self.id);
+        let ops = records.into_iter().map(|r| {
+            if r.dataset != id {
+                return Err(Error::invalid(
+                    None,
+                    format!(
+                        "a record prepared for dataset id {} written to `{}`",
+                        r.dataset, self.def.name
+                    ),
+                ));
+            }
+            Ok(WriteOp::of(mode, r.key, r.bytes))
+        });
+        self.write_ops(ops, opts)
+    }
+
+    fn write_ops(
+        &self,
+        ops: impl ExactSizeIterator<Item = Result<WriteOp>>,
+        opts: BatchOptions,
+    ) -> Result<BatchReport> {
         if opts.atomic {
-            return self.write_batch_atomic(records, opts);
+            return self.write_ops_atomic(ops);
         }
         let ctx = &self.txn;
         let mut report = BatchReport::default();
         let mut handles = Vec::new();
-        let total = records.len();
-        for (i, rec) in records.into_iter().enumerate() {
-            let op = match self.prepare(rec) {
-                Ok((k, v)) => WriteOp::of(opts.mode, k, v),
+        let total = ops.len();
+        for (i, op) in ops.enumerate() {
+            let op = match op {
+                Ok(op) => op,
                 Err(e) => {
                     report.failed.push((i, e));
                     if opts.stop_on_error {
@@ -523,18 +588,17 @@ impl Dataset {
         Ok(report)
     }
 
-    pub(super) fn write_batch_atomic(
+    fn write_ops_atomic(
         &self,
-        records: Vec<Value>,
-        opts: BatchOptions,
+        prepared: impl ExactSizeIterator<Item = Result<WriteOp>>,
     ) -> Result<BatchReport> {
         let ctx = &self.txn;
         let mut report = BatchReport::default();
-        let total = records.len();
+        let total = prepared.len();
         let mut ops = Vec::with_capacity(total);
-        for (i, rec) in records.into_iter().enumerate() {
-            match self.prepare(rec) {
-                Ok((k, v)) => ops.push(WriteOp::of(opts.mode, k, v)),
+        for (i, op) in prepared.enumerate() {
+            match op {
+                Ok(op) => ops.push(op),
                 Err(e) => {
                     report.failed.push((i, e));
                     report.not_attempted = total - report.failed.len();

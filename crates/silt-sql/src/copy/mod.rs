@@ -1,0 +1,671 @@
+//! PostgreSQL's `COPY` between a client and a Silt table:
+//! `COPY table [(columns)] FROM STDIN` loads rows the client streams
+//! ([`CopyIn`]), `COPY table [(columns)] | (query) TO STDOUT` streams a
+//! result back ([`encode::Encoder`]); in the text, CSV and binary formats,
+//! with PostgreSQL's options (`FORMAT`, `DELIMITER`, `NULL`, `HEADER`,
+//! `QUOTE`, `ESCAPE`, `FORCE_QUOTE`, `FORCE_NOT_NULL`, `FORCE_NULL`,
+//! `ENCODING 'UTF8'`, `FREEZE`) and the pre-9.0 spellings (`BINARY`,
+//! `CSV HEADER`, `DELIMITER AS`).
+//!
+//! Rows go straight into the dataset's batch write path, decoded from the
+//! client's bytes into records without Arrow or DataFusion in between.
+//! Outside a transaction block the rows are committed in transactions of
+//! up to [`ROWS_PER_WRITE`] rows (atomic batches: one lock pass and one
+//! commit for the batch, about 1.7x the rate of a transaction per row): a
+//! failing row rolls back its batch and stops the load, the batches
+//! before it stay committed, and the error says how many rows that is
+//! ([`SqlError::PartialWrite`], numbering data rows from 1). Inside a
+//! block the rows go into the block's transaction: all or none, as
+//! PostgreSQL's COPY.
+//!
+//! `COPY ... TO 'file'` is DataFusion's (and needs the server-files
+//! setting); `COPY ... FROM 'file'` and `PROGRAM` are refused.
+
+pub mod decode;
+pub mod encode;
+pub mod field;
+pub mod progress;
+
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast::{
+    CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Ident, ObjectName,
+    Statement,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use silt::{Dataset, PreparedRecord, Value};
+use tokio::task::JoinHandle;
+
+use crate::ddl;
+use crate::error::SqlError;
+use crate::session::TxnSlot;
+use crate::target::{Table, Target, Written};
+use decode::{Decoder, Step};
+use progress::LoadProgress;
+
+/// The data format of a `COPY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyFormat {
+    Text,
+    Csv,
+    Binary,
+}
+
+/// CSV's `FORCE_QUOTE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForceQuote {
+    None,
+    All,
+    Columns(Vec<String>),
+}
+
+/// The options of a `COPY`, with PostgreSQL's defaults per format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopyOptions {
+    pub format: CopyFormat,
+    pub delimiter: u8,
+    pub null: String,
+    pub header: bool,
+    pub quote: u8,
+    pub escape: u8,
+    pub force_quote: ForceQuote,
+    pub force_not_null: Vec<String>,
+    pub force_null: Vec<String>,
+}
+
+impl CopyOptions {
+    /// PostgreSQL's defaults for `format`: tab and `\N` for text, comma,
+    /// the empty string and `"` for CSV.
+    pub fn defaults(format: CopyFormat) -> CopyOptions {
+        let csv = format == CopyFormat::Csv;
+        CopyOptions {
+            format,
+            delimiter: if csv { b',' } else { b'\t' },
+            null: if csv { String::new() } else { "\\N".to_owned() },
+            header: false,
+            quote: b'"',
+            escape: b'"',
+            force_quote: ForceQuote::None,
+            force_not_null: vec![],
+            force_null: vec![],
+        }
+    }
+}
+
+/// What a `COPY` moves.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CopyKind {
+    /// `COPY table [(columns)] FROM STDIN`.
+    In {
+        table: ObjectName,
+        /// The columns the data has, in order (empty: all of them).
+        columns: Vec<String>,
+    },
+    /// `COPY ... TO STDOUT`: the query whose rows are sent.
+    Out { query: String },
+}
+
+/// A `COPY` between the client and the server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopyStmt {
+    pub kind: CopyKind,
+    pub options: CopyOptions,
+}
+
+fn unsupported(what: &str) -> SqlError {
+    SqlError::Unsupported(format!(
+        "{what}; COPY runs between the server and its client: COPY ... FROM STDIN (psql's \\copy, psycopg's cursor.copy()) and COPY ... TO STDOUT"
+    ))
+}
+
+fn one_byte(c: char, what: &str) -> Result<u8, SqlError> {
+    u8::try_from(c).ok().filter(u8::is_ascii).ok_or_else(|| {
+        SqlError::Invalid(format!("COPY {what} must be a single one-byte character"))
+    })
+}
+
+fn names(ids: &[Ident]) -> Vec<String> {
+    ids.iter().map(ddl::ident).collect()
+}
+
+/// Parse a statement starting with `COPY`: `None` for `COPY ... TO
+/// 'file'` (DataFusion's statement).
+pub fn parse(sql: &str) -> Result<Option<CopyStmt>, SqlError> {
+    let stmt = Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_statement())
+        .map_err(|e| SqlError::Parse(e.to_string()))?;
+    let Statement::Copy {
+        source,
+        to,
+        target,
+        options,
+        legacy_options,
+        values,
+    } = stmt
+    else {
+        return Err(SqlError::Parse(format!("not a COPY statement: {sql}")));
+    };
+    match (&target, to) {
+        (CopyTarget::Stdin, false) | (CopyTarget::Stdout, true) => {}
+        (CopyTarget::File { .. }, true) => return Ok(None),
+        (CopyTarget::File { .. }, false) => {
+            return Err(unsupported(
+                "COPY FROM a file on the server is not supported",
+            ));
+        }
+        (CopyTarget::Program { .. }, _) => {
+            return Err(unsupported("COPY ... PROGRAM is not supported"));
+        }
+        (CopyTarget::Stdin, true) | (CopyTarget::Stdout, false) => {
+            return Err(SqlError::Parse(
+                "COPY FROM goes with STDIN and COPY TO with STDOUT".to_owned(),
+            ));
+        }
+    }
+    if !values.is_empty() {
+        return Err(unsupported(
+            "rows inline after COPY ... FROM STDIN; are not supported",
+        ));
+    }
+    let options = options_of(&options, &legacy_options, to)?;
+    let kind = match source {
+        CopySource::Table {
+            table_name,
+            columns,
+        } if !to => CopyKind::In {
+            table: table_name,
+            columns: names(&columns),
+        },
+        CopySource::Table {
+            table_name,
+            columns,
+        } => {
+            let list = if columns.is_empty() {
+                "*".to_owned()
+            } else {
+                columns
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            CopyKind::Out {
+                query: format!("SELECT {list} FROM {table_name}"),
+            }
+        }
+        CopySource::Query(q) => CopyKind::Out {
+            query: q.to_string(),
+        },
+    };
+    Ok(Some(CopyStmt { kind, options }))
+}
+
+fn options_of(
+    options: &[CopyOption],
+    legacy: &[CopyLegacyOption],
+    to: bool,
+) -> Result<CopyOptions, SqlError> {
+    let mut format = CopyFormat::Text;
+    for o in options {
+        if let CopyOption::Format(f) = o {
+            format = match f.value.to_ascii_lowercase().as_str() {
+                "text" => CopyFormat::Text,
+                "csv" => CopyFormat::Csv,
+                "binary" => CopyFormat::Binary,
+                other => {
+                    return Err(SqlError::Invalid(format!(
+                        "COPY format \"{other}\" not recognized (text, csv or binary)"
+                    )));
+                }
+            };
+        }
+    }
+    for o in legacy {
+        match o {
+            CopyLegacyOption::Binary => format = CopyFormat::Binary,
+            CopyLegacyOption::Csv(_) => format = CopyFormat::Csv,
+            _ => {}
+        }
+    }
+    let mut out = CopyOptions::defaults(format);
+    let csv_only = |what: &str| {
+        if format == CopyFormat::Csv {
+            Ok(())
+        } else {
+            Err(SqlError::Invalid(format!(
+                "COPY {what} is available only in CSV mode"
+            )))
+        }
+    };
+    let csv = |o: &CopyLegacyCsvOption, out: &mut CopyOptions| -> Result<(), SqlError> {
+        match o {
+            CopyLegacyCsvOption::Header => out.header = true,
+            CopyLegacyCsvOption::Quote(c) => out.quote = one_byte(*c, "quote")?,
+            CopyLegacyCsvOption::Escape(c) => out.escape = one_byte(*c, "escape")?,
+            CopyLegacyCsvOption::ForceQuote(c) => out.force_quote = ForceQuote::Columns(names(c)),
+            CopyLegacyCsvOption::ForceNotNull(c) => out.force_not_null = names(c),
+        }
+        Ok(())
+    };
+    for o in options {
+        match o {
+            CopyOption::Format(_) | CopyOption::Freeze(_) => {}
+            CopyOption::Delimiter(c) => out.delimiter = one_byte(*c, "delimiter")?,
+            CopyOption::Null(s) => out.null = s.clone(),
+            CopyOption::Header(h) => out.header = *h,
+            CopyOption::Quote(c) => {
+                csv_only("quote")?;
+                out.quote = one_byte(*c, "quote")?;
+            }
+            CopyOption::Escape(c) => {
+                csv_only("escape")?;
+                out.escape = one_byte(*c, "escape")?;
+            }
+            CopyOption::ForceQuote(c) => {
+                csv_only("FORCE_QUOTE")?;
+                out.force_quote = ForceQuote::Columns(names(c));
+            }
+            CopyOption::ForceNotNull(c) => {
+                csv_only("FORCE_NOT_NULL")?;
+                out.force_not_null = names(c);
+            }
+            CopyOption::ForceNull(c) => {
+                csv_only("FORCE_NULL")?;
+                out.force_null = names(c);
+            }
+            CopyOption::Encoding(e) => {
+                let e = e.to_ascii_uppercase().replace(['-', '_'], "");
+                if e != "UTF8" && e != "SQLASCII" {
+                    return Err(SqlError::Unsupported(format!(
+                        "COPY ENCODING '{e}': the data must be UTF8"
+                    )));
+                }
+            }
+        }
+    }
+    for o in legacy {
+        match o {
+            CopyLegacyOption::Binary => {}
+            CopyLegacyOption::Csv(list) => {
+                for c in list {
+                    csv(c, &mut out)?;
+                }
+            }
+            CopyLegacyOption::Delimiter(c) => out.delimiter = one_byte(*c, "delimiter")?,
+            CopyLegacyOption::Null(s) => out.null = s.clone(),
+            other => {
+                return Err(SqlError::Unsupported(format!("COPY option {other}")));
+            }
+        }
+    }
+    check(&out, to)?;
+    Ok(out)
+}
+
+/// PostgreSQL's checks of a COPY's options.
+fn check(o: &CopyOptions, to: bool) -> Result<(), SqlError> {
+    let bad = |m: &str| Err(SqlError::Invalid(m.to_owned()));
+    if o.format == CopyFormat::Binary {
+        if o.header {
+            return bad("cannot specify HEADER in BINARY mode");
+        }
+        return Ok(());
+    }
+    if matches!(o.delimiter, b'\n' | b'\r') {
+        return bad("COPY delimiter cannot be newline or carriage return");
+    }
+    if o.null.contains(['\n', '\r']) {
+        return bad("COPY null representation cannot use newline or carriage return");
+    }
+    if o.format == CopyFormat::Text
+        && (o.delimiter == b'\\'
+            || o.delimiter.is_ascii_lowercase()
+            || o.delimiter.is_ascii_digit()
+            || o.delimiter == b'.')
+    {
+        return bad(
+            "COPY delimiter cannot be a backslash, a lower-case letter, a digit or a period in text format",
+        );
+    }
+    if o.format == CopyFormat::Csv {
+        if o.delimiter == o.quote {
+            return bad("COPY delimiter and quote must be different");
+        }
+        if o.null.as_bytes().contains(&o.delimiter) {
+            return bad("COPY delimiter must not appear in the NULL specification");
+        }
+        if !to && o.force_quote != ForceQuote::None {
+            return bad("COPY FORCE_QUOTE cannot be used with COPY FROM");
+        }
+        if to && (!o.force_not_null.is_empty() || !o.force_null.is_empty()) {
+            return bad("COPY FORCE_NOT_NULL and FORCE_NULL cannot be used with COPY TO");
+        }
+    }
+    Ok(())
+}
+
+/// Rows decoded before they are written together, in one transaction.
+pub const ROWS_PER_WRITE: usize = 4096;
+/// ... or this many bytes of fields, whichever comes first.
+const BYTES_PER_WRITE: usize = 4 << 20;
+
+/// The longest row a load takes (a longer one is most likely a missing
+/// newline or an unterminated CSV quote).
+const MAX_ROW_BYTES: usize = 64 << 20;
+
+/// Rows decoded and not written yet: records for a block's transaction,
+/// else prepared for the dataset (so that the writing thread only writes).
+enum Batch {
+    Values(Vec<Value>),
+    Prepared(Vec<PreparedRecord>),
+}
+
+impl Batch {
+    fn new(in_block: bool) -> Batch {
+        if in_block {
+            Batch::Values(Vec::with_capacity(ROWS_PER_WRITE))
+        } else {
+            Batch::Prepared(Vec::with_capacity(ROWS_PER_WRITE))
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Batch::Values(v) => v.len(),
+            Batch::Prepared(v) => v.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One write of decoded rows, running on a blocking thread.
+type Pending = JoinHandle<Result<(Written, Vec<Vec<Value>>), SqlError>>;
+
+/// A `COPY ... FROM STDIN` being loaded: hand it the client's data as it
+/// comes ([`CopyIn::data`]), then [`CopyIn::finish`].
+///
+/// Decoding and writing overlap: rows are decoded on the caller's task
+/// while the previous rows are written on a blocking thread.
+pub struct CopyIn {
+    table: Arc<Table>,
+    target: Arc<Target>,
+    /// The table column of each field of a row.
+    targets: Vec<usize>,
+    format: CopyFormat,
+    decoder: Decoder,
+    /// Bytes received and not decoded yet.
+    buf: Vec<u8>,
+    /// An incomplete long row is decoded again only once `buf` has grown
+    /// to this size (so that a long row is not scanned once per message).
+    wait_for: usize,
+    /// Decoded rows not written yet, their keys (for errors) and size.
+    rows: Batch,
+    keys: Vec<Vec<Value>>,
+    row_bytes: usize,
+    /// Data rows decoded (the next row is `read + 1`).
+    read: u64,
+    /// Data rows handed to writes; rows committed.
+    sent: u64,
+    committed: u64,
+    pending: Option<(Pending, u64)>,
+    /// The end-of-data marker was read: what follows is ignored.
+    ended: bool,
+    in_block: bool,
+    progress: Arc<LoadProgress>,
+}
+
+impl std::fmt::Debug for CopyIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CopyIn({}, {} rows)", self.table.name, self.read)
+    }
+}
+
+impl CopyIn {
+    /// A load of `stmt`'s rows into `ds` (in the block `txn`, if any),
+    /// counted in `progress`.
+    pub fn new(
+        ds: Arc<Dataset>,
+        stmt: &CopyStmt,
+        txn: Option<Arc<TxnSlot>>,
+        progress: Arc<LoadProgress>,
+    ) -> Result<CopyIn, SqlError> {
+        let CopyKind::In { columns, .. } = &stmt.kind else {
+            return Err(SqlError::Invalid("not a COPY ... FROM STDIN".to_owned()));
+        };
+        let table = Table::new(ds.clone());
+        let targets = table.target_column_names(columns)?;
+        if let Some(&j) = table.required.iter().find(|j| !targets.contains(j)) {
+            return Err(table.not_null(j));
+        }
+        let o = &stmt.options;
+        let flags = |list: &[String], what: &str| -> Result<Vec<bool>, SqlError> {
+            for n in list {
+                if !targets.iter().any(|&j| table.cols[j].name == *n) {
+                    return Err(SqlError::Invalid(format!(
+                        "{what} column \"{n}\" is not referenced by COPY"
+                    )));
+                }
+            }
+            Ok(targets
+                .iter()
+                .map(|&j| list.contains(&table.cols[j].name))
+                .collect())
+        };
+        let force_not_null = flags(&o.force_not_null, "FORCE_NOT_NULL")?;
+        let force_null = flags(&o.force_null, "FORCE_NULL")?;
+        let decoder = Decoder::new(o, targets.len()).with_forced(force_not_null, force_null);
+        Ok(CopyIn {
+            target: Arc::new(Target {
+                ds,
+                txn: txn.clone(),
+            }),
+            table: Arc::new(table),
+            targets,
+            format: o.format,
+            decoder,
+            buf: Vec::new(),
+            wait_for: 0,
+            rows: Batch::new(txn.is_some()),
+            keys: Vec::with_capacity(ROWS_PER_WRITE),
+            row_bytes: 0,
+            read: 0,
+            sent: 0,
+            committed: 0,
+            pending: None,
+            ended: false,
+            in_block: txn.is_some(),
+            progress,
+        })
+    }
+
+    /// The data format the client is to send.
+    pub fn format(&self) -> CopyFormat {
+        self.format
+    }
+
+    /// How many fields each row has.
+    pub fn columns(&self) -> usize {
+        self.targets.len()
+    }
+
+    /// Rows committed so far.
+    pub fn committed(&self) -> u64 {
+        self.committed
+    }
+
+    /// The next piece of the client's data. An error ends the load: the
+    /// rows before the failing one are written first (outside a block).
+    pub async fn data(&mut self, bytes: &[u8]) -> Result<(), SqlError> {
+        if self.ended {
+            return Ok(());
+        }
+        self.buf.extend_from_slice(bytes);
+        self.progress.add_bytes(bytes.len());
+        if self.buf.len() < self.wait_for {
+            return Ok(());
+        }
+        let r = self.decode(false).await;
+        self.progress.set_rows(self.read, self.committed);
+        r
+    }
+
+    /// The end of the data: the last rows are written; returns how many
+    /// rows were loaded.
+    pub async fn finish(mut self) -> Result<u64, SqlError> {
+        if !self.ended {
+            self.decode(true).await?;
+        }
+        self.write().await?;
+        self.wait().await?;
+        Ok(self.committed)
+    }
+
+    async fn decode(&mut self, last: bool) -> Result<(), SqlError> {
+        let mut at = 0;
+        let mut failure = None;
+        while !self.ended {
+            let step = match self.decoder.next(&self.buf[at..], last) {
+                Ok(s) => s,
+                Err(e) => {
+                    failure = Some((self.read + 1, SqlError::BadCopyData(e.0)));
+                    break;
+                }
+            };
+            match step {
+                Step::Row { used } => {
+                    at += used;
+                    self.read += 1;
+                    match self.record() {
+                        Ok(()) => {}
+                        Err(e) => {
+                            failure = Some((self.read, e));
+                            break;
+                        }
+                    }
+                    if self.rows.len() >= ROWS_PER_WRITE || self.row_bytes >= BYTES_PER_WRITE {
+                        self.write().await?;
+                    }
+                }
+                Step::Skip { used } => at += used,
+                Step::End { .. } => self.ended = true,
+                Step::NeedMore => {
+                    let partial = self.buf.len() - at;
+                    if partial > MAX_ROW_BYTES {
+                        let msg = format!(
+                            "a row longer than {} MiB (a missing newline, or an unterminated quote?)",
+                            MAX_ROW_BYTES >> 20
+                        );
+                        failure = Some((self.read + 1, SqlError::BadCopyData(msg)));
+                    }
+                    self.wait_for = if partial > 64 << 10 { 2 * partial } else { 0 };
+                    break;
+                }
+            }
+        }
+        self.buf.drain(..at);
+        if self.ended {
+            self.buf = Vec::new();
+        }
+        match failure {
+            None => Ok(()),
+            Some((row, e)) => {
+                // The rows before the bad one are written, as an INSERT's.
+                self.ended = true;
+                self.write().await?;
+                self.wait().await?;
+                Err(self.failed(row, e))
+            }
+        }
+    }
+
+    /// Add the decoded row to the batch: its record, prepared for the
+    /// dataset here (checked and encoded) unless it goes into a block.
+    fn record(&mut self) -> Result<(), SqlError> {
+        let mut fields = Vec::with_capacity(self.targets.len());
+        for (f, &j) in self.decoder.fields().zip(&self.targets) {
+            let col = &self.table.cols[j];
+            match f {
+                None if self.table.required.contains(&j) => return Err(self.table.not_null(j)),
+                None => {}
+                Some(b) => {
+                    self.row_bytes += b.len();
+                    let v = match self.format {
+                        CopyFormat::Binary => field::from_binary(col, b)?,
+                        _ => field::from_text(col, b)?,
+                    };
+                    fields.push((col.name.clone(), v));
+                }
+            }
+        }
+        let record = Value::Object(fields);
+        let key = self.table.key_of(&record);
+        match &mut self.rows {
+            Batch::Values(v) => v.push(record),
+            Batch::Prepared(v) => v.push(self.target.ds.prepare_record(record)?),
+        }
+        self.keys.push(key);
+        Ok(())
+    }
+
+    /// The error of the load stopped at data row `row`.
+    fn failed(&self, row: u64, e: SqlError) -> SqlError {
+        if self.in_block {
+            return e;
+        }
+        SqlError::PartialWrite {
+            row: Some(row),
+            total: None,
+            committed: self.committed,
+            unchanged: 0,
+            source: Box::new(e),
+        }
+    }
+
+    /// Start writing the decoded rows (after the previous write is done).
+    async fn write(&mut self) -> Result<(), SqlError> {
+        self.wait().await?;
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let rows = std::mem::replace(&mut self.rows, Batch::new(self.in_block));
+        let keys = std::mem::replace(&mut self.keys, Vec::with_capacity(ROWS_PER_WRITE));
+        self.row_bytes = 0;
+        let first = self.sent;
+        self.sent += rows.len() as u64;
+        let target = self.target.clone();
+        let job = tokio::task::spawn_blocking(move || {
+            let w = match rows {
+                Batch::Values(v) => target.insert_atomic(v)?,
+                Batch::Prepared(v) => target.insert_prepared(v)?,
+            };
+            Ok((w, keys))
+        });
+        self.pending = Some((job, first));
+        Ok(())
+    }
+
+    /// Wait for the write in progress; a failed row ends the load.
+    async fn wait(&mut self) -> Result<(), SqlError> {
+        let Some((job, first)) = self.pending.take() else {
+            return Ok(());
+        };
+        let (w, keys) = job
+            .await
+            .map_err(|e| SqlError::Runtime(format!("a COPY write failed: {e}")))??;
+        self.committed += w.written;
+        if let Some((i, e)) = w.failed {
+            let e = match keys.get(i) {
+                Some(k) => self.table.row_error(k, e),
+                None => SqlError::Silt(e),
+            };
+            self.ended = true;
+            return Err(self.failed(first + i as u64 + 1, e));
+        }
+        Ok(())
+    }
+}
