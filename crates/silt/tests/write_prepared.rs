@@ -34,7 +34,8 @@ fn prepared_records_write_like_records() {
     };
     let ds = db.create_dataset(def("t")).unwrap();
     let other = db.create_dataset(def("u")).unwrap();
-    db.create_index("t", IndexDef::btree("by_v", &["v"])).unwrap();
+    db.create_index("t", IndexDef::btree("by_v", &["v"]))
+        .unwrap();
 
     // Prepared on another thread, written here, atomically.
     let prepared = std::thread::scope(|s| {
