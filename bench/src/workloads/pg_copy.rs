@@ -15,16 +15,15 @@
 //! write speed over the bytes loaded.
 
 use std::io::{Read, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::{Context, Result, bail, ensure};
-use postgres::{Client, NoTls};
+use anyhow::{Result, ensure};
+use postgres::Client;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::server_abuse::{ServerChild, free_port, serve_exe};
+use super::server_abuse::free_port;
+use super::sql_path::{connect, start_silt};
 use super::{Ctx, Scale, Workload};
 use crate::results::{Kind, ResultRow};
 use crate::systems::postgis::{PgCluster, PgInstall};
@@ -56,35 +55,6 @@ fn generate(n: usize, seed: u64) -> Vec<u8> {
         }
     }
     out
-}
-
-fn connect(port: u16, user: &str, db: &str) -> Result<Client, postgres::Error> {
-    Client::connect(
-        &format!("host=127.0.0.1 port={port} user={user} dbname={db} connect_timeout=30"),
-        NoTls,
-    )
-}
-
-fn start_silt(dir: &Path, pg: u16, http: u16) -> Result<ServerChild> {
-    let child = Command::new(serve_exe()?)
-        .arg("--db")
-        .arg(dir)
-        .args(["--pg", &format!("127.0.0.1:{pg}")])
-        .args(["--http", &format!("127.0.0.1:{http}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting the server child")?;
-    let server = ServerChild { child };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while connect(pg, "bench", "silt").is_err() {
-        if Instant::now() > deadline {
-            bail!("silt serve did not come up on port {pg}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(server)
 }
 
 /// `COPY t FROM STDIN` of `data` in 64 KiB pieces; seconds taken.

@@ -238,7 +238,7 @@ fn run_text(c: &mut Client, sql: &str) -> Result<usize, postgres::Error> {
         .count())
 }
 
-fn connect(port: u16, user: &str, db: &str) -> Result<Client, postgres::Error> {
+pub(crate) fn connect(port: u16, user: &str, db: &str) -> Result<Client, postgres::Error> {
     Client::connect(
         &format!("host=127.0.0.1 port={port} user={user} dbname={db} connect_timeout=30"),
         NoTls,
@@ -246,7 +246,7 @@ fn connect(port: u16, user: &str, db: &str) -> Result<Client, postgres::Error> {
 }
 
 /// `silt serve` (the harness's `silt-bench-serve`) on `dir` with its defaults.
-fn start_silt(dir: &Path, pg: u16, http: u16) -> Result<ServerChild> {
+pub(crate) fn start_silt(dir: &Path, pg: u16, http: u16) -> Result<ServerChild> {
     let child = Command::new(serve_exe()?)
         .arg("--db")
         .arg(dir)

@@ -5,6 +5,10 @@
 #[path = "common/http_client.rs"]
 mod http_client;
 
+// COPY's tests share this binary (one link of the server fewer in CI).
+#[path = "pg/copy.rs"]
+mod copy;
+
 use std::sync::Arc;
 
 use serde_json::Value;
