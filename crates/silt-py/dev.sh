@@ -32,6 +32,8 @@ setup() {
         || echo "dev.sh: pyarrow/pandas not installed; their tests will be skipped" >&2
     # psycopg: the tests that drive `silt serve` as a PostgreSQL client.
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "psycopg[binary]>=3.1"
+    # SQLAlchemy: the test of its reflection of `silt serve`'s catalog.
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "sqlalchemy>=2"
 }
 
 build() {

@@ -1,8 +1,9 @@
 //! Arrow values for the two front ends: PostgreSQL types and rows, and JSON.
 //!
 //! PostgreSQL types: every integer type -> `int8`, floats -> `float8`,
-//! `Boolean` -> `bool`, binary types -> `bytea`, everything else (strings,
-//! geometry WKT, dates, decimals, lists...) -> `text`, formatted as
+//! `Boolean` -> `bool`, binary types -> `bytea`, lists -> `int8[]`,
+//! `float8[]`, `bool[]` or `text[]` by their elements, everything else
+//! (strings, geometry WKT, dates, decimals...) -> `text`, formatted as
 //! DataFusion prints it. JSON: integers and finite floats are numbers,
 //! non-finite floats the strings `"NaN"`, `"Infinity"`, `"-Infinity"`,
 //! binary values base64 strings, everything else as for `text`.
@@ -12,11 +13,11 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch,
-    StringArray, StringBuilder,
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array, Int64Array, ListArray,
+    RecordBatch, StringArray, StringBuilder,
 };
 use datafusion::arrow::compute::{CastOptions, cast_with_options};
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use pgwire::api::Type;
@@ -39,7 +40,30 @@ pub fn pg_type(dt: &DataType) -> Type {
         | DataType::BinaryView
         | DataType::FixedSizeBinary(_) => Type::BYTEA,
         DataType::Dictionary(_, v) => pg_type(v),
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            match pg_type(f.data_type()) {
+                Type::INT8 => Type::INT8_ARRAY,
+                Type::FLOAT8 => Type::FLOAT8_ARRAY,
+                Type::BOOL => Type::BOOL_ARRAY,
+                _ => Type::TEXT_ARRAY,
+            }
+        }
         _ => Type::TEXT,
+    }
+}
+
+/// The PostgreSQL type a result column is sent as: [`pg_type`] of its
+/// Arrow type, unless its metadata names one (the catalog's `int2vector`
+/// and `oidvector` columns, lists sent as space-separated numbers).
+pub fn pg_field_type(f: &Field) -> Type {
+    match f
+        .metadata()
+        .get(silt_sql::pg_catalog::table::PG_TYPE_KEY)
+        .map(String::as_str)
+    {
+        Some("int2vector") => Type::INT2_VECTOR,
+        Some("oidvector") => Type::OID_VECTOR,
+        _ => pg_type(f.data_type()),
     }
 }
 
@@ -50,6 +74,16 @@ pub enum PgColumn {
     Bool(BooleanArray),
     Bytes(BinaryArray),
     Text(StringArray),
+    /// An array column: its lists, elements converted for the element type.
+    List(ListArray, Box<PgColumn>),
+}
+
+/// One array value, as the encoder takes it.
+pub enum PgList {
+    Int(Vec<Option<i64>>),
+    Float(Vec<Option<f64>>),
+    Bool(Vec<Option<bool>>),
+    Text(Vec<Option<String>>),
 }
 
 fn strict() -> CastOptions<'static> {
@@ -83,9 +117,87 @@ impl PgColumn {
                     .as_binary::<i32>()
                     .clone(),
             ),
+            Type::INT8_ARRAY | Type::FLOAT8_ARRAY | Type::BOOL_ARRAY | Type::TEXT_ARRAY => {
+                let elem = match *ty {
+                    Type::INT8_ARRAY => Type::INT8,
+                    Type::FLOAT8_ARRAY => Type::FLOAT8,
+                    Type::BOOL_ARRAY => Type::BOOL,
+                    _ => Type::TEXT,
+                };
+                let item = match array.data_type() {
+                    DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+                        f.data_type().clone()
+                    }
+                    other => other.clone(),
+                };
+                let list = cast_with_options(
+                    array,
+                    &DataType::List(Arc::new(Field::new("item", item, true))),
+                    &strict(),
+                )?
+                .as_list::<i32>()
+                .clone();
+                let values = PgColumn::new(list.values(), &elem)?;
+                PgColumn::List(list, Box::new(values))
+            }
+            Type::INT2_VECTOR | Type::OID_VECTOR => PgColumn::Text(vector_text(array)?),
             _ => PgColumn::Text(text_array(array)?),
         })
     }
+
+    /// Row `row`'s array (`None` for null or a column that is not one).
+    pub fn list(&self, row: usize) -> Option<PgList> {
+        let PgColumn::List(list, values) = self else {
+            return None;
+        };
+        if list.is_null(row) {
+            return None;
+        }
+        let offsets = list.value_offsets();
+        let range = offsets[row] as usize..offsets[row + 1] as usize;
+        Some(match values.as_ref() {
+            PgColumn::Int(a) => {
+                PgList::Int(range.map(|i| (!a.is_null(i)).then(|| a.value(i))).collect())
+            }
+            PgColumn::Float(a) => {
+                PgList::Float(range.map(|i| (!a.is_null(i)).then(|| a.value(i))).collect())
+            }
+            PgColumn::Bool(a) => {
+                PgList::Bool(range.map(|i| (!a.is_null(i)).then(|| a.value(i))).collect())
+            }
+            PgColumn::Text(a) => PgList::Text(
+                range
+                    .map(|i| (!a.is_null(i)).then(|| a.value(i).to_owned()))
+                    .collect(),
+            ),
+            PgColumn::Bytes(_) | PgColumn::List(..) => return None,
+        })
+    }
+}
+
+/// Lists of numbers as PostgreSQL prints `int2vector`: `1 3 2`.
+fn vector_text(array: &ArrayRef) -> Result<StringArray, ArrowError> {
+    let list = cast_with_options(
+        array,
+        &DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
+        &strict(),
+    )?;
+    let list = list.as_list::<i32>();
+    let mut b = StringBuilder::new();
+    for i in 0..list.len() {
+        if list.is_null(i) {
+            b.append_null();
+            continue;
+        }
+        let v = list.value(i);
+        let words: Vec<String> = v
+            .as_primitive::<Int64Type>()
+            .iter()
+            .map(|x| x.unwrap_or(0).to_string())
+            .collect();
+        b.append_value(words.join(" "));
+    }
+    Ok(b.finish())
 }
 
 /// Any array as strings (nulls stay null).

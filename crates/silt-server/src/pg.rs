@@ -66,7 +66,7 @@ use tokio::task::JoinSet;
 
 use crate::Shared;
 use crate::cancel::{CancelSlot, SiltCancelHandler};
-use crate::convert::{PgColumn, pg_type};
+use crate::convert::{PgColumn, PgList, pg_field_type, pg_type};
 use crate::error::QueryError;
 use crate::exec::{Prefetched, ResultCaps, Stmt};
 use crate::limits::ConnCount;
@@ -335,7 +335,7 @@ impl SiltParser {
     ) -> Option<(Vec<(String, Type)>, Vec<(usize, Type)>)> {
         let stmt = match ddl::parse(seg) {
             Ok(Parsed::DataFusion(mut stmt)) => {
-                silt_sql::colnames::name_statement(&mut stmt);
+                silt_sql::pg_catalog::prepare(&mut stmt);
                 stmt
             }
             // An INSERT's parameters are those of its plain form.
@@ -372,7 +372,7 @@ fn fields_of(schema: &datafusion::common::DFSchema) -> Vec<(String, Type)> {
         .map(|f| {
             (
                 silt_sql::colnames::shown(f.name()).to_owned(),
-                pg_type(f.data_type()),
+                pg_field_type(f),
             )
         })
         .collect()
@@ -519,7 +519,7 @@ fn schema_fields(schema: &SchemaRef, fmt: &Format) -> Vec<FieldInfo> {
         schema
             .fields()
             .iter()
-            .map(|f| (f.name().clone(), pg_type(f.data_type()))),
+            .map(|f| (f.name().clone(), pg_field_type(f))),
         fmt,
     )
 }
@@ -553,6 +553,16 @@ fn encode_batch(batch: &RecordBatch, fields: &Arc<Vec<FieldInfo>>) -> PgWireResu
                 PgColumn::Bool(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
                 PgColumn::Bytes(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
                 PgColumn::Text(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
+                PgColumn::List(_, values) => match (c.list(r), values.as_ref()) {
+                    (Some(PgList::Int(v)), _) => enc.encode_field(&v)?,
+                    (Some(PgList::Float(v)), _) => enc.encode_field(&v)?,
+                    (Some(PgList::Bool(v)), _) => enc.encode_field(&v)?,
+                    (Some(PgList::Text(v)), _) => enc.encode_field(&v)?,
+                    (None, PgColumn::Int(_)) => enc.encode_field(&None::<Vec<Option<i64>>>)?,
+                    (None, PgColumn::Float(_)) => enc.encode_field(&None::<Vec<Option<f64>>>)?,
+                    (None, PgColumn::Bool(_)) => enc.encode_field(&None::<Vec<Option<bool>>>)?,
+                    (None, _) => enc.encode_field(&None::<Vec<Option<String>>>)?,
+                },
             }
         }
         rows.push(enc.take_row());

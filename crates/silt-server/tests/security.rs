@@ -353,6 +353,18 @@ async fn read_only_role_changes_nothing() {
         let e = bob.batch_execute(sql).await.unwrap_err();
         assert_eq!(state(&e), SqlState::INSUFFICIENT_PRIVILEGE, "{sql}: {e}");
     }
+    // Like PostgreSQL's, the catalog names tables to every role (psql's
+    // \dt, drivers' lookups), qualified or not.
+    let listed = bob
+        .query(
+            "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_namespace n \
+             ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].get::<_, &str>(0), "t");
     // Nothing changed: rows, tables, indexes, roles.
     assert_eq!(names(&boss).await, ["a", "b"]);
     let db = f.server.database();

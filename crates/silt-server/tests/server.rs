@@ -4,6 +4,10 @@
 #[path = "common/http_client.rs"]
 mod http_client;
 
+// The catalog's tests share this binary (one link of the server fewer).
+#[path = "pg/catalog.rs"]
+mod catalog;
+
 use std::sync::Arc;
 use std::time::Duration;
 

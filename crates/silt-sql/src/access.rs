@@ -517,6 +517,16 @@ pub fn check_plan(
     r.map(|_| ()).map_err(SqlError::from)
 }
 
+/// Whether a scan reads PostgreSQL's catalog (`pg_catalog.pg_class`, or
+/// `pg_class` unqualified when no dataset has that name), which every role
+/// may read, as in PostgreSQL: it names tables, columns and indexes, not
+/// their rows.
+fn is_catalog(s: &datafusion::logical_expr::TableScan) -> bool {
+    let in_catalog_schema = matches!(s.table_name.schema(), None | Some("pg_catalog"));
+    let dataset = crate::rules::silt_table(s).is_some();
+    in_catalog_schema && !dataset && crate::pg_catalog::is_relation(s.table_name.table())
+}
+
 fn check_node(who: Option<&Role>, files: &FileAccess, node: &LogicalPlan) -> Result<(), SqlError> {
     match node {
         LogicalPlan::Ddl(DdlStatement::CreateExternalTable(c)) => {
@@ -532,7 +542,7 @@ fn check_node(who: Option<&Role>, files: &FileAccess, node: &LogicalPlan) -> Res
     };
     match node {
         LogicalPlan::TableScan(s) => {
-            if s.table_name.schema() != Some("information_schema") {
+            if s.table_name.schema() != Some("information_schema") && !is_catalog(s) {
                 need(who, s.table_name.table(), READ, "read")?;
             }
             // A view's scan reads the tables of its definition.

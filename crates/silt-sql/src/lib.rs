@@ -53,6 +53,7 @@ pub mod deferred;
 pub mod error;
 pub mod geom;
 pub mod insert;
+pub mod pg_catalog;
 pub mod plan_cache;
 pub mod rules;
 pub mod scan;
@@ -91,6 +92,9 @@ pub use table::SiltTable;
 
 use crate::ddl::{Parsed, Segment};
 
+/// The name of the SQL catalog (PostgreSQL's database) the engine serves.
+pub const CATALOG: &str = "silt";
+
 /// Runs SQL against one database. Cheap to share behind an `Arc`; every
 /// method takes `&self`.
 pub struct SqlEngine {
@@ -123,6 +127,9 @@ impl std::fmt::Debug for SqlEngine {
 struct SiltSchema {
     db: Arc<Database>,
     extra: RwLock<HashMap<String, Arc<dyn TableProvider>>>,
+    /// Where unqualified names it does not have resolve next, as
+    /// PostgreSQL searches `pg_catalog`.
+    pg: Arc<pg_catalog::PgCatalogSchema>,
 }
 
 impl std::fmt::Debug for SiltSchema {
@@ -145,7 +152,7 @@ impl SchemaProvider for SiltSchema {
         }
         match self.db.dataset(name) {
             Ok(ds) => Ok(Some(Arc::new(SiltTable::new(ds)))),
-            Err(silt::Error::NoSuchDataset(_)) => Ok(None),
+            Err(silt::Error::NoSuchDataset(_)) => self.pg.relation(name),
             Err(e) => Err(error::silt_err(e)),
         }
     }
@@ -211,7 +218,9 @@ impl SqlEngine {
     /// holds the database's datasets, with the `ST_*` functions and Silt's
     /// optimizer rules.
     pub fn new(db: Arc<Database>) -> Result<SqlEngine, SqlError> {
-        let mut config = SessionConfig::new().with_information_schema(true);
+        let mut config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_default_catalog_and_schema(CATALOG, "public");
         config.options_mut().sql_parser.map_string_types_to_utf8view = false;
         let pool = Arc::new(bounds::ServerPool::new(0));
         let runtime = RuntimeEnvBuilder::new()
@@ -229,36 +238,35 @@ impl SqlEngine {
         for f in udf::all_udfs() {
             ctx.register_udf(f);
         }
+        let catalog = ctx.catalog(CATALOG).ok_or_else(|| {
+            SqlError::Runtime(format!("the default catalog `{CATALOG}` is missing"))
+        })?;
+        // PostgreSQL's catalog schema, read from the database and this
+        // catalog (see `pg_catalog`), with the progress of COPY loads.
+        let source = Arc::new(pg_catalog::Source {
+            db: db.clone(),
+            catalog: Arc::downgrade(&catalog),
+            catalog_name: CATALOG.to_owned(),
+            default_schema: "public".to_owned(),
+        });
+        for f in pg_catalog::functions::all(&source) {
+            ctx.register_udf(f);
+        }
+        ctx.register_udaf(pg_catalog::single::udaf());
+        let copies = Arc::new(copy::progress::CopyRegistry::default());
+        let progress: Arc<dyn TableProvider> =
+            Arc::new(copy::progress::ProgressTable::new(copies.clone(), CATALOG));
+        let pg = Arc::new(pg_catalog::PgCatalogSchema::new(
+            source,
+            vec![("pg_stat_progress_copy".to_owned(), progress)],
+        ));
         let schema = Arc::new(SiltSchema {
             db: db.clone(),
             extra: RwLock::new(HashMap::new()),
+            pg: pg.clone(),
         });
-        let catalog_name = ctx
-            .state()
-            .config()
-            .options()
-            .catalog
-            .default_catalog
-            .clone();
-        let schema_name = ctx
-            .state()
-            .config()
-            .options()
-            .catalog
-            .default_schema
-            .clone();
-        let catalog = ctx.catalog(&catalog_name).ok_or_else(|| {
-            SqlError::Runtime(format!("the default catalog `{catalog_name}` is missing"))
-        })?;
-        catalog.register_schema(&schema_name, schema)?;
-        // PostgreSQL's catalog schema (so far the progress of COPY loads).
-        let copies = Arc::new(copy::progress::CopyRegistry::default());
-        let pg_catalog = Arc::new(datafusion::catalog::MemorySchemaProvider::new());
-        pg_catalog.register_table(
-            "pg_stat_progress_copy".to_owned(),
-            Arc::new(copy::progress::ProgressTable::new(copies.clone(), "silt")),
-        )?;
-        catalog.register_schema("pg_catalog", pg_catalog)?;
+        catalog.register_schema("public", schema)?;
+        catalog.register_schema("pg_catalog", pg)?;
         Ok(SqlEngine {
             db,
             ctx,
@@ -723,7 +731,7 @@ impl SqlEngine {
         let Ok(Parsed::DataFusion(mut stmt)) = ddl::parse(seg) else {
             return None;
         };
-        colnames::name_statement(&mut stmt);
+        pg_catalog::prepare(&mut stmt);
         plan_cache::normalize(&stmt)
     }
 
@@ -991,7 +999,7 @@ impl SqlEngine {
                 empty()
             }
             Parsed::DataFusion(mut stmt) => {
-                colnames::name_statement(&mut stmt);
+                pg_catalog::prepare(&mut stmt);
                 let mut state = self.ctx.state();
                 // Queries and DML of a transaction block run with the
                 // block's transaction in their session config, and every

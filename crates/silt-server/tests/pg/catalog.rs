@@ -1,0 +1,311 @@
+//! PostgreSQL's catalog through `silt serve`, with tokio-postgres: every
+//! catalog query psql 15 sends for its backslash commands (captured into
+//! `fixtures/psql15_catalog.sql`) runs, and what they read describes the
+//! database: tables, views, primary keys and Silt's indexes, column types;
+//! the session functions clients call on connect; arrays on the wire.
+
+use std::sync::Arc;
+
+use silt::{Database, DbOptions};
+use silt_server::{Server, ServerConfig};
+use silt_sql::SqlEngine;
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+const PSQL15: &str = include_str!("../fixtures/psql15_catalog.sql");
+
+struct Catalog {
+    _dir: tempfile::TempDir,
+    server: Server,
+}
+
+impl Catalog {
+    async fn start() -> Catalog {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::open(dir.path(), DbOptions::default()).unwrap());
+        let engine = SqlEngine::new(db).unwrap();
+        let cfg = ServerConfig {
+            pg_addr: Some("127.0.0.1:0".parse().unwrap()),
+            http_addr: None,
+            ..ServerConfig::default()
+        };
+        let server = Server::start_with_engine(engine, cfg).await.unwrap();
+        let c = Catalog { _dir: dir, server };
+        c.pg()
+            .await
+            .batch_execute(
+                "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, x DOUBLE, loc GEOMETRY);
+                 CREATE INDEX t_name ON t USING btree (name);
+                 CREATE INDEX t_loc ON t USING rtree (loc);
+                 CREATE VIEW v AS SELECT id, name FROM t;",
+            )
+            .await
+            .unwrap();
+        c
+    }
+
+    async fn pg(&self) -> Client {
+        let addr = self.server.pg_addr().unwrap();
+        let (client, conn) = tokio_postgres::connect(
+            &format!(
+                "host={} port={} user=test dbname=silt",
+                addr.ip(),
+                addr.port()
+            ),
+            NoTls,
+        )
+        .await
+        .unwrap();
+        tokio::spawn(conn);
+        client
+    }
+}
+
+/// The rows of a simple-protocol query, as text.
+async fn rows(c: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
+    let msgs = c
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}\n-> {e:?}"));
+    msgs.into_iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// psql's lookup of a relation's oid by name (`\d name`).
+async fn oid(c: &Client, name: &str) -> String {
+    let r = rows(
+        c,
+        &format!(
+            "SELECT c.oid, n.nspname, c.relname FROM pg_catalog.pg_class c \
+             LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             WHERE c.relname OPERATOR(pg_catalog.~) '^({name})$' COLLATE pg_catalog.default \
+             AND pg_catalog.pg_table_is_visible(c.oid) ORDER BY 2, 3"
+        ),
+    )
+    .await;
+    assert_eq!(r.len(), 1, "one relation named {name}: {r:?}");
+    r[0][0].clone().unwrap()
+}
+
+fn flat(r: &[Vec<Option<String>>]) -> Vec<String> {
+    r.iter()
+        .map(|row| {
+            row.iter()
+                .map(|v| v.clone().unwrap_or_else(|| "NULL".into()))
+                .collect::<Vec<_>>()
+                .join("|")
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_psql_catalog_query_runs() {
+    let f = Catalog::start().await;
+    let c = f.pg().await;
+    let (t, t_name, v) = (
+        oid(&c, "t").await,
+        oid(&c, "t_name").await,
+        oid(&c, "v").await,
+    );
+    let mut ran = 0;
+    for q in PSQL15.split("\n-- ----\n") {
+        let q = q
+            .replace("{t}", &t)
+            .replace("{t_name}", &t_name)
+            .replace("{v}", &v);
+        let body: Vec<&str> = q.lines().filter(|l| !l.starts_with("--")).collect();
+        if body.iter().all(|l| l.trim().is_empty()) {
+            continue;
+        }
+        rows(&c, &body.join("\n")).await;
+        ran += 1;
+    }
+    assert!(ran >= 25, "ran {ran} of the captured queries");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_catalog_describes_tables_indexes_and_views() {
+    let f = Catalog::start().await;
+    let c = f.pg().await;
+    // \dt and \dv
+    let kinds = rows(
+        &c,
+        "SELECT c.relname, c.relkind, pg_catalog.pg_get_userbyid(c.relowner), am.amname \
+         FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+         LEFT JOIN pg_catalog.pg_am am ON am.oid = c.relam \
+         WHERE n.nspname = 'public' ORDER BY 1",
+    )
+    .await;
+    assert_eq!(
+        flat(&kinds),
+        [
+            "t|r|silt|lsm",
+            "t_loc|i|silt|rtree",
+            "t_name|i|silt|btree",
+            "t_pkey|i|silt|btree",
+            "v|v|silt|NULL"
+        ]
+    );
+    // \d t: columns, types, NOT NULL
+    let t = oid(&c, "t").await;
+    let cols = rows(
+        &c,
+        &format!(
+            "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull \
+             FROM pg_catalog.pg_attribute a WHERE a.attrelid = '{t}' AND a.attnum > 0 \
+             AND NOT a.attisdropped ORDER BY a.attnum"
+        ),
+    )
+    .await;
+    assert_eq!(
+        flat(&cols),
+        [
+            "id|bigint|t",
+            "name|text|f",
+            "x|double precision|f",
+            "loc|geometry|f"
+        ]
+    );
+    // The index footer of \d t, and pg_indexes.
+    let idx = rows(
+        &c,
+        &format!(
+            "SELECT c2.relname, i.indisprimary, pg_catalog.pg_get_indexdef(i.indexrelid, 0, true), \
+             pg_catalog.pg_get_constraintdef(con.oid, true), i.indkey \
+             FROM pg_catalog.pg_class c, pg_catalog.pg_class c2, pg_catalog.pg_index i \
+             LEFT JOIN pg_catalog.pg_constraint con ON (conrelid = i.indrelid AND conindid = i.indexrelid AND contype IN ('p','u','x')) \
+             WHERE c.oid = '{t}' AND c.oid = i.indrelid AND i.indexrelid = c2.oid \
+             ORDER BY i.indisprimary DESC, c2.relname"
+        ),
+    )
+    .await;
+    assert_eq!(
+        flat(&idx),
+        [
+            "t_pkey|t|CREATE UNIQUE INDEX t_pkey ON public.t USING btree (id)|PRIMARY KEY (id)|1",
+            "t_loc|f|CREATE INDEX t_loc ON public.t USING rtree (loc)|NULL|4",
+            "t_name|f|CREATE INDEX t_name ON public.t USING btree (name)|NULL|2",
+        ]
+    );
+    let views = rows(
+        &c,
+        "SELECT viewname, definition FROM pg_views WHERE schemaname = 'public'",
+    )
+    .await;
+    assert_eq!(flat(&views), ["v|SELECT id, name FROM t;"]);
+    // The catalog is read when a statement plans: a dropped index is gone.
+    c.batch_execute("DROP INDEX t_loc").await.unwrap();
+    let names = rows(&c, "SELECT indexname FROM pg_indexes ORDER BY 1").await;
+    assert_eq!(flat(&names), ["t_name", "t_pkey"]);
+    // Oids are stable: another connection sees the same.
+    let c2 = f.pg().await;
+    assert_eq!(oid(&c2, "t").await, t);
+    // Unqualified catalog names resolve, as pg_catalog is searched.
+    let n = rows(
+        &c,
+        "SELECT count(*) FROM pg_namespace WHERE nspname = 'public'",
+    )
+    .await;
+    assert_eq!(flat(&n), ["1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_functions_and_settings() {
+    let f = Catalog::start().await;
+    let c = f.pg().await;
+    let r = rows(
+        &c,
+        "SELECT pg_catalog.version(), current_schema(), current_database(), \
+         to_regtype('int8'), to_regtype('no_such_type'), 'pg_class'::regclass = 'pg_catalog.pg_class'::regclass",
+    )
+    .await;
+    let row = &r[0];
+    assert!(
+        row[0]
+            .as_deref()
+            .unwrap()
+            .starts_with("PostgreSQL 16.6 (Silt"),
+        "{row:?}"
+    );
+    assert_eq!(row[1].as_deref(), Some("public"));
+    assert_eq!(row[2].as_deref(), Some("silt"));
+    assert_eq!(row[3].as_deref(), Some("20"));
+    assert_eq!(row[4], None);
+    assert_eq!(row[5].as_deref(), Some("t"));
+    for (show, want) in [
+        ("SHOW server_version", "16.6"),
+        ("SHOW standard_conforming_strings", "on"),
+        ("SHOW transaction isolation level", "read committed"),
+    ] {
+        assert_eq!(flat(&rows(&c, show).await), [want], "{show}");
+    }
+    // psycopg's type lookup (TypeInfo.fetch).
+    let ti = c
+        .query(
+            "SELECT typname AS name, oid, typarray AS array_oid, oid::regtype::text AS regtype, \
+             typdelim AS delimiter FROM pg_type t WHERE t.oid = to_regtype($1) ORDER BY t.oid",
+            &[&"geometry"],
+        )
+        .await
+        .unwrap();
+    assert_eq!(ti.len(), 1);
+    assert_eq!(ti[0].get::<_, &str>("regtype"), "geometry");
+    // A relation that does not exist, named in a cast.
+    let e = c.simple_query("SELECT 'nope'::regclass").await.unwrap_err();
+    let msg = e
+        .as_db_error()
+        .map(|d| d.message().to_owned())
+        .unwrap_or_default();
+    assert!(msg.contains("relation \"nope\" does not exist"), "{e:?}");
+    // A catalog subquery of more than one row is PostgreSQL's error.
+    let e = c
+        .simple_query(
+            "SELECT (SELECT a.attname FROM pg_attribute a WHERE a.attrelid = c.oid) FROM pg_class c \
+             WHERE c.relname = 't'",
+        )
+        .await
+        .unwrap_err();
+    let msg = e
+        .as_db_error()
+        .map(|d| d.message().to_owned())
+        .unwrap_or_default();
+    assert!(msg.contains("more than one row"), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arrays_travel_as_postgresql_arrays() {
+    let f = Catalog::start().await;
+    let c = f.pg().await;
+    // Binary (tokio-postgres' extended protocol).
+    let r = c
+        .query_one(
+            "SELECT make_array(1, 2, 3) AS i, make_array('a b', 'c,d', NULL, '\"q\"') AS s, \
+             make_array(1.5, 2.0) AS f",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, Vec<i64>>("i"), vec![1, 2, 3]);
+    assert_eq!(
+        r.get::<_, Vec<Option<String>>>("s"),
+        vec![
+            Some("a b".into()),
+            Some("c,d".into()),
+            None,
+            Some("\"q\"".into())
+        ]
+    );
+    assert_eq!(r.get::<_, Vec<f64>>("f"), vec![1.5, 2.0]);
+    // Text, quoted as PostgreSQL quotes.
+    let t = rows(
+        &c,
+        "SELECT make_array('a b', 'c,d', NULL), make_array(1, 2)",
+    )
+    .await;
+    assert_eq!(flat(&t), ["{\"a b\",\"c,d\",NULL}|{1,2}"]);
+}
