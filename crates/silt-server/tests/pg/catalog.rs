@@ -12,6 +12,21 @@ use silt_sql::SqlEngine;
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 
 const PSQL15: &str = include_str!("../fixtures/psql15_catalog.sql");
+const PGJDBC: &str = include_str!("../fixtures/pgjdbc_metadata.sql");
+
+/// The statements of a fixture file (`-- ----` between them, `--` lines
+/// dropped).
+fn statements(file: &str) -> Vec<String> {
+    file.split("\n-- ----\n")
+        .map(|q| {
+            q.lines()
+                .filter(|l| !l.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .filter(|q| !q.trim().is_empty())
+        .collect()
+}
 
 struct Catalog {
     _dir: tempfile::TempDir,
@@ -112,20 +127,54 @@ async fn every_psql_catalog_query_runs() {
         oid(&c, "t_name").await,
         oid(&c, "v").await,
     );
-    let mut ran = 0;
-    for q in PSQL15.split("\n-- ----\n") {
+    let all = statements(PSQL15);
+    assert!(all.len() >= 25, "{} captured queries", all.len());
+    for q in all {
         let q = q
             .replace("{t}", &t)
             .replace("{t_name}", &t_name)
             .replace("{v}", &v);
-        let body: Vec<&str> = q.lines().filter(|l| !l.starts_with("--")).collect();
-        if body.iter().all(|l| l.trim().is_empty()) {
-            continue;
-        }
-        rows(&c, &body.join("\n")).await;
-        ran += 1;
+        rows(&c, &q).await;
     }
-    assert!(ran >= 25, "ran {ran} of the captured queries");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgjdbc_metadata_queries_describe_the_table() {
+    let f = Catalog::start().await;
+    let c = f.pg().await;
+    let mut results = Vec::new();
+    for q in statements(PGJDBC) {
+        results.push((q.clone(), flat(&rows(&c, &q).await)));
+    }
+    assert_eq!(results.len(), 14);
+    let find = |needle: &str| {
+        results
+            .iter()
+            .find(|(q, _)| q.contains(needle))
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| panic!("no query with {needle}"))
+    };
+    // getTables: the table, its view and indexes.
+    let tables = find("AS \"TABLE_TYPE\"");
+    assert!(tables.iter().any(|r| r.contains("|t|TABLE|")), "{tables:?}");
+    assert!(tables.iter().any(|r| r.contains("|v|VIEW|")), "{tables:?}");
+    // getColumns: names, type oids, NOT NULL.
+    let cols = find("row_number() OVER");
+    assert!(cols[0].starts_with("silt|public|t|id|20|t|"), "{cols:?}");
+    assert_eq!(cols.len(), 4 + 2, "t's four columns and v's two: {cols:?}");
+    // getPrimaryKeys: (_pg_expandarray(conkey)).n
+    let pk = find("PK_NAME\"FROM");
+    assert_eq!(pk, ["silt|public|t|id|1|t_pkey"]);
+    // getIndexInfo: the primary key's index first, then the others by name.
+    let ix = find("NON_UNIQUE\"");
+    let names: Vec<&str> = ix
+        .iter()
+        .map(|r| r.split('|').nth(5).unwrap_or(""))
+        .collect();
+    assert_eq!(names, ["t_pkey", "t_loc", "t_name"], "{ix:?}");
+    // getTypeInfo's search-path query.
+    let types = find("array_in");
+    assert!(types.iter().any(|r| r.contains("|int8|")), "{types:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -480,6 +480,17 @@ fn regtype_oid(a: &[ScalarValue], _: &mut Ctx<'_>) -> DfResult<ScalarValue> {
     }
 }
 
+/// `'f'::regproc`: the oid of one of the few functions the catalog names
+/// (`array_in`, every array type's input function); NULL for another
+/// (Silt's `pg_proc` lists none).
+fn regproc_oid(a: &[ScalarValue], _: &mut Ctx<'_>) -> DfResult<ScalarValue> {
+    let name = a.first().and_then(text).unwrap_or_default();
+    Ok(match name.trim().trim_start_matches("pg_catalog.") {
+        "array_in" => i(super::types::ARRAY_IN),
+        _ => NULL,
+    })
+}
+
 fn to_regtype(a: &[ScalarValue], c: &mut Ctx<'_>) -> DfResult<ScalarValue> {
     Ok(regtype_oid(a, c).unwrap_or(NULL))
 }
@@ -626,6 +637,7 @@ pub fn all(source: &Arc<Source>) -> Vec<ScalarUDF> {
         ("quote_ident", (1, 1), text(), quote),
         ("to_regclass", (1, 1), int8(), to_regclass),
         ("to_regtype", (1, 1), int8(), to_regtype),
+        ("silt_regproc_oid", (1, 1), int8(), regproc_oid),
         ("current_setting", (1, 2), text(), current_setting),
         ("array_upper", (2, 2), int8(), array_upper),
         ("silt_regclass_oid", (1, 1), int8(), regclass_oid),

@@ -20,6 +20,7 @@
 
 pub mod columns;
 pub mod correlate;
+pub mod expand;
 pub mod functions;
 pub mod rewrite;
 pub mod rows;
@@ -116,6 +117,7 @@ pub fn prepare(stmt: &mut datafusion::sql::parser::Statement) {
         }
         rewrite::rewrite(s.as_mut());
         if catalog {
+            expand::expand(s.as_mut());
             rewrite::aggregate_subqueries(s.as_mut());
         }
     }

@@ -272,7 +272,7 @@ fn name_parts(n: &ObjectName) -> Vec<String> {
         .collect()
 }
 
-fn func(name: &str, args: Vec<Expr>) -> Expr {
+pub(super) fn func(name: &str, args: Vec<Expr>) -> Expr {
     Expr::Function(Function {
         name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(name))]),
         uses_odbc_syntax: false,
@@ -438,6 +438,7 @@ fn rewritten(expr: &mut Expr) -> Option<Expr> {
                 "regtype" => func("silt_regtype_name", vec![e, Expr::value(Value::Null)]),
                 "regnamespace" if literal => func("silt_regnamespace_oid", vec![e]),
                 "regnamespace" => func("silt_regnamespace_name", vec![e]),
+                "regproc" | "regprocedure" if literal => func("silt_regproc_oid", vec![e]),
                 "regproc" | "regprocedure" | "regoper" | "regrole" => cast(e, DataType::Text),
                 "oid" | "xid" | "regconfig" => cast(e, DataType::BigInt(None)),
                 "text" | "name" | "char" | "bpchar" | "varchar" | "pg_node_tree" => {

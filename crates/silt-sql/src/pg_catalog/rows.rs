@@ -226,6 +226,15 @@ fn type_rows() -> Vec<Row> {
                 ("typisdefined", true.into()),
                 ("typdelim", ','.into()),
                 ("typelem", t.elem.into()),
+                (
+                    "typinput",
+                    if t.category == 'A' {
+                        types::ARRAY_IN
+                    } else {
+                        0
+                    }
+                    .into(),
+                ),
                 ("typarray", t.array.into()),
                 ("typalign", if t.len == 8 { 'd' } else { 'i' }.into()),
                 ("typstorage", if t.len > 0 { 'p' } else { 'x' }.into()),
@@ -345,6 +354,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("integer_datetimes", "on", "bool"),
     ("IntervalStyle", "postgres", "enum"),
     ("max_identifier_length", "63", "integer"),
+    ("max_index_keys", "32", "integer"),
     ("search_path", "\"$user\", public", "string"),
     ("server_encoding", "UTF8", "string"),
     ("server_version", SERVER_VERSION, "string"),

@@ -47,6 +47,9 @@ const fn a(oid: i64, name: &'static str, elem: i64) -> PgType {
     }
 }
 
+/// The oid of `array_in`, every array type's `typinput`.
+pub const ARRAY_IN: i64 = 750;
+
 /// Silt's `geometry` type.
 pub const GEOMETRY: i64 = 9_001;
 
