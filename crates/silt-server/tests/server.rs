@@ -4,6 +4,9 @@
 #[path = "common/http_client.rs"]
 mod http_client;
 
+#[path = "common/pg_fixture.rs"]
+mod pg_fixture;
+
 // The catalog's tests share this binary (one link of the server fewer).
 #[path = "pg/catalog.rs"]
 mod catalog;
@@ -21,9 +24,9 @@ use serde_json::Value;
 use silt::{Database, DbOptions};
 use silt_server::{Server, ServerConfig};
 use silt_sql::SqlEngine;
+use tokio_postgres::SimpleQueryMessage;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
-use tokio_postgres::{NoTls, SimpleQueryMessage};
 
 /// A table `slow(n BIGINT)` whose scan yields one row every `step`.
 #[derive(Debug)]
@@ -93,21 +96,7 @@ impl Fixture {
     }
 
     async fn pg(&self) -> tokio_postgres::Client {
-        let addr = self.server.pg_addr().unwrap();
-        let (client, conn) = tokio_postgres::connect(
-            &format!(
-                "host={} port={} user=test dbname=silt",
-                addr.ip(),
-                addr.port()
-            ),
-            NoTls,
-        )
-        .await
-        .unwrap();
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        client
+        pg_fixture::connect(&self.server).await
     }
 
     fn url(&self, path: &str) -> String {

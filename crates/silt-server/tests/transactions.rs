@@ -5,70 +5,40 @@
 #[path = "common/http_client.rs"]
 mod http_client;
 
+#[path = "common/pg_fixture.rs"]
+mod pg_fixture;
+
 // COPY's tests share this binary (one link of the server fewer in CI).
 #[path = "pg/copy.rs"]
 mod copy;
 
-use std::sync::Arc;
-
+use pg_fixture::PgFixture;
 use serde_json::Value;
-use silt::{Database, DbOptions};
-use silt_server::{Server, ServerConfig};
-use silt_sql::SqlEngine;
-use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    server: Server,
-}
-
-impl Fixture {
-    async fn start() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Database::open(dir.path(), DbOptions::default()).unwrap());
-        let engine = SqlEngine::new(db).unwrap();
-        let cfg = ServerConfig {
-            pg_addr: Some("127.0.0.1:0".parse().unwrap()),
-            http_addr: Some("127.0.0.1:0".parse().unwrap()),
-            ..ServerConfig::default()
-        };
-        let server = Server::start_with_engine(engine, cfg).await.unwrap();
-        let f = Fixture { _dir: dir, server };
-        f.pg()
-            .await
-            .batch_execute(
-                "CREATE TABLE acc (id BIGINT PRIMARY KEY, bal BIGINT, loc GEOMETRY);
+/// The tables every test starts from.
+const SETUP: &str = "CREATE TABLE acc (id BIGINT PRIMARY KEY, bal BIGINT, loc GEOMETRY);
                  CREATE INDEX acc_bal ON acc USING btree (bal);
                  CREATE INDEX acc_loc ON acc USING rtree (loc);
                  CREATE TABLE log (id BIGINT PRIMARY KEY, note VARCHAR);
-                 INSERT INTO acc VALUES (1, 100, ST_Point(1, 1)), (2, 100, ST_Point(2, 2));",
-            )
-            .await
-            .unwrap();
-        f
+                 INSERT INTO acc VALUES (1, 100, ST_Point(1, 1)), (2, 100, ST_Point(2, 2));";
+
+struct Fixture(PgFixture);
+
+impl Fixture {
+    async fn start() -> Fixture {
+        Fixture(PgFixture::start(true, SETUP).await)
     }
 
     async fn pg(&self) -> tokio_postgres::Client {
-        let addr = self.server.pg_addr().unwrap();
-        let (client, conn) = tokio_postgres::connect(
-            &format!(
-                "host={} port={} user=test dbname=silt",
-                addr.ip(),
-                addr.port()
-            ),
-            NoTls,
-        )
-        .await
-        .unwrap();
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        client
+        self.0.pg().await
     }
 
     fn url(&self) -> String {
-        format!("http://{}/query/service", self.server.http_addr().unwrap())
+        format!(
+            "http://{}/query/service",
+            self.0.server.http_addr().unwrap()
+        )
     }
 }
 

@@ -219,7 +219,9 @@ impl SqlEngine {
     /// optimizer rules.
     pub fn new(db: Arc<Database>) -> Result<SqlEngine, SqlError> {
         let mut config = SessionConfig::new()
-            .with_information_schema(true)
+            // Silt's own (PostgreSQL's types), registered below; it keeps
+            // DataFusion's `routines`, `parameters` and `df_settings`.
+            .with_information_schema(false)
             .with_default_catalog_and_schema(CATALOG, "public");
         config.options_mut().sql_parser.map_string_types_to_utf8view = false;
         let pool = Arc::new(bounds::ServerPool::new(0));
@@ -256,6 +258,7 @@ impl SqlEngine {
         let copies = Arc::new(copy::progress::CopyRegistry::default());
         let progress: Arc<dyn TableProvider> =
             Arc::new(copy::progress::ProgressTable::new(copies.clone(), CATALOG));
+        let source_for_info = source.clone();
         let pg = Arc::new(pg_catalog::PgCatalogSchema::new(
             source,
             vec![("pg_stat_progress_copy".to_owned(), progress)],
@@ -267,6 +270,15 @@ impl SqlEngine {
         });
         catalog.register_schema("public", schema)?;
         catalog.register_schema("pg_catalog", pg)?;
+        // Weak: the catalog list holds this schema.
+        let catalogs = Arc::downgrade(ctx.state().catalog_list());
+        catalog.register_schema(
+            "information_schema",
+            Arc::new(pg_catalog::information_schema::InfoSchema::new(
+                source_for_info,
+                catalogs,
+            )),
+        )?;
         Ok(SqlEngine {
             db,
             ctx,

@@ -4,12 +4,9 @@
 //! database: tables, views, primary keys and Silt's indexes, column types;
 //! the session functions clients call on connect; arrays on the wire.
 
-use std::sync::Arc;
+use tokio_postgres::{Client, SimpleQueryMessage};
 
-use silt::{Database, DbOptions};
-use silt_server::{Server, ServerConfig};
-use silt_sql::SqlEngine;
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use crate::pg_fixture::PgFixture;
 
 const PSQL15: &str = include_str!("../fixtures/psql15_catalog.sql");
 const PGJDBC: &str = include_str!("../fixtures/pgjdbc_metadata.sql");
@@ -28,51 +25,14 @@ fn statements(file: &str) -> Vec<String> {
         .collect()
 }
 
-struct Catalog {
-    _dir: tempfile::TempDir,
-    server: Server,
-}
-
-impl Catalog {
-    async fn start() -> Catalog {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Database::open(dir.path(), DbOptions::default()).unwrap());
-        let engine = SqlEngine::new(db).unwrap();
-        let cfg = ServerConfig {
-            pg_addr: Some("127.0.0.1:0".parse().unwrap()),
-            http_addr: None,
-            ..ServerConfig::default()
-        };
-        let server = Server::start_with_engine(engine, cfg).await.unwrap();
-        let c = Catalog { _dir: dir, server };
-        c.pg()
-            .await
-            .batch_execute(
-                "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, x DOUBLE, loc GEOMETRY);
+/// The tables, indexes and view every test reads the catalog of.
+const SETUP: &str = "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, x DOUBLE, loc GEOMETRY);
                  CREATE INDEX t_name ON t USING btree (name);
                  CREATE INDEX t_loc ON t USING rtree (loc);
-                 CREATE VIEW v AS SELECT id, name FROM t;",
-            )
-            .await
-            .unwrap();
-        c
-    }
+                 CREATE VIEW v AS SELECT id, name FROM t;";
 
-    async fn pg(&self) -> Client {
-        let addr = self.server.pg_addr().unwrap();
-        let (client, conn) = tokio_postgres::connect(
-            &format!(
-                "host={} port={} user=test dbname=silt",
-                addr.ip(),
-                addr.port()
-            ),
-            NoTls,
-        )
-        .await
-        .unwrap();
-        tokio::spawn(conn);
-        client
-    }
+async fn start() -> PgFixture {
+    PgFixture::start(false, SETUP).await
 }
 
 /// The rows of a simple-protocol query, as text.
@@ -120,7 +80,7 @@ fn flat(r: &[Vec<Option<String>>]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_psql_catalog_query_runs() {
-    let f = Catalog::start().await;
+    let f = start().await;
     let c = f.pg().await;
     let (t, t_name, v) = (
         oid(&c, "t").await,
@@ -140,7 +100,7 @@ async fn every_psql_catalog_query_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pgjdbc_metadata_queries_describe_the_table() {
-    let f = Catalog::start().await;
+    let f = start().await;
     let c = f.pg().await;
     let mut results = Vec::new();
     for q in statements(PGJDBC) {
@@ -179,7 +139,7 @@ async fn pgjdbc_metadata_queries_describe_the_table() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_catalog_describes_tables_indexes_and_views() {
-    let f = Catalog::start().await;
+    let f = start().await;
     let c = f.pg().await;
     // \dt and \dv
     let kinds = rows(
@@ -264,8 +224,70 @@ async fn the_catalog_describes_tables_indexes_and_views() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn information_schema_speaks_postgresql() {
+    let f = start().await;
+    let c = f.pg().await;
+    let cols = rows(
+        &c,
+        "SELECT column_name, data_type, is_nullable, udt_name, numeric_precision \
+         FROM information_schema.columns WHERE table_schema = 'public' AND table_name = 't' \
+         ORDER BY ordinal_position",
+    )
+    .await;
+    assert_eq!(
+        flat(&cols),
+        [
+            "id|bigint|NO|int8|64",
+            "name|text|YES|text|NULL",
+            "x|double precision|YES|float8|53",
+            "loc|USER-DEFINED|YES|geometry|NULL"
+        ]
+    );
+    let tables = rows(
+        &c,
+        "SELECT table_catalog, table_name, table_type FROM information_schema.tables \
+         WHERE table_schema = 'public' ORDER BY 2",
+    )
+    .await;
+    assert_eq!(flat(&tables), ["silt|t|BASE TABLE", "silt|v|VIEW"]);
+    let views = rows(
+        &c,
+        "SELECT table_name, view_definition FROM information_schema.views WHERE table_schema = 'public'",
+    )
+    .await;
+    assert_eq!(flat(&views), ["v|SELECT id, name FROM t;"]);
+    let keys = rows(
+        &c,
+        "SELECT tc.constraint_name, tc.constraint_type, k.column_name, k.ordinal_position \
+         FROM information_schema.table_constraints tc JOIN information_schema.key_column_usage k \
+         ON k.constraint_name = tc.constraint_name WHERE tc.table_name = 't'",
+    )
+    .await;
+    assert_eq!(flat(&keys), ["t_pkey|PRIMARY KEY|id|1"]);
+    // DataFusion's SHOW statements read these tables.
+    let shown = rows(&c, "SHOW TABLES").await;
+    assert!(
+        shown.iter().any(|r| r[2].as_deref() == Some("t")),
+        "{shown:?}"
+    );
+    let shown = rows(&c, "SHOW COLUMNS FROM t").await;
+    assert_eq!(shown.len(), 4, "{shown:?}");
+    assert_eq!(
+        rows(&c, "SHOW datafusion.execution.batch_size").await.len(),
+        1
+    );
+    // The schemata, information_schema among them, as pg_namespace has it.
+    let s = rows(
+        &c,
+        "SELECT schema_name FROM information_schema.schemata ORDER BY 1",
+    )
+    .await;
+    assert_eq!(flat(&s), ["information_schema", "pg_catalog", "public"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_functions_and_settings() {
-    let f = Catalog::start().await;
+    let f = start().await;
     let c = f.pg().await;
     let r = rows(
         &c,
@@ -328,7 +350,7 @@ async fn session_functions_and_settings() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arrays_travel_as_postgresql_arrays() {
-    let f = Catalog::start().await;
+    let f = start().await;
     let c = f.pg().await;
     // Binary (tokio-postgres' extended protocol).
     let r = c

@@ -4,65 +4,25 @@
 //! (bad data, a taken key, a failed block, `CopyFail`) with what stayed.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt, TryStreamExt};
 use proptest::prelude::*;
-use silt::{Database, DbOptions};
-use silt_server::{Server, ServerConfig};
-use silt_sql::SqlEngine;
+use tokio_postgres::Client;
 use tokio_postgres::binary_copy::{BinaryCopyInWriter, BinaryCopyOutStream};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, NoTls};
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    server: Server,
-}
+use crate::pg_fixture::PgFixture;
 
-impl Fixture {
-    async fn start() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Database::open(dir.path(), DbOptions::default()).unwrap());
-        let engine = SqlEngine::new(db).unwrap();
-        let cfg = ServerConfig {
-            pg_addr: Some("127.0.0.1:0".parse().unwrap()),
-            http_addr: None,
-            ..ServerConfig::default()
-        };
-        let server = Server::start_with_engine(engine, cfg).await.unwrap();
-        let f = Fixture { _dir: dir, server };
-        f.pg()
-            .await
-            .batch_execute(
-                "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, x DOUBLE, ok BOOLEAN, loc GEOMETRY);
+/// The table every test loads.
+const SETUP: &str =
+    "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, x DOUBLE, ok BOOLEAN, loc GEOMETRY);
                  CREATE INDEX t_name ON t USING btree (name);
-                 CREATE INDEX t_loc ON t USING rtree (loc);",
-            )
-            .await
-            .unwrap();
-        f
-    }
+                 CREATE INDEX t_loc ON t USING rtree (loc);";
 
-    async fn pg(&self) -> Client {
-        let addr = self.server.pg_addr().unwrap();
-        let (client, conn) = tokio_postgres::connect(
-            &format!(
-                "host={} port={} user=test dbname=silt",
-                addr.ip(),
-                addr.port()
-            ),
-            NoTls,
-        )
-        .await
-        .unwrap();
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        client
-    }
+async fn start() -> PgFixture {
+    PgFixture::start(false, SETUP).await
 }
 
 /// Send `data` to `sql` (a COPY FROM STDIN) in pieces of `piece` bytes.
@@ -92,7 +52,7 @@ async fn count(c: &Client, sql: &str) -> i64 {
 
 #[tokio::test]
 async fn text_and_csv_load_and_every_index_sees_the_rows() {
-    let f = Fixture::start().await;
+    let f = start().await;
     let c = f.pg().await;
     let text = b"1\talpha\t1.5\tt\tPOINT(1 1)\n2\tbeta\\twith tab\t\\N\tf\tPOINT(2 2)\n3\t\\N\t-Infinity\t\\N\t\\N\n\\.\n";
     for piece in [1, 5, 4096] {
@@ -163,7 +123,7 @@ async fn text_and_csv_load_and_every_index_sees_the_rows() {
 
 #[tokio::test]
 async fn results_go_out_in_each_format_and_read_back() {
-    let f = Fixture::start().await;
+    let f = start().await;
     let c = f.pg().await;
     c.batch_execute(
         "INSERT INTO t VALUES (1, 'a\tb', 0.1, true, ST_Point(1, 2)), (2, NULL, 1e20, NULL, NULL), (3, '', NULL, false, NULL)",
@@ -221,7 +181,7 @@ async fn results_go_out_in_each_format_and_read_back() {
 
 #[tokio::test]
 async fn binary_load_through_the_binary_writer() {
-    let f = Fixture::start().await;
+    let f = start().await;
     let c = f.pg().await;
     let sink = c
         .copy_in("COPY t (id, name, x, ok) FROM STDIN (FORMAT binary)")
@@ -250,7 +210,7 @@ async fn binary_load_through_the_binary_writer() {
 
 #[tokio::test]
 async fn a_bad_row_stops_the_load_and_says_what_stayed() {
-    let f = Fixture::start().await;
+    let f = start().await;
     let c = f.pg().await;
     // Row 3 is not a number: rows 1 and 2 stay (each row is its own
     // transaction, as with INSERT), nothing after it is loaded.
@@ -361,7 +321,7 @@ async fn a_bad_row_stops_the_load_and_says_what_stayed() {
 
 #[tokio::test]
 async fn inside_a_block_a_load_is_all_or_nothing() {
-    let f = Fixture::start().await;
+    let f = start().await;
     let c = f.pg().await;
     c.batch_execute("BEGIN").await.unwrap();
     assert_eq!(
@@ -395,7 +355,7 @@ async fn inside_a_block_a_load_is_all_or_nothing() {
 
 #[tokio::test]
 async fn a_client_that_gives_up_leaves_a_usable_session() {
-    let f = Fixture::start().await;
+    let f = start().await;
     let c = f.pg().await;
     {
         // Dropping the sink without finishing sends CopyFail.
@@ -412,7 +372,7 @@ async fn a_client_that_gives_up_leaves_a_usable_session() {
 
 #[tokio::test]
 async fn a_load_in_progress_shows_in_pg_stat_progress_copy() {
-    let f = Fixture::start().await;
+    let f = start().await;
     let (c, watcher) = (f.pg().await, f.pg().await);
     let sink = c
         .copy_in::<_, Bytes>("COPY t (id) FROM STDIN")
@@ -472,7 +432,7 @@ proptest! {
     ) {
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
-            let f = Fixture::start().await;
+            let f = start().await;
             let c = f.pg().await;
             let model: BTreeMap<i64, (Option<String>, Option<f64>)> = rows;
             let fmt = ["text", "csv", "binary"][format];

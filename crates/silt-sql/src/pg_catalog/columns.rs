@@ -483,3 +483,133 @@ pub const RELATIONS: &[(&str, char, &str)] = &[
         "schemaname name, viewname name, viewowner name, definition text",
     ),
 ];
+
+/// The views of PostgreSQL 15's `information_schema` Silt serves, and
+/// their columns (its domains `sql_identifier`, `cardinal_number`,
+/// `character_data`, `yes_or_no` and `time_stamp` as their base types).
+/// `routines`, `parameters` and DataFusion's `df_settings` are DataFusion's
+/// own (its `SHOW FUNCTIONS` and `SHOW` read them).
+pub const INFORMATION_SCHEMA: &[(&str, &str)] = &[
+    (
+        "applicable_roles",
+        "grantee name, role_name name, is_grantable text",
+    ),
+    (
+        "character_sets",
+        "character_set_catalog name, character_set_schema name, character_set_name name, \
+         character_repertoire name, form_of_use name, default_collate_catalog name, \
+         default_collate_schema name, default_collate_name name",
+    ),
+    (
+        "check_constraints",
+        "constraint_catalog name, constraint_schema name, constraint_name name, check_clause text",
+    ),
+    (
+        "column_privileges",
+        "grantor name, grantee name, table_catalog name, table_schema name, table_name name, \
+         column_name name, privilege_type text, is_grantable text",
+    ),
+    (
+        "columns",
+        "table_catalog name, table_schema name, table_name name, column_name name, \
+         ordinal_position int4, column_default text, is_nullable text, data_type text, \
+         character_maximum_length int4, character_octet_length int4, numeric_precision int4, \
+         numeric_precision_radix int4, numeric_scale int4, datetime_precision int4, interval_type \
+         text, interval_precision int4, character_set_catalog name, character_set_schema name, \
+         character_set_name name, collation_catalog name, collation_schema name, collation_name \
+         name, domain_catalog name, domain_schema name, domain_name name, udt_catalog name, \
+         udt_schema name, udt_name name, scope_catalog name, scope_schema name, scope_name name, \
+         maximum_cardinality int4, dtd_identifier name, is_self_referencing text, is_identity \
+         text, identity_generation text, identity_start text, identity_increment text, \
+         identity_maximum text, identity_minimum text, identity_cycle text, is_generated text, \
+         generation_expression text, is_updatable text",
+    ),
+    (
+        "constraint_column_usage",
+        "table_catalog name, table_schema name, table_name name, column_name name, \
+         constraint_catalog name, constraint_schema name, constraint_name name",
+    ),
+    (
+        "domains",
+        "domain_catalog name, domain_schema name, domain_name name, data_type text, \
+         character_maximum_length int4, character_octet_length int4, character_set_catalog name, \
+         character_set_schema name, character_set_name name, collation_catalog name, \
+         collation_schema name, collation_name name, numeric_precision int4, \
+         numeric_precision_radix int4, numeric_scale int4, datetime_precision int4, interval_type \
+         text, interval_precision int4, domain_default text, udt_catalog name, udt_schema name, \
+         udt_name name, scope_catalog name, scope_schema name, scope_name name, \
+         maximum_cardinality int4, dtd_identifier name",
+    ),
+    (
+        "element_types",
+        "object_catalog name, object_schema name, object_name name, object_type text, \
+         collection_type_identifier name, data_type text, character_maximum_length int4, \
+         character_octet_length int4, character_set_catalog name, character_set_schema name, \
+         character_set_name name, collation_catalog name, collation_schema name, collation_name \
+         name, numeric_precision int4, numeric_precision_radix int4, numeric_scale int4, \
+         datetime_precision int4, interval_type text, interval_precision int4, domain_default \
+         text, udt_catalog name, udt_schema name, udt_name name, scope_catalog name, scope_schema \
+         name, scope_name name, maximum_cardinality int4, dtd_identifier name",
+    ),
+    ("enabled_roles", "role_name name"),
+    (
+        "key_column_usage",
+        "constraint_catalog name, constraint_schema name, constraint_name name, table_catalog \
+         name, table_schema name, table_name name, column_name name, ordinal_position int4, \
+         position_in_unique_constraint int4",
+    ),
+    (
+        "referential_constraints",
+        "constraint_catalog name, constraint_schema name, constraint_name name, \
+         unique_constraint_catalog name, unique_constraint_schema name, unique_constraint_name \
+         name, match_option text, update_rule text, delete_rule text",
+    ),
+    (
+        "schemata",
+        "catalog_name name, schema_name name, schema_owner name, default_character_set_catalog \
+         name, default_character_set_schema name, default_character_set_name name, sql_path text",
+    ),
+    (
+        "sequences",
+        "sequence_catalog name, sequence_schema name, sequence_name name, data_type text, \
+         numeric_precision int4, numeric_precision_radix int4, numeric_scale int4, start_value \
+         text, minimum_value text, maximum_value text, increment text, cycle_option text",
+    ),
+    (
+        "table_constraints",
+        "constraint_catalog name, constraint_schema name, constraint_name name, table_catalog \
+         name, table_schema name, table_name name, constraint_type text, is_deferrable text, \
+         initially_deferred text, enforced text, nulls_distinct text",
+    ),
+    (
+        "table_privileges",
+        "grantor name, grantee name, table_catalog name, table_schema name, table_name name, \
+         privilege_type text, is_grantable text, with_hierarchy text",
+    ),
+    (
+        "tables",
+        "table_catalog name, table_schema name, table_name name, table_type text, \
+         self_referencing_column_name name, reference_generation text, user_defined_type_catalog \
+         name, user_defined_type_schema name, user_defined_type_name name, is_insertable_into \
+         text, is_typed text, commit_action text",
+    ),
+    (
+        "triggers",
+        "trigger_catalog name, trigger_schema name, trigger_name name, event_manipulation text, \
+         event_object_catalog name, event_object_schema name, event_object_table name, \
+         action_order int4, action_condition text, action_statement text, action_orientation \
+         text, action_timing text, action_reference_old_table name, action_reference_new_table \
+         name, action_reference_old_row name, action_reference_new_row name, created timestamptz",
+    ),
+    (
+        "usage_privileges",
+        "grantor name, grantee name, object_catalog name, object_schema name, object_name name, \
+         object_type text, privilege_type text, is_grantable text",
+    ),
+    (
+        "views",
+        "table_catalog name, table_schema name, table_name name, view_definition text, \
+         check_option text, is_updatable text, is_insertable_into text, is_trigger_updatable \
+         text, is_trigger_deletable text, is_trigger_insertable_into text",
+    ),
+];

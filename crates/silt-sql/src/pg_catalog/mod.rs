@@ -22,6 +22,7 @@ pub mod columns;
 pub mod correlate;
 pub mod expand;
 pub mod functions;
+pub mod information_schema;
 pub mod rewrite;
 pub mod rows;
 pub mod single;

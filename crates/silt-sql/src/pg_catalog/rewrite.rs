@@ -12,7 +12,13 @@
 //!   `::oid` -> `::bigint`; `pg_catalog.text` and PostgreSQL's internal type
 //!   names (`name`, `"char"`, `int2`...) to their SQL types;
 //! - `ARRAY(SELECT e FROM ...)` -> `(SELECT array_agg(e) FROM ...)`
-//!   (an empty result is NULL rather than `{}`).
+//!   (an empty result is NULL rather than `{}`);
+//! - `FROM pg_catalog.unnest(a) x` -> DataFusion's `UNNEST`, its column
+//!   named `x`; `generate_subscripts(a, d)` -> the unnested series
+//!   `1..array_length(a, d)`;
+//! - `LIKE p ESCAPE '/'` -> `LIKE` with `/` in `p` turned into `\`;
+//! - `SHOW server_version` (and the other settings clients ask for) -> a
+//!   query of the value.
 //!
 //! A statement that reads the catalog ([`reads_catalog`]) also gets:
 //! - [`aggregate_subqueries`]: scalar subqueries that DataFusion plans only

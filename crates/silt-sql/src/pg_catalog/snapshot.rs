@@ -16,7 +16,7 @@ use datafusion::datasource::TableType;
 use futures::FutureExt;
 use silt::{Database, Dataset, IndexKind};
 
-use super::columns::RELATIONS;
+use super::columns::{INFORMATION_SCHEMA, RELATIONS};
 use super::types;
 use crate::convert;
 
@@ -25,7 +25,7 @@ pub const PG_CATALOG: i64 = 11;
 /// `public`'s oid.
 pub const PUBLIC: i64 = 2200;
 /// `information_schema`'s oid.
-pub const INFORMATION_SCHEMA: i64 = 13_000;
+pub const INFORMATION_SCHEMA_OID: i64 = 13_000;
 /// The bootstrap superuser's oid (every relation's owner).
 pub const OWNER: i64 = 10;
 /// The table access method of Silt's datasets (`lsm`).
@@ -227,7 +227,7 @@ impl Source {
             },
             // DataFusion's, kept outside the catalog's schema list.
             Namespace {
-                oid: INFORMATION_SCHEMA,
+                oid: INFORMATION_SCHEMA_OID,
                 name: "information_schema".to_owned(),
             },
         ];
@@ -235,18 +235,19 @@ impl Source {
         let catalog = self.catalog.upgrade();
         let mut schema_names = catalog.as_ref().map_or_else(Vec::new, |c| c.schema_names());
         schema_names.sort();
+        relations.extend(information_schema_relations());
         for s in &schema_names {
-            if s == "pg_catalog" {
+            // Both read this snapshot for their rows: described from their
+            // definitions instead.
+            if s == "pg_catalog" || s == "information_schema" {
                 continue;
             }
             let ns = if *s == self.default_schema {
                 PUBLIC
-            } else if s == "information_schema" {
-                INFORMATION_SCHEMA
             } else {
                 oid_of(&["namespace", s])
             };
-            if ns != PUBLIC && ns != INFORMATION_SCHEMA {
+            if ns != PUBLIC && ns != INFORMATION_SCHEMA_OID {
                 namespaces.push(Namespace {
                     oid: ns,
                     name: s.clone(),
@@ -426,33 +427,54 @@ fn add_dataset(out: &mut Vec<Relation>, schema: &str, ns: i64, ds: Arc<Dataset>)
 fn catalog_relations() -> Vec<Relation> {
     RELATIONS
         .iter()
-        .map(|(name, kind, cols)| Relation {
-            oid: oid_of(&["relation", "pg_catalog", name]),
-            name: (*name).to_owned(),
-            namespace: PG_CATALOG,
-            schema: "pg_catalog".to_owned(),
-            kind: *kind,
-            am: if *kind == 'r' { AM_LSM } else { 0 },
-            columns: super::table::spec(cols)
-                .into_iter()
-                .map(|(n, ty)| Column {
-                    name: n.to_owned(),
-                    type_oid: types::by_name(ty.trim_end_matches("[]")).map_or(25, |t| {
-                        if ty.ends_with("[]") {
-                            t.array.max(1009)
-                        } else {
-                            t.oid
-                        }
-                    }),
-                    not_null: false,
-                })
-                .collect(),
-            definition: None,
-            dataset: None,
-            index: None,
-            has_index: false,
+        .map(|(name, kind, cols)| fixed("pg_catalog", PG_CATALOG, name, *kind, cols))
+        .collect()
+}
+
+/// `information_schema`'s views.
+fn information_schema_relations() -> Vec<Relation> {
+    INFORMATION_SCHEMA
+        .iter()
+        .map(|(name, cols)| {
+            fixed(
+                "information_schema",
+                INFORMATION_SCHEMA_OID,
+                name,
+                'v',
+                cols,
+            )
         })
         .collect()
+}
+
+/// A relation of a fixed definition (`name type, ...`).
+fn fixed(schema: &str, ns: i64, name: &str, kind: char, cols: &'static str) -> Relation {
+    Relation {
+        oid: oid_of(&["relation", schema, name]),
+        name: name.to_owned(),
+        namespace: ns,
+        schema: schema.to_owned(),
+        kind,
+        am: if kind == 'r' { AM_LSM } else { 0 },
+        columns: super::table::spec(cols)
+            .into_iter()
+            .map(|(n, ty)| Column {
+                name: n.to_owned(),
+                type_oid: types::by_name(ty.trim_end_matches("[]")).map_or(25, |t| {
+                    if ty.ends_with("[]") {
+                        t.array.max(1009)
+                    } else {
+                        t.oid
+                    }
+                }),
+                not_null: false,
+            })
+            .collect(),
+        definition: None,
+        dataset: None,
+        index: None,
+        has_index: false,
+    }
 }
 
 #[cfg(test)]
