@@ -160,14 +160,16 @@ fn stages(c: &mut Criterion) {
     let text = box_text(f.centres[0]);
     let state = ctx.state();
     let stmt = state.sql_to_statement(&text, &dialect).expect("parse");
-    let logical = f
-        .rt
-        .block_on(state.statement_to_plan(stmt.clone()))
-        .expect("plan");
+    let logical =
+        f.rt.block_on(state.statement_to_plan(stmt.clone()))
+            .expect("plan");
     let optimized = state.optimize(&logical).expect("optimize");
-    let physical = f
-        .rt
-        .block_on(state.query_planner().create_physical_plan(&optimized, &state))
+    let physical =
+        f.rt.block_on(
+            state
+                .query_planner()
+                .create_physical_plan(&optimized, &state),
+        )
         .expect("physical");
     g.bench_function("parse", |b| {
         b.iter(|| state.sql_to_statement(&text, &dialect).expect("parse"))
@@ -183,8 +185,12 @@ fn stages(c: &mut Criterion) {
     });
     g.bench_function("physical_plan", |b| {
         b.iter(|| {
-            f.rt.block_on(state.query_planner().create_physical_plan(&optimized, &state))
-                .expect("physical")
+            f.rt.block_on(
+                state
+                    .query_planner()
+                    .create_physical_plan(&optimized, &state),
+            )
+            .expect("physical")
         })
     });
     g.bench_function("execute", |b| {
@@ -200,10 +206,9 @@ fn stages(c: &mut Criterion) {
 
     // Through `silt serve`'s PostgreSQL protocol on loopback.
     let cfg = silt_server::cli::config("127.0.0.1:0", "off", 4, 256, "30s").expect("config");
-    let server = f
-        .rt
-        .block_on(silt_server::Server::start(f.db.clone(), cfg))
-        .expect("server");
+    let server =
+        f.rt.block_on(silt_server::Server::start(f.db.clone(), cfg))
+            .expect("server");
     let port = server.pg_addr().expect("pg address").port();
     let mut client = postgres::Client::connect(
         &format!("host=127.0.0.1 port={port} user=bench dbname=silt"),

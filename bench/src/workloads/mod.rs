@@ -22,6 +22,8 @@ pub mod spatial_indexes_rect;
 pub mod spatial_policies;
 pub mod spatial_rtree;
 #[cfg(feature = "silt")]
+pub mod sql_ordinary;
+#[cfg(feature = "silt")]
 pub mod sql_path;
 pub mod txn_commit;
 
@@ -139,6 +141,8 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(sql_path::SqlPath),
         #[cfg(feature = "silt")]
         Box::new(pg_copy::PgCopy),
+        #[cfg(feature = "silt")]
+        Box::new(sql_ordinary::SqlOrdinary),
     ]
 }
 

@@ -66,7 +66,10 @@ fn copy_in(c: &mut Client, table: &str, data: &[u8], n: usize) -> Result<f64> {
     }
     let loaded = w.finish()?;
     let secs = t.elapsed().as_secs_f64();
-    ensure!(loaded as usize == n, "{table}: COPY said {loaded} rows, expected {n}");
+    ensure!(
+        loaded as usize == n,
+        "{table}: COPY said {loaded} rows, expected {n}"
+    );
     Ok(secs)
 }
 
@@ -100,15 +103,24 @@ fn measure(
     let plain = copy_in(c, "t_plain", data, n)?;
     let indexed = copy_in(c, "t_indexed", data, n)?;
     let count: i64 = c.query_one("SELECT count(*) FROM t_indexed", &[])?.get(0);
-    ensure!(count as usize == n, "{label}: {count} rows after COPY, expected {n}");
+    ensure!(
+        count as usize == n,
+        "{label}: {count} rows after COPY, expected {n}"
+    );
     let named: i64 = c
-        .query_one("SELECT count(*) FROM t_indexed WHERE name = 'user4242'", &[])?
+        .query_one(
+            "SELECT count(*) FROM t_indexed WHERE name = 'user4242'",
+            &[],
+        )?
         .get(0);
     let expect = data
         .split(|&b| b == b'\n')
         .filter(|l| l.split(|&b| b == b'\t').nth(1) == Some(b"user4242"))
         .count();
-    ensure!(named as usize == expect, "{label}: index lookup found {named}, expected {expect}");
+    ensure!(
+        named as usize == expect,
+        "{label}: index lookup found {named}, expected {expect}"
+    );
     let (out_secs, out_bytes) = copy_out(c, "t_plain")?;
     ensure!(out_bytes > 0, "{label}: COPY TO sent nothing");
     let rate = |s: f64| n as f64 / s;
@@ -169,7 +181,9 @@ impl Workload for PgCopy {
                     "CREATE TABLE {t} (id BIGINT PRIMARY KEY, name VARCHAR, x DOUBLE, flag BOOLEAN, ts BIGINT)"
                 );
                 if index {
-                    s.push_str(&format!("; CREATE INDEX {t}_name ON {t} USING btree (name)"));
+                    s.push_str(&format!(
+                        "; CREATE INDEX {t}_name ON {t} USING btree (name)"
+                    ));
                 }
                 s
             };
@@ -209,11 +223,20 @@ impl Workload for PgCopy {
                 };
                 let pg = measure(&mut c, "postgresql", &ddl, &data, n, &mut out)?;
                 for (metric, s, p) in [
-                    ("COPY FROM rows/s vs PostgreSQL (key only, silt / pg)", silt.0, pg.0),
-                    ("COPY FROM rows/s vs PostgreSQL (key + name index, silt / pg)", silt.1, pg.1),
+                    (
+                        "COPY FROM rows/s vs PostgreSQL (key only, silt / pg)",
+                        silt.0,
+                        pg.0,
+                    ),
+                    (
+                        "COPY FROM rows/s vs PostgreSQL (key + name index, silt / pg)",
+                        silt.1,
+                        pg.1,
+                    ),
                 ] {
                     out.push(
-                        ResultRow::new("silt-serve", metric, "x", Kind::Ratio, s / p).with_target(1.0),
+                        ResultRow::new("silt-serve", metric, "x", Kind::Ratio, s / p)
+                            .with_target(1.0),
                     );
                 }
             }

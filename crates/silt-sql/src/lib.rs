@@ -42,6 +42,7 @@
 //!   `count` column: the rows inserted, updated or deleted.
 
 pub mod access;
+pub mod batch;
 pub mod bounds;
 pub mod capped;
 pub mod coerce;

@@ -7,21 +7,25 @@ use std::fmt;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use datafusion::arrow::compute::SortOptions;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::expressions::Column as PhysColumn;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-    SendableRecordBatchStream,
+    SendableRecordBatchStream, SortOrderPushdownResult,
 };
 use silt::{Dataset, Query, QueryOptions, Value};
 
 use crate::StatementControl;
+use crate::batch::{BatchBuilder, Rec};
 use crate::convert::{self, ColumnInfo};
 use crate::error::silt_err;
 use crate::session::TxnSlot;
@@ -37,6 +41,9 @@ pub struct SiltScanExec {
     schema: SchemaRef,
     access: Access,
     limit: Option<usize>,
+    /// Read in descending key order (a primary access path asked for it by
+    /// `ORDER BY key DESC`, see [`ExecutionPlan::try_pushdown_sort`]).
+    rev: bool,
     /// Feeds an UPDATE or DELETE: inside a transaction, the versions read
     /// are validated at commit.
     for_write: bool,
@@ -63,25 +70,114 @@ impl SiltScanExec {
             .filter_map(|i| all.get(*i).cloned())
             .collect();
         let schema = convert::schema_of(&cols);
-        let props = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
+        let props = Self::props(&ds, &cols, &schema, &access, false);
         SiltScanExec {
             ds,
             cols,
             schema,
             access,
             limit,
+            rev: false,
             for_write,
-            props: Arc::new(props),
+            props,
+        }
+    }
+
+    fn props(
+        ds: &Dataset,
+        cols: &[ColumnInfo],
+        schema: &SchemaRef,
+        access: &Access,
+        rev: bool,
+    ) -> Arc<PlanProperties> {
+        let eq = match key_ordering(ds, cols, access, rev) {
+            Some(o) => EquivalenceProperties::new_with_orderings(schema.clone(), [o]),
+            None => EquivalenceProperties::new(schema.clone()),
+        };
+        Arc::new(PlanProperties::new(
+            eq,
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ))
+    }
+
+    /// This scan reading in the other direction.
+    fn reversed(&self) -> SiltScanExec {
+        let rev = !self.rev;
+        SiltScanExec {
+            ds: self.ds.clone(),
+            cols: self.cols.clone(),
+            schema: self.schema.clone(),
+            access: self.access.clone(),
+            limit: self.limit,
+            rev,
+            for_write: self.for_write,
+            props: Self::props(&self.ds, &self.cols, &self.schema, &self.access, rev),
         }
     }
 
     pub fn access(&self) -> &Access {
         &self.access
+    }
+}
+
+/// The order a scan's rows come in, when it is the primary key's: every
+/// primary access path (a full scan, a key range, gets) reads in key order
+/// (descending when `rev`), and for these field types the key encoding
+/// orders values as SQL does (numbers numerically, strings and bytes
+/// bytewise, `false` before `true`; key fields are never null). The
+/// ordering covers the key fields that lead the key and are in the
+/// projection. With it DataFusion drops the sort of `ORDER BY key` and
+/// pushes `LIMIT` into the scan ([`ExecutionPlan::with_fetch`]), which then
+/// reads only that many records.
+fn key_ordering(
+    ds: &Dataset,
+    cols: &[ColumnInfo],
+    access: &Access,
+    rev: bool,
+) -> Option<Vec<PhysicalSortExpr>> {
+    use silt::FieldType;
+    if !matches!(
+        access,
+        Access::Full | Access::Get(_) | Access::GetMany(_) | Access::PkRange { .. }
+    ) {
+        return None;
+    }
+    let mut ordering = Vec::new();
+    for key in &ds.def().primary_key {
+        let Some((i, col)) = cols.iter().enumerate().find(|(_, c)| &c.name == key) else {
+            break;
+        };
+        let ordered = matches!(
+            col.ty,
+            FieldType::Int
+                | FieldType::Double
+                | FieldType::String
+                | FieldType::Bool
+                | FieldType::Binary
+        );
+        if !ordered || !col.primary_key {
+            break;
+        }
+        let expr: Arc<dyn PhysicalExpr> = Arc::new(PhysColumn::new(&col.name, i));
+        ordering.push(PhysicalSortExpr::new(expr, SortOptions::new(rev, rev)));
+    }
+    (!ordering.is_empty()).then_some(ordering)
+}
+
+impl SiltScanExec {
+    fn clone_exec(&self) -> SiltScanExec {
+        SiltScanExec {
+            ds: self.ds.clone(),
+            cols: self.cols.clone(),
+            schema: self.schema.clone(),
+            access: self.access.clone(),
+            limit: self.limit,
+            rev: self.rev,
+            for_write: self.for_write,
+            props: self.props.clone(),
+        }
     }
 }
 
@@ -95,6 +191,9 @@ impl DisplayAs for SiltScanExec {
             self.access,
             names.join(", ")
         )?;
+        if self.rev {
+            f.write_str(", order=descending")?;
+        }
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
         }
@@ -129,6 +228,68 @@ impl ExecutionPlan for SiltScanExec {
         Ok(self)
     }
 
+    /// A `LIMIT` above the scan (with nothing in between that needs more
+    /// rows, such as a filter, or the sort of `ORDER BY key` the scan's own
+    /// order made needless) becomes the scan's: it reads only that many
+    /// records, and reads them in batches no larger.
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        let limit = match (self.limit, limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Some(Arc::new(SiltScanExec {
+            ds: self.ds.clone(),
+            cols: self.cols.clone(),
+            schema: self.schema.clone(),
+            access: self.access.clone(),
+            limit,
+            rev: self.rev,
+            for_write: self.for_write,
+            props: self.props.clone(),
+        }))
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.limit
+    }
+
+    /// `ORDER BY key DESC` (the key fields leading the key, all descending):
+    /// the same scan reading backwards, exactly in that order.
+    fn try_pushdown_sort(
+        &self,
+        order: &[PhysicalSortExpr],
+    ) -> DfResult<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
+        let Some(mine) = key_ordering(&self.ds, &self.cols, &self.access, self.rev) else {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        };
+        let same_column = |a: &PhysicalSortExpr, b: &PhysicalSortExpr| match (
+            a.expr.downcast_ref::<PhysColumn>(),
+            b.expr.downcast_ref::<PhysColumn>(),
+        ) {
+            (Some(x), Some(y)) => x.index() == y.index(),
+            _ => false,
+        };
+        let fits = |flip: bool| {
+            !order.is_empty()
+                && order.len() <= mine.len()
+                && order.iter().zip(&mine).all(|(want, have)| {
+                    same_column(want, have)
+                        && want.options.descending == (have.options.descending != flip)
+                })
+        };
+        if fits(false) {
+            return Ok(SortOrderPushdownResult::Exact {
+                inner: Arc::new(self.clone_exec()),
+            });
+        }
+        if fits(true) {
+            return Ok(SortOrderPushdownResult::Exact {
+                inner: Arc::new(self.reversed()),
+            });
+        }
+        Ok(SortOrderPushdownResult::Unsupported)
+    }
+
     fn execute(
         &self,
         partition: usize,
@@ -140,17 +301,25 @@ impl ExecutionPlan for SiltScanExec {
             )));
         }
         let batch_size = context.session_config().batch_size().max(1);
+        let batch_size = self.limit.map_or(batch_size, |l| batch_size.min(l.max(1)));
         let (cols, schema) = (self.cols.clone(), self.schema.clone());
         let txn = TxnSlot::of(context.session_config()).map(|t| (t, self.for_write));
         let ctl = crate::bounds::control(context.session_config().options()).cloned();
         // The first batch is read right here: a small answer (a key, a
         // box of a few hits, the k nearest) needs no thread of its own.
         // Only a scan with more to give goes on, on a blocking thread.
-        let mut cursor =
-            ScanCursor::open(&self.ds, &self.access, txn, ctl, self.limit, batch_size)?;
-        let first = match cursor.next_chunk()? {
+        let mut cursor = ScanCursor::open(
+            &self.ds,
+            &self.access,
+            self.rev,
+            txn,
+            ctl,
+            self.limit,
+            batch_size,
+        )?;
+        let first = match cursor.next_batch(&schema, &cols)? {
             None => return Ok(Box::pin(MemoryStream::try_new(vec![], schema, None)?)),
-            Some(records) => convert::records_to_batch(&schema, &cols, &records)?,
+            Some(batch) => batch,
         };
         if cursor.done {
             return Ok(Box::pin(MemoryStream::try_new(vec![first], schema, None)?));
@@ -161,8 +330,7 @@ impl ExecutionPlan for SiltScanExec {
             if tx.blocking_send(Ok(first)).is_err() {
                 return Ok(());
             }
-            while let Some(records) = cursor.next_chunk()? {
-                let batch = convert::records_to_batch(&schema, &cols, &records)?;
+            while let Some(batch) = cursor.next_batch(&schema, &cols)? {
                 if tx.blocking_send(Ok(batch)).is_err() {
                     break;
                 }
@@ -173,23 +341,48 @@ impl ExecutionPlan for SiltScanExec {
     }
 }
 
-type Records = Box<dyn Iterator<Item = silt::Result<Value>> + Send>;
+type Records = Box<dyn Iterator<Item = silt::Result<Rec>> + Send>;
+
+/// Records that come decoded.
+fn decoded(it: impl Iterator<Item = silt::Result<Value>> + Send + 'static) -> Records {
+    Box::new(it.map(|r| r.map(Rec::Decoded)))
+}
+
+/// Stored records of a primary scan, not decoded.
+fn encoded(mut sc: silt::dataset::DatasetScan) -> Records {
+    Box::new(std::iter::from_fn(move || {
+        sc.next_raw()
+            .transpose()
+            .map(|r| r.map(|(_, v)| Rec::Encoded(v)))
+    }))
+}
 
 /// Open the access path's record iterator.
 pub fn open_records(
     ds: &Arc<Dataset>,
     access: &Access,
+    rev: bool,
     limit: Option<usize>,
     ctl: &Option<Arc<StatementControl>>,
 ) -> silt::Result<Records> {
+    let scan = |lo, hi| -> silt::Result<Records> {
+        Ok(encoded(if rev {
+            ds.scan_raw_rev(lo, hi)?
+        } else {
+            ds.scan_raw(lo, hi)?
+        }))
+    };
     Ok(match access {
-        Access::Full => Box::new(ds.scan(Bound::Unbounded, Bound::Unbounded)?),
-        Access::Get(pk) => Box::new(ds.get(pk)?.into_iter().map(Ok)),
+        Access::Full => scan(Bound::Unbounded, Bound::Unbounded)?,
+        Access::Get(pk) => decoded(ds.get(pk)?.into_iter().map(Ok)),
         Access::GetMany(keys) => {
             let ds2 = ds.clone();
-            Box::new(
-                keys.clone()
-                    .into_iter()
+            let mut keys = keys.clone();
+            if rev {
+                keys.reverse();
+            }
+            decoded(
+                keys.into_iter()
                     .filter_map(move |k| ds2.get(std::slice::from_ref(&k)).transpose()),
             )
         }
@@ -200,7 +393,7 @@ pub fn open_records(
             {
                 return Ok(Box::new(std::iter::empty()));
             }
-            Box::new(ds.scan_raw(lo, hi)?)
+            scan(lo, hi)?
         }
         Access::Index {
             index,
@@ -220,7 +413,7 @@ pub fn open_records(
                 // the predicate): an index that cannot answer it after all
                 // falls back to a full scan.
                 Err(_) if !*exact => {
-                    return Ok(Box::new(ds.scan(Bound::Unbounded, Bound::Unbounded)?));
+                    return scan(Bound::Unbounded, Bound::Unbounded);
                 }
                 Err(e) => return Err(e),
             };
@@ -233,7 +426,7 @@ pub fn open_records(
                 }
             });
             let (check, column) = (text_check.clone(), column.clone());
-            Box::new(hits.filter_map(move |r| keep_hit(r, check.as_deref(), &column)))
+            decoded(hits.filter_map(move |r| keep_hit(r, check.as_deref(), &column)))
         }
         Access::Knn(k) => {
             let q = Query::Nearest {
@@ -242,7 +435,7 @@ pub fn open_records(
                 k: k.k,
             };
             let ds2 = ds.clone();
-            Box::new(
+            decoded(
                 ds.query(
                     &k.index,
                     &q,
@@ -271,6 +464,7 @@ pub fn open_records_in(
     slot: Arc<TxnSlot>,
     ds: &Arc<Dataset>,
     access: &Access,
+    rev: bool,
     limit: Option<usize>,
     for_write: bool,
     ctl: &Option<Arc<StatementControl>>,
@@ -280,7 +474,13 @@ pub fn open_records_in(
         move |pk: &[Value]| slot.with(|t| t.get(&ds, pk))
     };
     let scan = |lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>| -> silt::Result<Records> {
-        let mut sc = slot.with(|t| t.scan_raw(ds, lo, hi))?;
+        let mut sc = slot.with(|t| {
+            if rev {
+                t.scan_raw_rev(ds, lo, hi)
+            } else {
+                t.scan_raw(ds, lo, hi)
+            }
+        })?;
         let (slot, ds) = (slot.clone(), ds.clone());
         Ok(Box::new(std::iter::from_fn(move || {
             let r = (|| {
@@ -290,19 +490,24 @@ pub fn open_records_in(
                 if for_write && let Some(seq) = seq {
                     slot.with(|t| t.note_read(&ds, &k, Some(seq)))?;
                 }
-                silt::dataset::decode_stored(&v).map(Some)
+                Ok(Some(Rec::Encoded(v)))
             })();
             r.transpose()
         })))
     };
     Ok(match access {
         Access::Full => scan(Bound::Unbounded, Bound::Unbounded)?,
-        Access::Get(pk) => Box::new(get(pk)?.into_iter().map(Ok)),
-        Access::GetMany(keys) => Box::new(
-            keys.clone()
-                .into_iter()
-                .filter_map(move |k| get(std::slice::from_ref(&k)).transpose()),
-        ),
+        Access::Get(pk) => decoded(get(pk)?.into_iter().map(Ok)),
+        Access::GetMany(keys) => {
+            let mut keys = keys.clone();
+            if rev {
+                keys.reverse();
+            }
+            decoded(
+                keys.into_iter()
+                    .filter_map(move |k| get(std::slice::from_ref(&k)).transpose()),
+            )
+        }
         Access::PkRange { lo, hi, .. } => {
             let (lo, hi) = pk_bounds(ds, lo, hi)?;
             if let (Bound::Included(l), Bound::Excluded(h)) = (&lo, &hi)
@@ -331,7 +536,7 @@ pub fn open_records_in(
             };
             let check = text_check.clone();
             let column = column.clone();
-            Box::new(until_stopped(results, ctl).filter_map(move |h| {
+            decoded(until_stopped(results, ctl).filter_map(move |h| {
                 let rec = match h {
                     // Rows to change are re-read through the transaction
                     // (their versions are then validated at commit).
@@ -356,7 +561,7 @@ pub fn open_records_in(
                 limit: Some(k.k),
             };
             let results = slot.with(|t| t.query(ds, &k.index, &q, opts))?;
-            Box::new(results.filter_map(move |h| match h {
+            decoded(results.filter_map(move |h| match h {
                 Ok(h) if for_write => get(&h.pk).transpose(),
                 Ok(h) => match h.record {
                     Some(r) => Some(Ok(r)),
@@ -439,14 +644,17 @@ impl ScanCursor {
     fn open(
         ds: &Arc<Dataset>,
         access: &Access,
+        rev: bool,
         txn: Option<(Arc<TxnSlot>, bool)>,
         ctl: Option<Arc<StatementControl>>,
         limit: Option<usize>,
         batch_size: usize,
     ) -> DfResult<ScanCursor> {
         let it = match txn {
-            Some((slot, for_write)) => open_records_in(slot, ds, access, limit, for_write, &ctl),
-            None => open_records(ds, access, limit, &ctl),
+            Some((slot, for_write)) => {
+                open_records_in(slot, ds, access, rev, limit, for_write, &ctl)
+            }
+            None => open_records(ds, access, rev, limit, &ctl),
         }
         .map_err(silt_err)?;
         Ok(ScanCursor {
@@ -463,13 +671,18 @@ impl ScanCursor {
         self.ctl.as_ref().map_or(Ok(()), |c| c.check())
     }
 
-    /// The next chunk; `None` when the scan is over.
-    fn next_chunk(&mut self) -> DfResult<Option<Vec<Value>>> {
+    /// The next batch of the projected columns; `None` when the scan is
+    /// over.
+    fn next_batch(
+        &mut self,
+        schema: &SchemaRef,
+        cols: &[ColumnInfo],
+    ) -> DfResult<Option<RecordBatch>> {
         if self.done {
             return Ok(None);
         }
-        let mut chunk = Vec::new();
-        while chunk.len() < self.batch_size {
+        let mut b = BatchBuilder::new(cols, self.batch_size);
+        while b.rows() < self.batch_size {
             if self.limit.is_some_and(|l| self.total >= l) {
                 self.done = true;
                 break;
@@ -477,7 +690,7 @@ impl ScanCursor {
             self.check()?;
             match self.it.next() {
                 Some(r) => {
-                    chunk.push(r.map_err(silt_err)?);
+                    b.push(&r.map_err(silt_err)?).map_err(silt_err)?;
                     self.total += 1;
                 }
                 None => {
@@ -487,6 +700,9 @@ impl ScanCursor {
             }
         }
         self.check()?;
-        Ok((!chunk.is_empty()).then_some(chunk))
+        if b.rows() == 0 {
+            return Ok(None);
+        }
+        b.finish(schema).map(Some)
     }
 }

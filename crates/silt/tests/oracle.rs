@@ -133,6 +133,25 @@ fn run(
                     .map(|(k, v)| (*k, *v))
                     .collect();
                 prop_assert_eq!(got, want, "scan under {}", policy);
+                // The same range backwards, from its last key.
+                let lo = ds.encode_pk_prefix(&[Value::Int(*a)]).unwrap();
+                let hi = ds.encode_pk_prefix(&[Value::Int(*b)]).unwrap();
+                let got: Vec<(i64, u32)> = ds
+                    .scan_raw_rev(Bound::Included(lo), Bound::Excluded(hi))
+                    .unwrap()
+                    .take(*limit)
+                    .map(|r| {
+                        let r = r.unwrap();
+                        (r.get("id").and_then(Value::as_i64).unwrap(), value_of(&r))
+                    })
+                    .collect();
+                let want: Vec<(i64, u32)> = model
+                    .range(*a..*b)
+                    .rev()
+                    .take(*limit)
+                    .map(|(k, v)| (*k, *v))
+                    .collect();
+                prop_assert_eq!(got, want, "reverse scan under {}", policy);
             }
             Op::Flush => ds.flush().unwrap(),
             Op::Compact => ds.compact().unwrap(),
@@ -157,6 +176,22 @@ fn run(
             .collect();
         let want: Vec<(i64, u32)> = model.iter().map(|(k, v)| (*k, *v)).collect();
         prop_assert_eq!(all, want, "full scan round {} under {}", round, policy);
+        let back: Vec<(i64, u32)> = ds
+            .scan_raw_rev(Bound::Unbounded, Bound::Unbounded)
+            .unwrap()
+            .map(|r| {
+                let r = r.unwrap();
+                (r.get("id").and_then(Value::as_i64).unwrap(), value_of(&r))
+            })
+            .collect();
+        let want: Vec<(i64, u32)> = model.iter().rev().map(|(k, v)| (*k, *v)).collect();
+        prop_assert_eq!(
+            back,
+            want,
+            "reverse full scan round {} under {}",
+            round,
+            policy
+        );
         for k in 0..400 {
             let got = ds.get(&[Value::Int(k)]).unwrap().map(|r| value_of(&r));
             prop_assert_eq!(got, model.get(&k).copied());

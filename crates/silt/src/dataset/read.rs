@@ -8,6 +8,8 @@ struct ScanHead {
     value: Vec<u8>,
     seq: u64,
     src: usize,
+    /// The scan runs in descending key order.
+    rev: bool,
 }
 
 impl PartialEq for ScanHead {
@@ -25,42 +27,43 @@ impl PartialOrd for ScanHead {
 }
 
 impl Ord for ScanHead {
+    // A max-heap: the smallest key on top, or the largest when `rev`.
     fn cmp(&self, o: &Self) -> CmpOrdering {
-        o.key.cmp(&self.key)
+        if self.rev {
+            self.key.cmp(&o.key)
+        } else {
+            o.key.cmp(&self.key)
+        }
     }
 }
 
 /// (encoded key, encoded record, sequence number of the record's version).
 pub type Versioned = (Vec<u8>, Vec<u8>, u64);
 
-/// An ordered scan over all partitions of a dataset. Yields decoded records;
+/// An ordered scan over all partitions of a dataset (ascending key order,
+/// or descending: [`Dataset::scan_raw_rev`]). Yields decoded records;
 /// [`DatasetScan::next_raw`] yields encoded (key, record) pairs.
 pub struct DatasetScan {
     scans: Vec<TreeScan>,
     heap: BinaryHeap<ScanHead>,
     ds: Arc<Dataset>,
+    lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
+    rev: bool,
     /// Abort epoch sampled before any buffered entry was read.
     epoch: u64,
 }
 
 impl DatasetScan {
-    fn new(scans: Vec<TreeScan>, ds: Arc<Dataset>, hi: Bound<Vec<u8>>, epoch: u64) -> Result<Self> {
-        let mut s = DatasetScan {
-            scans,
-            heap: BinaryHeap::new(),
-            ds,
-            hi,
-            epoch,
-        };
-        s.fill_heap()?;
-        Ok(s)
-    }
-
     /// Re-read from `from` (inclusive) with fresh cursors.
     fn restart(&mut self, from: &[u8]) -> Result<()> {
         self.epoch = self.ds.txn.abort_epoch();
-        self.scans = self.ds.partition_scans(Bound::Included(from), &self.hi)?;
+        let from = Bound::Included(from.to_vec());
+        self.scans = if self.rev {
+            self.ds.partition_scans(&self.lo, &from, true)?
+        } else {
+            self.ds.partition_scans(&from, &self.hi, false)?
+        };
         self.heap.clear();
         self.fill_heap()
     }
@@ -75,6 +78,7 @@ impl DatasetScan {
                     seq: e.seq,
                     value: e.value,
                     src: i,
+                    rev: self.rev,
                 });
             }
         }
@@ -119,6 +123,7 @@ impl DatasetScan {
                 seq: e.seq,
                 value: e.value,
                 src: top.src,
+                rev: self.rev,
             });
         }
         Ok(Some((top.key, top.value, top.seq)))
@@ -220,21 +225,54 @@ impl Dataset {
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
     ) -> Result<DatasetScan> {
-        let lo_ref = lo.as_ref().map(Vec::as_slice);
+        self.open_scan(lo, hi, false)
+    }
+
+    /// [`Dataset::scan_raw`] in descending key order.
+    pub fn scan_raw_rev(
+        self: &Arc<Self>,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    ) -> Result<DatasetScan> {
+        self.open_scan(lo, hi, true)
+    }
+
+    fn open_scan(
+        self: &Arc<Self>,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        rev: bool,
+    ) -> Result<DatasetScan> {
         let epoch = self.txn.abort_epoch();
-        let scans = self.partition_scans(lo_ref, &hi)?;
-        DatasetScan::new(scans, self.clone(), hi, epoch)
+        let scans = self.partition_scans(&lo, &hi, rev)?;
+        let mut s = DatasetScan {
+            scans,
+            heap: BinaryHeap::new(),
+            ds: self.clone(),
+            lo,
+            hi,
+            rev,
+            epoch,
+        };
+        s.fill_heap()?;
+        Ok(s)
     }
 
     pub(super) fn partition_scans(
         &self,
-        lo: Bound<&[u8]>,
+        lo: &Bound<Vec<u8>>,
         hi: &Bound<Vec<u8>>,
+        rev: bool,
     ) -> Result<Vec<TreeScan>> {
+        let lo = lo.as_ref().map(Vec::as_slice);
         let mut scans = Vec::with_capacity(self.partitions.len());
         for p in &self.partitions {
             let snap = p.primary.snapshot();
-            scans.push(p.primary.scan(&snap, lo, hi.clone(), false)?);
+            scans.push(if rev {
+                p.primary.scan_rev(&snap, lo, hi.clone(), false)?
+            } else {
+                p.primary.scan(&snap, lo, hi.clone(), false)?
+            });
         }
         Ok(scans)
     }

@@ -380,6 +380,25 @@ impl Transaction {
             inner: ds.scan_raw(lo, hi)?,
             buffered: buffered.into(),
             head: None,
+            rev: false,
+        })
+    }
+
+    /// [`Transaction::scan_raw`] in descending key order.
+    pub fn scan_raw_rev(
+        &mut self,
+        ds: &Arc<Dataset>,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    ) -> Result<TxnScan> {
+        self.enlist(ds)?;
+        let mut buffered = self.buffered_range(ds, &lo, &hi);
+        buffered.reverse();
+        Ok(TxnScan {
+            inner: ds.scan_raw_rev(lo, hi)?,
+            buffered: buffered.into(),
+            head: None,
+            rev: true,
         })
     }
 
@@ -639,9 +658,12 @@ pub type TxnVersioned = (Vec<u8>, Vec<u8>, Option<u64>);
 /// buffered writes (which win).
 pub struct TxnScan {
     inner: DatasetScan,
+    /// The transaction's own writes in the scan's order.
     buffered: std::collections::VecDeque<(Vec<u8>, Option<Vec<u8>>)>,
     /// The next committed record (key, value, version), read ahead.
     head: Option<(Vec<u8>, Vec<u8>, u64)>,
+    /// Descending key order.
+    rev: bool,
 }
 
 impl TxnScan {
@@ -657,7 +679,13 @@ impl TxnScan {
                 (None, None) => return Ok(None),
                 (None, Some(_)) => true,
                 (Some(_), None) => false,
-                (Some((ck, _, _)), Some((bk, _))) => bk <= ck,
+                (Some((ck, _, _)), Some((bk, _))) => {
+                    if self.rev {
+                        bk >= ck
+                    } else {
+                        bk <= ck
+                    }
+                }
             };
             if take_own {
                 let Some((k, v)) = self.buffered.pop_front() else {

@@ -601,7 +601,10 @@ impl MemTable {
 pub struct MemIter {
     table: Arc<MemTable>,
     buf: VecDeque<(Vec<u8>, Entry)>,
+    /// Where the next batch starts (its end, when `reverse`).
     next_from: Option<Bound<Vec<u8>>>,
+    /// Descending key order.
+    reverse: bool,
 }
 
 const BATCH: usize = 256;
@@ -612,6 +615,17 @@ impl MemIter {
             table,
             buf: VecDeque::new(),
             next_from: Some(start.map(<[u8]>::to_vec)),
+            reverse: false,
+        }
+    }
+
+    /// A cursor in descending key order from the last key within `end`.
+    pub fn new_rev(table: Arc<MemTable>, end: Bound<&[u8]>) -> Self {
+        MemIter {
+            table,
+            buf: VecDeque::new(),
+            next_from: Some(end.map(<[u8]>::to_vec)),
+            reverse: true,
         }
     }
 
@@ -619,16 +633,30 @@ impl MemIter {
         let Some(from) = self.next_from.take() else {
             return;
         };
-        let lower = from.as_ref().map(|k| MemKey::new(k));
+        let bound = from.as_ref().map(|k| MemKey::new(k));
         let g = self.table.inner.read();
-        for (k, s) in g
-            .map
-            .range::<MemKey, _>((lower, Bound::Unbounded))
-            .take(BATCH)
-        {
+        let mut push = |k: &MemKey, s: &Slot| {
             let mut key = Vec::with_capacity(k.len as usize);
             k.write_to(&mut key);
             self.buf.push_back((key, g.entry(s)));
+        };
+        if self.reverse {
+            for (k, s) in g
+                .map
+                .range::<MemKey, _>((Bound::Unbounded, bound))
+                .rev()
+                .take(BATCH)
+            {
+                push(k, s);
+            }
+        } else {
+            for (k, s) in g
+                .map
+                .range::<MemKey, _>((bound, Bound::Unbounded))
+                .take(BATCH)
+            {
+                push(k, s);
+            }
         }
         if self.buf.len() == BATCH
             && let Some((k, _)) = self.buf.back()

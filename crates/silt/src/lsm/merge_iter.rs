@@ -1,11 +1,13 @@
 //! Reconciliation: a heap of sub-cursors ordered by (key, recency rank). For
 //! each key only the newest version (lowest rank = newest component) survives.
+//! Sources in descending key order merge the same way, largest key first
+//! ([`MergeIter::new_rev`]).
 
 use super::hooks::ValueMerger;
 use super::memtable::MemIter;
 use crate::error::Result;
 use crate::storage::Entry;
-use crate::storage::component::ComponentIter;
+use crate::storage::component::{ComponentIter, ComponentRevIter};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -14,6 +16,8 @@ use std::sync::Arc;
 pub enum Source {
     Mem(MemIter),
     Disk(ComponentIter),
+    /// A component read in descending key order.
+    DiskRev(ComponentRevIter),
 }
 
 impl Source {
@@ -21,6 +25,7 @@ impl Source {
         match self {
             Source::Mem(m) => Ok(m.next_entry()),
             Source::Disk(d) => d.next_entry(),
+            Source::DiskRev(d) => d.next_entry(),
         }
     }
 }
@@ -29,6 +34,8 @@ struct Head {
     key: Vec<u8>,
     rank: usize,
     entry: Entry,
+    /// The merge runs in descending key order.
+    rev: bool,
 }
 
 impl PartialEq for Head {
@@ -43,9 +50,15 @@ impl PartialOrd for Head {
     }
 }
 impl Ord for Head {
-    // BinaryHeap is a max-heap: reverse so the smallest (key, rank) is on top.
+    // BinaryHeap is a max-heap: reverse so the smallest (key, rank) is on
+    // top (the largest key with the smallest rank, in descending order).
     fn cmp(&self, o: &Self) -> Ordering {
-        o.key.cmp(&self.key).then(o.rank.cmp(&self.rank))
+        let by_key = if self.rev {
+            self.key.cmp(&o.key)
+        } else {
+            o.key.cmp(&self.key)
+        };
+        by_key.then(o.rank.cmp(&self.rank))
     }
 }
 
@@ -55,20 +68,36 @@ pub struct MergeIter {
     heap: BinaryHeap<Head>,
     /// Combines the versions of a key instead of keeping only the newest.
     merger: Option<Arc<dyn ValueMerger>>,
+    rev: bool,
 }
 
 impl MergeIter {
-    pub fn new(mut sources: Vec<Source>) -> Result<Self> {
+    pub fn new(sources: Vec<Source>) -> Result<Self> {
+        Self::with_direction(sources, false)
+    }
+
+    /// Merge sources that are each in descending key order.
+    pub fn new_rev(sources: Vec<Source>) -> Result<Self> {
+        Self::with_direction(sources, true)
+    }
+
+    fn with_direction(mut sources: Vec<Source>, rev: bool) -> Result<Self> {
         let mut heap = BinaryHeap::with_capacity(sources.len());
         for (rank, s) in sources.iter_mut().enumerate() {
             if let Some((key, entry)) = s.next_entry()? {
-                heap.push(Head { key, rank, entry });
+                heap.push(Head {
+                    key,
+                    rank,
+                    entry,
+                    rev,
+                });
             }
         }
         Ok(MergeIter {
             sources,
             heap,
             merger: None,
+            rev,
         })
     }
 
@@ -81,7 +110,12 @@ impl MergeIter {
 
     fn advance(&mut self, rank: usize) -> Result<()> {
         if let Some((key, entry)) = self.sources[rank].next_entry()? {
-            self.heap.push(Head { key, rank, entry });
+            self.heap.push(Head {
+                key,
+                rank,
+                entry,
+                rev: self.rev,
+            });
         }
         Ok(())
     }

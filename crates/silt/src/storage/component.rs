@@ -937,6 +937,89 @@ impl ComponentIter {
     }
 }
 
+/// A cursor over one component file in descending key order, from the last
+/// key within an end bound. A block's entries are prefix-compressed and
+/// decode only forwards, so each block is decoded whole and handed out
+/// from its end; the previous block comes next.
+pub struct ComponentRevIter {
+    reader: Arc<ComponentReader>,
+    /// The block to decode when `buf` runs out.
+    next_block: Option<usize>,
+    /// The current block's entries still to hand out, the next one last.
+    buf: Vec<(Vec<u8>, Entry)>,
+    /// Keys after this bound are skipped (only the first block has any).
+    end: Bound<Vec<u8>>,
+    use_cache: bool,
+}
+
+impl ComponentRevIter {
+    /// The next entry in descending key order, or `None` at the start.
+    pub fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Entry)>> {
+        loop {
+            if let Some(e) = self.buf.pop() {
+                return Ok(Some(e));
+            }
+            let Some(i) = self.next_block else {
+                return Ok(None);
+            };
+            self.next_block = i.checked_sub(1);
+            let b = self.reader.block(i, self.use_cache)?;
+            let mut pos = 0;
+            let mut cur = RawEntry::default();
+            while pos < b.entries_end() {
+                pos = b
+                    .decode_at(pos, &mut cur)
+                    .map_err(|e| Error::corrupt(self.reader.path(), e))?;
+                let within = match &self.end {
+                    Bound::Included(k) => cur.key.as_slice() <= k.as_slice(),
+                    Bound::Excluded(k) => cur.key.as_slice() < k.as_slice(),
+                    Bound::Unbounded => true,
+                };
+                if !within {
+                    break;
+                }
+                let kind = EntryKind::from_u8(cur.kind).ok_or_else(|| {
+                    Error::corrupt(
+                        self.reader.path(),
+                        format!("unknown entry kind {}", cur.kind),
+                    )
+                })?;
+                let entry = Entry {
+                    seq: cur.seq,
+                    kind,
+                    value: b.value(&cur).to_vec(),
+                };
+                self.buf.push((cur.key.clone(), entry));
+            }
+            // Every block before the first one read lies below the bound.
+            self.end = Bound::Unbounded;
+        }
+    }
+}
+
+impl ComponentReader {
+    /// A cursor in descending key order from the last key within `end`.
+    pub fn iter_rev(self: &Arc<Self>, end: Bound<&[u8]>, use_cache: bool) -> ComponentRevIter {
+        let n = self.num_blocks();
+        // Block i holds the keys up to its index key: the last key within
+        // `end` is in the first block whose index key reaches `end`.
+        let first = match end {
+            Bound::Unbounded => n.checked_sub(1),
+            Bound::Included(k) | Bound::Excluded(k) => {
+                let i = self.find_block(k);
+                if i >= n { n.checked_sub(1) } else { Some(i) }
+            }
+        };
+        ComponentRevIter {
+            reader: self.clone(),
+            next_block: first,
+            buf: Vec::new(),
+            end: end.map(<[u8]>::to_vec),
+            use_cache,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1107,6 +1190,69 @@ mod tests {
                 n += 1;
             }
             assert_eq!(n, 5000 - 51);
+        }
+    }
+
+    /// Reading backwards gives the forward order reversed, from any bound:
+    /// a key present, absent, before the first, after the last, at block
+    /// edges.
+    #[test]
+    fn reverse_iteration_mirrors_forward() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), 3000, Compression::Lz4);
+        let r = Arc::new(ComponentReader::open(&path, Arc::new(BlockCache::new(1 << 20))).unwrap());
+        assert!(r.num_blocks() > 5);
+        let mut all = Vec::new();
+        let mut it = r.iter(Bound::Unbounded, false).unwrap();
+        while let Some((k, e)) = it.next_entry().unwrap() {
+            all.push((k, e.seq));
+        }
+        let back = |end: Bound<&[u8]>| {
+            let mut it = r.iter_rev(end, true);
+            let mut out = Vec::new();
+            while let Some((k, e)) = it.next_entry().unwrap() {
+                out.push((k, e.seq));
+            }
+            out
+        };
+        let mut want = all.clone();
+        want.reverse();
+        assert_eq!(back(Bound::Unbounded), want);
+        for probe in [
+            0u32,
+            1,
+            2,
+            99,
+            100,
+            101,
+            2047,
+            4096,
+            5998,
+            5999,
+            6000,
+            1 << 30,
+        ] {
+            let k = probe.to_be_bytes();
+            for incl in [true, false] {
+                let end = if incl {
+                    Bound::Included(&k[..])
+                } else {
+                    Bound::Excluded(&k[..])
+                };
+                let want: Vec<_> = all
+                    .iter()
+                    .rev()
+                    .filter(|(x, _)| {
+                        if incl {
+                            x.as_slice() <= &k[..]
+                        } else {
+                            x.as_slice() < &k[..]
+                        }
+                    })
+                    .cloned()
+                    .collect();
+                assert_eq!(back(end), want, "end {probe} included {incl}");
+            }
         }
     }
 

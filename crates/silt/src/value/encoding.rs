@@ -170,6 +170,79 @@ fn find_field(bytes: &[u8], field: &str) -> std::result::Result<Option<Value>, D
     read_value(&mut r, depth).map(Some)
 }
 
+/// A top-level field of an encoded record, read in place.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FieldView<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    Str(&'a str),
+    Bin(&'a [u8]),
+    /// An array, object or geometry: its encoding (for [`decode_value`]).
+    Encoded(&'a [u8]),
+}
+
+/// Visit the top-level fields of an encoded object that `wanted` picks:
+/// for each field, `wanted(name)` returns the caller's slot for it (or
+/// `None` to skip the field unread), and `f(slot, view)` gets the field's
+/// value in place. A record that is not an object has no fields. This is
+/// how a scan turns stored records into columns without building a
+/// [`Value`] per record; as with [`decode_field`], only the parts walked
+/// over are checked.
+pub fn visit_fields<'a>(
+    bytes: &'a [u8],
+    mut wanted: impl FnMut(&[u8]) -> Option<usize>,
+    mut f: impl FnMut(usize, FieldView<'a>),
+) -> Result<()> {
+    let mut r = Reader::new(bytes);
+    let mut run = |r: &mut Reader<'a>| -> DResult<()> {
+        if r.peek()? != T_OBJECT {
+            return skip_value(r, 0);
+        }
+        r.byte()?;
+        r.enter(0)?;
+        let n = r.count(2)?;
+        for _ in 0..n {
+            let len = r.count(1)?;
+            let name = r.take(len)?;
+            let Some(slot) = wanted(name) else {
+                skip_value(r, 1)?;
+                continue;
+            };
+            let start = r.pos;
+            let view = match r.byte()? {
+                T_NULL => FieldView::Null,
+                T_FALSE => FieldView::Bool(false),
+                T_TRUE => FieldView::Bool(true),
+                T_INT => FieldView::Int(unzigzag(r.varint()?)),
+                T_DOUBLE => FieldView::Double(r.f64()?),
+                T_STRING => {
+                    let len = r.count(1)?;
+                    let at = r.pos;
+                    let b = r.take(len)?;
+                    FieldView::Str(std::str::from_utf8(b).map_err(|_| DecodeError {
+                        pos: at,
+                        reason: "invalid UTF-8 in a string".to_owned(),
+                    })?)
+                }
+                T_BINARY => {
+                    let len = r.count(1)?;
+                    FieldView::Bin(r.take(len)?)
+                }
+                _ => {
+                    r.pos = start;
+                    skip_value(r, 1)?;
+                    FieldView::Encoded(&r.buf[start..r.pos])
+                }
+            };
+            f(slot, view);
+        }
+        Ok(())
+    };
+    run(&mut r).map_err(DecodeError::into_error)
+}
+
 /// With `r` at the start of a value nested in `depth` containers: if it is an
 /// object with field `seg` (or an array with index `seg`), leave `r` at the
 /// start of that child and return true; otherwise return false.
@@ -659,10 +732,50 @@ mod tests {
         }
 
         #[test]
+        fn prop_visit_fields_agrees_with_decoding(v in arb_record()) {
+            let mut out = Vec::new();
+            encode_value(&v, &mut out);
+            let Value::Object(fields) = decode_value(&out).unwrap() else {
+                return Ok(());
+            };
+            // Every other field, by position.
+            let mut seen = Vec::new();
+            let mut i = 0;
+            visit_fields(
+                &out,
+                |_| {
+                    i += 1;
+                    (i % 2 == 1).then_some(i - 1)
+                },
+                |slot, view| {
+                    let back = match view {
+                        FieldView::Null => Value::Null,
+                        FieldView::Bool(b) => Value::Bool(b),
+                        FieldView::Int(i) => Value::Int(i),
+                        FieldView::Double(d) => Value::Double(d),
+                        FieldView::Str(s) => Value::String(s.to_owned()),
+                        FieldView::Bin(b) => Value::Binary(b.to_vec()),
+                        FieldView::Encoded(e) => decode_value(e).unwrap(),
+                    };
+                    seen.push((slot, back));
+                },
+            )
+            .unwrap();
+            let want: Vec<(usize, Value)> = fields
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| i % 2 == 0)
+                .map(|(i, (_, v))| (i, v))
+                .collect();
+            prop_assert_eq!(seen, want);
+        }
+
+        #[test]
         fn prop_random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             let _ = decode_value(&bytes);
             let _ = decode_field(&bytes, "a");
             let _ = decode_field(&bytes, "a.0.b");
+            let _ = visit_fields(&bytes, |_| Some(0), |_, _| {});
         }
 
         #[test]

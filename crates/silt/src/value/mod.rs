@@ -34,7 +34,9 @@ use std::hash::{Hash, Hasher};
 use crate::error::{Error, Result};
 
 pub use coerce::{FieldType, check_geographic_field, coerce, coerce_text};
-pub use encoding::{decode_field, decode_value, encode_record, encode_value};
+pub use encoding::{
+    FieldView, decode_field, decode_value, encode_record, encode_value, visit_fields,
+};
 pub use geometry::{Geometry, check_geographic};
 pub use json::{from_json, parse_json_record, to_json};
 pub use key::{

@@ -20,7 +20,10 @@ fn range_overlaps(meta: &ComponentMeta, lo: Bound<&[u8]>, hi: &Bound<Vec<u8>>) -
 /// A reconciled, bounded scan over one index.
 pub struct TreeScan {
     inner: MergeIter,
-    hi: Bound<Vec<u8>>,
+    /// Where the scan ends: its upper bound, or its lower bound when `rev`.
+    stop: Bound<Vec<u8>>,
+    /// Descending key order.
+    rev: bool,
     with_antimatter: bool,
     done: bool,
     /// Per source: the newer disk components with deleted-key trees.
@@ -35,10 +38,12 @@ impl TreeScan {
                 self.done = true;
                 break;
             };
-            let in_range = match &self.hi {
-                Bound::Included(h) => k.as_slice() <= h.as_slice(),
-                Bound::Excluded(h) => k.as_slice() < h.as_slice(),
-                Bound::Unbounded => true,
+            let in_range = match (&self.stop, self.rev) {
+                (Bound::Included(h), false) => k.as_slice() <= h.as_slice(),
+                (Bound::Excluded(h), false) => k.as_slice() < h.as_slice(),
+                (Bound::Included(l), true) => k.as_slice() >= l.as_slice(),
+                (Bound::Excluded(l), true) => k.as_slice() > l.as_slice(),
+                (Bound::Unbounded, _) => true,
             };
             if !in_range {
                 self.done = true;
@@ -126,10 +131,37 @@ impl LsmTree {
         hi: Bound<Vec<u8>>,
         with_antimatter: bool,
     ) -> Result<TreeScan> {
+        self.scan_dir(snap, lo, hi, with_antimatter, false)
+    }
+
+    /// [`LsmTree::scan`] in descending key order: from the last key within
+    /// `hi` down to `lo`.
+    pub fn scan_rev(
+        &self,
+        snap: &Snapshot,
+        lo: Bound<&[u8]>,
+        hi: Bound<Vec<u8>>,
+        with_antimatter: bool,
+    ) -> Result<TreeScan> {
+        self.scan_dir(snap, lo, hi, with_antimatter, true)
+    }
+
+    fn scan_dir(
+        &self,
+        snap: &Snapshot,
+        lo: Bound<&[u8]>,
+        hi: Bound<Vec<u8>>,
+        with_antimatter: bool,
+        rev: bool,
+    ) -> Result<TreeScan> {
         self.counters.scans.fetch_add(1, Ordering::Relaxed);
         let mut sources = Vec::new();
         for m in &snap.mems {
-            sources.push(Source::Mem(MemIter::new(m.clone(), lo)));
+            sources.push(Source::Mem(if rev {
+                MemIter::new_rev(m.clone(), hi.as_ref().map(Vec::as_slice))
+            } else {
+                MemIter::new(m.clone(), lo)
+            }));
         }
         let mut newer_deleted: Vec<Vec<Arc<ComponentReader>>> = vec![Vec::new(); sources.len()];
         let dk = self.cfg.kind.deleted_keys();
@@ -140,7 +172,11 @@ impl LsmTree {
                 continue;
             }
             touched += 1;
-            sources.push(Source::Disk(c.iter(lo, true)?));
+            sources.push(if rev {
+                Source::DiskRev(c.iter_rev(hi.as_ref().map(Vec::as_slice), true))
+            } else {
+                Source::Disk(c.iter(lo, true)?)
+            });
             newer_deleted.push(if dk {
                 snap.disk[..p]
                     .iter()
@@ -154,9 +190,15 @@ impl LsmTree {
         self.counters
             .scan_components
             .fetch_add(touched, Ordering::Relaxed);
+        let (inner, stop) = if rev {
+            (MergeIter::new_rev(sources)?, lo.map(<[u8]>::to_vec))
+        } else {
+            (MergeIter::new(sources)?, hi)
+        };
         Ok(TreeScan {
-            inner: MergeIter::new(sources)?,
-            hi,
+            inner,
+            stop,
+            rev,
             with_antimatter,
             done: false,
             newer_deleted,

@@ -1,0 +1,209 @@
+//! Records into Arrow columns as a scan reads them: a stored record is
+//! read in place ([`silt::value::visit_fields`]) and only the projected
+//! fields are appended, straight into the column builders, without a
+//! [`Value`] per record; a record that comes decoded (an index hit) is read
+//! by field name. Both give the columns [`crate::convert`] describes (the
+//! same rules as [`crate::convert::column_from_records`]).
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, BinaryBuilder, BooleanBuilder, Float64Builder, Int64Builder, RecordBatch,
+    RecordBatchOptions, StringBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::error::Result as DfResult;
+use silt::value::{FieldView, decode_value, to_json, visit_fields};
+use silt::{FieldType, Value};
+
+use crate::convert::ColumnInfo;
+
+/// A record as an access path gives it.
+pub enum Rec {
+    /// The stored encoding (primary-index scans).
+    Encoded(Vec<u8>),
+    /// Decoded already (index hits, gets).
+    Decoded(Value),
+}
+
+enum Col {
+    Int(Int64Builder),
+    Double(Float64Builder),
+    Bool(BooleanBuilder),
+    Bin(BinaryBuilder),
+    /// WKT for geometries, the JSON text for `any`.
+    Text { b: StringBuilder, any: bool },
+}
+
+/// Builds one record batch of the projected columns `cols`.
+pub struct BatchBuilder<'c> {
+    cols: &'c [ColumnInfo],
+    builders: Vec<Col>,
+    /// Whether the current row has its value of each column yet.
+    filled: Vec<bool>,
+    rows: usize,
+}
+
+impl<'c> BatchBuilder<'c> {
+    pub fn new(cols: &'c [ColumnInfo], capacity: usize) -> BatchBuilder<'c> {
+        let builders = cols
+            .iter()
+            .map(|c| match c.data_type {
+                DataType::Int64 => Col::Int(Int64Builder::with_capacity(capacity)),
+                DataType::Float64 => Col::Double(Float64Builder::with_capacity(capacity)),
+                DataType::Boolean => Col::Bool(BooleanBuilder::with_capacity(capacity)),
+                DataType::Binary => Col::Bin(BinaryBuilder::with_capacity(capacity, 0)),
+                _ => Col::Text {
+                    b: StringBuilder::with_capacity(capacity, capacity * 8),
+                    any: c.ty == FieldType::Any,
+                },
+            })
+            .collect();
+        BatchBuilder {
+            cols,
+            builders,
+            filled: vec![false; cols.len()],
+            rows: 0,
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn push(&mut self, rec: &Rec) -> silt::Result<()> {
+        match rec {
+            Rec::Encoded(bytes) => self.push_encoded(bytes),
+            Rec::Decoded(v) => {
+                self.push_value(v);
+                Ok(())
+            }
+        }
+    }
+
+    /// A stored record: its projected fields in place.
+    pub fn push_encoded(&mut self, bytes: &[u8]) -> silt::Result<()> {
+        self.filled.fill(false);
+        let (cols, builders, filled) = (self.cols, &mut self.builders, &mut self.filled);
+        let mut failed = None;
+        visit_fields(
+            bytes,
+            |name| cols.iter().position(|c| c.name.as_bytes() == name),
+            |i, view| {
+                // A repeated name: the first one counts, as for `Value::get`.
+                if filled[i] {
+                    return;
+                }
+                filled[i] = true;
+                if let Err(e) = append_view(&mut builders[i], view) {
+                    failed.get_or_insert(e);
+                }
+            },
+        )?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        for (b, f) in builders.iter_mut().zip(filled.iter()) {
+            if !f {
+                append_null(b);
+            }
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// A decoded record: its projected fields by name.
+    pub fn push_value(&mut self, rec: &Value) {
+        for (c, b) in self.cols.iter().zip(self.builders.iter_mut()) {
+            match rec.get(&c.name) {
+                Some(v) => append_value(b, v),
+                None => append_null(b),
+            }
+        }
+        self.rows += 1;
+    }
+
+    pub fn finish(mut self, schema: &SchemaRef) -> DfResult<RecordBatch> {
+        let arrays: Vec<ArrayRef> = self
+            .builders
+            .iter_mut()
+            .map(|b| -> ArrayRef {
+                match b {
+                    Col::Int(b) => Arc::new(b.finish()),
+                    Col::Double(b) => Arc::new(b.finish()),
+                    Col::Bool(b) => Arc::new(b.finish()),
+                    Col::Bin(b) => Arc::new(b.finish()),
+                    Col::Text { b, .. } => Arc::new(b.finish()),
+                }
+            })
+            .collect();
+        let opts = RecordBatchOptions::new().with_row_count(Some(self.rows));
+        Ok(RecordBatch::try_new_with_options(
+            schema.clone(),
+            arrays,
+            &opts,
+        )?)
+    }
+}
+
+fn append_null(b: &mut Col) {
+    match b {
+        Col::Int(b) => b.append_null(),
+        Col::Double(b) => b.append_null(),
+        Col::Bool(b) => b.append_null(),
+        Col::Bin(b) => b.append_null(),
+        Col::Text { b, .. } => b.append_null(),
+    }
+}
+
+fn append_view(b: &mut Col, view: FieldView<'_>) -> silt::Result<()> {
+    match (b, view) {
+        (Col::Int(b), FieldView::Int(i)) => b.append_value(i),
+        (Col::Double(b), FieldView::Double(d)) => b.append_value(d),
+        (Col::Double(b), FieldView::Int(i)) => b.append_value(i as f64),
+        (Col::Bool(b), FieldView::Bool(x)) => b.append_value(x),
+        (Col::Bin(b), FieldView::Bin(x)) => b.append_value(x),
+        (Col::Text { b, .. }, FieldView::Null) => b.append_null(),
+        (Col::Text { b, any: true }, v) => {
+            let v = match v {
+                FieldView::Encoded(e) => decode_value(e)?,
+                v => view_value(v),
+            };
+            b.append_value(to_json(&v).to_string());
+        }
+        (Col::Text { b, .. }, FieldView::Str(s)) => b.append_value(s),
+        (Col::Text { b, .. }, FieldView::Encoded(e)) => match decode_value(e)? {
+            Value::Geometry(g) => b.append_value(g.to_wkt()),
+            _ => b.append_null(),
+        },
+        (b, _) => append_null(b),
+    }
+    Ok(())
+}
+
+/// A scalar view as a value (never called with `Encoded`).
+fn view_value(v: FieldView<'_>) -> Value {
+    match v {
+        FieldView::Null | FieldView::Encoded(_) => Value::Null,
+        FieldView::Bool(b) => Value::Bool(b),
+        FieldView::Int(i) => Value::Int(i),
+        FieldView::Double(d) => Value::Double(d),
+        FieldView::Str(s) => Value::String(s.to_owned()),
+        FieldView::Bin(b) => Value::Binary(b.to_vec()),
+    }
+}
+
+fn append_value(b: &mut Col, v: &Value) {
+    match (b, v) {
+        (Col::Int(b), Value::Int(i)) => b.append_value(*i),
+        (Col::Double(b), Value::Int(i)) => b.append_value(*i as f64),
+        (Col::Double(b), Value::Double(d)) => b.append_value(*d),
+        (Col::Bool(b), Value::Bool(x)) => b.append_value(*x),
+        (Col::Bin(b), Value::Binary(x)) => b.append_value(x),
+        (Col::Text { b, .. }, Value::Null) => b.append_null(),
+        (Col::Text { b, any: true }, v) => b.append_value(to_json(v).to_string()),
+        (Col::Text { b, .. }, Value::String(s)) => b.append_value(s),
+        (Col::Text { b, .. }, Value::Geometry(g)) => b.append_value(g.to_wkt()),
+        (b, _) => append_null(b),
+    }
+}
