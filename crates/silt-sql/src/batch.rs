@@ -32,7 +32,10 @@ enum Col {
     Bool(BooleanBuilder),
     Bin(BinaryBuilder),
     /// WKT for geometries, the JSON text for `any`.
-    Text { b: StringBuilder, any: bool },
+    Text {
+        b: StringBuilder,
+        any: bool,
+    },
 }
 
 /// Builds one record batch of the projected columns `cols`.
@@ -83,6 +86,11 @@ impl<'c> BatchBuilder<'c> {
 
     /// A stored record: its projected fields in place.
     pub fn push_encoded(&mut self, bytes: &[u8]) -> silt::Result<()> {
+        if self.cols.is_empty() {
+            // `count(*)`: only the number of rows.
+            self.rows += 1;
+            return Ok(());
+        }
         self.filled.fill(false);
         let (cols, builders, filled) = (self.cols, &mut self.builders, &mut self.filled);
         let mut failed = None;

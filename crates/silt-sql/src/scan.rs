@@ -7,8 +7,8 @@ use std::fmt;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -22,6 +22,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream, SortOrderPushdownResult,
 };
+use silt::index::query::KeyRange;
 use silt::{Dataset, Query, QueryOptions, Value};
 
 use crate::StatementControl;
@@ -33,8 +34,14 @@ use crate::udf::{self};
 
 use crate::table::Access;
 
-/// Silt's scan operator: one partition, reading a snapshot of the dataset
-/// through the chosen access path when executed.
+/// The fewest data blocks of the largest component in each part of a
+/// split scan (a few thousand records): smaller scans are not
+/// worth a second thread.
+const SPLIT_MIN_BLOCKS: usize = 16;
+
+/// Silt's scan operator: one partition (or one per key range of a split
+/// scan), reading a snapshot of the dataset through the chosen access path
+/// when executed.
 pub struct SiltScanExec {
     ds: Arc<Dataset>,
     cols: Vec<ColumnInfo>,
@@ -44,6 +51,10 @@ pub struct SiltScanExec {
     /// Read in descending key order (a primary access path asked for it by
     /// `ORDER BY key DESC`, see [`ExecutionPlan::try_pushdown_sort`]).
     rev: bool,
+    /// The key ranges of the output partitions of a scan split for
+    /// parallel reading ([`ExecutionPlan::repartitioned`]); one partition
+    /// reading the access path when `None`.
+    parts: Option<Arc<Vec<KeyRange>>>,
     /// Feeds an UPDATE or DELETE: inside a transaction, the versions read
     /// are validated at commit.
     for_write: bool,
@@ -78,6 +89,7 @@ impl SiltScanExec {
             access,
             limit,
             rev: false,
+            parts: None,
             for_write,
             props,
         }
@@ -90,13 +102,24 @@ impl SiltScanExec {
         access: &Access,
         rev: bool,
     ) -> Arc<PlanProperties> {
+        Self::props_with(ds, cols, schema, access, rev, 1)
+    }
+
+    fn props_with(
+        ds: &Dataset,
+        cols: &[ColumnInfo],
+        schema: &SchemaRef,
+        access: &Access,
+        rev: bool,
+        partitions: usize,
+    ) -> Arc<PlanProperties> {
         let eq = match key_ordering(ds, cols, access, rev) {
             Some(o) => EquivalenceProperties::new_with_orderings(schema.clone(), [o]),
             None => EquivalenceProperties::new(schema.clone()),
         };
         Arc::new(PlanProperties::new(
             eq,
-            Partitioning::UnknownPartitioning(1),
+            Partitioning::UnknownPartitioning(partitions),
             EmissionType::Incremental,
             Boundedness::Bounded,
         ))
@@ -112,6 +135,7 @@ impl SiltScanExec {
             access: self.access.clone(),
             limit: self.limit,
             rev,
+            parts: None,
             for_write: self.for_write,
             props: Self::props(&self.ds, &self.cols, &self.schema, &self.access, rev),
         }
@@ -175,6 +199,7 @@ impl SiltScanExec {
             access: self.access.clone(),
             limit: self.limit,
             rev: self.rev,
+            parts: self.parts.clone(),
             for_write: self.for_write,
             props: self.props.clone(),
         }
@@ -193,6 +218,9 @@ impl DisplayAs for SiltScanExec {
         )?;
         if self.rev {
             f.write_str(", order=descending")?;
+        }
+        if let Some(p) = &self.parts {
+            write!(f, ", parts={}", p.len())?;
         }
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
@@ -244,6 +272,7 @@ impl ExecutionPlan for SiltScanExec {
             access: self.access.clone(),
             limit,
             rev: self.rev,
+            parts: self.parts.clone(),
             for_write: self.for_write,
             props: self.props.clone(),
         }))
@@ -253,13 +282,69 @@ impl ExecutionPlan for SiltScanExec {
         self.limit
     }
 
+    /// A full scan or key range that does not read the key (so nothing
+    /// needs its order: aggregates, joins, filters on other columns) and has
+    /// enough blocks is split into key ranges of about the same size
+    /// ([`Dataset::split_keys`]), read in parallel, one per partition.
+    fn repartitioned(
+        &self,
+        target_partitions: usize,
+        _config: &datafusion::config::ConfigOptions,
+    ) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+        let ordered = key_ordering(&self.ds, &self.cols, &self.access, self.rev).is_some();
+        if target_partitions < 2
+            || ordered
+            || self.rev
+            || self.for_write
+            || self.limit.is_some()
+            || self.parts.is_some()
+        {
+            return Ok(None);
+        }
+        let (lo, hi) = match &self.access {
+            Access::Full => (Bound::Unbounded, Bound::Unbounded),
+            Access::PkRange { lo, hi, .. } => pk_bounds(&self.ds, lo, hi).map_err(silt_err)?,
+            _ => return Ok(None),
+        };
+        let keys = self.ds.split_keys(
+            lo.as_ref().map(Vec::as_slice),
+            hi.as_ref().map(Vec::as_slice),
+            target_partitions,
+            SPLIT_MIN_BLOCKS,
+        );
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let mut parts = Vec::with_capacity(keys.len() + 1);
+        let mut from = lo;
+        for k in keys {
+            parts.push((from, Bound::Excluded(k.clone())));
+            from = Bound::Included(k);
+        }
+        parts.push((from, hi));
+        let n = parts.len();
+        Ok(Some(Arc::new(SiltScanExec {
+            ds: self.ds.clone(),
+            cols: self.cols.clone(),
+            schema: self.schema.clone(),
+            access: self.access.clone(),
+            limit: None,
+            rev: false,
+            parts: Some(Arc::new(parts)),
+            for_write: false,
+            props: Self::props_with(&self.ds, &self.cols, &self.schema, &self.access, false, n),
+        })))
+    }
+
     /// `ORDER BY key DESC` (the key fields leading the key, all descending):
     /// the same scan reading backwards, exactly in that order.
     fn try_pushdown_sort(
         &self,
         order: &[PhysicalSortExpr],
     ) -> DfResult<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
-        let Some(mine) = key_ordering(&self.ds, &self.cols, &self.access, self.rev) else {
+        let Some(mine) = key_ordering(&self.ds, &self.cols, &self.access, self.rev)
+            .filter(|_| self.parts.is_none())
+        else {
             return Ok(SortOrderPushdownResult::Unsupported);
         };
         let same_column = |a: &PhysicalSortExpr, b: &PhysicalSortExpr| match (
@@ -295,11 +380,20 @@ impl ExecutionPlan for SiltScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
-        if partition != 0 {
-            return Err(DataFusionError::Internal(format!(
-                "SiltScanExec has one partition, asked for {partition}"
-            )));
-        }
+        let range = match &self.parts {
+            Some(parts) => Some(parts.get(partition).cloned().ok_or_else(|| {
+                DataFusionError::Internal(format!(
+                    "SiltScanExec has {} partitions, asked for {partition}",
+                    parts.len()
+                ))
+            })?),
+            None if partition != 0 => {
+                return Err(DataFusionError::Internal(format!(
+                    "SiltScanExec has one partition, asked for {partition}"
+                )));
+            }
+            None => None,
+        };
         let batch_size = context.session_config().batch_size().max(1);
         let batch_size = self.limit.map_or(batch_size, |l| batch_size.min(l.max(1)));
         let (cols, schema) = (self.cols.clone(), self.schema.clone());
@@ -308,15 +402,13 @@ impl ExecutionPlan for SiltScanExec {
         // The first batch is read right here: a small answer (a key, a
         // box of a few hits, the k nearest) needs no thread of its own.
         // Only a scan with more to give goes on, on a blocking thread.
-        let mut cursor = ScanCursor::open(
-            &self.ds,
-            &self.access,
-            self.rev,
-            txn,
-            ctl,
-            self.limit,
-            batch_size,
-        )?;
+        let spec = ReadSpec {
+            access: &self.access,
+            rev: self.rev,
+            range,
+            limit: self.limit,
+        };
+        let mut cursor = ScanCursor::open(&self.ds, spec, txn, ctl, batch_size)?;
         let first = match cursor.next_batch(&schema, &cols)? {
             None => return Ok(Box::pin(MemoryStream::try_new(vec![], schema, None)?)),
             Some(batch) => batch,
@@ -357,14 +449,30 @@ fn encoded(mut sc: silt::dataset::DatasetScan) -> Records {
     }))
 }
 
+/// What a scan reads: its access path, in which direction, the part of a
+/// split scan, at most how many records.
+pub struct ReadSpec<'a> {
+    pub access: &'a Access,
+    /// Descending key order (primary paths only).
+    pub rev: bool,
+    /// The key range of one part of a split scan (instead of the whole
+    /// full scan or key range of `access`).
+    pub range: Option<KeyRange>,
+    pub limit: Option<usize>,
+}
+
 /// Open the access path's record iterator.
 pub fn open_records(
     ds: &Arc<Dataset>,
-    access: &Access,
-    rev: bool,
-    limit: Option<usize>,
+    spec: ReadSpec<'_>,
     ctl: &Option<Arc<StatementControl>>,
 ) -> silt::Result<Records> {
+    let ReadSpec {
+        access,
+        rev,
+        range,
+        limit,
+    } = spec;
     let scan = |lo, hi| -> silt::Result<Records> {
         Ok(encoded(if rev {
             ds.scan_raw_rev(lo, hi)?
@@ -372,6 +480,9 @@ pub fn open_records(
             ds.scan_raw(lo, hi)?
         }))
     };
+    if let Some((lo, hi)) = range {
+        return scan(lo, hi);
+    }
     Ok(match access {
         Access::Full => scan(Bound::Unbounded, Bound::Unbounded)?,
         Access::Get(pk) => decoded(ds.get(pk)?.into_iter().map(Ok)),
@@ -463,12 +574,16 @@ pub fn open_records(
 pub fn open_records_in(
     slot: Arc<TxnSlot>,
     ds: &Arc<Dataset>,
-    access: &Access,
-    rev: bool,
-    limit: Option<usize>,
+    spec: ReadSpec<'_>,
     for_write: bool,
     ctl: &Option<Arc<StatementControl>>,
 ) -> silt::Result<Records> {
+    let ReadSpec {
+        access,
+        rev,
+        range,
+        limit,
+    } = spec;
     let get = {
         let (slot, ds) = (slot.clone(), ds.clone());
         move |pk: &[Value]| slot.with(|t| t.get(&ds, pk))
@@ -495,6 +610,9 @@ pub fn open_records_in(
             r.transpose()
         })))
     };
+    if let Some((lo, hi)) = range {
+        return scan(lo, hi);
+    }
     Ok(match access {
         Access::Full => scan(Bound::Unbounded, Bound::Unbounded)?,
         Access::Get(pk) => decoded(get(pk)?.into_iter().map(Ok)),
@@ -643,18 +761,15 @@ struct ScanCursor {
 impl ScanCursor {
     fn open(
         ds: &Arc<Dataset>,
-        access: &Access,
-        rev: bool,
+        spec: ReadSpec<'_>,
         txn: Option<(Arc<TxnSlot>, bool)>,
         ctl: Option<Arc<StatementControl>>,
-        limit: Option<usize>,
         batch_size: usize,
     ) -> DfResult<ScanCursor> {
+        let limit = spec.limit;
         let it = match txn {
-            Some((slot, for_write)) => {
-                open_records_in(slot, ds, access, rev, limit, for_write, &ctl)
-            }
-            None => open_records(ds, access, rev, limit, &ctl),
+            Some((slot, for_write)) => open_records_in(slot, ds, spec, for_write, &ctl),
+            None => open_records(ds, spec, &ctl),
         }
         .map_err(silt_err)?;
         Ok(ScanCursor {

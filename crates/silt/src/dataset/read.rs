@@ -258,6 +258,50 @@ impl Dataset {
         Ok(s)
     }
 
+    /// Encoded keys that split the primary keys within `[lo, hi)` into at
+    /// most `parts` ranges of about the same number of records, each at
+    /// least `min_blocks` data blocks long; empty when the range is smaller.
+    /// Read from the block index of the largest disk component (keys are
+    /// spread over partitions by hash, so any partition's distribution
+    /// stands for all); records only in memory are not counted. For
+    /// parallel scans: the ranges `[lo, k1)`, `[k1, k2)`, ... `[kn, hi)`
+    /// together cover `[lo, hi)` exactly, whatever the keys.
+    pub fn split_keys(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        parts: usize,
+        min_blocks: usize,
+    ) -> Vec<Vec<u8>> {
+        let largest = self
+            .partitions
+            .iter()
+            .flat_map(|p| {
+                p.primary
+                    .snapshot()
+                    .disk
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .max_by_key(|c| c.meta().entries);
+        let Some(c) = largest else {
+            return Vec::new();
+        };
+        let ends = c.block_ends_within(lo, hi);
+        let parts = parts.min(ends.len() / min_blocks.max(1));
+        if parts < 2 {
+            return Vec::new();
+        }
+        // A block's last key starts the next part (ranges are half-open).
+        let mut keys: Vec<Vec<u8>> = (1..parts)
+            .filter_map(|i| ends.get(i * ends.len() / parts))
+            .map(|k| k.to_vec())
+            .collect();
+        keys.dedup();
+        keys
+    }
+
     pub(super) fn partition_scans(
         &self,
         lo: &Bound<Vec<u8>>,

@@ -710,6 +710,24 @@ impl ComponentReader {
         }
     }
 
+    /// The last key of each data block within `[lo, hi)`, in order: where a
+    /// scan of the range can be split into parts of whole blocks.
+    pub fn block_ends_within(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Vec<&[u8]> {
+        (0..self.num_blocks())
+            .map(|i| self.index_key(i))
+            .filter(|k| match lo {
+                Bound::Included(l) => *k >= l,
+                Bound::Excluded(l) => *k > l,
+                Bound::Unbounded => true,
+            })
+            .filter(|k| match hi {
+                Bound::Included(h) => *k <= h,
+                Bound::Excluded(h) => *k < h,
+                Bound::Unbounded => true,
+            })
+            .collect()
+    }
+
     fn index_key(&self, i: usize) -> &[u8] {
         let start = if i == 0 {
             0

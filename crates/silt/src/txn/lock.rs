@@ -97,6 +97,11 @@ pub struct LockManager {
     /// Names held per transaction, sharded by transaction id.
     owners: Box<[OwnerShard]>,
     counters: Counters,
+    /// X locks held right now, changed under the name's shard lock when a
+    /// holder comes or goes. While it reads zero no name is held, so an
+    /// instant S request is granted without looking up its name (see
+    /// [`LockManager::try_s_instant`]).
+    held_now: AtomicU64,
 }
 
 impl Default for LockManager {
@@ -120,6 +125,7 @@ impl LockManager {
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
             owners: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             counters: Counters::default(),
+            held_now: AtomicU64::new(0),
         }
     }
 
@@ -159,6 +165,7 @@ impl LockManager {
             match entry.holder {
                 None => {
                     entry.holder = Some(txn);
+                    self.held_now.fetch_add(1, Ordering::SeqCst);
                     if waited {
                         entry.waiters -= 1;
                     }
@@ -194,7 +201,10 @@ impl LockManager {
             let mut table = self.shard(name).table.lock();
             let entry = table.entry(name).or_default();
             match entry.holder {
-                None => entry.holder = Some(txn),
+                None => {
+                    entry.holder = Some(txn);
+                    self.held_now.fetch_add(1, Ordering::SeqCst);
+                }
                 Some(h) if h == txn => {
                     self.counters.reentrant.fetch_add(1, Ordering::Relaxed);
                     return true;
@@ -238,13 +248,21 @@ impl LockManager {
     }
 
     /// Non-blocking instant S: `true` if no transaction holds X on `name`.
+    ///
+    /// When no X lock is held at all the name is not looked up (a scan asks
+    /// once per record). That answer is as good as the lookup: a writer
+    /// counts its lock in `held_now` (SeqCst, under the shard lock) before
+    /// it writes anything, so a reader that read the writer's version and
+    /// then loads `held_now` sees that count unless the writer has released
+    /// it, and it is released only at commit or after the abort's undo.
     pub fn try_s_instant(&self, name: u64) -> bool {
-        let free = self
-            .shard(name)
-            .table
-            .lock()
-            .get(&name)
-            .is_none_or(|e| e.holder.is_none());
+        let free = self.held_now.load(Ordering::SeqCst) == 0
+            || self
+                .shard(name)
+                .table
+                .lock()
+                .get(&name)
+                .is_none_or(|e| e.holder.is_none());
         if free {
             self.counters.s_instant.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -287,6 +305,7 @@ impl LockManager {
                 continue;
             }
             released += 1;
+            self.held_now.fetch_sub(1, Ordering::SeqCst);
             if entry.waiters > 0 {
                 entry.holder = None;
                 shard.released.notify_all();
@@ -384,6 +403,13 @@ mod tests {
         assert_eq!(s.try_refusals, 2);
         assert_eq!(s.s_refusals, 1);
         assert_eq!(s.held, 1);
+        assert_eq!(lm.held_now.load(Ordering::SeqCst), 1);
+        // Another name is free while `a` is held (looked up), and every
+        // name once nothing is held (not looked up).
+        assert!(lm.try_s_instant(a ^ 1));
+        lm.release_all(2);
+        assert_eq!(lm.held_now.load(Ordering::SeqCst), 0);
+        assert!(lm.try_s_instant(a));
     }
 
     #[test]
@@ -472,6 +498,7 @@ mod tests {
         }
         let s = lm.stats();
         assert_eq!(s.held, 0);
+        assert_eq!(lm.held_now.load(Ordering::SeqCst), 0);
         assert_eq!(s.grants, s.releases);
         assert!(s.waits > 0, "stress test never contended: {s:?}");
         for &n in names.iter() {
