@@ -42,6 +42,7 @@ const SPLIT_MIN_BLOCKS: usize = 16;
 /// Silt's scan operator: one partition (or one per key range of a split
 /// scan), reading a snapshot of the dataset through the chosen access path
 /// when executed.
+#[derive(Clone)]
 pub struct SiltScanExec {
     ds: Arc<Dataset>,
     cols: Vec<ColumnInfo>,
@@ -127,18 +128,11 @@ impl SiltScanExec {
 
     /// This scan reading in the other direction.
     fn reversed(&self) -> SiltScanExec {
-        let rev = !self.rev;
-        SiltScanExec {
-            ds: self.ds.clone(),
-            cols: self.cols.clone(),
-            schema: self.schema.clone(),
-            access: self.access.clone(),
-            limit: self.limit,
-            rev,
-            parts: None,
-            for_write: self.for_write,
-            props: Self::props(&self.ds, &self.cols, &self.schema, &self.access, rev),
-        }
+        let mut s = self.clone();
+        s.rev = !self.rev;
+        s.parts = None;
+        s.props = Self::props(&self.ds, &self.cols, &self.schema, &self.access, s.rev);
+        s
     }
 
     pub fn access(&self) -> &Access {
@@ -188,22 +182,6 @@ fn key_ordering(
         ordering.push(PhysicalSortExpr::new(expr, SortOptions::new(rev, rev)));
     }
     (!ordering.is_empty()).then_some(ordering)
-}
-
-impl SiltScanExec {
-    fn clone_exec(&self) -> SiltScanExec {
-        SiltScanExec {
-            ds: self.ds.clone(),
-            cols: self.cols.clone(),
-            schema: self.schema.clone(),
-            access: self.access.clone(),
-            limit: self.limit,
-            rev: self.rev,
-            parts: self.parts.clone(),
-            for_write: self.for_write,
-            props: self.props.clone(),
-        }
-    }
 }
 
 impl DisplayAs for SiltScanExec {
@@ -265,17 +243,9 @@ impl ExecutionPlan for SiltScanExec {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        Some(Arc::new(SiltScanExec {
-            ds: self.ds.clone(),
-            cols: self.cols.clone(),
-            schema: self.schema.clone(),
-            access: self.access.clone(),
-            limit,
-            rev: self.rev,
-            parts: self.parts.clone(),
-            for_write: self.for_write,
-            props: self.props.clone(),
-        }))
+        let mut s = self.clone();
+        s.limit = limit;
+        Some(Arc::new(s))
     }
 
     fn fetch(&self) -> Option<usize> {
@@ -323,17 +293,10 @@ impl ExecutionPlan for SiltScanExec {
         }
         parts.push((from, hi));
         let n = parts.len();
-        Ok(Some(Arc::new(SiltScanExec {
-            ds: self.ds.clone(),
-            cols: self.cols.clone(),
-            schema: self.schema.clone(),
-            access: self.access.clone(),
-            limit: None,
-            rev: false,
-            parts: Some(Arc::new(parts)),
-            for_write: false,
-            props: Self::props_with(&self.ds, &self.cols, &self.schema, &self.access, false, n),
-        })))
+        let mut s = self.clone();
+        s.parts = Some(Arc::new(parts));
+        s.props = Self::props_with(&self.ds, &self.cols, &self.schema, &self.access, false, n);
+        Ok(Some(Arc::new(s)))
     }
 
     /// `ORDER BY key DESC` (the key fields leading the key, all descending):
@@ -364,7 +327,7 @@ impl ExecutionPlan for SiltScanExec {
         };
         if fits(false) {
             return Ok(SortOrderPushdownResult::Exact {
-                inner: Arc::new(self.clone_exec()),
+                inner: Arc::new(self.clone()),
             });
         }
         if fits(true) {

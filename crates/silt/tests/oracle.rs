@@ -63,6 +63,12 @@ fn record(k: i64, v: u32) -> Value {
     ])
 }
 
+/// (id, v) of a scanned record.
+fn id_value(r: silt::Result<Value>) -> (i64, u32) {
+    let r = r.unwrap();
+    (r.get("id").and_then(Value::as_i64).unwrap(), value_of(&r))
+}
+
 fn value_of(r: &Value) -> u32 {
     r.get("v").and_then(Value::as_i64).unwrap_or(-1) as u32
 }
@@ -122,10 +128,7 @@ fn run(
                     )
                     .unwrap()
                     .take(*limit)
-                    .map(|r| {
-                        let r = r.unwrap();
-                        (r.get("id").and_then(Value::as_i64).unwrap(), value_of(&r))
-                    })
+                    .map(id_value)
                     .collect();
                 let want: Vec<(i64, u32)> = model
                     .range(*a..*b)
@@ -140,10 +143,7 @@ fn run(
                     .scan_raw_rev(Bound::Included(lo), Bound::Excluded(hi))
                     .unwrap()
                     .take(*limit)
-                    .map(|r| {
-                        let r = r.unwrap();
-                        (r.get("id").and_then(Value::as_i64).unwrap(), value_of(&r))
-                    })
+                    .map(id_value)
                     .collect();
                 let want: Vec<(i64, u32)> = model
                     .range(*a..*b)
@@ -169,20 +169,14 @@ fn run(
         let all: Vec<(i64, u32)> = ds
             .scan(Bound::Unbounded, Bound::Unbounded)
             .unwrap()
-            .map(|r| {
-                let r = r.unwrap();
-                (r.get("id").and_then(Value::as_i64).unwrap(), value_of(&r))
-            })
+            .map(id_value)
             .collect();
         let want: Vec<(i64, u32)> = model.iter().map(|(k, v)| (*k, *v)).collect();
         prop_assert_eq!(all, want, "full scan round {} under {}", round, policy);
         let back: Vec<(i64, u32)> = ds
             .scan_raw_rev(Bound::Unbounded, Bound::Unbounded)
             .unwrap()
-            .map(|r| {
-                let r = r.unwrap();
-                (r.get("id").and_then(Value::as_i64).unwrap(), value_of(&r))
-            })
+            .map(id_value)
             .collect();
         let want: Vec<(i64, u32)> = model.iter().rev().map(|(k, v)| (*k, *v)).collect();
         prop_assert_eq!(
