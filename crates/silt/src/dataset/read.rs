@@ -114,6 +114,16 @@ impl DatasetScan {
     }
 
     fn next_unlocked(&mut self) -> Result<Option<Versioned>> {
+        // One partition: its scan's order is the order (its first entry
+        // went on the heap when the scan was opened or restarted).
+        if self.scans.len() == 1 {
+            if let Some(top) = self.heap.pop() {
+                return Ok(Some((top.key, top.value, top.seq)));
+            }
+            return Ok(self.scans[0]
+                .next_entry()?
+                .map(|(k, e)| (k, e.value, e.seq)));
+        }
         let Some(top) = self.heap.pop() else {
             return Ok(None);
         };

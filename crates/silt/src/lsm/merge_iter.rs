@@ -127,6 +127,14 @@ impl MergeIter {
 
     /// Like [`next_entry`](Self::next_entry), with the rank of the source it came from.
     pub fn next_ranked(&mut self) -> Result<Option<(Vec<u8>, Entry, usize)>> {
+        // One source holds each key once: no heap, no reconciliation (its
+        // first entry was put on the heap when the merge was made).
+        if self.sources.len() == 1 {
+            if let Some(top) = self.heap.pop() {
+                return Ok(Some((top.key, top.entry, 0)));
+            }
+            return Ok(self.sources[0].next_entry()?.map(|(k, e)| (k, e, 0)));
+        }
         let Some(mut top) = self.heap.pop() else {
             return Ok(None);
         };
