@@ -2,8 +2,9 @@
 //! read in place ([`silt::value::visit_fields`]) and only the projected
 //! fields are appended, straight into the column builders, without a
 //! [`Value`] per record; a record that comes decoded (an index hit) is read
-//! by field name. Both give the columns [`crate::convert`] describes (the
-//! same rules as [`crate::convert::column_from_records`]).
+//! by field name. Both give the columns [`crate::convert`] describes; the
+//! decoded records of inserts and the spatial join go through here too
+//! ([`crate::convert::records_to_batch`]).
 
 use std::sync::Arc;
 
@@ -131,9 +132,9 @@ impl<'c> BatchBuilder<'c> {
         self.rows += 1;
     }
 
-    pub fn finish(mut self, schema: &SchemaRef) -> DfResult<RecordBatch> {
-        let arrays: Vec<ArrayRef> = self
-            .builders
+    /// The columns built, in order.
+    pub fn finish_arrays(mut self) -> Vec<ArrayRef> {
+        self.builders
             .iter_mut()
             .map(|b| -> ArrayRef {
                 match b {
@@ -144,8 +145,13 @@ impl<'c> BatchBuilder<'c> {
                     Col::Text { b, .. } => Arc::new(b.finish()),
                 }
             })
-            .collect();
-        let opts = RecordBatchOptions::new().with_row_count(Some(self.rows));
+            .collect()
+    }
+
+    pub fn finish(self, schema: &SchemaRef) -> DfResult<RecordBatch> {
+        let rows = self.rows;
+        let arrays = self.finish_arrays();
+        let opts = RecordBatchOptions::new().with_row_count(Some(rows));
         Ok(RecordBatch::try_new_with_options(
             schema.clone(),
             arrays,

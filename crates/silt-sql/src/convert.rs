@@ -12,15 +12,14 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BinaryBuilder, BooleanBuilder, Float64Builder, Int64Builder,
-    RecordBatch, RecordBatchOptions, StringBuilder,
-};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use silt::{DatasetDef, FieldType, Value};
+
+use crate::batch::BatchBuilder;
 
 /// One SQL column of a dataset.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,12 +80,6 @@ pub fn schema_of(cols: &[ColumnInfo]) -> SchemaRef {
     ))
 }
 
-/// Text form of a value in a Utf8 column of type `any`: its JSON text
-/// (strings quoted), so that it converts back exactly ([`any_value`]).
-fn any_text(v: &Value) -> String {
-    silt::value::to_json(v).to_string()
-}
-
 /// The value of the text of an `any` column: JSON text is parsed, anything
 /// else is a string.
 pub fn any_value(text: &str) -> Value {
@@ -98,62 +91,14 @@ pub fn any_value(text: &str) -> Value {
 
 /// One Arrow column from the field `col` of each record.
 pub fn column_from_records(col: &ColumnInfo, records: &[Value]) -> ArrayRef {
-    let field = |r: &'_ Value| -> Option<Value> { r.get(&col.name).cloned() };
-    match col.data_type {
-        DataType::Int64 => {
-            let mut b = Int64Builder::with_capacity(records.len());
-            for r in records {
-                match field(r) {
-                    Some(Value::Int(i)) => b.append_value(i),
-                    _ => b.append_null(),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        DataType::Float64 => {
-            let mut b = Float64Builder::with_capacity(records.len());
-            for r in records {
-                match field(r).as_ref().and_then(Value::as_f64) {
-                    Some(d) => b.append_value(d),
-                    None => b.append_null(),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        DataType::Boolean => {
-            let mut b = BooleanBuilder::with_capacity(records.len());
-            for r in records {
-                match field(r) {
-                    Some(Value::Bool(x)) => b.append_value(x),
-                    _ => b.append_null(),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        DataType::Binary => {
-            let mut b = BinaryBuilder::new();
-            for r in records {
-                match field(r) {
-                    Some(Value::Binary(x)) => b.append_value(x),
-                    _ => b.append_null(),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        _ => {
-            let mut b = StringBuilder::new();
-            for r in records {
-                match (col.ty, field(r)) {
-                    (_, None | Some(Value::Null)) => b.append_null(),
-                    (FieldType::Any, Some(v)) => b.append_value(any_text(&v)),
-                    (_, Some(Value::String(s))) => b.append_value(s),
-                    (_, Some(Value::Geometry(g))) => b.append_value(g.to_wkt()),
-                    (_, Some(_)) => b.append_null(),
-                }
-            }
-            Arc::new(b.finish())
-        }
+    let cols = std::slice::from_ref(col);
+    let mut b = BatchBuilder::new(cols, records.len());
+    for r in records {
+        b.push_value(r);
     }
+    b.finish_arrays()
+        .pop()
+        .unwrap_or_else(|| datafusion::arrow::array::new_empty_array(&col.data_type))
 }
 
 /// A record batch of the projected columns of `records`.
@@ -162,16 +107,11 @@ pub fn records_to_batch(
     cols: &[ColumnInfo],
     records: &[Value],
 ) -> DfResult<RecordBatch> {
-    let arrays: Vec<ArrayRef> = cols
-        .iter()
-        .map(|c| column_from_records(c, records))
-        .collect();
-    let opts = RecordBatchOptions::new().with_row_count(Some(records.len()));
-    Ok(RecordBatch::try_new_with_options(
-        schema.clone(),
-        arrays,
-        &opts,
-    )?)
+    let mut b = BatchBuilder::new(cols, records.len());
+    for r in records {
+        b.push_value(r);
+    }
+    b.finish(schema)
 }
 
 /// The value at `row` of an Arrow column of the column's type (None for null).

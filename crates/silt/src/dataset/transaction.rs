@@ -374,14 +374,7 @@ impl Transaction {
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
     ) -> Result<TxnScan> {
-        self.enlist(ds)?;
-        let buffered = self.buffered_range(ds, &lo, &hi);
-        Ok(TxnScan {
-            inner: ds.scan_raw(lo, hi)?,
-            buffered: buffered.into(),
-            head: None,
-            rev: false,
-        })
+        self.open_scan(ds, lo, hi, false)
     }
 
     /// [`Transaction::scan_raw`] in descending key order.
@@ -391,14 +384,29 @@ impl Transaction {
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
     ) -> Result<TxnScan> {
+        self.open_scan(ds, lo, hi, true)
+    }
+
+    fn open_scan(
+        &mut self,
+        ds: &Arc<Dataset>,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        rev: bool,
+    ) -> Result<TxnScan> {
         self.enlist(ds)?;
         let mut buffered = self.buffered_range(ds, &lo, &hi);
-        buffered.reverse();
+        let inner = if rev {
+            buffered.reverse();
+            ds.scan_raw_rev(lo, hi)?
+        } else {
+            ds.scan_raw(lo, hi)?
+        };
         Ok(TxnScan {
-            inner: ds.scan_raw_rev(lo, hi)?,
+            inner,
             buffered: buffered.into(),
             head: None,
-            rev: true,
+            rev,
         })
     }
 
