@@ -1,5 +1,8 @@
 //! `silt serve` end to end: a server on port 0 over a temporary database,
-//! driven through `tokio-postgres` and HTTP (`reqwest`).
+//! driven through `tokio-postgres` and HTTP (`reqwest`). Security,
+//! transactions, COPY and the catalog are modules of this binary (one link
+//! of the server for all of them); the tests that read the process's memory
+//! (`limits`, `protocol_fuzz`) stay in binaries of their own.
 
 #[path = "common/http_client.rs"]
 mod http_client;
@@ -7,9 +10,17 @@ mod http_client;
 #[path = "common/pg_fixture.rs"]
 mod pg_fixture;
 
-// The catalog's tests share this binary (one link of the server fewer).
+#[path = "common/pgtls.rs"]
+mod pgtls;
+
 #[path = "pg/catalog.rs"]
 mod catalog;
+#[path = "pg/copy.rs"]
+mod copy;
+#[path = "server/security.rs"]
+mod security;
+#[path = "server/transactions.rs"]
+mod transactions;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,7 @@
 //! End-to-end SQL tests on a temporary database: DDL, DML, pushdown
 //! correctness against brute force, EXPLAIN, kNN, spatial joins, errors.
+//! The other SQL test files are modules of this binary (one link of
+//! DataFusion for all of them).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -12,7 +14,17 @@ use silt::geo::sphere::haversine_m;
 use silt::{Database, DbOptions};
 use silt_sql::{SqlEngine, SqlError};
 
+#[path = "sql/bounds.rs"]
+mod bounds;
 mod common;
+#[path = "sql/key_order.rs"]
+mod key_order;
+#[path = "sql/plan_cache.rs"]
+mod plan_cache;
+#[path = "sql/split_scan.rs"]
+mod split_scan;
+#[path = "sql/transactions.rs"]
+mod transactions;
 
 use common::*;
 

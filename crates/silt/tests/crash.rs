@@ -7,6 +7,11 @@
 //! operation, one line each, flushed; acknowledged = durable (sync mode).
 //!
 //! Knobs: `SILT_CRASH_CYCLES` (default 100 per phase, two phases) for longer runs.
+//!
+//! The transaction crash test (`txn`) shares this binary.
+
+#[path = "crash/txn.rs"]
+mod txn;
 
 use silt::lsm::policy::MergePolicy;
 use silt::{Database, DatasetDef, DbOptions, Durability, FieldType, Value};

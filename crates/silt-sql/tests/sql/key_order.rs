@@ -13,9 +13,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use silt_sql::{SqlEngine, SqlSession};
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// A key of the model, ordered as SQL orders the column.
 #[derive(Clone, Debug, PartialEq, PartialOrd)]

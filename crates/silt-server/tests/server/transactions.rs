@@ -2,17 +2,8 @@
 //! PostgreSQL protocol (simple and extended), and HTTP requests that commit
 //! or roll back as one.
 
-#[path = "common/http_client.rs"]
-mod http_client;
-
-#[path = "common/pg_fixture.rs"]
-mod pg_fixture;
-
-// COPY's tests share this binary (one link of the server fewer in CI).
-#[path = "pg/copy.rs"]
-mod copy;
-
-use pg_fixture::PgFixture;
+use crate::http_client;
+use crate::pg_fixture::PgFixture;
 use serde_json::Value;
 use tokio_postgres::error::SqlState;
 

@@ -15,10 +15,7 @@ use silt_sql::scram::Verifier;
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
-#[path = "common/http_client.rs"]
-mod http_client;
-#[path = "common/pgtls.rs"]
-mod pgtls;
+use crate::{http_client, pgtls};
 
 /// A CA-signed server certificate for `localhost` and 127.0.0.1.
 struct Certs {

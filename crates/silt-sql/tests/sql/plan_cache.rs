@@ -2,11 +2,9 @@
 //! the answers brute force gives, statement templates find shapes without
 //! parsing, and DDL invalidates what it changes.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::*;
+use crate::common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use silt::geo::sphere::haversine_m;

@@ -8,9 +8,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use silt_sql::SqlSession;
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn split_scans_answer_as_one_scan() {

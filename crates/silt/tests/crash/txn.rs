@@ -239,7 +239,7 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
-                "txn_crash_child",
+                "txn::txn_crash_child",
                 "--nocapture",
                 "--test-threads",
                 "1",
