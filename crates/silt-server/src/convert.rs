@@ -1,9 +1,11 @@
 //! Arrow values for the two front ends: PostgreSQL types and rows, and JSON.
 //!
 //! PostgreSQL types: every integer type -> `int8`, floats -> `float8`,
-//! `Boolean` -> `bool`, binary types -> `bytea`, lists -> `int8[]`,
-//! `float8[]`, `bool[]` or `text[]` by their elements, everything else
-//! (strings, geometry WKT, dates, decimals...) -> `text`, formatted as
+//! `Boolean` -> `bool`, binary types -> `bytea`, dates -> `date`,
+//! timestamps -> `timestamp` or `timestamptz` (microseconds), decimals ->
+//! `numeric`, `jsonb` columns (by their field metadata) -> `jsonb`, lists
+//! -> `int8[]`, `float8[]`, `bool[]` or `text[]` by their elements,
+//! everything else (strings, geometry WKT, ...) -> `text`, formatted as
 //! DataFusion prints it. JSON: integers and finite floats are numbers,
 //! non-finite floats the strings `"NaN"`, `"Infinity"`, `"-Infinity"`,
 //! binary values base64 strings, everything else as for `text`.
@@ -12,15 +14,24 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use base64::Engine as _;
+use bytes::{BufMut, BytesMut};
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array, Int64Array, ListArray,
-    RecordBatch, StringArray, StringBuilder,
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Date32Array, Decimal128Array,
+    Float64Array, Int64Array, ListArray, RecordBatch, StringArray, StringBuilder,
+    TimestampMicrosecondArray,
 };
 use datafusion::arrow::compute::{CastOptions, cast_with_options};
-use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use datafusion::arrow::datatypes::{
+    DataType, Date32Type, Decimal128Type, Field, Float64Type, Int64Type, TimeUnit,
+    TimestampMicrosecondType,
+};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use pgwire::api::Type;
+use pgwire::types::ToSqlText;
+use postgres_types::{IsNull, ToSql, to_sql_checked};
+use silt::value::{decimal, temporal};
+use silt_sql::pg_forms;
 
 /// The PostgreSQL type an Arrow type is sent as.
 pub fn pg_type(dt: &DataType) -> Type {
@@ -39,6 +50,13 @@ pub fn pg_type(dt: &DataType) -> Type {
         | DataType::LargeBinary
         | DataType::BinaryView
         | DataType::FixedSizeBinary(_) => Type::BYTEA,
+        DataType::Date32 | DataType::Date64 => Type::DATE,
+        DataType::Timestamp(_, None) => Type::TIMESTAMP,
+        DataType::Timestamp(_, Some(_)) => Type::TIMESTAMPTZ,
+        DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..) => Type::NUMERIC,
         DataType::Dictionary(_, v) => pg_type(v),
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
             match pg_type(f.data_type()) {
@@ -63,6 +81,7 @@ pub fn pg_field_type(f: &Field) -> Type {
     {
         Some("int2vector") => Type::INT2_VECTOR,
         Some("oidvector") => Type::OID_VECTOR,
+        Some("jsonb") if f.data_type() == &DataType::Utf8 => Type::JSONB,
         _ => pg_type(f.data_type()),
     }
 }
@@ -74,8 +93,97 @@ pub enum PgColumn {
     Bool(BooleanArray),
     Bytes(BinaryArray),
     Text(StringArray),
+    Date(Date32Array),
+    /// Microseconds; with a zone (`timestamptz`) or not.
+    Time(TimestampMicrosecondArray, bool),
+    /// Units of 10^-scale.
+    Numeric(Decimal128Array, u8),
+    /// JSON text (`jsonb`).
+    Json(StringArray),
     /// An array column: its lists, elements converted for the element type.
     List(ListArray, Box<PgColumn>),
+}
+
+/// One value of a type whose wire forms Silt writes itself (the binary
+/// forms of [`silt_sql::pg_forms`], PostgreSQL's text output).
+#[derive(Debug)]
+pub enum PgCell<'a> {
+    Date(i64),
+    Time(i64, bool),
+    Numeric(i128, u8),
+    Json(&'a str),
+}
+
+impl PgColumn {
+    /// Row `r` of a column of the types [`PgCell`] covers (`None` for null
+    /// or another column type).
+    pub fn cell(&self, r: usize) -> Option<PgCell<'_>> {
+        match self {
+            PgColumn::Date(a) if !a.is_null(r) => Some(PgCell::Date(i64::from(a.value(r)))),
+            PgColumn::Time(a, zone) if !a.is_null(r) => Some(PgCell::Time(a.value(r), *zone)),
+            PgColumn::Numeric(a, scale) if !a.is_null(r) => {
+                Some(PgCell::Numeric(a.value(r), *scale))
+            }
+            PgColumn::Json(a) if !a.is_null(r) => Some(PgCell::Json(a.value(r))),
+            _ => None,
+        }
+    }
+}
+
+impl PgCell<'_> {
+    fn text(&self) -> String {
+        match self {
+            PgCell::Date(d) => temporal::format_date(*d).unwrap_or_else(|| d.to_string()),
+            PgCell::Time(m, zone) => {
+                temporal::format_timestamp(*m, *zone).unwrap_or_else(|| m.to_string())
+            }
+            PgCell::Numeric(u, scale) => decimal::format_units(*u, *scale),
+            PgCell::Json(t) => (*t).to_owned(),
+        }
+    }
+}
+
+impl ToSql for PgCell<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match self {
+            PgCell::Date(d) => out.put_slice(&pg_forms::date_send(*d)),
+            PgCell::Time(m, _) => out.put_slice(&pg_forms::timestamp_send(*m)),
+            PgCell::Numeric(u, scale) => {
+                let mut b = Vec::with_capacity(16);
+                pg_forms::numeric_send(*u, *scale, &mut b);
+                out.put_slice(&b);
+            }
+            PgCell::Json(t) => {
+                if *ty == Type::JSONB {
+                    out.put_u8(1);
+                }
+                out.put_slice(t.as_bytes());
+            }
+        }
+        Ok(IsNull::No)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+impl ToSqlText for PgCell<'_> {
+    fn to_sql_text(
+        &self,
+        _: &Type,
+        out: &mut BytesMut,
+        _: &pgwire::types::format::FormatOptions,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.put_slice(self.text().as_bytes());
+        Ok(IsNull::No)
+    }
 }
 
 /// One array value, as the encoder takes it.
@@ -141,6 +249,43 @@ impl PgColumn {
                 PgColumn::List(list, Box::new(values))
             }
             Type::INT2_VECTOR | Type::OID_VECTOR => PgColumn::Text(vector_text(array)?),
+            Type::DATE => PgColumn::Date(
+                cast_with_options(array, &DataType::Date32, &strict())?
+                    .as_primitive::<Date32Type>()
+                    .clone(),
+            ),
+            Type::TIMESTAMP | Type::TIMESTAMPTZ => {
+                let tz = match array.data_type() {
+                    DataType::Timestamp(_, tz) => tz.clone(),
+                    _ => None,
+                };
+                let zone = tz.is_some();
+                PgColumn::Time(
+                    cast_with_options(
+                        array,
+                        &DataType::Timestamp(TimeUnit::Microsecond, tz),
+                        &strict(),
+                    )?
+                    .as_primitive::<TimestampMicrosecondType>()
+                    .clone(),
+                    zone,
+                )
+            }
+            Type::NUMERIC => {
+                let (p, s) = match array.data_type() {
+                    DataType::Decimal128(p, s) => (*p, *s),
+                    DataType::Decimal32(p, s) | DataType::Decimal64(p, s) => (*p, *s),
+                    _ => (38, 10),
+                };
+                let s = s.clamp(0, 38);
+                PgColumn::Numeric(
+                    cast_with_options(array, &DataType::Decimal128(p.min(38), s), &strict())?
+                        .as_primitive::<Decimal128Type>()
+                        .clone(),
+                    s as u8,
+                )
+            }
+            Type::JSONB => PgColumn::Json(text_array(array)?),
             _ => PgColumn::Text(text_array(array)?),
         })
     }
@@ -170,7 +315,12 @@ impl PgColumn {
                     .map(|i| (!a.is_null(i)).then(|| a.value(i).to_owned()))
                     .collect(),
             ),
-            PgColumn::Bytes(_) | PgColumn::List(..) => return None,
+            PgColumn::Bytes(_)
+            | PgColumn::List(..)
+            | PgColumn::Date(_)
+            | PgColumn::Time(..)
+            | PgColumn::Numeric(..)
+            | PgColumn::Json(_) => return None,
         })
     }
 }
@@ -240,17 +390,27 @@ enum JsonColumn {
     Bool(BooleanArray),
     Bytes(BinaryArray),
     Text(StringArray),
+    /// JSON text, written as it is when it is JSON.
+    Json(StringArray),
 }
 
-/// Writes record batches as JSON objects, one per row, keys in column order.
+/// Writes record batches as JSON objects, one per row, keys in column order;
+/// the values of `jsonb` columns are written as the JSON they hold.
 pub struct JsonRows {
     /// `"name":` for each column, JSON-escaped.
     keys: Vec<String>,
+    /// Per column: a `jsonb` column.
+    json: Vec<bool>,
 }
 
 impl JsonRows {
     pub fn new(schema: &datafusion::arrow::datatypes::Schema) -> JsonRows {
         JsonRows {
+            json: schema
+                .fields()
+                .iter()
+                .map(|f| pg_field_type(f) == Type::JSONB)
+                .collect(),
             keys: schema
                 .fields()
                 .iter()
@@ -276,7 +436,14 @@ impl JsonRows {
         let cols = batch
             .columns()
             .iter()
-            .map(json_column)
+            .enumerate()
+            .map(|(i, a)| {
+                if self.json.get(i) == Some(&true) {
+                    Ok(JsonColumn::Json(text_array(a)?))
+                } else {
+                    json_column(a)
+                }
+            })
             .collect::<Result<Vec<_>, _>>()?;
         for row in 0..batch.num_rows() {
             if !*first {
@@ -332,7 +499,7 @@ fn write_json_value(c: &JsonColumn, row: usize, out: &mut String) {
         JsonColumn::Float(a) => a.is_null(row),
         JsonColumn::Bool(a) => a.is_null(row),
         JsonColumn::Bytes(a) => a.is_null(row),
-        JsonColumn::Text(a) => a.is_null(row),
+        JsonColumn::Text(a) | JsonColumn::Json(a) => a.is_null(row),
     };
     if null {
         out.push_str("null");
@@ -360,7 +527,12 @@ fn write_json_value(c: &JsonColumn, row: usize, out: &mut String) {
             out.push_str(&base64::engine::general_purpose::STANDARD.encode(a.value(row)));
             out.push('"');
         }
-        JsonColumn::Text(a) => {
+        JsonColumn::Json(a)
+            if serde_json::from_str::<serde::de::IgnoredAny>(a.value(row)).is_ok() =>
+        {
+            out.push_str(a.value(row));
+        }
+        JsonColumn::Text(a) | JsonColumn::Json(a) => {
             let s = a.value(row);
             match serde_json::to_string(s) {
                 Ok(q) => out.push_str(&q),

@@ -9,6 +9,8 @@
 //! comments are left alone.
 
 use pgwire::api::Type;
+use silt::value::{decimal, temporal};
+use silt_sql::pg_forms;
 
 /// A bound parameter value as a SQL literal.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +81,53 @@ fn hex_literal(b: &[u8]) -> Literal {
     Literal(s)
 }
 
+/// A date (days since 1970-01-01) as a typed SQL literal.
+fn date_literal(days: i64) -> Literal {
+    let text =
+        temporal::days_date(days).map_or_else(String::new, |d| d.format("%Y-%m-%d").to_string());
+    Literal(format!("DATE '{text}'"))
+}
+
+/// A timestamp (microseconds since 1970-01-01) as a typed SQL literal in
+/// RFC 3339 form, which DataFusion's cast reads exactly.
+fn timestamp_literal(micros: i64, zone: bool) -> Literal {
+    let text = temporal::micros_datetime(micros).map_or_else(String::new, |t| {
+        t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+    });
+    if zone {
+        Literal(format!("TIMESTAMPTZ '{text}Z'"))
+    } else {
+        Literal(format!("TIMESTAMP '{text}'"))
+    }
+}
+
+/// A decimal number as an exact SQL literal: a `numeric` cast of its
+/// plain digits (a bare `1.5` would be a double), with at least as many
+/// fraction digits as it has.
+fn numeric_literal(index: usize, text: &str) -> Result<Literal, ParamError> {
+    let bad = || err(index, format!("`{text}` is not a number"));
+    let t = text.trim();
+    // Its digits after the point (exponent applied), capped at 38.
+    let frac = {
+        let (m, e) = match t.find(['e', 'E']) {
+            Some(i) => (&t[..i], t[i + 1..].parse::<i64>().map_err(|_| bad())?),
+            None => (t, 0),
+        };
+        let f = m.find('.').map_or(0, |i| (m.len() - i - 1) as i64);
+        (f - e).clamp(0, 38) as u8
+    };
+    let plain = decimal::normalize(t, decimal::MAX_PRECISION, frac).map_err(|_| bad())?;
+    let int_digits = plain
+        .trim_start_matches('-')
+        .split('.')
+        .next()
+        .map_or(1, str::len);
+    let precision = (int_digits + usize::from(frac)).clamp(1, 38);
+    Ok(Literal(format!(
+        "CAST('{plain}' AS DECIMAL({precision},{frac}))"
+    )))
+}
+
 fn utf8(index: usize, b: &[u8]) -> Result<&str, ParamError> {
     std::str::from_utf8(b).map_err(|_| err(index, "the value is not valid UTF-8"))
 }
@@ -128,6 +177,26 @@ pub fn literal(
             Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN | Type::JSON => {
                 Literal(quote(utf8(index, b)?))
             }
+            // jsonb: a version byte (1), then the text.
+            Type::JSONB => match b.split_first() {
+                Some((1, text)) => Literal(quote(utf8(index, text)?)),
+                _ => return Err(err(index, "a binary jsonb value must start with version 1")),
+            },
+            Type::DATE => {
+                let d = pg_forms::date_recv(&fixed::<4>(index, b, ty)?)
+                    .ok_or_else(|| err(index, "the date is outside the supported years"))?;
+                date_literal(d)
+            }
+            Type::TIMESTAMP | Type::TIMESTAMPTZ => {
+                let m = pg_forms::timestamp_recv(&fixed::<8>(index, b, ty)?)
+                    .ok_or_else(|| err(index, "the timestamp is outside the supported years"))?;
+                timestamp_literal(m, *ty == Type::TIMESTAMPTZ)
+            }
+            Type::NUMERIC => {
+                let text = pg_forms::numeric_recv(b)
+                    .ok_or_else(|| err(index, "not a finite binary numeric"))?;
+                numeric_literal(index, &text)?
+            }
             _ => {
                 return Err(err(
                     index,
@@ -161,17 +230,14 @@ pub fn literal(
             };
             float_literal(v)
         }
-        Type::NUMERIC => {
-            if t.parse::<f64>().is_err()
-                || t.contains(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
-            {
-                return Err(err(index, format!("`{text}` is not a number")));
-            }
-            if t.starts_with('-') {
-                Literal(format!("({t})"))
-            } else {
-                Literal(t.to_owned())
-            }
+        Type::NUMERIC => numeric_literal(index, t)?,
+        Type::DATE => date_literal(temporal::parse_date(t).map_err(|e| err(index, e))?),
+        Type::TIMESTAMP | Type::TIMESTAMPTZ => {
+            let zone = *ty == Type::TIMESTAMPTZ;
+            timestamp_literal(
+                temporal::parse_timestamp(t, zone).map_err(|e| err(index, e))?,
+                zone,
+            )
         }
         Type::BYTEA => {
             let Some(hex) = t.strip_prefix("\\x") else {
@@ -409,5 +475,54 @@ mod tests {
             "TRUE"
         );
         assert!(literal(1, Some(&[0xff]), &Type::TEXT, true).is_err());
+    }
+
+    #[test]
+    fn temporal_numeric_and_json_parameters() {
+        let lit = |b: &[u8], ty: &Type, binary: bool| literal(1, Some(b), ty, binary).map(|l| l.0);
+        assert_eq!(
+            lit(b"2024-03-01", &Type::DATE, false).unwrap(),
+            "DATE '2024-03-01'"
+        );
+        assert_eq!(
+            lit(&(8_826i32).to_be_bytes(), &Type::DATE, true).unwrap(),
+            "DATE '2024-03-01'"
+        );
+        assert_eq!(
+            lit(b"2024-03-01 12:30:00.5+02:00", &Type::TIMESTAMPTZ, false).unwrap(),
+            "TIMESTAMPTZ '2024-03-01T10:30:00.500000Z'"
+        );
+        assert_eq!(
+            lit(b"2024-03-01 12:30:00", &Type::TIMESTAMP, false).unwrap(),
+            "TIMESTAMP '2024-03-01T12:30:00.000000'"
+        );
+        assert_eq!(
+            lit(&0i64.to_be_bytes(), &Type::TIMESTAMP, true).unwrap(),
+            "TIMESTAMP '2000-01-01T00:00:00.000000'"
+        );
+        assert!(lit(b"2024-02-30", &Type::DATE, false).is_err());
+        assert!(lit(&i64::MAX.to_be_bytes(), &Type::TIMESTAMPTZ, true).is_err());
+        assert_eq!(
+            lit(b"-12.50", &Type::NUMERIC, false).unwrap(),
+            "CAST('-12.50' AS DECIMAL(4,2))"
+        );
+        assert_eq!(
+            lit(b"1.5e3", &Type::NUMERIC, false).unwrap(),
+            "CAST('1500' AS DECIMAL(4,0))"
+        );
+        assert_eq!(
+            lit(
+                &[0, 2, 0, 0, 0, 0, 0, 2, 0, 12, 0x13, 0x88],
+                &Type::NUMERIC,
+                true
+            )
+            .unwrap(),
+            "CAST('12.50' AS DECIMAL(4,2))"
+        );
+        assert_eq!(
+            lit(b"\x01{\"a\": 1}", &Type::JSONB, true).unwrap(),
+            "'{\"a\": 1}'"
+        );
+        assert!(lit(b"{}", &Type::JSONB, true).is_err());
     }
 }

@@ -553,6 +553,10 @@ fn encode_batch(batch: &RecordBatch, fields: &Arc<Vec<FieldInfo>>) -> PgWireResu
                 PgColumn::Bool(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
                 PgColumn::Bytes(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
                 PgColumn::Text(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
+                PgColumn::Date(_)
+                | PgColumn::Time(..)
+                | PgColumn::Numeric(..)
+                | PgColumn::Json(_) => enc.encode_field(&c.cell(r))?,
                 PgColumn::List(_, values) => match (c.list(r), values.as_ref()) {
                     (Some(PgList::Int(v)), _) => enc.encode_field(&v)?,
                     (Some(PgList::Float(v)), _) => enc.encode_field(&v)?,

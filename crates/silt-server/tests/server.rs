@@ -21,6 +21,8 @@ mod copy;
 mod security;
 #[path = "server/transactions.rs"]
 mod transactions;
+#[path = "pg/types.rs"]
+mod types;
 
 use std::sync::Arc;
 use std::time::Duration;

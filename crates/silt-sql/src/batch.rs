@@ -9,12 +9,12 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    ArrayRef, BinaryBuilder, BooleanBuilder, Float64Builder, Int64Builder, RecordBatch,
-    RecordBatchOptions, StringBuilder,
+    ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder,
+    Int64Builder, RecordBatch, RecordBatchOptions, StringBuilder, TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::Result as DfResult;
-use silt::value::{FieldView, decode_value, to_json, visit_fields};
+use silt::value::{FieldView, decimal, decode_value, to_json, visit_fields};
 use silt::{FieldType, Value};
 
 use crate::convert::ColumnInfo;
@@ -32,7 +32,13 @@ enum Col {
     Double(Float64Builder),
     Bool(BooleanBuilder),
     Bin(BinaryBuilder),
-    /// WKT for geometries, the JSON text for `any`.
+    /// Days since 1970-01-01 (stored ints).
+    Date(Date32Builder),
+    /// Microseconds since 1970-01-01 (stored ints).
+    Time(TimestampMicrosecondBuilder),
+    /// Units of 10^-scale (stored text).
+    Dec(Decimal128Builder, u8),
+    /// WKT for geometries, the JSON text for `any` and `json`.
     Text {
         b: StringBuilder,
         any: bool,
@@ -57,9 +63,19 @@ impl<'c> BatchBuilder<'c> {
                 DataType::Float64 => Col::Double(Float64Builder::with_capacity(capacity)),
                 DataType::Boolean => Col::Bool(BooleanBuilder::with_capacity(capacity)),
                 DataType::Binary => Col::Bin(BinaryBuilder::with_capacity(capacity, 0)),
+                DataType::Date32 => Col::Date(Date32Builder::with_capacity(capacity)),
+                DataType::Timestamp(_, ref tz) => Col::Time(
+                    TimestampMicrosecondBuilder::with_capacity(capacity)
+                        .with_timezone_opt(tz.clone()),
+                ),
+                DataType::Decimal128(p, s) => Col::Dec(
+                    Decimal128Builder::with_capacity(capacity)
+                        .with_data_type(DataType::Decimal128(p, s)),
+                    s.max(0) as u8,
+                ),
                 _ => Col::Text {
                     b: StringBuilder::with_capacity(capacity, capacity * 8),
-                    any: c.ty == FieldType::Any,
+                    any: matches!(c.ty, FieldType::Any | FieldType::Json),
                 },
             })
             .collect();
@@ -142,6 +158,9 @@ impl<'c> BatchBuilder<'c> {
                     Col::Double(b) => Arc::new(b.finish()),
                     Col::Bool(b) => Arc::new(b.finish()),
                     Col::Bin(b) => Arc::new(b.finish()),
+                    Col::Date(b) => Arc::new(b.finish()),
+                    Col::Time(b) => Arc::new(b.finish()),
+                    Col::Dec(b, _) => Arc::new(b.finish()),
                     Col::Text { b, .. } => Arc::new(b.finish()),
                 }
             })
@@ -166,8 +185,17 @@ fn append_null(b: &mut Col) {
         Col::Double(b) => b.append_null(),
         Col::Bool(b) => b.append_null(),
         Col::Bin(b) => b.append_null(),
+        Col::Date(b) => b.append_null(),
+        Col::Time(b) => b.append_null(),
+        Col::Dec(b, _) => b.append_null(),
         Col::Text { b, .. } => b.append_null(),
     }
+}
+
+/// A stored date (days) as Date32; out of its range is null (the core
+/// keeps stored dates within chrono's years, well inside it).
+fn days32(d: i64) -> Option<i32> {
+    i32::try_from(d).ok()
 }
 
 fn append_view(b: &mut Col, view: FieldView<'_>) -> silt::Result<()> {
@@ -177,6 +205,9 @@ fn append_view(b: &mut Col, view: FieldView<'_>) -> silt::Result<()> {
         (Col::Double(b), FieldView::Int(i)) => b.append_value(i as f64),
         (Col::Bool(b), FieldView::Bool(x)) => b.append_value(x),
         (Col::Bin(b), FieldView::Bin(x)) => b.append_value(x),
+        (Col::Date(b), FieldView::Int(d)) => b.append_option(days32(d)),
+        (Col::Time(b), FieldView::Int(m)) => b.append_value(m),
+        (Col::Dec(b, scale), FieldView::Str(s)) => b.append_option(decimal::units(s, *scale)),
         (Col::Text { b, .. }, FieldView::Null) => b.append_null(),
         (Col::Text { b, any: true }, v) => {
             let v = match v {
@@ -214,6 +245,9 @@ fn append_value(b: &mut Col, v: &Value) {
         (Col::Double(b), Value::Double(d)) => b.append_value(*d),
         (Col::Bool(b), Value::Bool(x)) => b.append_value(*x),
         (Col::Bin(b), Value::Binary(x)) => b.append_value(x),
+        (Col::Date(b), Value::Int(d)) => b.append_option(days32(*d)),
+        (Col::Time(b), Value::Int(m)) => b.append_value(*m),
+        (Col::Dec(b, scale), Value::String(s)) => b.append_option(decimal::units(s, *scale)),
         (Col::Text { b, .. }, Value::Null) => b.append_null(),
         (Col::Text { b, any: true }, v) => b.append_value(to_json(v).to_string()),
         (Col::Text { b, .. }, Value::String(s)) => b.append_value(s),

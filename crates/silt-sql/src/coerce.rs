@@ -10,6 +10,10 @@
 //! | `bytea` | binary; text (its UTF-8 bytes) |
 //! | `point`, `rectangle`, `polygon`, `geometry` | text (WKT, checked when the row is written) |
 //! | `any` (JSON text) | text; numbers and booleans |
+//! | `jsonb` | text that is JSON; numbers and booleans |
+//! | `date` | dates, timestamps (their date); text `YYYY-MM-DD` |
+//! | `timestamp`, `timestamptz` | timestamps, dates (midnight); ISO text with an optional zone |
+//! | `numeric(p,s)` | numbers, rounded half away from zero to `s` digits; text that reads as a number |
 //!
 //! NULL goes anywhere (the NOT NULL checks come after). A type the column
 //! does not take is refused before any row is written: `column "c" is of
@@ -20,10 +24,11 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, new_null_array,
+    Array, ArrayRef, AsArray, BooleanArray, Date32Array, Decimal128Builder, Float64Array,
+    Int64Array, StringArray, TimestampMicrosecondArray, new_null_array,
 };
 use datafusion::arrow::compute::{CastOptions, cast, cast_with_options};
-use datafusion::arrow::datatypes::{DataType, Float64Type};
+use datafusion::arrow::datatypes::{DataType, Float64Type, TimestampMicrosecondType};
 use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::common::ScalarValue;
 use datafusion::datasource::source_as_provider;
@@ -51,6 +56,10 @@ pub fn column_type_name(col: &ColumnInfo) -> String {
         FieldType::String => "text".to_owned(),
         FieldType::Bool => "boolean".to_owned(),
         FieldType::Binary => "bytea".to_owned(),
+        FieldType::Json => "jsonb".to_owned(),
+        FieldType::Timestamp => "timestamp without time zone".to_owned(),
+        FieldType::TimestampTz => "timestamp with time zone".to_owned(),
+        FieldType::Decimal { precision, scale } => format!("numeric({precision},{scale})"),
         other => other.to_string(),
     }
 }
@@ -133,7 +142,17 @@ pub fn check_assignable(col: &ColumnInfo, src: &DataType) -> Result<(), SqlError
         FieldType::String => {
             is_text(src) || is_number(src) || src == &DataType::Boolean || is_temporal(src)
         }
-        FieldType::Any => is_text(src) || is_number(src) || src == &DataType::Boolean,
+        FieldType::Any | FieldType::Json => {
+            is_text(src) || is_number(src) || src == &DataType::Boolean
+        }
+        FieldType::Date | FieldType::Timestamp | FieldType::TimestampTz => {
+            is_text(src)
+                || matches!(
+                    src,
+                    DataType::Date32 | DataType::Date64 | DataType::Timestamp(..)
+                )
+        }
+        FieldType::Decimal { .. } => is_number(src) || is_text(src),
         FieldType::Point | FieldType::Rectangle | FieldType::Polygon | FieldType::Geometry => {
             is_text(src)
         }
@@ -152,7 +171,8 @@ pub fn check_assignable(col: &ColumnInfo, src: &DataType) -> Result<(), SqlError
 /// Convert a column of values to `col`'s type ([`check_assignable`] first).
 pub fn coerce(col: &ColumnInfo, a: &ArrayRef) -> Result<Coerced, SqlError> {
     let src = a.data_type();
-    if src == &col.data_type {
+    // Text for `jsonb` is the column's Arrow type but must still be JSON.
+    if src == &col.data_type && col.ty != FieldType::Json {
         return Ok(Coerced {
             array: a.clone(),
             error: None,
@@ -174,8 +194,86 @@ pub fn coerce(col: &ColumnInfo, a: &ArrayRef) -> Result<Coerced, SqlError> {
             parse_each::<f64, Float64Array>(col, a, |s| s.parse::<f64>().ok())
         }
         DataType::Boolean => parse_each::<bool, BooleanArray>(col, a, parse_bool),
+        DataType::Date32 if is_text(src) => parse_each::<i32, Date32Array>(col, a, |s| {
+            silt::value::temporal::parse_date(s)
+                .ok()
+                .and_then(|d| i32::try_from(d).ok())
+        }),
+        DataType::Timestamp(_, ref tz) if is_text(src) => {
+            let zone = tz.is_some();
+            let c = parse_each::<i64, TimestampMicrosecondArray>(col, a, |s| {
+                silt::value::temporal::parse_timestamp(s, zone).ok()
+            })?;
+            Ok(Coerced {
+                array: Arc::new(
+                    c.array
+                        .as_primitive::<TimestampMicrosecondType>()
+                        .clone()
+                        .with_timezone_opt(tz.clone()),
+                ),
+                error: c.error,
+            })
+        }
+        DataType::Decimal128(precision, scale) => to_decimal(col, a, precision, scale.max(0) as u8),
+        DataType::Utf8 if col.ty == FieldType::Json && is_text(src) => {
+            let c = parse_each::<String, StringArray>(col, a, |s| {
+                serde_json::from_str::<serde_json::Value>(s)
+                    .ok()
+                    .map(|_| s.to_owned())
+            })?;
+            Ok(c)
+        }
         _ => cast_checked(col, a),
     }
+}
+
+/// Numbers and text to `numeric(p, s)`: through their text, rounded as
+/// PostgreSQL rounds; a value with too many integer digits fails its row
+/// (22003), text that is not a number too (22P02).
+fn to_decimal(
+    col: &ColumnInfo,
+    a: &ArrayRef,
+    precision: u8,
+    scale: u8,
+) -> Result<Coerced, SqlError> {
+    let text = cast(a, &DataType::Utf8).map_err(arrow_err)?;
+    let text = text.as_string::<i32>();
+    let mut out = Decimal128Builder::with_capacity(text.len())
+        .with_data_type(DataType::Decimal128(precision, scale as i8));
+    let mut error = None;
+    for i in 0..text.len() {
+        if text.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        let s = text.value(i);
+        match silt::value::decimal::normalize(s, precision, scale) {
+            Ok(canon) => out.append_option(silt::value::decimal::units(&canon, scale)),
+            Err(why) => {
+                out.append_null();
+                if error.is_none() {
+                    let e = if why.starts_with("numeric field overflow") {
+                        SqlError::OutOfRange {
+                            column: col.name.clone(),
+                            column_type: column_type_name(col),
+                            value: shown(s),
+                        }
+                    } else {
+                        SqlError::InvalidText {
+                            column: col.name.clone(),
+                            column_type: column_type_name(col),
+                            text: shown(s),
+                        }
+                    };
+                    error = Some((i, e));
+                }
+            }
+        }
+    }
+    Ok(Coerced {
+        array: Arc::new(out.finish()),
+        error,
+    })
 }
 
 fn arrow_err(e: datafusion::arrow::error::ArrowError) -> SqlError {

@@ -6,15 +6,21 @@
 //! `rectangle`, `polygon` and `geometry` -> Utf8 holding WKT (a rectangle
 //! reads back as its box `POLYGON`), `any` -> Utf8 holding the value's JSON
 //! text (strings quoted; written text is parsed as JSON, and text that is
-//! not JSON is stored as a string). Primary-key fields that are not
-//! declared are exposed as `any`. Undeclared fields of a record are not
-//! visible to SQL (UPDATE keeps them).
+//! not JSON is stored as a string), `json` -> the same Utf8 JSON text,
+//! marked `jsonb` for the PostgreSQL front end (written text must be JSON),
+//! `date` -> Date32, `timestamp` -> Timestamp(µs), `timestamptz` ->
+//! Timestamp(µs, "+00:00"), `decimal(p,s)` -> Decimal128(p, s).
+//! Primary-key fields that are not declared are exposed as `any`.
+//! Undeclared fields of a record are not visible to SQL (UPDATE keeps them).
 
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{
+    DataType, Date32Type, Decimal128Type, Field, Float64Type, Int64Type, Schema, SchemaRef,
+    TimeUnit, TimestampMicrosecondType,
+};
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use silt::{DatasetDef, FieldType, Value};
@@ -30,15 +36,27 @@ pub struct ColumnInfo {
     pub primary_key: bool,
 }
 
+/// The zone of `timestamptz` columns (DataFusion's default session zone).
+pub const UTC: &str = "+00:00";
+
+/// The metadata key naming the PostgreSQL type of a column whose Arrow
+/// type does not say it (`jsonb`, the catalog's vectors).
+pub const PG_TYPE_KEY: &str = "silt.pg_type";
+
 /// The Arrow type of a declared field type.
 pub fn arrow_type(ty: FieldType) -> DataType {
     match ty {
+        FieldType::Date => DataType::Date32,
+        FieldType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
+        FieldType::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
+        FieldType::Decimal { precision, scale } => DataType::Decimal128(precision, scale as i8),
         FieldType::Int => DataType::Int64,
         FieldType::Double => DataType::Float64,
         FieldType::Bool => DataType::Boolean,
         FieldType::Binary => DataType::Binary,
         FieldType::String
         | FieldType::Any
+        | FieldType::Json
         | FieldType::Point
         | FieldType::Rectangle
         | FieldType::Polygon
@@ -71,13 +89,24 @@ pub fn columns(def: &DatasetDef) -> Vec<ColumnInfo> {
     out
 }
 
+/// The Arrow field of a column: `json` columns carry their PostgreSQL type.
+pub fn field_of(c: &ColumnInfo) -> Field {
+    let f = Field::new(&c.name, c.data_type.clone(), !c.primary_key);
+    if c.ty == FieldType::Json {
+        json_field(f)
+    } else {
+        f
+    }
+}
+
+/// `f` marked as PostgreSQL `jsonb`.
+pub fn json_field(f: Field) -> Field {
+    f.with_metadata([(PG_TYPE_KEY.to_owned(), "jsonb".to_owned())].into())
+}
+
 /// The Arrow schema of some columns.
 pub fn schema_of(cols: &[ColumnInfo]) -> SchemaRef {
-    Arc::new(Schema::new(
-        cols.iter()
-            .map(|c| Field::new(&c.name, c.data_type.clone(), !c.primary_key))
-            .collect::<Vec<_>>(),
-    ))
+    Arc::new(Schema::new(cols.iter().map(field_of).collect::<Vec<_>>()))
 }
 
 /// The value of the text of an `any` column: JSON text is parsed, anything
@@ -114,6 +143,17 @@ pub fn records_to_batch(
     b.finish(schema)
 }
 
+/// A timestamp literal in microseconds, when that is exact.
+fn timestamp_micros(s: &ScalarValue) -> Option<i64> {
+    match s {
+        ScalarValue::TimestampSecond(Some(v), _) => v.checked_mul(1_000_000),
+        ScalarValue::TimestampMillisecond(Some(v), _) => v.checked_mul(1_000),
+        ScalarValue::TimestampMicrosecond(Some(v), _) => Some(*v),
+        ScalarValue::TimestampNanosecond(Some(v), _) => (v % 1_000 == 0).then_some(v / 1_000),
+        _ => None,
+    }
+}
+
 /// The value at `row` of an Arrow column of the column's type (None for null).
 pub fn value_at(col: &ColumnInfo, array: &ArrayRef, row: usize) -> DfResult<Option<Value>> {
     if array.is_null(row) {
@@ -129,6 +169,24 @@ pub fn value_at(col: &ColumnInfo, array: &ArrayRef, row: usize) -> DfResult<Opti
         DataType::Float64 => Value::Double(array.as_primitive::<Float64Type>().value(row)),
         DataType::Boolean => Value::Bool(array.as_boolean().value(row)),
         DataType::Binary => Value::Binary(array.as_binary::<i32>().value(row).to_vec()),
+        DataType::Date32 => Value::Int(i64::from(array.as_primitive::<Date32Type>().value(row))),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            Value::Int(array.as_primitive::<TimestampMicrosecondType>().value(row))
+        }
+        DataType::Decimal128(_, scale) => Value::String(silt::value::decimal::format_units(
+            array.as_primitive::<Decimal128Type>().value(row),
+            scale.max(0) as u8,
+        )),
+        DataType::Utf8 if col.ty == FieldType::Json => {
+            let text = array.as_string::<i32>().value(row);
+            let j = serde_json::from_str::<serde_json::Value>(text).map_err(|e| {
+                DataFusionError::Execution(format!(
+                    "invalid input syntax for type json (column \"{}\"): {e}",
+                    col.name
+                ))
+            })?;
+            silt::value::from_json(&j)
+        }
         DataType::Utf8 if col.ty == FieldType::Any => {
             any_value(array.as_string::<i32>().value(row))
         }
@@ -208,6 +266,11 @@ pub fn scalar_to_value(s: &ScalarValue, ty: FieldType) -> Option<Value> {
     };
     match ty {
         FieldType::Int => int.map(Value::Int),
+        FieldType::Date => match s {
+            ScalarValue::Date32(Some(d)) => Some(Value::Int(i64::from(*d))),
+            _ => None,
+        },
+        FieldType::Timestamp | FieldType::TimestampTz => timestamp_micros(s).map(Value::Int),
         FieldType::Double => float.filter(|f| !f.is_nan()).map(Value::Double),
         FieldType::String => text.map(Value::String),
         FieldType::Bool => match s {

@@ -10,7 +10,7 @@ use datafusion::sql::sqlparser::ast::{
     ColumnOption, CreateIndex, CreateTable, CreateTableOptions, Expr as SqlExpr, Ident, IndexType,
     ObjectName, ObjectType, SqlOption, Statement, TableConstraint, Value as SqlValue,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect, PostgreSqlDialect};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 use silt::lsm::policy::MergePolicy;
 use silt::storage::Compression;
@@ -246,8 +246,14 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
     } else {
         seg.text.clone()
     };
-    let dialect = GenericDialect {};
-    let mut stmts = DFParser::parse_sql_with_dialect(&text, &dialect).map_err(|e| {
+    let generic = GenericDialect {};
+    let postgres = PostgreSqlDialect {};
+    let dialect: &dyn Dialect = if uses_pg_operators(&text) {
+        &postgres
+    } else {
+        &generic
+    };
+    let mut stmts = DFParser::parse_sql_with_dialect(&text, dialect).map_err(|e| {
         SqlError::Parse(
             e.to_string()
                 .trim_start_matches("SQL error: ")
@@ -329,6 +335,16 @@ fn unquote(s: &str) -> String {
     }
 }
 
+/// Whether `sql` may use PostgreSQL's JSON operators (`->`, `->>`, `#>`,
+/// `#>>`, `@>`, `<@`): such a statement is parsed with PostgreSQL's
+/// precedence, which binds them tighter than `=`, `IS` and `AND` (the
+/// generic dialect's binds them looser, so `doc->>'k' = 'v'` would read
+/// `doc ->> ('k' = 'v')`). Text inside a literal may match too; that only
+/// picks PostgreSQL's dialect.
+fn uses_pg_operators(sql: &str) -> bool {
+    ["->", "#>", "@>", "<@"].iter().any(|op| sql.contains(op))
+}
+
 /// The declared type of a SQL column type.
 pub fn field_type(dt: &str) -> Result<FieldType, SqlError> {
     let lower = dt.to_ascii_lowercase();
@@ -336,17 +352,29 @@ pub fn field_type(dt: &str) -> Result<FieldType, SqlError> {
     let t = match base {
         "bigint" | "int" | "integer" | "int8" | "int4" | "int2" | "int64" | "int32"
         | "smallint" | "tinyint" | "long" => FieldType::Int,
-        "double" | "double precision" | "float" | "float8" | "float4" | "float64" | "real"
-        | "decimal" | "numeric" => FieldType::Double,
+        "double" | "double precision" | "float" | "float8" | "float4" | "float64" | "real" => {
+            FieldType::Double
+        }
+        "decimal" | "numeric" | "dec" => {
+            let t = lower.replacen("dec(", "decimal(", 1);
+            FieldType::parse(&t).map_err(|e| SqlError::Invalid(e.to_string()))?
+        }
         "varchar" | "text" | "string" | "char" | "character varying" | "character"
         | "nvarchar" => FieldType::String,
         "boolean" | "bool" => FieldType::Bool,
         "bytea" | "blob" | "binary" | "varbinary" | "bytes" => FieldType::Binary,
         "geometry" | "geography" => FieldType::Geometry,
         "box" => FieldType::Rectangle,
+        "date" => FieldType::Date,
+        // `timestamp(3) with time zone`: the precision is kept to the
+        // microsecond whatever it says.
+        "timestamp" | "datetime" if lower.contains("with time zone") => FieldType::TimestampTz,
+        "timestamp" | "datetime" => FieldType::Timestamp,
+        "timestamptz" => FieldType::TimestampTz,
+        "json" | "jsonb" => FieldType::Json,
         other => FieldType::parse(other).map_err(|_| {
             SqlError::Invalid(format!(
-                "unsupported column type `{dt}`; use BIGINT, DOUBLE, VARCHAR, BOOLEAN, BYTEA, GEOMETRY, POINT, RECTANGLE or POLYGON"
+                "unsupported column type `{dt}`; use BIGINT, DOUBLE PRECISION, NUMERIC(p,s), VARCHAR, BOOLEAN, BYTEA, DATE, TIMESTAMP, TIMESTAMPTZ, JSONB, GEOMETRY, POINT, RECTANGLE or POLYGON"
             ))
         })?,
     };

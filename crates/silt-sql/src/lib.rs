@@ -54,7 +54,9 @@ pub mod deferred;
 pub mod error;
 pub mod geom;
 pub mod insert;
+pub mod json;
 pub mod pg_catalog;
+pub mod pg_forms;
 pub mod plan_cache;
 pub mod rules;
 pub mod scan;
@@ -225,20 +227,28 @@ impl SqlEngine {
             .with_information_schema(false)
             .with_default_catalog_and_schema(CATALOG, "public");
         config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+        // Sessions run in UTC: `now()` and `TIMESTAMPTZ` are instants there,
+        // as `timestamptz` columns are.
+        config.options_mut().execution.time_zone = Some(convert::UTC.to_owned());
         let pool = Arc::new(bounds::ServerPool::new(0));
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(pool.clone())
             .build_arc()?;
-        let state = SessionStateBuilder::new()
+        let mut state = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
+            .with_type_planner(Arc::new(json::JsonTypes))
             .with_optimizer_rule(Arc::new(rules::KnnRule))
             .with_optimizer_rule(Arc::new(rules::SpatialJoinRule))
             .with_query_planner(Arc::new(rules::SiltQueryPlanner))
             .build();
+        datafusion::execution::FunctionRegistry::register_expr_planner(
+            &mut state,
+            Arc::new(json::JsonPlanner),
+        )?;
         let ctx = SessionContext::new_with_state(state);
-        for f in udf::all_udfs() {
+        for f in udf::all_udfs().into_iter().chain(json::all_udfs()) {
             ctx.register_udf(f);
         }
         let catalog = ctx.catalog(CATALOG).ok_or_else(|| {

@@ -174,6 +174,9 @@ fn key_ordering(
                 | FieldType::String
                 | FieldType::Bool
                 | FieldType::Binary
+                | FieldType::Date
+                | FieldType::Timestamp
+                | FieldType::TimestampTz
         );
         if !ordered || !col.primary_key {
             break;

@@ -25,6 +25,8 @@ mod plan_cache;
 mod split_scan;
 #[path = "sql/transactions.rs"]
 mod transactions;
+#[path = "sql/types.rs"]
+mod types;
 
 use common::*;
 

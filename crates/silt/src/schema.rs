@@ -118,7 +118,7 @@ impl DatasetDef {
                 && !t.is_key_type()
             {
                 return Err(Error::Config(format!(
-                    "primary key field `{k}` is declared {t}, which cannot be a key; use int, double, string, binary or bool"
+                    "primary key field `{k}` is declared {t}, which cannot be a key; use int, double, string, binary, bool, date, timestamp or timestamptz"
                 )));
             }
         }

@@ -3,17 +3,26 @@
 //!
 //! Values are written as PostgreSQL's output functions write them:
 //! integers in decimal, floats in their shortest exact form (`1e+20`,
-//! `Infinity`, `NaN`), booleans `t`/`f`, `bytea` as `\x` and hex; other
-//! Arrow types as their text. In binary format integers are `int8`,
-//! floats `float8`, booleans one byte, anything else its text.
+//! `Infinity`, `NaN`), booleans `t`/`f`, `bytea` as `\x` and hex, dates
+//! `2024-03-01`, timestamps `2024-03-01 12:30:00.5[+00]`; other Arrow
+//! types as their text. In binary format integers are `int8`, floats
+//! `float8`, booleans one byte, dates, timestamps and decimals in their
+//! send forms ([`crate::pg_forms`]), `jsonb` with its version byte,
+//! anything else its text.
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, Schema};
+use datafusion::arrow::datatypes::{
+    DataType, Date32Type, Decimal128Type, Field, Float64Type, Int64Type, Schema, TimeUnit,
+    TimestampMicrosecondType,
+};
+use silt::value::{decimal, temporal};
 
 use super::decode::BINARY_SIGNATURE;
 use super::{CopyFormat, CopyOptions, ForceQuote};
+use crate::convert::PG_TYPE_KEY;
 use crate::error::SqlError;
+use crate::pg_forms;
 
 /// Writes one `COPY ... TO` result.
 #[derive(Debug)]
@@ -30,13 +39,30 @@ enum Col {
     Float(ArrayRef),
     Bool(ArrayRef),
     Bytes(ArrayRef),
+    /// Date32.
+    Date(ArrayRef),
+    /// Timestamp(µs); with a zone or not.
+    Time(ArrayRef, bool),
+    /// Decimal128 of this scale.
+    Numeric(ArrayRef, u8),
+    /// JSON text of a `jsonb` column.
+    Json(ArrayRef),
     Text(ArrayRef),
 }
 
 impl Col {
-    fn of(a: &ArrayRef) -> Result<Col, SqlError> {
+    fn of(a: &ArrayRef, f: &Field) -> Result<Col, SqlError> {
         let to = |t: &DataType| cast(a, t).map_err(|e| SqlError::Invalid(e.to_string()));
+        if f.metadata().get(PG_TYPE_KEY).map(String::as_str) == Some("jsonb") {
+            return Ok(Col::Json(to(&DataType::Utf8)?));
+        }
         Ok(match a.data_type() {
+            DataType::Date32 | DataType::Date64 => Col::Date(to(&DataType::Date32)?),
+            DataType::Timestamp(_, tz) => Col::Time(
+                to(&DataType::Timestamp(TimeUnit::Microsecond, tz.clone()))?,
+                tz.is_some(),
+            ),
+            DataType::Decimal128(_, s) => Col::Numeric(a.clone(), (*s).max(0) as u8),
             DataType::Int8
             | DataType::Int16
             | DataType::Int32
@@ -58,7 +84,15 @@ impl Col {
 
     fn array(&self) -> &ArrayRef {
         match self {
-            Col::Int(a) | Col::Float(a) | Col::Bool(a) | Col::Bytes(a) | Col::Text(a) => a,
+            Col::Int(a)
+            | Col::Float(a)
+            | Col::Bool(a)
+            | Col::Bytes(a)
+            | Col::Date(a)
+            | Col::Time(a, _)
+            | Col::Numeric(a, _)
+            | Col::Json(a)
+            | Col::Text(a) => a,
         }
     }
 
@@ -81,7 +115,29 @@ impl Col {
                     out.extend_from_slice(format!("{b:02x}").as_bytes());
                 }
             }
-            Col::Text(a) => out.extend_from_slice(a.as_string::<i32>().value(r).as_bytes()),
+            Col::Date(a) => {
+                let d = i64::from(a.as_primitive::<Date32Type>().value(r));
+                out.extend_from_slice(
+                    temporal::format_date(d)
+                        .unwrap_or_else(|| d.to_string())
+                        .as_bytes(),
+                );
+            }
+            Col::Time(a, zone) => {
+                let m = a.as_primitive::<TimestampMicrosecondType>().value(r);
+                out.extend_from_slice(
+                    temporal::format_timestamp(m, *zone)
+                        .unwrap_or_else(|| m.to_string())
+                        .as_bytes(),
+                );
+            }
+            Col::Numeric(a, scale) => out.extend_from_slice(
+                decimal::format_units(a.as_primitive::<Decimal128Type>().value(r), *scale)
+                    .as_bytes(),
+            ),
+            Col::Json(a) | Col::Text(a) => {
+                out.extend_from_slice(a.as_string::<i32>().value(r).as_bytes())
+            }
         }
     }
 
@@ -96,6 +152,24 @@ impl Col {
             Col::Float(a) => put(&a.as_primitive::<Float64Type>().value(r).to_be_bytes()),
             Col::Bool(a) => put(&[u8::from(a.as_boolean().value(r))]),
             Col::Bytes(a) => put(a.as_binary::<i32>().value(r)),
+            Col::Date(a) => put(&pg_forms::date_send(i64::from(
+                a.as_primitive::<Date32Type>().value(r),
+            ))),
+            Col::Time(a, _) => put(&pg_forms::timestamp_send(
+                a.as_primitive::<TimestampMicrosecondType>().value(r),
+            )),
+            Col::Numeric(a, scale) => {
+                let mut b = Vec::with_capacity(16);
+                pg_forms::numeric_send(a.as_primitive::<Decimal128Type>().value(r), *scale, &mut b);
+                put(&b);
+            }
+            Col::Json(a) => {
+                let t = a.as_string::<i32>().value(r).as_bytes();
+                let mut b = Vec::with_capacity(t.len() + 1);
+                b.push(1);
+                b.extend_from_slice(t);
+                put(&b);
+            }
             Col::Text(a) => put(a.as_string::<i32>().value(r).as_bytes()),
         }
     }
@@ -204,7 +278,13 @@ impl Encoder {
                 self.names.len()
             )));
         }
-        batch.columns().iter().map(Col::of).collect()
+        let schema = batch.schema();
+        batch
+            .columns()
+            .iter()
+            .zip(schema.fields())
+            .map(|(a, f)| Col::of(a, f))
+            .collect()
     }
 
     fn row(&self, cols: &[Col], r: usize, cell: &mut Vec<u8>, out: &mut Vec<u8>) {

@@ -1,13 +1,15 @@
 //! One field of `COPY` data as a value of its column: PostgreSQL's text
 //! input of each type (`bigint`, `double precision`, `boolean`, `bytea`,
-//! `text`; JSON text for `any`; WKT for the spatial types, which the
-//! dataset checks), or its binary (send) form.
+//! `text`, `date`, `timestamp[tz]`, `numeric`; JSON text for `any` and
+//! `jsonb`; WKT for the spatial types, which the dataset checks), or its
+//! binary (send) form.
 
 use silt::{FieldType, Value};
 
 use crate::coerce::{column_type_name, parse_bool, shown};
 use crate::convert::{ColumnInfo, any_value};
 use crate::error::SqlError;
+use crate::pg_forms;
 
 fn invalid(col: &ColumnInfo, text: &str) -> SqlError {
     SqlError::InvalidText {
@@ -61,6 +63,15 @@ pub fn from_text(col: &ColumnInfo, b: &[u8]) -> Result<Value, SqlError> {
         FieldType::Bool => Value::Bool(parse_bool(s.trim()).ok_or_else(|| invalid(col, s))?),
         FieldType::Binary => Value::Binary(bytea_text(s).ok_or_else(|| invalid(col, s))?),
         FieldType::Any => any_value(s),
+        FieldType::Json => json_text(col, s)?,
+        FieldType::Date => {
+            Value::Int(silt::value::temporal::parse_date(s).map_err(|_| invalid(col, s))?)
+        }
+        FieldType::Timestamp | FieldType::TimestampTz => Value::Int(
+            silt::value::temporal::parse_timestamp(s, col.ty == FieldType::TimestampTz)
+                .map_err(|_| invalid(col, s))?,
+        ),
+        FieldType::Decimal { precision, scale } => decimal_text(col, s, precision, scale)?,
         FieldType::String
         | FieldType::Point
         | FieldType::Rectangle
@@ -105,12 +116,41 @@ pub fn from_binary(col: &ColumnInfo, b: &[u8]) -> Result<Value, SqlError> {
         FieldType::Binary => Value::Binary(b.to_vec()),
         // jsonb's binary form is a version byte (1) and the text.
         FieldType::Any => any_value(utf8(col, b.strip_prefix(&[1u8]).unwrap_or(b))?),
+        FieldType::Json => json_text(col, utf8(col, b.strip_prefix(&[1u8]).unwrap_or(b))?)?,
+        FieldType::Date => Value::Int(pg_forms::date_recv(b).ok_or_else(|| wrong("date"))?),
+        FieldType::Timestamp | FieldType::TimestampTz => {
+            Value::Int(pg_forms::timestamp_recv(b).ok_or_else(|| wrong("timestamp"))?)
+        }
+        FieldType::Decimal { precision, scale } => {
+            let text = pg_forms::numeric_recv(b).ok_or_else(|| wrong("numeric"))?;
+            decimal_text(col, &text, precision, scale)?
+        }
         FieldType::String
         | FieldType::Point
         | FieldType::Rectangle
         | FieldType::Polygon
         | FieldType::Geometry => Value::String(utf8(col, b)?.to_owned()),
     })
+}
+
+/// JSON text as the document it holds.
+fn json_text(col: &ColumnInfo, s: &str) -> Result<Value, SqlError> {
+    let j: serde_json::Value = serde_json::from_str(s).map_err(|_| invalid(col, s))?;
+    Ok(silt::value::from_json(&j))
+}
+
+/// Decimal text rounded to the column's scale; too many integer digits is
+/// out of range.
+fn decimal_text(col: &ColumnInfo, s: &str, precision: u8, scale: u8) -> Result<Value, SqlError> {
+    match silt::value::decimal::normalize(s, precision, scale) {
+        Ok(t) => Ok(Value::String(t)),
+        Err(why) if why.starts_with("numeric field overflow") => Err(SqlError::OutOfRange {
+            column: col.name.clone(),
+            column_type: column_type_name(col),
+            value: shown(s),
+        }),
+        Err(_) => Err(invalid(col, s)),
+    }
 }
 
 /// PostgreSQL's `bytea` input: `\x` and hex digits (whitespace between

@@ -272,8 +272,9 @@ fn format_type(a: &[ScalarValue], _: &mut Ctx<'_>) -> DfResult<ScalarValue> {
     let Some(oid) = a.first().and_then(int) else {
         return Ok(NULL);
     };
+    let typmod = a.get(1).and_then(int).unwrap_or(-1);
     Ok(s(
-        types::display_name(oid).unwrap_or_else(|| "???".to_owned())
+        types::display_with_typmod(oid, typmod).unwrap_or_else(|| "???".to_owned())
     ))
 }
 

@@ -220,6 +220,11 @@ fn column_rows(db: &str, r: &Relation) -> Vec<Row> {
                 21 => (Cell::Int(16), Cell::Int(2), Cell::Int(0)),
                 701 => (Cell::Int(53), Cell::Int(2), Cell::Null),
                 700 => (Cell::Int(24), Cell::Int(2), Cell::Null),
+                1700 if c.typmod >= 4 => (
+                    Cell::Int((c.typmod - 4) >> 16),
+                    Cell::Int(10),
+                    Cell::Int((c.typmod - 4) & 0xffff),
+                ),
                 _ => (Cell::Null, Cell::Null, Cell::Null),
             };
             vec![

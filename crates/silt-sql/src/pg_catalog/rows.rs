@@ -195,7 +195,7 @@ fn attribute_rows(r: &Relation) -> Vec<Row> {
                 ("atttypid", c.type_oid.into()),
                 ("attlen", len.into()),
                 ("attnum", Cell::Int(i as i64 + 1)),
-                ("atttypmod", Cell::Int(-1)),
+                ("atttypmod", Cell::Int(c.typmod)),
                 ("attbyval", (len > 0 && len <= 8).into()),
                 ("attalign", if len == 8 { 'd' } else { 'i' }.into()),
                 ("attstorage", if len > 0 { 'p' } else { 'x' }.into()),

@@ -64,6 +64,9 @@ pub struct Namespace {
 pub struct Column {
     pub name: String,
     pub type_oid: i64,
+    /// PostgreSQL's type modifier: `numeric(p,s)` is `(p << 16 | s) + 4`;
+    /// -1 for none.
+    pub typmod: i64,
     pub not_null: bool,
 }
 
@@ -332,6 +335,7 @@ impl Source {
                 .map(|f| Column {
                     name: f.name().clone(),
                     type_oid: types::of_arrow(f.data_type()),
+                    typmod: types::typmod_of_arrow(f.data_type()),
                     not_null: !f.is_nullable(),
                 })
                 .collect();
@@ -364,6 +368,7 @@ fn add_dataset(out: &mut Vec<Relation>, schema: &str, ns: i64, ds: Arc<Dataset>)
         .map(|c| Column {
             name: c.name.clone(),
             type_oid: types::of_field(c.ty),
+            typmod: types::typmod_of_arrow(&c.data_type),
             not_null: c.primary_key || def.not_null.contains(&c.name),
         })
         .collect();
@@ -467,6 +472,7 @@ fn fixed(schema: &str, ns: i64, name: &str, kind: char, cols: &'static str) -> R
                         t.oid
                     }
                 }),
+                typmod: -1,
                 not_null: false,
             })
             .collect(),

@@ -93,7 +93,7 @@ pub fn arrow_type(pg: &str) -> DataType {
 /// The field metadata key naming a column's PostgreSQL type when its
 /// Arrow type does not tell it (`int2vector`, `oidvector`: lists here,
 /// space-separated numbers on the wire).
-pub const PG_TYPE_KEY: &str = "silt.pg_type";
+pub use crate::convert::PG_TYPE_KEY;
 
 /// The Arrow schema of a catalog relation.
 pub fn schema(cols: &'static str) -> SchemaRef {

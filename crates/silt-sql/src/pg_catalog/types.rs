@@ -216,6 +216,24 @@ pub fn of_arrow(dt: &DataType) -> i64 {
     }
 }
 
+/// PostgreSQL's type modifier of an Arrow type: `numeric(p,s)` for a
+/// decimal, -1 otherwise.
+pub fn typmod_of_arrow(dt: &DataType) -> i64 {
+    match dt {
+        DataType::Decimal128(p, s) => ((i64::from(*p) << 16) | i64::from(*s)) + 4,
+        _ => -1,
+    }
+}
+
+/// `numeric(p,s)` from a type modifier, `numeric` without one.
+pub fn display_with_typmod(oid: i64, typmod: i64) -> Option<String> {
+    if oid == 1700 && typmod >= 4 {
+        let m = typmod - 4;
+        return Some(format!("numeric({},{})", m >> 16, m & 0xffff));
+    }
+    display_name(oid)
+}
+
 /// The type a declared field is described as.
 pub fn of_field(ty: FieldType) -> i64 {
     match ty {
@@ -224,6 +242,11 @@ pub fn of_field(ty: FieldType) -> i64 {
         FieldType::Double => 701,
         FieldType::String | FieldType::Any => 25,
         FieldType::Binary => 17,
+        FieldType::Date => 1082,
+        FieldType::Timestamp => 1114,
+        FieldType::TimestampTz => 1184,
+        FieldType::Decimal { .. } => 1700,
+        FieldType::Json => 3802,
         FieldType::Point | FieldType::Rectangle | FieldType::Polygon | FieldType::Geometry => {
             GEOMETRY
         }

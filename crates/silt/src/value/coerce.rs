@@ -6,12 +6,13 @@ use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
 use super::geometry::check_geographic_reason;
-use super::{Geometry, Value};
+use super::{Geometry, Value, decimal, temporal};
 use crate::error::{Error, Result};
 
-/// The declared type of a field in a dataset schema.
+/// The declared type of a field in a dataset schema. Serialized as its
+/// name (`"int"`, `"decimal(10,2)"`; see [`FieldType::parse`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(into = "String", try_from = "String")]
 pub enum FieldType {
     /// Anything; values are kept as they are.
     Any,
@@ -33,18 +34,59 @@ pub enum FieldType {
     Polygon,
     /// Any of point, rectangle and polygon.
     Geometry,
+    /// A calendar date, stored as an int: days since 1970-01-01
+    /// ([`super::temporal`]).
+    Date,
+    /// A date and time without a zone, stored as an int: microseconds since
+    /// 1970-01-01 00:00:00.
+    Timestamp,
+    /// An instant, stored as an int: microseconds since 1970-01-01 00:00:00
+    /// UTC.
+    TimestampTz,
+    /// An exact decimal of at most `precision` digits, `scale` of them
+    /// after the point, stored as its canonical text ([`super::decimal`]).
+    Decimal { precision: u8, scale: u8 },
+    /// A JSON document: any value, as `Any`, shown to SQL as `jsonb`.
+    Json,
 }
 
-const TYPE_NAMES: &str =
-    "any, bool, int, double, string, binary, point, rectangle, polygon, geometry";
+const TYPE_NAMES: &str = "any, bool, int, double, string, binary, point, rectangle, polygon, geometry, date, timestamp, timestamptz, decimal(p,s), json";
+
+/// `decimal` / `numeric` without a precision: PostgreSQL's unconstrained
+/// numeric is stored with this precision and scale (DataFusion's choice).
+pub const DEFAULT_DECIMAL: FieldType = FieldType::Decimal {
+    precision: 38,
+    scale: 10,
+};
 
 impl FieldType {
     /// Parse a type name, case-insensitively, with common aliases:
     /// `int`/`int64`/`integer`/`bigint`/`long`, `double`/`float`/`float64`/`real`,
     /// `string`/`text`/`str`, `bool`/`boolean`, `binary`/`bytes`/`blob`,
-    /// `point`, `rectangle`/`rect`, `polygon`, `geometry`, `any`.
+    /// `point`, `rectangle`/`rect`, `polygon`, `geometry`, `any`, `date`,
+    /// `timestamp`/`datetime`, `timestamptz`, `decimal(p,s)`/`numeric(p,s)`
+    /// (`decimal(p)` is scale 0; bare `decimal` is `decimal(38,10)`),
+    /// `json`/`jsonb`.
     pub fn parse(s: &str) -> Result<FieldType> {
-        let t = match s.trim().to_ascii_lowercase().as_str() {
+        let lower = s.trim().to_ascii_lowercase();
+        let unknown = || Error::Parse {
+            what: "field type".to_owned(),
+            reason: format!("unknown type `{s}`; expected one of {TYPE_NAMES}"),
+        };
+        let (base, args) = match lower.find('(') {
+            Some(i) => {
+                let inner = lower[i + 1..].strip_suffix(')').ok_or_else(unknown)?;
+                (lower[..i].trim(), Some(inner))
+            }
+            None => (lower.as_str(), None),
+        };
+        if let Some(args) = args {
+            if !matches!(base, "decimal" | "numeric") {
+                return Err(unknown());
+            }
+            return decimal_type(s, args);
+        }
+        let t = match base {
             "any" => FieldType::Any,
             "bool" | "boolean" => FieldType::Bool,
             "int" | "int64" | "integer" | "bigint" | "long" => FieldType::Int,
@@ -55,37 +97,22 @@ impl FieldType {
             "rectangle" | "rect" => FieldType::Rectangle,
             "polygon" => FieldType::Polygon,
             "geometry" => FieldType::Geometry,
-            _ => {
-                return Err(Error::Parse {
-                    what: "field type".to_owned(),
-                    reason: format!("unknown type `{s}`; expected one of {TYPE_NAMES}"),
-                });
-            }
+            "date" => FieldType::Date,
+            "timestamp" | "datetime" | "timestamp without time zone" => FieldType::Timestamp,
+            "timestamptz" | "timestamp with time zone" => FieldType::TimestampTz,
+            "decimal" | "numeric" => DEFAULT_DECIMAL,
+            "json" | "jsonb" => FieldType::Json,
+            _ => return Err(unknown()),
         };
         Ok(t)
     }
 
-    /// The canonical name (as serialized): `any`, `bool`, `int`, ...
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FieldType::Any => "any",
-            FieldType::Bool => "bool",
-            FieldType::Int => "int",
-            FieldType::Double => "double",
-            FieldType::String => "string",
-            FieldType::Binary => "binary",
-            FieldType::Point => "point",
-            FieldType::Rectangle => "rectangle",
-            FieldType::Polygon => "polygon",
-            FieldType::Geometry => "geometry",
-        }
-    }
-
-    /// Whether values of this type can be key parts (bool, int, double,
-    /// string, binary). `Any` counts as a key type: its values are checked
-    /// one by one when keys are encoded.
+    /// Whether values of this type can be key parts (all but geometries
+    /// and decimals, whose stored text does not sort as numbers). `Any`
+    /// and `Json` count as key types: their values are checked one by one
+    /// when keys are encoded.
     pub fn is_key_type(self) -> bool {
-        !self.is_geometry()
+        !self.is_geometry() && !matches!(self, FieldType::Decimal { .. })
     }
 
     /// Whether this is `point`, `rectangle`, `polygon` or `geometry`.
@@ -97,16 +124,26 @@ impl FieldType {
     }
 
     /// Whether `v` already has this type without conversion (null always
-    /// does). Geometry structure is not validated here.
+    /// does). Geometry structure, the range of dates and times and the
+    /// form of decimal text are not checked here.
     pub fn matches(self, v: &Value) -> bool {
         matches!(
             (self, v),
             (_, Value::Null)
-                | (FieldType::Any, _)
+                | (FieldType::Any | FieldType::Json, _)
                 | (FieldType::Bool, Value::Bool(_))
-                | (FieldType::Int, Value::Int(_))
+                | (
+                    FieldType::Int
+                        | FieldType::Date
+                        | FieldType::Timestamp
+                        | FieldType::TimestampTz,
+                    Value::Int(_)
+                )
                 | (FieldType::Double, Value::Double(_))
-                | (FieldType::String, Value::String(_))
+                | (
+                    FieldType::String | FieldType::Decimal { .. },
+                    Value::String(_)
+                )
                 | (FieldType::Binary, Value::Binary(_))
                 | (FieldType::Point, Value::Geometry(Geometry::Point { .. }))
                 | (FieldType::Rectangle, Value::Geometry(Geometry::Rect { .. }))
@@ -119,9 +156,77 @@ impl FieldType {
     }
 }
 
+/// `decimal(p[,s])`'s arguments.
+fn decimal_type(shown: &str, args: &str) -> Result<FieldType> {
+    let bad = |why: String| Error::Parse {
+        what: "field type".to_owned(),
+        reason: format!("`{shown}`: {why}"),
+    };
+    let mut parts = args.split(',').map(str::trim);
+    let num = |p: Option<&str>, what: &str| -> Result<u8> {
+        let p = p.ok_or_else(|| bad(format!("missing {what}")))?;
+        p.parse::<u8>()
+            .map_err(|_| bad(format!("{what} `{p}` is not a number from 0 to 38")))
+    };
+    let precision = num(parts.next(), "precision")?;
+    let scale = match parts.next() {
+        Some(s) => num(Some(s), "scale")?,
+        None => 0,
+    };
+    if parts.next().is_some() {
+        return Err(bad("decimal takes (precision, scale)".to_owned()));
+    }
+    if precision == 0 || precision > decimal::MAX_PRECISION {
+        return Err(bad(format!(
+            "precision {precision} must be between 1 and {}",
+            decimal::MAX_PRECISION
+        )));
+    }
+    if scale > precision {
+        return Err(bad(format!(
+            "scale {scale} must be between 0 and the precision {precision}"
+        )));
+    }
+    Ok(FieldType::Decimal { precision, scale })
+}
+
+impl From<FieldType> for String {
+    fn from(t: FieldType) -> String {
+        t.to_string()
+    }
+}
+
+impl TryFrom<String> for FieldType {
+    type Error = Error;
+    fn try_from(s: String) -> Result<FieldType> {
+        FieldType::parse(&s)
+    }
+}
+
 impl fmt::Display for FieldType {
+    /// The canonical name (as serialized): `any`, `bool`, `int`, ...,
+    /// `decimal(10,2)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        let name = match self {
+            FieldType::Any => "any",
+            FieldType::Bool => "bool",
+            FieldType::Int => "int",
+            FieldType::Double => "double",
+            FieldType::String => "string",
+            FieldType::Binary => "binary",
+            FieldType::Point => "point",
+            FieldType::Rectangle => "rectangle",
+            FieldType::Polygon => "polygon",
+            FieldType::Geometry => "geometry",
+            FieldType::Date => "date",
+            FieldType::Timestamp => "timestamp",
+            FieldType::TimestampTz => "timestamptz",
+            FieldType::Decimal { precision, scale } => {
+                return write!(f, "decimal({precision},{scale})");
+            }
+            FieldType::Json => "json",
+        };
+        f.write_str(name)
     }
 }
 
@@ -182,6 +287,16 @@ pub fn coerce_text(field: &str, ty: FieldType, text: &str) -> Result<Value> {
         _ => {}
     }
     let v = match ty {
+        FieldType::Json => serde_json::from_str::<Value>(t).map_err(|e| {
+            err(format!(
+                "invalid input syntax for type json: {} ({e})",
+                quote(t)
+            ))
+        })?,
+        FieldType::Date
+        | FieldType::Timestamp
+        | FieldType::TimestampTz
+        | FieldType::Decimal { .. } => Value::String(t.to_owned()),
         FieldType::Bool => match t.to_ascii_lowercase().as_str() {
             "true" | "t" | "yes" | "y" | "1" => Value::Bool(true),
             "false" | "f" | "no" | "n" | "0" => Value::Bool(false),
@@ -224,7 +339,46 @@ fn coerce_reason(ty: FieldType, v: Value) -> std::result::Result<Value, String> 
         return Ok(v);
     }
     match ty {
-        FieldType::Any => Ok(v),
+        FieldType::Any | FieldType::Json => Ok(v),
+        FieldType::Date => match v {
+            Value::Int(d) if temporal::valid_days(d) => Ok(v),
+            Value::String(s) => temporal::parse_date(&s).map(Value::Int),
+            Value::Int(d) => Err(format!(
+                "date {d} (days since 1970-01-01) is outside the supported years -262143..262142"
+            )),
+            other => Err(mismatch(
+                "date (YYYY-MM-DD text or days since 1970-01-01)",
+                &other,
+            )),
+        },
+        FieldType::Timestamp | FieldType::TimestampTz => {
+            let zone = ty == FieldType::TimestampTz;
+            match v {
+                Value::Int(m) if temporal::valid_micros(m) => Ok(v),
+                Value::String(s) => temporal::parse_timestamp(&s, zone).map(Value::Int),
+                Value::Int(m) => Err(format!(
+                    "timestamp {m} (microseconds since 1970-01-01) is outside the supported years -262143..262142"
+                )),
+                other => Err(mismatch(
+                    "timestamp (ISO text or microseconds since 1970-01-01)",
+                    &other,
+                )),
+            }
+        }
+        FieldType::Decimal { precision, scale } => {
+            let text = match &v {
+                Value::String(s) => s.clone(),
+                Value::Int(i) => i.to_string(),
+                Value::Double(d) if d.is_finite() => format!("{d:e}"),
+                other => {
+                    return Err(mismatch(
+                        &format!("decimal({precision},{scale}) (a number or its text)"),
+                        other,
+                    ));
+                }
+            };
+            decimal::normalize(&text, precision, scale).map(Value::String)
+        }
         FieldType::Bool => match v {
             Value::Bool(_) => Ok(v),
             other => Err(mismatch("bool", &other)),
@@ -667,9 +821,9 @@ mod tests {
             ("any", FieldType::Any),
         ] {
             assert_eq!(FieldType::parse(s).unwrap(), t, "{s}");
-            assert_eq!(FieldType::parse(t.as_str()).unwrap(), t);
+            assert_eq!(FieldType::parse(&t.to_string()).unwrap(), t);
             let ser = serde_json::to_string(&t).unwrap();
-            assert_eq!(ser, format!("\"{}\"", t.as_str()));
+            assert_eq!(ser, format!("\"{t}\""));
             assert_eq!(serde_json::from_str::<FieldType>(&ser).unwrap(), t);
         }
         let e = FieldType::parse("varchar").unwrap_err().to_string();

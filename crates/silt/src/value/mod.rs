@@ -23,17 +23,19 @@
 //!   and lookups ([`Value::get`], [`decode_field`]) return the first match.
 
 mod coerce;
+pub mod decimal;
 mod encoding;
 mod geometry;
 mod json;
 mod key;
+pub mod temporal;
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
 use crate::error::{Error, Result};
 
-pub use coerce::{FieldType, check_geographic_field, coerce, coerce_text};
+pub use coerce::{DEFAULT_DECIMAL, FieldType, check_geographic_field, coerce, coerce_text};
 pub use encoding::{
     FieldView, decode_field, decode_value, encode_record, encode_value, visit_fields,
 };

@@ -1,0 +1,147 @@
+"""PostgreSQL types through psycopg 3 against `silt serve`: dates,
+timestamps with and without a zone, numeric, jsonb and its operators, as
+parameters and results in both text and binary formats, and the errors a
+bad value gets."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from test_psycopg import server, silt_bin  # noqa: F401  (the fixture)
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg.types.json import Jsonb  # noqa: E402
+
+UTC = dt.timezone.utc
+
+
+def _table(conn):
+    conn.execute(
+        "CREATE TABLE ev (ts TIMESTAMPTZ PRIMARY KEY, day DATE, local TIMESTAMP, "
+        "price NUMERIC(10,2), doc JSONB)"
+    )
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_temporal_numeric_and_json_round_trip(server, binary):  # noqa: F811
+    t0 = dt.datetime(2024, 3, 1, 12, 30, 0, 123456, tzinfo=UTC)
+    rows = [
+        (t0 + dt.timedelta(hours=i), dt.date(2024, 3, 1 + i), dt.datetime(2024, 3, 1, i, 0),
+         Decimal("12.5") + i, Jsonb({"n": i, "tags": ["a", "b"][: i % 3], "s": f"v{i}"}))
+        for i in range(5)
+    ]
+    with psycopg.connect(server, autocommit=True) as conn:
+        _table(conn)
+        with conn.cursor(binary=binary) as cur:
+            cur.executemany("INSERT INTO ev VALUES (%s, %s, %s, %s, %s)", rows)
+            cur.execute("SELECT ts, day, local, price, doc FROM ev ORDER BY ts")
+            got = cur.fetchall()
+        assert [r[0] for r in got] == [r[0] for r in rows]
+        assert all(isinstance(r[0], dt.datetime) and r[0].tzinfo is not None for r in got)
+        assert [r[1] for r in got] == [r[1] for r in rows]
+        assert [r[2] for r in got] == [r[2] for r in rows]
+        assert [r[3] for r in got] == [Decimal("12.50") + i for i in range(5)]
+        assert all(isinstance(r[3], Decimal) for r in got)
+        assert [r[4] for r in got] == [r[4].obj for r in rows]
+        desc = {d.name: d.type_code for d in conn.execute("SELECT * FROM ev LIMIT 0").description}
+        assert desc == {"ts": 1184, "day": 1082, "local": 1114, "price": 1700, "doc": 3802}
+
+
+def test_datetime_parameters_filter_and_order(server):  # noqa: F811
+    base = dt.datetime(2024, 1, 1, tzinfo=UTC)
+    with psycopg.connect(server, autocommit=True) as conn:
+        _table(conn)
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO ev (ts, day) VALUES (%s, %s)",
+                [(base + dt.timedelta(minutes=m), (base + dt.timedelta(minutes=m)).date())
+                 for m in range(0, 3000, 7)],
+            )
+        lo, hi = base + dt.timedelta(minutes=100), base + dt.timedelta(minutes=200)
+        got = conn.execute(
+            "SELECT ts FROM ev WHERE ts >= %s AND ts < %s ORDER BY ts", (lo, hi)
+        ).fetchall()
+        want = [base + dt.timedelta(minutes=m) for m in range(0, 3000, 7) if 100 <= m < 200]
+        assert [r[0] for r in got] == want
+        last = conn.execute("SELECT ts FROM ev ORDER BY ts DESC LIMIT 1").fetchone()[0]
+        assert last == base + dt.timedelta(minutes=2996)
+        n = conn.execute("SELECT count(*) FROM ev WHERE day = %s", (dt.date(2024, 1, 2),)).fetchone()[0]
+        assert n == len([m for m in range(0, 3000, 7) if 1440 <= m < 2880])
+        # now() is a timestamp with a zone, not text.
+        now = conn.execute("SELECT now()").fetchone()[0]
+        assert isinstance(now, dt.datetime) and now.tzinfo is not None
+
+
+def test_jsonb_operators(server):  # noqa: F811
+    with psycopg.connect(server, autocommit=True) as conn:
+        _table(conn)
+        conn.execute(
+            "INSERT INTO ev (ts, doc) VALUES "
+            "('2024-01-01 00:00:00+00', '{\"user\": {\"name\": \"ann\"}, \"tags\": [\"x\", \"y\"], \"n\": 3}'), "
+            "('2024-01-02 00:00:00+00', '{\"user\": {\"name\": \"bob\"}, \"tags\": [\"y\"], \"n\": null}')"
+        )
+        q = lambda sql, *p: conn.execute(sql, p).fetchall()  # noqa: E731
+        assert q("SELECT doc->'user'->>'name' FROM ev ORDER BY ts") == [("ann",), ("bob",)]
+        assert q("SELECT doc #>> '{tags,0}' FROM ev ORDER BY ts") == [("x",), ("y",)]
+        assert q("SELECT doc->'tags'-> -1 FROM ev ORDER BY ts") == [("y",), ("y",)]
+        assert q("SELECT doc->>'n' FROM ev ORDER BY ts") == [("3",), (None,)]
+        assert q("SELECT doc->>'missing' FROM ev LIMIT 1") == [(None,)]
+        assert q("SELECT ts::date FROM ev WHERE doc @> %s", Jsonb({"tags": ["x"]})) == [
+            (dt.date(2024, 1, 1),)
+        ]
+        assert q("SELECT count(*) FROM ev WHERE doc->>'name' IS NULL AND doc->'user'->>'name' = %s", "bob") == [(1,)]
+        assert q("SELECT jsonb_typeof(doc->'tags'), jsonb_array_length(doc->'tags') FROM ev ORDER BY ts") == [
+            ("array", 2), ("array", 1)
+        ]
+        assert q("SELECT '{\"a\": [1, 2]}'::jsonb -> 'a'") == [([1, 2],)]
+
+
+def test_bad_values_are_refused_with_nothing_written(server):  # noqa: F811
+    with psycopg.connect(server, autocommit=True) as conn:
+        _table(conn)
+        cases = [
+            ("INSERT INTO ev (ts, price) VALUES ('2024-01-01 00:00:00+00', 123456789.5)",
+             psycopg.errors.NumericValueOutOfRange),
+            ("INSERT INTO ev (ts, price) VALUES ('2024-01-01 00:00:00+00', 'abc')",
+             psycopg.errors.InvalidTextRepresentation),
+            ("INSERT INTO ev (ts, day) VALUES ('2024-01-01 00:00:00+00', '2024-02-30')",
+             psycopg.errors.InvalidTextRepresentation),
+            ("INSERT INTO ev (ts, doc) VALUES ('2024-01-01 00:00:00+00', '{not json')",
+             psycopg.errors.InvalidTextRepresentation),
+            ("INSERT INTO ev (ts) VALUES ('yesterday-ish')",
+             psycopg.errors.InvalidTextRepresentation),
+        ]
+        for sql, err in cases:
+            with pytest.raises(err):
+                conn.execute(sql)
+        assert conn.execute("SELECT count(*) FROM ev").fetchone()[0] == 0
+        # Rounding as PostgreSQL rounds numeric(10,2): half away from zero.
+        conn.execute("INSERT INTO ev (ts, price) VALUES ('2024-01-01 00:00:00+00', -0.005)")
+        assert conn.execute("SELECT price FROM ev").fetchone()[0] == Decimal("-0.01")
+
+
+def test_catalog_names_the_types(server):  # noqa: F811
+    with psycopg.connect(server, autocommit=True) as conn:
+        _table(conn)
+        got = conn.execute(
+            "SELECT column_name, data_type, numeric_precision, numeric_scale "
+            "FROM information_schema.columns WHERE table_name = 'ev' ORDER BY ordinal_position"
+        ).fetchall()
+        assert got == [
+            ("ts", "timestamp with time zone", None, None),
+            ("day", "date", None, None),
+            ("local", "timestamp without time zone", None, None),
+            ("price", "numeric", 10, 2),
+            ("doc", "jsonb", None, None),
+        ]
+        fmt = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute a "
+            "JOIN pg_class c ON a.attrelid = c.oid WHERE c.relname = 'ev' ORDER BY attnum"
+        ).fetchall()
+        assert [r[0] for r in fmt] == [
+            "timestamp with time zone", "date", "timestamp without time zone",
+            "numeric(10,2)", "jsonb",
+        ]
