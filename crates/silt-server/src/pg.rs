@@ -352,12 +352,19 @@ impl SiltParser {
         let state = self.shared.engine.session().state();
         let plan = state.statement_to_plan(*stmt).await.ok()?;
         let fields = fields_of(plan.schema());
+        // A placeholder standing for a `jsonb` column's value carries the
+        // column's field, whose metadata says `jsonb`.
+        let param_fields = plan.get_parameter_fields().unwrap_or_default();
         let params = silt_sql::udf::placeholder_types(&plan)
             .ok()?
             .into_iter()
             .filter_map(|(name, ty)| {
                 let n = name.strip_prefix('$')?.parse::<usize>().ok()?;
-                Some((n, pg_type(&ty?)))
+                let ty = match param_fields.get(&name) {
+                    Some(Some(f)) => pg_field_type(f),
+                    _ => pg_type(&ty?),
+                };
+                Some((n, ty))
             })
             .collect();
         Some((fields, params))

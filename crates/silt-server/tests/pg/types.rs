@@ -67,8 +67,7 @@ async fn binary_parameters_and_results() {
     let day = NaiveDate::from_ymd_opt(2024, 3, 1).expect("day");
     let local = day.and_hms_opt(12, 30, 0).expect("local");
     let doc = serde_json::json!({"a": [1, 2], "s": "x"});
-    // The server infers `text` for a `jsonb` column's parameter (its Arrow
-    // type); a client that names the type sends it as `jsonb`.
+    // Types named by the client (psycopg and JDBC name them).
     let insert = c
         .prepare_typed(
             "INSERT INTO ev VALUES ($1, $2, $3, $4, $5)",
@@ -116,6 +115,20 @@ async fn binary_parameters_and_results() {
         row.get::<_, serde_json::Value>(5),
         serde_json::json!([1, 2])
     );
+    // Without named types, the server says the parameter of a `jsonb`
+    // column is `jsonb` (tokio-postgres then sends serde_json values).
+    c.execute(
+        "INSERT INTO ev (ts, doc) VALUES ($1, $2)",
+        &[
+            &(ts + chrono::Duration::days(1)),
+            &serde_json::json!({"k": 1}),
+        ],
+    )
+    .await
+    .expect("insert inferred");
+    c.execute("DELETE FROM ev WHERE doc->>'k' = '1'", &[])
+        .await
+        .expect("delete");
     // A day and a range of times as parameters.
     let n: i64 = c
         .query_one(

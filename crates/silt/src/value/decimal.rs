@@ -241,4 +241,50 @@ mod tests {
             assert_eq!(units(&format_units(u, 4), 4), Some(u));
         }
     }
+
+    proptest::proptest! {
+        /// Against a model in exact integer arithmetic: `units` at scale
+        /// `from`, written as text (with an exponent sometimes), rounded to
+        /// scale `to` half away from zero; too many digits is an overflow.
+        #[test]
+        fn rounding_matches_integer_model(
+            units in -10i128.pow(20)..10i128.pow(20),
+            from in 0u8..12,
+            to in 0u8..12,
+            precision in 1u8..=38,
+            exp_form in proptest::bool::ANY,
+        ) {
+            let text = format_units(units, from);
+            let text = if exp_form {
+                // The same number as digits × 10^-from.
+                format!("{units}e-{from}")
+            } else {
+                text
+            };
+            let model: i128 = if to >= from {
+                units * 10i128.pow(u32::from(to - from))
+            } else {
+                let d = 10i128.pow(u32::from(from - to));
+                let q = units / d;
+                let r = (units % d).abs();
+                if 2 * r >= d { q + units.signum() } else { q }
+            };
+            let got = normalize(&text, precision, to.min(precision));
+            if to > precision {
+                return Ok(());
+            }
+            let limit = 10i128.pow(u32::from(precision));
+            if model.abs() >= limit {
+                proptest::prop_assert!(got.unwrap_err().contains("overflow"));
+            } else {
+                let got = got.unwrap();
+                proptest::prop_assert_eq!(&got, &format_units(model, to));
+                proptest::prop_assert_eq!(units_of(&got, to), Some(model));
+            }
+        }
+    }
+
+    fn units_of(text: &str, scale: u8) -> Option<i128> {
+        units(text, scale)
+    }
 }

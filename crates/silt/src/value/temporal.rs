@@ -314,4 +314,34 @@ mod tests {
             assert_eq!(parse_date(&s), Ok(d), "{s}");
         }
     }
+
+    proptest::proptest! {
+        /// Every storable time prints and reads back to itself, with and
+        /// without a zone, and shifting by a zone moves it by that much.
+        #[test]
+        fn any_time_round_trips(
+            micros in -8_000_000_000_000_000_000i64..8_000_000_000_000_000_000i64,
+            offset_min in -(15 * 60 - 1)..(15 * 60i32),
+        ) {
+            proptest::prop_assume!(valid_micros(micros));
+            let s = format_timestamp(micros, false).unwrap();
+            proptest::prop_assert_eq!(parse_timestamp(&s, false), Ok(micros));
+            let s = format_timestamp(micros, true).unwrap();
+            proptest::prop_assert_eq!(parse_timestamp(&s, true), Ok(micros));
+            let sign = if offset_min < 0 { '-' } else { '+' };
+            let m = offset_min.abs();
+            let zoned = format!(
+                "{}{sign}{:02}:{:02}",
+                format_timestamp(micros, false).unwrap(),
+                m / 60,
+                m % 60
+            );
+            if let Ok(t) = parse_timestamp(&zoned, true) {
+                proptest::prop_assert_eq!(t, micros - i64::from(offset_min) * 60_000_000);
+            }
+            let days = micros.div_euclid(86_400_000_000);
+            let d = format_date(days).unwrap();
+            proptest::prop_assert_eq!(parse_date(&d), Ok(days));
+        }
+    }
 }
