@@ -11,7 +11,6 @@ use datafusion::arrow::datatypes::Int64Type;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use silt::geo::sphere::haversine_m;
-use silt::{Database, DbOptions};
 use silt_sql::{SqlEngine, SqlError};
 
 #[path = "sql/bounds.rs"]
@@ -1090,11 +1089,7 @@ fn null_keys_and_not_null_columns_are_not_null_violations() {
         .expect_err("NOT NULL");
     assert!(err.to_string().contains("NOT NULL"), "{err}");
     drop(ds);
-    let db = e.database().clone();
-    drop(e);
-    db.close().expect("close");
-    drop(db);
-    let db = Database::open(d.path(), DbOptions::default()).expect("reopen");
+    let db = reopen(e, d.path());
     assert_eq!(
         db.dataset("t").expect("t").def().not_null,
         vec!["name".to_owned()]

@@ -53,3 +53,19 @@ pub async fn connect(server: &Server) -> Client {
     });
     client
 }
+
+/// The rows of a simple-protocol query, as text.
+pub async fn text_rows(c: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
+    let msgs = c
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}\n-> {e:?}"));
+    msgs.into_iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}

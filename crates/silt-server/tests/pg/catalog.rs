@@ -4,9 +4,9 @@
 //! database: tables, views, primary keys and Silt's indexes, column types;
 //! the session functions clients call on connect; arrays on the wire.
 
-use tokio_postgres::{Client, SimpleQueryMessage};
+use tokio_postgres::Client;
 
-use crate::pg_fixture::PgFixture;
+use crate::pg_fixture::{PgFixture, text_rows as rows};
 
 const PSQL15: &str = include_str!("../fixtures/psql15_catalog.sql");
 const PGJDBC: &str = include_str!("../fixtures/pgjdbc_metadata.sql");
@@ -33,22 +33,6 @@ const SETUP: &str = "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, x DOUB
 
 async fn start() -> PgFixture {
     PgFixture::start(false, SETUP).await
-}
-
-/// The rows of a simple-protocol query, as text.
-async fn rows(c: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
-    let msgs = c
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}\n-> {e:?}"));
-    msgs.into_iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 /// psql's lookup of a relation's oid by name (`\d name`).

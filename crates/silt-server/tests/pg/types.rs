@@ -9,11 +9,10 @@ use std::error::Error;
 use bytes::BytesMut;
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::{SinkExt, TryStreamExt};
-use tokio_postgres::SimpleQueryMessage;
 use tokio_postgres::binary_copy::{BinaryCopyInWriter, BinaryCopyOutStream};
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 
-use crate::pg_fixture::PgFixture;
+use crate::pg_fixture::{PgFixture, text_rows};
 
 const SETUP: &str = "CREATE TABLE ev (ts TIMESTAMPTZ PRIMARY KEY, day DATE, \
                      local TIMESTAMP, price NUMERIC(10,2), doc JSONB);";
@@ -47,17 +46,6 @@ impl ToSql for RawNumeric {
 
 /// numeric_send of 12.50: 2 digits, weight 0, positive, scale 2, 12 and 5000.
 const TWELVE_FIFTY: [u8; 12] = [0, 2, 0, 0, 0, 0, 0, 2, 0, 12, 0x13, 0x88];
-
-fn texts(msgs: &[SimpleQueryMessage]) -> Vec<Vec<Option<String>>> {
-    msgs.iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
-            }
-            _ => None,
-        })
-        .collect()
-}
 
 #[tokio::test]
 async fn binary_parameters_and_results() {
@@ -140,11 +128,7 @@ async fn binary_parameters_and_results() {
         .get(0);
     assert_eq!(n, 1);
     // The text forms, as psql shows them.
-    let got = texts(
-        &c.simple_query("SELECT ts, day, local, price, doc FROM ev")
-            .await
-            .expect("simple"),
-    );
+    let got = text_rows(&c, "SELECT ts, day, local, price, doc FROM ev").await;
     assert_eq!(
         got,
         [[
@@ -233,11 +217,7 @@ async fn binary_copy_in_and_out() {
     .await
     .expect("send");
     assert_eq!(sink.finish().await.expect("finish"), 1);
-    let got = texts(
-        &c.simple_query("SELECT price FROM ev WHERE day = '2030-01-01'")
-            .await
-            .expect("q"),
-    );
+    let got = text_rows(&c, "SELECT price FROM ev WHERE day = '2030-01-01'").await;
     assert_eq!(got, [[Some("1.01".to_owned())]]);
     let sink = c
         .copy_in::<_, bytes::Bytes>("COPY ev (ts, day) FROM STDIN")

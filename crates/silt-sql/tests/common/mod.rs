@@ -27,6 +27,15 @@ pub fn engine() -> (tempfile::TempDir, SqlEngine) {
     (dir, e)
 }
 
+/// Close `e`'s database and open it again from `path` (recovery runs).
+pub fn reopen(e: SqlEngine, path: &std::path::Path) -> Database {
+    let db = e.database().clone();
+    drop(e);
+    db.close().expect("close");
+    drop(db);
+    Database::open(path, DbOptions::default()).expect("reopen")
+}
+
 pub fn run(e: &SqlEngine, sql: &str) -> Vec<RecordBatch> {
     match e.execute_blocking(sql) {
         Ok(b) => b,

@@ -13,7 +13,7 @@ use datafusion::arrow::datatypes::{
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use silt::value::temporal;
-use silt::{Database, DbOptions, FieldType, Value};
+use silt::{FieldType, Value};
 use silt_sql::SqlEngine;
 
 use crate::common::*;
@@ -104,12 +104,7 @@ fn typed_columns_are_stored_compactly_and_read_as_arrow_types() {
     run(&e, "DELETE FROM ev WHERE day = DATE '2024-03-02'");
     drop(ds);
     // Kept across a restart: the declared types are in the catalog.
-    let db = e.database().clone();
-    drop(e);
-    db.close().expect("close");
-    drop(db);
-    let db = Database::open(d.path(), DbOptions::default()).expect("reopen");
-    let e = SqlEngine::new(Arc::new(db)).expect("engine");
+    let e = SqlEngine::new(Arc::new(reopen(e, d.path()))).expect("engine");
     check(&e);
 }
 
