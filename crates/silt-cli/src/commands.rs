@@ -27,6 +27,26 @@ pub struct CreateOptions<'a> {
 }
 
 /// Build a dataset definition from command-line options.
+/// `a:int,b:decimal(10,2)` as `a:int` and `b:decimal(10,2)`: commas
+/// inside parentheses belong to the type.
+fn split_fields(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth <= 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
 pub fn dataset_def(o: &CreateOptions) -> CliResult<DatasetDef> {
     let key: Vec<&str> = o
         .key
@@ -40,7 +60,7 @@ pub fn dataset_def(o: &CreateOptions) -> CliResult<DatasetDef> {
         ));
     }
     let mut def = DatasetDef::new(o.name, &key);
-    for f in o.fields {
+    for f in o.fields.iter().flat_map(|f| split_fields(f)) {
         let Some((name, ty)) = f.rsplit_once(':') else {
             return Err(CliError::Usage(format!(
                 "--field `{f}` is not NAME:TYPE, e.g. --field lat:double"

@@ -416,8 +416,11 @@ enum Command {
             required = true
         )]
         key: Vec<String>,
-        /// Declare a field's type; repeat for each field (or separate with commas).
-        #[arg(long = "field", value_name = "NAME:TYPE", value_delimiter = ',')]
+        /// Declare a field's type; repeat for each field (or separate with
+        /// commas): int, double, string, bool, binary, date, timestamp,
+        /// timestamptz, decimal(P,S), json, point, rectangle, polygon,
+        /// geometry, any.
+        #[arg(long = "field", value_name = "NAME:TYPE")]
         fields: Vec<String>,
         /// Number of hash partitions of the primary key (1-1024) [default: 1].
         #[arg(long, value_name = "N")]

@@ -260,6 +260,51 @@ fn csv_load_coerces_declared_and_infers_undeclared() {
 }
 
 #[test]
+fn dates_times_and_decimals_from_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    expect(
+        &db,
+        &[
+            "create-dataset",
+            "ev",
+            "--key",
+            "ts",
+            "--field",
+            "ts:timestamptz,price:decimal(10,2)",
+            "--field",
+            "day:date",
+        ],
+        0,
+    );
+    let input = dir.path().join("ev.csv");
+    std::fs::write(
+        &input,
+        "ts,price,day
+         2024-03-01 12:30:00+02,12.345,2024-03-01
+         2024-03-02T00:00:00Z,7,2024-03-02
+         2024-03-03 00:00:00,1234567890,2024-03-03
+         2024-03-04 00:00:00,1,2024-02-30
+",
+    )
+    .unwrap();
+    let r = expect(&db, &["load", "ev", input.to_str().unwrap()], 0);
+    assert!(
+        r.stdout.contains("loaded 2 records (2 failed)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stderr.contains("numeric field overflow"), "{}", r.stderr);
+    assert!(r.stderr.contains("type date"), "{}", r.stderr);
+    // Stored forms: microseconds, the decimal's text, days.
+    let r = expect(&db, &["get", "ev", "2024-03-01T10:30:00Z"], 0);
+    assert_eq!(
+        json(&r.stdout),
+        serde_json::json!({"ts": 1_709_289_000_000_000i64, "price": "12.35", "day": 19_783})
+    );
+}
+
+#[test]
 fn load_reports_ten_failures_then_counts_and_fails_when_nothing_loads() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
