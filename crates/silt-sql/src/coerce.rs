@@ -227,6 +227,27 @@ pub fn coerce(col: &ColumnInfo, a: &ArrayRef) -> Result<Coerced, SqlError> {
     }
 }
 
+/// A decimal that does not fit `col`: out of range (22003) or not a
+/// number (22P02).
+pub(crate) fn decimal_error(
+    col: &ColumnInfo,
+    text: &str,
+    e: &silt::value::decimal::DecimalError,
+) -> SqlError {
+    match e {
+        silt::value::decimal::DecimalError::Overflow { .. } => SqlError::OutOfRange {
+            column: col.name.clone(),
+            column_type: column_type_name(col),
+            value: shown(text),
+        },
+        silt::value::decimal::DecimalError::Syntax(_) => SqlError::InvalidText {
+            column: col.name.clone(),
+            column_type: column_type_name(col),
+            text: shown(text),
+        },
+    }
+}
+
 /// Numbers and text to `numeric(p, s)`: through their text, rounded as
 /// PostgreSQL rounds; a value with too many integer digits fails its row
 /// (22003), text that is not a number too (22P02).
@@ -249,23 +270,10 @@ fn to_decimal(
         let s = text.value(i);
         match silt::value::decimal::normalize(s, precision, scale) {
             Ok(canon) => out.append_option(silt::value::decimal::units(&canon, scale)),
-            Err(why) => {
+            Err(e) => {
                 out.append_null();
                 if error.is_none() {
-                    let e = if why.starts_with("numeric field overflow") {
-                        SqlError::OutOfRange {
-                            column: col.name.clone(),
-                            column_type: column_type_name(col),
-                            value: shown(s),
-                        }
-                    } else {
-                        SqlError::InvalidText {
-                            column: col.name.clone(),
-                            column_type: column_type_name(col),
-                            text: shown(s),
-                        }
-                    };
-                    error = Some((i, e));
+                    error = Some((i, decimal_error(col, s, &e)));
                 }
             }
         }

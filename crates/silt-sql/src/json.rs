@@ -320,22 +320,14 @@ fn contains(a: &J, b: &J, top: bool) -> bool {
 
 /// Every function of this module, ready to register.
 pub fn all_udfs() -> Vec<ScalarUDF> {
-    Op::ALL
-        .into_iter()
-        .map(|op| {
-            ScalarUDF::new_from_impl(JsonFn {
-                op,
-                signature: Signature::any(op.arity(), Volatility::Immutable),
-            })
-        })
-        .collect()
+    Op::ALL.into_iter().map(udf).collect()
 }
 
-fn udf(op: Op) -> Arc<ScalarUDF> {
-    Arc::new(ScalarUDF::new_from_impl(JsonFn {
+fn udf(op: Op) -> ScalarUDF {
+    ScalarUDF::new_from_impl(JsonFn {
         op,
         signature: Signature::any(op.arity(), Volatility::Immutable),
-    }))
+    })
 }
 
 fn is_text(t: &DataType) -> bool {
@@ -376,7 +368,7 @@ impl ExprPlanner for JsonPlanner {
             vec![expr.left, expr.right]
         };
         Ok(PlannerResult::Planned(Expr::ScalarFunction(
-            datafusion::logical_expr::expr::ScalarFunction::new_udf(udf(op), args),
+            datafusion::logical_expr::expr::ScalarFunction::new_udf(Arc::new(udf(op)), args),
         )))
     }
 }

@@ -6,7 +6,7 @@
 
 use silt::{FieldType, Value};
 
-use crate::coerce::{column_type_name, parse_bool, shown};
+use crate::coerce::{column_type_name, decimal_error, parse_bool, shown};
 use crate::convert::{ColumnInfo, any_value};
 use crate::error::SqlError;
 use crate::pg_forms;
@@ -142,15 +142,9 @@ fn json_text(col: &ColumnInfo, s: &str) -> Result<Value, SqlError> {
 /// Decimal text rounded to the column's scale; too many integer digits is
 /// out of range.
 fn decimal_text(col: &ColumnInfo, s: &str, precision: u8, scale: u8) -> Result<Value, SqlError> {
-    match silt::value::decimal::normalize(s, precision, scale) {
-        Ok(t) => Ok(Value::String(t)),
-        Err(why) if why.starts_with("numeric field overflow") => Err(SqlError::OutOfRange {
-            column: col.name.clone(),
-            column_type: column_type_name(col),
-            value: shown(s),
-        }),
-        Err(_) => Err(invalid(col, s)),
-    }
+    silt::value::decimal::normalize(s, precision, scale)
+        .map(Value::String)
+        .map_err(|e| decimal_error(col, s, &e))
 }
 
 /// PostgreSQL's `bytea` input: `\x` and hex digits (whitespace between

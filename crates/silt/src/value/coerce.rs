@@ -377,7 +377,9 @@ fn coerce_reason(ty: FieldType, v: Value) -> std::result::Result<Value, String> 
                     ));
                 }
             };
-            decimal::normalize(&text, precision, scale).map(Value::String)
+            decimal::normalize(&text, precision, scale)
+                .map(Value::String)
+                .map_err(|e| e.to_string())
         }
         FieldType::Bool => match v {
             Value::Bool(_) => Ok(v),
