@@ -304,6 +304,7 @@ fn other_tag(sql: &str) -> String {
             }
         }
         Some("SAVEPOINT" | "RELEASE" | "ROLLBACK") => w[0].clone(),
+        Some("TRUNCATE") => "TRUNCATE TABLE".to_owned(),
         Some(first) => first.to_owned(),
         None => "OK".to_owned(),
     }
@@ -1033,6 +1034,7 @@ mod tests {
         assert_eq!(classify("begin"), Kind::Begin);
         assert_eq!(classify(""), Kind::Other);
         assert_eq!(other_tag("create table t (a int)"), "CREATE TABLE");
+        assert_eq!(other_tag("truncate t"), "TRUNCATE TABLE");
         assert_eq!(other_tag("CREATE UNIQUE INDEX i ON t (a)"), "CREATE INDEX");
         assert_eq!(other_tag("compact t"), "COMPACT");
         assert_eq!(other_tag("/* unterminated"), "OK");

@@ -407,13 +407,16 @@ pub fn check_parsed(who: &Role, parsed: &Parsed) -> Result<(), SqlError> {
             let t = name_of(&ci.table_name)?;
             need(who, &t, DDL, "create an index on")
         }
-        Parsed::DropTables { names, .. } => {
+        Parsed::DropTables { names, .. } | Parsed::DropViews { names, .. } => {
             names.iter().try_for_each(|t| need(who, t, DDL, "drop"))
         }
         Parsed::DropIndex { table, .. } => match table {
             Some(t) => need(who, t, DDL, "drop an index of"),
             None => need(who, ALL_DATASETS, DDL, "drop an index of"),
         },
+        Parsed::Truncate(names) => names
+            .iter()
+            .try_for_each(|t| need(who, t, WRITE, "truncate")),
         Parsed::Role(_) => need_admin(who, "manage roles and grants"),
         // Checked on their plan.
         Parsed::Insert(_) | Parsed::DataFusion(_) | Parsed::Copy(_) => Ok(()),

@@ -14,7 +14,10 @@ use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect, PostgreSqlDia
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 use silt::lsm::policy::MergePolicy;
 use silt::storage::Compression;
-use silt::{Database, DatasetDef, FieldType, IndexDef, IndexKind, IndexOptions, ReconcileOption};
+use silt::{
+    Database, DatasetDef, FieldDefault, FieldType, IndexDef, IndexKind, IndexOptions,
+    ReconcileOption,
+};
 
 use crate::error::SqlError;
 use crate::insert::{self, InsertStmt};
@@ -164,6 +167,15 @@ pub enum Parsed {
     DropTables {
         names: Vec<String>,
         if_exists: bool,
+        cascade: bool,
+    },
+    /// `TRUNCATE [TABLE] a, b`
+    Truncate(Vec<String>),
+    /// `DROP VIEW [IF EXISTS] a, b [CASCADE]`
+    DropViews {
+        names: Vec<String>,
+        if_exists: bool,
+        cascade: bool,
     },
     DropIndex {
         table: Option<String>,
@@ -288,10 +300,23 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
             object_type: ObjectType::Table,
             if_exists,
             names,
+            cascade,
             ..
         } => Ok(Parsed::DropTables {
             names: names.iter().map(object_name).collect::<Result<_, _>>()?,
             if_exists,
+            cascade,
+        }),
+        Statement::Drop {
+            object_type: ObjectType::View,
+            if_exists,
+            names,
+            cascade,
+            ..
+        } => Ok(Parsed::DropViews {
+            names: names.iter().map(object_name).collect::<Result<_, _>>()?,
+            if_exists,
+            cascade,
         }),
         Statement::Drop {
             object_type: ObjectType::Index,
@@ -320,6 +345,19 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
             })
         }
         Statement::Insert(ins) => insert::parse(ins),
+        Statement::Truncate(t) => {
+            if t.partitions.is_some() || t.on_cluster.is_some() {
+                return Err(SqlError::Unsupported(
+                    "TRUNCATE of partitions or clusters; TRUNCATE the whole table".to_owned(),
+                ));
+            }
+            let names = t
+                .table_names
+                .iter()
+                .map(|n| object_name(&n.name))
+                .collect::<Result<_, _>>()?;
+            Ok(Parsed::Truncate(names))
+        }
         other => Ok(Parsed::DataFusion(Box::new(DFStatement::Statement(
             Box::new(other),
         )))),
@@ -429,6 +467,75 @@ fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, SqlError> {
         .map_err(|_| SqlError::Invalid(format!("option `{key}`: `{v}` is not a valid number")))
 }
 
+/// The default a column's `DEFAULT` clause gives (`None` for
+/// `DEFAULT NULL`): a constant, or the time of the write.
+pub fn field_default(column: &str, e: &SqlExpr) -> Result<Option<FieldDefault>, SqlError> {
+    let refuse = || {
+        SqlError::Unsupported(format!(
+            "DEFAULT {e} on column `{column}`: a default is a constant (a number, a string, true/false, a typed literal like DATE '2026-01-01') or now() / CURRENT_TIMESTAMP / CURRENT_DATE"
+        ))
+    };
+    Ok(Some(match e {
+        SqlExpr::Nested(inner) => return field_default(column, inner),
+        SqlExpr::Value(v) => match &v.value {
+            SqlValue::Null => return Ok(None),
+            SqlValue::Number(n, _) => FieldDefault::Text(n.to_string()),
+            SqlValue::Boolean(b) => FieldDefault::Text(b.to_string()),
+            SqlValue::SingleQuotedString(t) | SqlValue::EscapedStringLiteral(t) => {
+                FieldDefault::Text(t.clone())
+            }
+            _ => return Err(refuse()),
+        },
+        SqlExpr::UnaryOp { op, expr } => {
+            let sign = match op {
+                datafusion::sql::sqlparser::ast::UnaryOperator::Minus => "-",
+                datafusion::sql::sqlparser::ast::UnaryOperator::Plus => "",
+                _ => return Err(refuse()),
+            };
+            match field_default(column, expr)? {
+                Some(FieldDefault::Text(t)) if t.starts_with(|c: char| c.is_ascii_digit()) => {
+                    FieldDefault::Text(format!("{sign}{t}"))
+                }
+                _ => return Err(refuse()),
+            }
+        }
+        SqlExpr::TypedString(ts) => match &ts.value.value {
+            SqlValue::SingleQuotedString(t) => FieldDefault::Text(t.clone()),
+            _ => return Err(refuse()),
+        },
+        SqlExpr::Cast { expr, .. } => return field_default(column, expr),
+        SqlExpr::Function(f) => {
+            let name = f.name.to_string().to_ascii_lowercase();
+            let no_args = match &f.args {
+                datafusion::sql::sqlparser::ast::FunctionArguments::None => true,
+                datafusion::sql::sqlparser::ast::FunctionArguments::List(l) => l.args.is_empty(),
+                _ => false,
+            };
+            match name.as_str() {
+                "now"
+                | "current_timestamp"
+                | "current_date"
+                | "localtimestamp"
+                | "transaction_timestamp"
+                | "statement_timestamp"
+                | "clock_timestamp"
+                    if no_args =>
+                {
+                    FieldDefault::Now
+                }
+                _ => return Err(refuse()),
+            }
+        }
+        SqlExpr::Identifier(i) if i.quote_style.is_none() => {
+            match i.value.to_ascii_lowercase().as_str() {
+                "current_timestamp" | "current_date" | "localtimestamp" => FieldDefault::Now,
+                _ => return Err(refuse()),
+            }
+        }
+        _ => return Err(refuse()),
+    }))
+}
+
 /// Build the dataset definition of a `CREATE TABLE`.
 pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     if ct.query.is_some() {
@@ -439,6 +546,7 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     let name = object_name(&ct.name)?;
     let mut pk: Vec<String> = Vec::new();
     let mut not_null: Vec<String> = Vec::new();
+    let mut defaults: Vec<(String, FieldDefault)> = Vec::new();
     let mut fields = Vec::new();
     for c in &ct.columns {
         let cname = ident(&c.name);
@@ -447,15 +555,19 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
             match &o.option {
                 ColumnOption::PrimaryKey(_) => pk.push(cname.clone()),
                 ColumnOption::NotNull => not_null.push(cname.clone()),
+                ColumnOption::Default(e) => {
+                    if let Some(d) = field_default(&cname, e)? {
+                        defaults.push((cname.clone(), d));
+                    }
+                }
                 ColumnOption::Unique(_)
                 | ColumnOption::ForeignKey(_)
                 | ColumnOption::Check(_)
-                | ColumnOption::Default(_)
                 | ColumnOption::Generated { .. }
                 | ColumnOption::Materialized(_)
                 | ColumnOption::OnUpdate(_) => {
                     return Err(SqlError::Unsupported(format!(
-                        "`{}` on column `{cname}`: Silt keeps PRIMARY KEY and NOT NULL constraints only",
+                        "`{}` on column `{cname}`: Silt keeps PRIMARY KEY, NOT NULL and DEFAULT only",
                         o.option
                     )));
                 }
@@ -470,7 +582,7 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
             TableConstraint::Unique(_) | TableConstraint::ForeignKey(_) | TableConstraint::Check(_)
         ) {
             return Err(SqlError::Unsupported(format!(
-                "table constraint `{tc}`: Silt keeps PRIMARY KEY and NOT NULL constraints only"
+                "table constraint `{tc}`: Silt keeps PRIMARY KEY, NOT NULL and DEFAULT only"
             )));
         }
         if let TableConstraint::PrimaryKey(p) = tc {
@@ -513,6 +625,9 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     }
     for n in not_null.iter().filter(|n| !pk.contains(n)) {
         def = def.not_null(n);
+    }
+    for (n, d) in defaults {
+        def = def.default_value(&n, d);
     }
     let opts: &[SqlOption] = match &ct.table_options {
         CreateTableOptions::None => &[],

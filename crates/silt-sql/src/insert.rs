@@ -790,7 +790,7 @@ impl Writer {
     /// source query, and the first row that could not be assigned.
     fn assign_batch(&self, batch: &RecordBatch) -> Result<Assigned, SqlError> {
         let n = batch.num_rows();
-        let mut arrays: Vec<ArrayRef> = self.null_columns(n);
+        let mut arrays: Vec<ArrayRef> = self.null_columns(n)?;
         let mut failure = None;
         for (s, &j) in self.targets.iter().enumerate() {
             let c = coerce::coerce(&self.table.cols[j], batch.column(s))?;
@@ -809,7 +809,7 @@ impl Writer {
         let mut columns: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(n); self.targets.len()];
         for (r, row) in rows.into_iter().enumerate() {
             for (s, e) in row.into_iter().enumerate() {
-                let v = match self.eval_value(e) {
+                let v = match self.eval_or_default(e, s) {
                     Ok(v) => v,
                     Err(err) => {
                         keep_first(&mut failure, Some((r, err)));
@@ -819,7 +819,7 @@ impl Writer {
                 columns[s].push(v);
             }
         }
-        let mut arrays = self.null_columns(n);
+        let mut arrays = self.null_columns(n)?;
         for (values, &j) in columns.into_iter().zip(&self.targets) {
             let (a, err) = assign_scalars(&self.table.cols[j], values)?;
             keep_first(&mut failure, err);
@@ -828,12 +828,32 @@ impl Writer {
         Ok((n, arrays, failure))
     }
 
-    fn null_columns(&self, n: usize) -> Vec<ArrayRef> {
-        self.table
-            .cols
-            .iter()
-            .map(|c| new_null_array(&c.data_type, n))
+    /// The columns of `n` rows before the source's are assigned: each
+    /// column's default, or nulls.
+    fn null_columns(&self, n: usize) -> Result<Vec<ArrayRef>, SqlError> {
+        (0..self.table.cols.len())
+            .map(|j| {
+                if self.targets.contains(&j) {
+                    Ok(new_null_array(&self.table.cols[j].data_type, n))
+                } else {
+                    self.table.default_column(j, n)
+                }
+            })
             .collect()
+    }
+
+    /// The value of one expression of a `VALUES` list for source column
+    /// `s`, where the keyword `DEFAULT` is the column's default.
+    fn eval_or_default(&self, e: SqlExpr, s: usize) -> Result<ScalarValue, SqlError> {
+        match &e {
+            SqlExpr::Identifier(i)
+                if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default") =>
+            {
+                let a = self.table.default_column(self.targets[s], 1)?;
+                Ok(ScalarValue::try_from_array(&a, 0)?)
+            }
+            _ => self.eval_value(e),
+        }
     }
 
     /// The value of one expression of a `VALUES` list: literals directly,

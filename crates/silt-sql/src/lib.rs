@@ -66,7 +66,9 @@ mod sink;
 pub mod table;
 pub mod target;
 pub mod template;
+mod truncate;
 pub mod udf;
+mod views;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -117,6 +119,8 @@ pub struct SqlEngine {
     plans: plan_cache::PlanCache,
     /// The `COPY ... FROM STDIN` loads running.
     copies: Arc<copy::progress::CopyRegistry>,
+    /// Recorded views that did not plan at open (see [`views`]).
+    broken: views::Broken,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -130,6 +134,8 @@ impl std::fmt::Debug for SqlEngine {
 struct SiltSchema {
     db: Arc<Database>,
     extra: RwLock<HashMap<String, Arc<dyn TableProvider>>>,
+    /// Recorded views that did not plan at open.
+    broken: views::Broken,
     /// Where unqualified names it does not have resolve next, as
     /// PostgreSQL searches `pg_catalog`.
     pg: Arc<pg_catalog::PgCatalogSchema>,
@@ -152,6 +158,9 @@ impl SchemaProvider for SiltSchema {
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         if let Some(t) = self.extra.read().get(name) {
             return Ok(Some(t.clone()));
+        }
+        if let Some(why) = self.broken.read().get(name) {
+            return Err(views::broken_error(name, why));
         }
         match self.db.dataset(name) {
             Ok(ds) => Ok(Some(Arc::new(SiltTable::new(ds)))),
@@ -274,9 +283,11 @@ impl SqlEngine {
             source,
             vec![("pg_stat_progress_copy".to_owned(), progress)],
         ));
+        let broken = views::Broken::default();
         let schema = Arc::new(SiltSchema {
             db: db.clone(),
             extra: RwLock::new(HashMap::new()),
+            broken: broken.clone(),
             pg: pg.clone(),
         });
         catalog.register_schema("public", schema)?;
@@ -290,9 +301,11 @@ impl SqlEngine {
                 catalogs,
             )),
         )?;
+        views::restore(&db, &ctx, &broken);
         Ok(SqlEngine {
             db,
             ctx,
+            broken,
             runtime: Mutex::new(None),
             session: Arc::new(SqlSession::new()),
             files: RwLock::new(access::FileAccess::default()),
@@ -1058,8 +1071,14 @@ impl SqlEngine {
                     LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) => {
                         // Views, external tables, settings: plans made
                         // before may resolve differently now.
+                        let recorded = self.record_view(&plan).await?;
                         let r = self.ctx.execute_logical_plan(plan).await;
                         self.plans.invalidate();
+                        if r.is_err()
+                            && let Some((view, earlier)) = recorded
+                        {
+                            self.unrecord_view(&view, earlier).await;
+                        }
                         r?
                     }
                     _ => DataFrame::new(state, plan),
@@ -1132,7 +1151,23 @@ impl SqlEngine {
                 .await?;
                 Ok(Output::Batches(vec![]))
             }
-            Parsed::DropTables { names, if_exists } => {
+            Parsed::Truncate(names) => {
+                self.truncate(names, session, ctl).await?;
+                Ok(Output::Batches(vec![]))
+            }
+            Parsed::DropViews {
+                names,
+                if_exists,
+                cascade,
+            } => {
+                self.drop_views(names, if_exists, cascade).await?;
+                Ok(Output::Batches(vec![]))
+            }
+            Parsed::DropTables {
+                names,
+                if_exists,
+                cascade,
+            } => {
                 let existing = self.db.dataset_names();
                 for n in &names {
                     if !existing.contains(n) && !if_exists {
@@ -1146,6 +1181,10 @@ impl SqlEngine {
                 }
                 for n in names {
                     if existing.contains(&n) {
+                        if cascade {
+                            let readers = self.db.views_reading(&n);
+                            self.drop_views(readers, true, true).await?;
+                        }
                         let db = self.db.clone();
                         ddl::blocking(move || db.drop_dataset(&n).map_err(SqlError::from)).await?;
                     }

@@ -23,6 +23,9 @@ pub(crate) struct Table {
     pub(crate) pk: Vec<usize>,
     /// Positions of the columns that must not be null (key and NOT NULL).
     pub(crate) required: Vec<usize>,
+    /// Per column, its `DEFAULT` (a null given for such a column is kept
+    /// as a null, so that the default does not replace it).
+    pub(crate) defaults: Vec<Option<silt::FieldDefault>>,
 }
 
 impl Table {
@@ -39,12 +42,22 @@ impl Table {
                 required.push(i);
             }
         }
+        let defaults = cols
+            .iter()
+            .map(|c| {
+                def.defaults
+                    .iter()
+                    .find(|(n, _)| *n == c.name)
+                    .map(|(_, d)| d.clone())
+            })
+            .collect();
         Table {
             name: ds.name().to_owned(),
             ds,
             cols,
             pk,
             required,
+            defaults,
         }
     }
 
@@ -127,12 +140,25 @@ impl Table {
     /// The record of row `r` of full-width arrays (null cells left out).
     pub(crate) fn record(&self, arrays: &[ArrayRef], r: usize) -> Result<Value, SqlError> {
         let mut fields = Vec::with_capacity(self.cols.len());
-        for (c, a) in self.cols.iter().zip(arrays) {
-            if let Some(v) = convert::value_at(c, a, r)? {
-                fields.push((c.name.clone(), v));
+        for ((c, a), d) in self.cols.iter().zip(arrays).zip(&self.defaults) {
+            match convert::value_at(c, a, r)? {
+                Some(v) => fields.push((c.name.clone(), v)),
+                None if d.is_some() => fields.push((c.name.clone(), Value::Null)),
+                None => {}
             }
         }
         Ok(Value::Object(fields))
+    }
+
+    /// Column `j`'s default for `n` rows (all null when it has none).
+    pub(crate) fn default_column(&self, j: usize, n: usize) -> Result<ArrayRef, SqlError> {
+        let c = &self.cols[j];
+        let Some(d) = &self.defaults[j] else {
+            return Ok(datafusion::arrow::array::new_null_array(&c.data_type, n));
+        };
+        let v = d.value(&c.name, c.ty)?;
+        let one = Value::Object(vec![(c.name.clone(), v)]);
+        Ok(convert::column_from_records(c, &vec![one; n]))
     }
 }
 

@@ -16,6 +16,8 @@ use silt_sql::{SqlEngine, SqlError};
 #[path = "sql/bounds.rs"]
 mod bounds;
 mod common;
+#[path = "sql/ddl.rs"]
+mod ddl;
 #[path = "sql/key_order.rs"]
 mod key_order;
 #[path = "sql/plan_cache.rs"]

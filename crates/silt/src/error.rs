@@ -64,6 +64,25 @@ pub enum Error {
     #[error("role `{0}` already exists")]
     RoleExists(String),
 
+    #[error("no view named `{0}`")]
+    NoSuchView(String),
+
+    #[error("a view named `{0}` already exists")]
+    ViewExists(String),
+
+    /// Dropping or changing something other objects rely on.
+    #[error(
+        "cannot {action} `{name}`: {} depend{} on it; drop {} first (or add CASCADE)",
+        .dependents.iter().map(|d| format!("view `{d}`")).collect::<Vec<_>>().join(", "),
+        if .dependents.len() == 1 { "s" } else { "" },
+        if .dependents.len() == 1 { "it" } else { "them" }
+    )]
+    Dependents {
+        action: String,
+        name: String,
+        dependents: Vec<String>,
+    },
+
     #[error("no index named `{index}` on dataset `{dataset}`")]
     NoSuchIndex { dataset: String, index: String },
 

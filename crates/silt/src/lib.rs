@@ -24,11 +24,12 @@ pub use dataset::{
     Transaction, TxnLimits, TxnQuery, TxnScan, WriteMode,
 };
 pub use db::roles::{Privileges, Role};
+pub use db::views::ViewDef;
 pub use db::{Database, DbOptions, DbStats, RecoverySummary};
 pub use error::{Error, Result};
 /// The LevelDB++ recency indexes (now `index::recency`).
 pub use index::recency;
 pub use index::{IndexDef, IndexKind, IndexOptions, ReconcileOption};
-pub use schema::DatasetDef;
+pub use schema::{DatasetDef, FieldDefault};
 pub use txn::Durability;
 pub use value::{FieldType, Geometry, Value};

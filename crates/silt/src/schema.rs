@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::lsm::policy::MergePolicy;
 use crate::storage::Compression;
-use crate::value::FieldType;
+use crate::value::{FieldType, Value, coerce_text, temporal};
 use serde::{Deserialize, Serialize};
 
 /// The largest stored record (encoded) the engine accepts.
@@ -26,6 +26,15 @@ pub struct DatasetDef {
     /// primary-key fields always must).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_null: Vec<String>,
+    /// What a declared field holds when a record is written without it
+    /// (SQL's `DEFAULT`). A field given as null stays null.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub defaults: Vec<(String, FieldDefault)>,
+    /// How many times the dataset was emptied by
+    /// [`crate::Database::truncate_dataset`]: its files live in directory
+    /// `<name>`, or `<name>.<generation>` once it is not 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
     /// Number of storage partitions (hash of the primary key).
     pub partitions: u32,
     /// Memory budget shared by all in-memory components of the dataset, bytes.
@@ -55,6 +64,8 @@ impl DatasetDef {
             primary_key: primary_key.iter().map(|s| (*s).to_owned()).collect(),
             fields: Vec::new(),
             not_null: Vec::new(),
+            defaults: Vec::new(),
+            generation: 0,
             partitions: 1,
             memory_budget: 64 << 20,
             policy: MergePolicy::default(),
@@ -79,6 +90,12 @@ impl DatasetDef {
         }
         self
     }
+    /// Give a declared field a default.
+    pub fn default_value(mut self, name: &str, d: FieldDefault) -> Self {
+        self.defaults.retain(|(n, _)| n != name);
+        self.defaults.push((name.to_owned(), d));
+        self
+    }
     pub fn memory_budget(mut self, bytes: u64) -> Self {
         self.memory_budget = bytes;
         self
@@ -98,6 +115,15 @@ impl DatasetDef {
     pub fn block_size(mut self, b: usize) -> Self {
         self.block_size = b;
         self
+    }
+
+    /// The name of the dataset's directory in the database directory.
+    pub fn dir_name(&self) -> String {
+        if self.generation == 0 {
+            self.name.clone()
+        } else {
+            format!("{}.{}", self.name, self.generation)
+        }
     }
 
     pub fn field_type(&self, name: &str) -> Option<FieldType> {
@@ -130,6 +156,17 @@ impl DatasetDef {
                 )));
             }
         }
+        for (f, d) in &self.defaults {
+            let Some(t) = self.field_type(f) else {
+                return Err(Error::Config(format!(
+                    "DEFAULT of `{f}`: `{f}` is not a declared field of `{}`",
+                    self.name
+                )));
+            };
+            d.value(f, t).map_err(|e| {
+                Error::Config(format!("DEFAULT of `{f}` does not fit its type {t}: {e}"))
+            })?;
+        }
         if !(1..=1024).contains(&self.partitions) {
             return Err(Error::Config(format!(
                 "partitions must be between 1 and 1024, got {}",
@@ -155,6 +192,53 @@ impl DatasetDef {
             )));
         }
         self.policy.validate()
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The value a declared field takes when a record is written without it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FieldDefault {
+    /// A constant, as text read as the field's type (as a CSV cell is:
+    /// `0`, `new`, `2026-01-01`, `12.50`, `{"a": 1}`).
+    Text(String),
+    /// The time of the write, in UTC (`now()`, `CURRENT_TIMESTAMP`,
+    /// `CURRENT_DATE`): for date, timestamp and timestamptz fields.
+    Now,
+}
+
+impl FieldDefault {
+    /// The value for field `field` of type `ty`, now.
+    pub fn value(&self, field: &str, ty: FieldType) -> Result<Value> {
+        match self {
+            FieldDefault::Text(t) => coerce_text(field, ty, t),
+            FieldDefault::Now => {
+                let micros = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+                    .unwrap_or(0);
+                match ty {
+                    FieldType::Timestamp | FieldType::TimestampTz => Ok(Value::Int(micros)),
+                    FieldType::Date => Ok(Value::Int(micros.div_euclid(temporal::MICROS_PER_DAY))),
+                    other => Err(Error::invalid(
+                        Some(field),
+                        format!("the current time is not a value of type {other}"),
+                    )),
+                }
+            }
+        }
+    }
+
+    /// As SQL writes it (`'new'`, `now()`).
+    pub fn sql(&self) -> String {
+        match self {
+            FieldDefault::Text(t) => format!("'{}'", t.replace('\'', "''")),
+            FieldDefault::Now => "now()".to_owned(),
+        }
     }
 }
 

@@ -591,6 +591,10 @@ impl CopyIn {
             let col = &self.table.cols[j];
             match f {
                 None if self.table.required.contains(&j) => return Err(self.table.not_null(j)),
+                // A null given for a column with a default stays null.
+                None if self.table.defaults[j].is_some() => {
+                    fields.push((col.name.clone(), Value::Null));
+                }
                 None => {}
                 Some(b) => {
                     self.row_bytes += b.len();

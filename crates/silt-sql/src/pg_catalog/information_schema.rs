@@ -233,7 +233,10 @@ fn column_rows(db: &str, r: &Relation) -> Vec<Row> {
                 ("table_name", r.name.clone().into()),
                 ("column_name", c.name.clone().into()),
                 ("ordinal_position", Cell::Int(i as i64 + 1)),
-                ("column_default", Cell::Null),
+                (
+                    "column_default",
+                    c.default.clone().map_or(Cell::Null, Cell::from),
+                ),
                 ("is_nullable", yes(!c.not_null)),
                 ("data_type", data_type.into()),
                 ("numeric_precision", precision),

@@ -45,6 +45,7 @@ pub fn rows(name: &str, snap: &Snapshot) -> Option<Vec<Row>> {
             .collect(),
         "pg_class" => snap.relations.iter().map(class_row).collect(),
         "pg_attribute" => snap.relations.iter().flat_map(attribute_rows).collect(),
+        "pg_attrdef" => snap.relations.iter().flat_map(attrdef_rows).collect(),
         "pg_type" => type_rows(),
         "pg_index" => snap.relations.iter().filter_map(index_row).collect(),
         "pg_constraint" => snap.relations.iter().filter_map(constraint_row).collect(),
@@ -200,12 +201,31 @@ fn attribute_rows(r: &Relation) -> Vec<Row> {
                 ("attalign", if len == 8 { 'd' } else { 'i' }.into()),
                 ("attstorage", if len > 0 { 'p' } else { 'x' }.into()),
                 ("attnotnull", c.not_null.into()),
+                ("atthasdef", c.default.is_some().into()),
                 ("attidentity", "".into()),
                 ("attgenerated", "".into()),
                 ("attislocal", true.into()),
                 ("attstattarget", Cell::Int(-1)),
                 ("attcollation", collation_of(c.type_oid).into()),
             ]
+        })
+        .collect()
+}
+
+/// A row per column `DEFAULT`; `adbin` holds the SQL text, which is what
+/// `pg_get_expr` gives back.
+fn attrdef_rows(r: &Relation) -> Vec<Row> {
+    r.columns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let d = c.default.as_ref()?;
+            Some(vec![
+                ("oid", (r.oid * 1000 + i as i64 + 1).into()),
+                ("adrelid", r.oid.into()),
+                ("adnum", Cell::Int(i as i64 + 1)),
+                ("adbin", d.clone().into()),
+            ])
         })
         .collect()
 }

@@ -68,6 +68,8 @@ pub struct Column {
     /// -1 for none.
     pub typmod: i64,
     pub not_null: bool,
+    /// The `DEFAULT`, as SQL text.
+    pub default: Option<String>,
 }
 
 /// What an index is over, for `pg_index`.
@@ -334,9 +336,13 @@ impl Source {
                 .iter()
                 .map(|f| Column {
                     name: f.name().clone(),
-                    type_oid: types::of_arrow(f.data_type()),
+                    type_oid: match f.metadata().get(convert::PG_TYPE_KEY) {
+                        Some(t) if t == "jsonb" => types::of_field(silt::FieldType::Json),
+                        _ => types::of_arrow(f.data_type()),
+                    },
                     typmod: types::typmod_of_arrow(f.data_type()),
                     not_null: !f.is_nullable(),
+                    default: None,
                 })
                 .collect();
             out.push(Relation {
@@ -370,6 +376,11 @@ fn add_dataset(out: &mut Vec<Relation>, schema: &str, ns: i64, ds: Arc<Dataset>)
             type_oid: types::of_field(c.ty),
             typmod: types::typmod_of_arrow(&c.data_type),
             not_null: c.primary_key || def.not_null.contains(&c.name),
+            default: def
+                .defaults
+                .iter()
+                .find(|(n, _)| *n == c.name)
+                .map(|(_, d)| d.sql()),
         })
         .collect();
     let attnum = |field: &str| {
@@ -474,6 +485,7 @@ fn fixed(schema: &str, ns: i64, name: &str, kind: char, cols: &'static str) -> R
                 }),
                 typmod: -1,
                 not_null: false,
+                default: None,
             })
             .collect(),
         definition: None,

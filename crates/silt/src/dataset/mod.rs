@@ -315,13 +315,20 @@ impl Dataset {
                 format!("a record must be an object, got {}", record.type_name()),
             ));
         };
-        let mut out_fields = Vec::with_capacity(fields.len());
+        let mut out_fields = Vec::with_capacity(fields.len() + self.def.defaults.len());
         for (name, v) in fields {
             let v = match self.def.field_type(&name) {
                 Some(t) => value::coerce(&name, t, v)?,
                 None => v,
             };
             out_fields.push((name, v));
+        }
+        for (name, d) in &self.def.defaults {
+            if !out_fields.iter().any(|(n, _)| n == name)
+                && let Some(t) = self.def.field_type(name)
+            {
+                out_fields.push((name.clone(), d.value(name, t)?));
+            }
         }
         let record = Value::Object(out_fields);
         for f in &self.def.not_null {

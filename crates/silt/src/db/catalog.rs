@@ -3,6 +3,7 @@
 //! rename, directory fsync) on every DDL. Format: `docs/format/catalog.md`.
 
 use crate::db::roles::Role;
+use crate::db::views::ViewDef;
 use crate::error::{Error, Result};
 use crate::schema::DatasetDef;
 use crate::storage::fsutil::write_atomic;
@@ -26,6 +27,10 @@ pub(super) struct Catalog {
     /// (see [`super::roles`]). Absent in catalogs written before roles.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) roles: Vec<Role>,
+    /// The views (see [`super::views`]). Absent in catalogs written before
+    /// views.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) views: Vec<ViewDef>,
 }
 
 impl Catalog {
@@ -49,6 +54,7 @@ impl Catalog {
                 datasets: Vec::new(),
                 dataset_ids_used: 0,
                 roles: Vec::new(),
+                views: Vec::new(),
             }),
             Err(e) => Err(Error::io(&cat_path, e)),
         }

@@ -12,6 +12,8 @@ mod catalog;
 mod checkpoint;
 mod recovery;
 pub mod roles;
+mod truncate;
+pub mod views;
 
 use catalog::Catalog;
 use checkpoint::checkpoint;
@@ -160,7 +162,7 @@ impl Database {
         for def in &catalog.datasets {
             let ds = Dataset::open(
                 def.clone(),
-                &dir.join(&def.name),
+                &dir.join(def.dir_name()),
                 cache.clone(),
                 bg.clone(),
                 seq.clone(),
@@ -169,6 +171,7 @@ impl Database {
             )?;
             datasets.insert(def.name.clone(), ds);
         }
+        truncate::remove_stale_generations(&dir, &catalog)?;
         let from_lsn = checkpoint.as_ref().map_or(0, |c| c.low_water_lsn);
         let mut recovery = recover(&wal_dir, from_lsn, &datasets, &txn)?;
         recovery.truncated_bytes = wal_open.truncated_bytes;
@@ -230,7 +233,10 @@ impl Database {
         if cat.datasets.iter().any(|d| d.name == def.name) {
             return Err(Error::DatasetExists(def.name));
         }
-        let ds_dir = self.dir.join(&def.name);
+        if cat.views.iter().any(|v| v.name == def.name) {
+            return Err(Error::ViewExists(def.name));
+        }
+        let ds_dir = self.dir.join(def.dir_name());
         if ds_dir.exists() {
             // Leftovers of a dataset that was dropped or never recorded.
             std::fs::remove_dir_all(&ds_dir).map_err(|e| Error::io(&ds_dir, e))?;
@@ -297,6 +303,14 @@ impl Database {
     pub fn drop_dataset(&self, name: &str) -> Result<()> {
         self.check_open()?;
         let mut cat = self.catalog.lock();
+        let readers = views::dependents(&cat.views, name);
+        if !readers.is_empty() {
+            return Err(Error::Dependents {
+                action: "drop table".to_owned(),
+                name: name.to_owned(),
+                dependents: readers,
+            });
+        }
         let ds = self
             .datasets
             .write()

@@ -17,6 +17,9 @@ use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta}
 
 const UNIX_EPOCH_DAYS_FROM_CE: i32 = 719_163;
 
+/// Microseconds in a day.
+pub const MICROS_PER_DAY: i64 = 86_400_000_000;
+
 /// The days since 1970-01-01 of a date.
 pub fn date_days(d: NaiveDate) -> i64 {
     i64::from(d.num_days_from_ce() - UNIX_EPOCH_DAYS_FROM_CE)

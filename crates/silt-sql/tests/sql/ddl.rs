@@ -1,0 +1,189 @@
+//! #20 item 4: views that survive a restart, DEFAULT, TRUNCATE, RETURNING,
+//! ALTER TABLE.
+
+use std::sync::Arc;
+
+use silt_sql::SqlEngine;
+
+use super::common::*;
+
+#[test]
+fn views_survive_a_restart_and_guard_their_tables() {
+    let (d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR, n BIGINT)",
+    );
+    run(
+        &e,
+        "INSERT INTO t VALUES (1, 'a', 10), (2, 'b', 20), (3, 'c', 30)",
+    );
+    run(
+        &e,
+        "CREATE VIEW big AS SELECT id, name FROM t WHERE n >= 20",
+    );
+    run(
+        &e,
+        "CREATE VIEW big_names AS SELECT upper(name) AS u FROM big",
+    );
+    let err = fail(&e, "CREATE VIEW big AS SELECT 1");
+    assert!(err.contains("already exists"), "{err}");
+    let err = fail(&e, "CREATE VIEW t AS SELECT 1");
+    assert!(err.contains("exists"), "{err}");
+    // A table that views read cannot go without CASCADE; nothing changes.
+    let err = fail(&e, "DROP TABLE t");
+    assert!(
+        err.contains("view `big`, view `big_names` depend on it"),
+        "{err}"
+    );
+    let err = fail(&e, "DROP VIEW big");
+    assert!(err.contains("view `big_names` depends on it"), "{err}");
+    assert_eq!(ints(&run(&e, "SELECT id FROM big ORDER BY id"), 0), [2, 3]);
+
+    let db = reopen(e, d.path());
+    let e = SqlEngine::new(Arc::new(db)).expect("engine");
+    assert_eq!(ints(&run(&e, "SELECT id FROM big ORDER BY id"), 0), [2, 3]);
+    assert_eq!(
+        strings(&run(&e, "SELECT u FROM big_names ORDER BY u"), 0),
+        [Some("B".to_owned()), Some("C".to_owned())]
+    );
+    // The view reads the table as it is now, not as it was.
+    run(&e, "INSERT INTO t VALUES (4, 'd', 40)");
+    assert_eq!(
+        ints(&run(&e, "SELECT id FROM big ORDER BY id"), 0),
+        [2, 3, 4]
+    );
+    // Replaced, and the replacement is what survives.
+    run(
+        &e,
+        "CREATE OR REPLACE VIEW big AS SELECT id, name FROM t WHERE n >= 40",
+    );
+    let db = reopen(e, d.path());
+    let e = SqlEngine::new(Arc::new(db)).expect("engine");
+    assert_eq!(ints(&run(&e, "SELECT id FROM big"), 0), [4]);
+    // A refused replacement leaves the old one.
+    assert!(fail(&e, "CREATE OR REPLACE VIEW big AS SELECT nope FROM t").contains("nope"));
+    assert_eq!(ints(&run(&e, "SELECT id FROM big"), 0), [4]);
+    // DROP TABLE ... CASCADE takes the views with it, for good.
+    run(&e, "DROP TABLE t CASCADE");
+    assert!(e.database().views().is_empty());
+    let err = fail(&e, "DROP VIEW big");
+    assert!(err.contains("no view named `big`"), "{err}");
+    run(&e, "DROP VIEW IF EXISTS big");
+    let db = reopen(e, d.path());
+    let e = SqlEngine::new(Arc::new(db)).expect("engine");
+    assert!(fail(&e, "SELECT * FROM big").contains("not found"));
+}
+
+#[test]
+fn defaults_fill_what_a_write_leaves_out() {
+    let (d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, status TEXT NOT NULL DEFAULT 'new', \
+         n BIGINT DEFAULT -1, at TIMESTAMPTZ DEFAULT now(), day DATE DEFAULT CURRENT_DATE, \
+         price NUMERIC(6,2) DEFAULT 9.5, note TEXT)",
+    );
+    let before = run(&e, "SELECT now() AS t");
+    run(&e, "INSERT INTO t (id) VALUES (1)");
+    // An explicit NULL stays NULL; DEFAULT in VALUES is the default.
+    run(&e, "INSERT INTO t (id, n, price) VALUES (2, NULL, DEFAULT)");
+    run(
+        &e,
+        "INSERT INTO t VALUES (3, 'old', 7, NULL, NULL, NULL, 'x')",
+    );
+    run(&e, "INSERT INTO t (id, status) SELECT 4, 'sel'");
+    let b = run(
+        &e,
+        "SELECT id, status, n, CAST(price AS VARCHAR) AS p FROM t ORDER BY id",
+    );
+    assert_eq!(ints(&b, 0), [1, 2, 3, 4]);
+    let s = |v: &[&str]| v.iter().map(|x| Some((*x).to_owned())).collect::<Vec<_>>();
+    assert_eq!(strings(&b, 1), s(&["new", "new", "old", "sel"]));
+    // ints() skips nulls: row 2's n is null.
+    assert_eq!(ints(&b, 2), [-1, 7, -1]);
+    assert_eq!(
+        strings(&b, 3),
+        [
+            Some("9.50".into()),
+            Some("9.50".into()),
+            None,
+            Some("9.50".into())
+        ]
+    );
+    let b = run(
+        &e,
+        "SELECT count(*) FROM t WHERE at IS NOT NULL AND day = CURRENT_DATE AND at >= now() - INTERVAL '1 minute'",
+    );
+    assert_eq!(ints(&b, 0), [3], "{before:?}");
+    // NOT NULL with a default: a NULL given is still refused.
+    let err = fail(&e, "INSERT INTO t (id, status) VALUES (5, NULL)");
+    assert!(err.contains("status"), "{err}");
+    // The document API gets the defaults too, and they survive a restart.
+    let ds = e.database().dataset("t").expect("t");
+    ds.insert(silt::Value::Object(vec![(
+        "id".into(),
+        silt::Value::Int(6),
+    )]))
+    .expect("insert");
+    let db = reopen(e, d.path());
+    let e = SqlEngine::new(Arc::new(db)).expect("engine");
+    let b = run(&e, "SELECT status, n FROM t WHERE id = 6");
+    assert_eq!(strings(&b, 0), s(&["new"]));
+    assert_eq!(ints(&b, 1), [-1]);
+    // Defaults that cannot be kept are refused with what can.
+    let err = fail(
+        &e,
+        "CREATE TABLE u (id BIGINT PRIMARY KEY, n BIGINT DEFAULT random())",
+    );
+    assert!(err.contains("a default is a constant"), "{err}");
+    let err = fail(
+        &e,
+        "CREATE TABLE u (id BIGINT PRIMARY KEY, n BIGINT DEFAULT 'abc')",
+    );
+    assert!(err.contains("DEFAULT of `n`"), "{err}");
+    let err = fail(
+        &e,
+        "CREATE TABLE u (id BIGINT PRIMARY KEY, n BIGINT DEFAULT now())",
+    );
+    assert!(err.contains("DEFAULT of `n`"), "{err}");
+}
+
+#[test]
+fn truncate_empties_at_once_or_with_the_transaction() {
+    let (d, e) = engine();
+    run(&e, "CREATE TABLE t (id BIGINT PRIMARY KEY, n BIGINT)");
+    run(&e, "CREATE TABLE u (id BIGINT PRIMARY KEY)");
+    run(&e, "CREATE INDEX t_n ON t (n)");
+    run(&e, "CREATE VIEW tv AS SELECT id FROM t WHERE n > 0");
+    run(
+        &e,
+        "INSERT INTO t SELECT value, value % 5 FROM generate_series(1, 500) AS g(value)",
+    );
+    run(&e, "INSERT INTO u VALUES (1), (2)");
+    // A missing table: nothing is emptied.
+    assert!(fail(&e, "TRUNCATE t, nope").contains("nope"));
+    assert_eq!(ints(&run(&e, "SELECT count(*) FROM t"), 0), [500]);
+    // In a transaction block, ROLLBACK brings the rows back.
+    run(&e, "BEGIN");
+    run(&e, "TRUNCATE TABLE t");
+    assert_eq!(ints(&run(&e, "SELECT count(*) FROM t"), 0), [0]);
+    run(&e, "ROLLBACK");
+    assert_eq!(
+        ints(&run(&e, "SELECT count(*) FROM t WHERE n = 3"), 0),
+        [100]
+    );
+    // Outside one, both tables at once; the index and the view follow.
+    run(&e, "TRUNCATE t, u");
+    assert_eq!(ints(&run(&e, "SELECT count(*) FROM t"), 0), [0]);
+    assert_eq!(ints(&run(&e, "SELECT count(*) FROM t WHERE n = 3"), 0), [0]);
+    assert_eq!(ints(&run(&e, "SELECT count(*) FROM u"), 0), [0]);
+    assert_eq!(ints(&run(&e, "SELECT count(*) FROM tv"), 0), [0]);
+    run(&e, "INSERT INTO t VALUES (7, 3)");
+    assert_eq!(ints(&run(&e, "SELECT id FROM tv"), 0), [7]);
+    assert_eq!(ints(&run(&e, "SELECT id FROM t WHERE n = 3"), 0), [7]);
+    let db = reopen(e, d.path());
+    let e = SqlEngine::new(Arc::new(db)).expect("engine");
+    assert_eq!(ints(&run(&e, "SELECT id FROM t"), 0), [7]);
+    assert_eq!(ints(&run(&e, "SELECT id FROM tv"), 0), [7]);
+}
