@@ -227,6 +227,8 @@ pub enum Kind {
     /// Returns a row count (`INSERT`, `UPSERT`, `DELETE`, `UPDATE`); the
     /// command tag.
     Dml(&'static str),
+    /// A `Dml` statement with `RETURNING`: rows, and the DML's tag.
+    Returning(&'static str),
     Begin,
     Commit,
     Rollback,
@@ -242,7 +244,7 @@ impl Kind {
     fn needs_engine(self) -> bool {
         matches!(
             self,
-            Kind::Query | Kind::Dml(_) | Kind::Other | Kind::Set | Kind::Copy
+            Kind::Query | Kind::Dml(_) | Kind::Returning(_) | Kind::Other | Kind::Set | Kind::Copy
         )
     }
 }
@@ -268,6 +270,18 @@ fn words(sql: &str, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// A DML statement's kind: with a `RETURNING` clause it returns rows.
+fn dml(tag: &'static str, sql: &str) -> Kind {
+    if !sql.to_ascii_lowercase().contains("returning") {
+        return Kind::Dml(tag);
+    }
+    if silt_sql::ddl::has_keyword(sql, "RETURNING") {
+        Kind::Returning(tag)
+    } else {
+        Kind::Dml(tag)
+    }
+}
+
 /// Classify one statement.
 pub fn classify(sql: &str) -> Kind {
     let w = words(sql, 1);
@@ -275,9 +289,9 @@ pub fn classify(sql: &str) -> Kind {
         Some("SELECT" | "WITH" | "VALUES" | "EXPLAIN" | "SHOW" | "DESCRIBE" | "TABLE") => {
             Kind::Query
         }
-        Some("INSERT" | "UPSERT" | "REPLACE") => Kind::Dml("INSERT"),
-        Some("DELETE") => Kind::Dml("DELETE"),
-        Some("UPDATE") => Kind::Dml("UPDATE"),
+        Some("INSERT" | "UPSERT" | "REPLACE") => dml("INSERT", sql),
+        Some("DELETE") => dml("DELETE", sql),
+        Some("UPDATE") => dml("UPDATE", sql),
         Some("BEGIN" | "START") => Kind::Begin,
         Some("COMMIT" | "END") => Kind::Commit,
         Some("ROLLBACK" | "ABORT") if words(sql, 2).get(1).is_none_or(|w| w != "TO") => {
@@ -374,6 +388,10 @@ impl SiltParser {
 
 /// Result columns as the PostgreSQL protocol describes them.
 fn fields_of(schema: &datafusion::common::DFSchema) -> Vec<(String, Type)> {
+    arrow_fields_of(schema.as_arrow())
+}
+
+fn arrow_fields_of(schema: &datafusion::arrow::datatypes::Schema) -> Vec<(String, Type)> {
     schema
         .fields()
         .iter()
@@ -450,7 +468,10 @@ impl QueryParser for SiltParser {
         };
         let kind = classify(&seg.text);
         let n = params::count(&seg.text);
-        let (fields, inferred) = if matches!(kind, Kind::Query | Kind::Dml(_) | Kind::Other) {
+        let (fields, inferred) = if matches!(
+            kind,
+            Kind::Query | Kind::Dml(_) | Kind::Returning(_) | Kind::Other
+        ) {
             match self.describe(&seg).await {
                 Some((f, p)) => (Some(f), p),
                 None => (None, vec![]),
@@ -460,6 +481,12 @@ impl QueryParser for SiltParser {
         };
         let fields = match kind {
             Kind::Query => fields,
+            Kind::Returning(_) => self
+                .shared
+                .engine
+                .returning_schema(&seg)
+                .await
+                .map(|s| arrow_fields_of(&s)),
             Kind::Other => fields.filter(|f| !f.is_empty()),
             _ => None,
         };
@@ -842,6 +869,20 @@ impl PgHandler {
                     }
                 }
             }
+            Kind::Returning(tag) => {
+                let Some(s) = stmt else {
+                    return Err(QueryError::ShuttingDown);
+                };
+                let batches = self.collect(s, sql).await?;
+                let schema = match batches.first() {
+                    Some(b) => b.schema(),
+                    None => Arc::new(datafusion::arrow::datatypes::Schema::empty()),
+                };
+                let fields = self.fields(&schema, described, fmt);
+                let mut r = query_response(fields, stream::iter(batches.into_iter().map(Ok)));
+                r.set_command_tag(if tag == "INSERT" { "INSERT 0" } else { tag });
+                Ok(Response::Query(r))
+            }
             Kind::Query | Kind::Other => {
                 let Some(s) = stmt else {
                     return Err(QueryError::ShuttingDown);
@@ -1031,6 +1072,14 @@ mod tests {
         assert_eq!(classify("  -- hi\n /* x */ (SELECT 1)"), Kind::Query);
         assert_eq!(classify("insert into t values (1)"), Kind::Dml("INSERT"));
         assert_eq!(classify("UPSERT INTO t VALUES (1)"), Kind::Dml("INSERT"));
+        assert_eq!(
+            classify("insert into t values (1) returning id"),
+            Kind::Returning("INSERT")
+        );
+        assert_eq!(
+            classify("update t set s = 'returning' where id = 1"),
+            Kind::Dml("UPDATE")
+        );
         assert_eq!(classify("begin"), Kind::Begin);
         assert_eq!(classify(""), Kind::Other);
         assert_eq!(other_tag("create table t (a int)"), "CREATE TABLE");

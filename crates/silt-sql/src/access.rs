@@ -414,6 +414,7 @@ pub fn check_parsed(who: &Role, parsed: &Parsed) -> Result<(), SqlError> {
             Some(t) => need(who, t, DDL, "drop an index of"),
             None => need(who, ALL_DATASETS, DDL, "drop an index of"),
         },
+        Parsed::Dml(d) => need(who, &name_of(&d.table)?, WRITE, "change"),
         Parsed::Truncate(names) => names
             .iter()
             .try_for_each(|t| need(who, t, WRITE, "truncate")),

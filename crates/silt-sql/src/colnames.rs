@@ -106,7 +106,7 @@ fn type_name(t: &DataType) -> String {
 }
 
 /// The name an item gives its column, if it can be told from the text.
-fn item_name(item: &SelectItem) -> Option<String> {
+pub(crate) fn item_name(item: &SelectItem) -> Option<String> {
     match item {
         SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(ident_name(i)),
         SelectItem::UnnamedExpr(Expr::CompoundIdentifier(p)) => p.last().map(ident_name),

@@ -169,6 +169,8 @@ pub enum Parsed {
         if_exists: bool,
         cascade: bool,
     },
+    /// `UPDATE ... FROM`, `DELETE ... USING`, and either with `RETURNING`.
+    Dml(Box<crate::dml::DmlStmt>),
     /// `TRUNCATE [TABLE] a, b`
     Truncate(Vec<String>),
     /// `DROP VIEW [IF EXISTS] a, b [CASCADE]`
@@ -224,6 +226,18 @@ fn object_name(n: &ObjectName) -> Result<String, SqlError> {
     object_parts(n)
         .pop()
         .ok_or_else(|| SqlError::Invalid(format!("bad name `{n}`")))
+}
+
+/// Whether `sql` holds keyword `kw` (upper case) outside strings, quoted
+/// names and comments.
+pub fn has_keyword(sql: &str, kw: &str) -> bool {
+    let dialect = GenericDialect {};
+    let Ok(tokens) = Tokenizer::new(&dialect, sql).tokenize() else {
+        return false;
+    };
+    tokens
+        .iter()
+        .any(|t| matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(kw)))
 }
 
 /// Recognize one statement.
@@ -345,6 +359,18 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
             })
         }
         Statement::Insert(ins) => insert::parse(ins),
+        Statement::Update(u) => match crate::dml::parse_update(&u)? {
+            Some(p) => Ok(p),
+            None => Ok(Parsed::DataFusion(Box::new(DFStatement::Statement(
+                Box::new(Statement::Update(u)),
+            )))),
+        },
+        Statement::Delete(d) => match crate::dml::parse_delete(&d)? {
+            Some(p) => Ok(p),
+            None => Ok(Parsed::DataFusion(Box::new(DFStatement::Statement(
+                Box::new(Statement::Delete(d)),
+            )))),
+        },
         Statement::Truncate(t) => {
             if t.partitions.is_some() || t.on_cluster.is_some() {
                 return Err(SqlError::Unsupported(

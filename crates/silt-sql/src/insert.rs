@@ -53,9 +53,9 @@ use datafusion::prelude::DataFrame;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, ConflictTarget, Expr as SqlExpr, ExprWithAlias, FunctionArg, FunctionArgExpr,
-    FunctionArguments, Ident, Insert, ObjectName, OnConflictAction, OnInsert, Query, SetExpr,
-    SqliteOnConflict, Statement, TableObject, UnaryOperator, Value as SqlValue, visit_expressions,
-    visit_expressions_mut,
+    FunctionArguments, Ident, Insert, ObjectName, OnConflictAction, OnInsert, Query, SelectItem,
+    SetExpr, SqliteOnConflict, Statement, TableObject, UnaryOperator, Value as SqlValue,
+    visit_expressions, visit_expressions_mut,
 };
 use futures::StreamExt;
 use parking_lot::Mutex;
@@ -65,6 +65,7 @@ use crate::coerce;
 use crate::convert::{self, ColumnInfo};
 use crate::ddl::{self, Parsed};
 use crate::error::SqlError;
+use crate::returning::Returning;
 use crate::session::TxnSlot;
 use crate::target::{Table, Target, key_text, last_part};
 
@@ -97,6 +98,8 @@ pub struct InsertStmt {
     columns: Vec<ObjectName>,
     source: Box<Query>,
     pub on_conflict: OnConflict,
+    /// `RETURNING` items.
+    pub returning: Option<Vec<SelectItem>>,
     /// The statement as DataFusion plans it (without its `ON CONFLICT`
     /// clause): to describe its parameters, and to run it when the table is
     /// not a Silt dataset.
@@ -104,6 +107,11 @@ pub struct InsertStmt {
 }
 
 impl InsertStmt {
+    /// The alias the statement gives its table, if any.
+    pub fn qualifier(&self) -> Option<String> {
+        self.alias.as_ref().map(ddl::ident)
+    }
+
     /// The statement as DataFusion plans it, without `ON CONFLICT`.
     pub fn plain_statement(&self) -> DFStatement {
         DFStatement::Statement(self.plain.clone())
@@ -113,11 +121,7 @@ impl InsertStmt {
 /// Recognize an `INSERT`: the SQL layer's own, or (forms it leaves to
 /// DataFusion, which plans or refuses them) a DataFusion statement.
 pub fn parse(mut ins: Insert) -> Result<Parsed, SqlError> {
-    if ins.returning.is_some() {
-        return Err(SqlError::Unsupported(
-            "INSERT ... RETURNING; SELECT the rows after inserting them".to_owned(),
-        ));
-    }
+    let returning = ins.returning.take();
     let on = ins.on.take();
     let on_conflict = match (ins.or, ins.replace_into, on) {
         (None, false, None) => OnConflict::Fail,
@@ -172,9 +176,9 @@ pub fn parse(mut ins: Insert) -> Result<Parsed, SqlError> {
         && ins.output.is_none()
         && ins.multi_table_insert_type.is_none();
     let (TableObject::TableName(table), Some(source), true) = (&ins.table, &ins.source, own) else {
-        if !matches!(on_conflict, OnConflict::Fail | OnConflict::Replace) {
+        if !matches!(on_conflict, OnConflict::Fail | OnConflict::Replace) || returning.is_some() {
             return Err(SqlError::Unsupported(format!(
-                "this form of INSERT with ON CONFLICT: `{}`",
+                "this form of INSERT with ON CONFLICT or RETURNING: `{}`",
                 shorten(&plain.to_string())
             )));
         }
@@ -186,6 +190,7 @@ pub fn parse(mut ins: Insert) -> Result<Parsed, SqlError> {
         columns: ins.columns.clone(),
         source: source.clone(),
         on_conflict,
+        returning,
         plain,
     })))
 }
@@ -230,8 +235,19 @@ async fn run_in(
     if let Some(slot) = &txn {
         state.config_mut().set_extension(slot.clone());
     }
-    let table = Table::new(ds);
+    let table = Table::new(ds.clone());
     let targets = table.target_columns(&stmt.columns)?;
+    let returning = match &stmt.returning {
+        Some(items) => {
+            let q = stmt
+                .alias
+                .as_ref()
+                .map(ddl::ident)
+                .unwrap_or_else(|| table.name.clone());
+            Some(Returning::new(&state, Table::new(ds), &q, items)?)
+        }
+        None => None,
+    };
     let mode = Mode::new(&state, &table, stmt.alias.as_ref(), stmt.on_conflict)?;
     let width_error = |n: usize| {
         SqlError::Invalid(format!(
@@ -276,8 +292,10 @@ async fn run_in(
         mode,
         state,
         seen: Mutex::new(HashSet::new()),
+        keep: returning.is_some(),
     });
     let mut done = Done::default();
+    let mut returned: Vec<RecordBatch> = Vec::new();
     loop {
         let input = match &mut rows {
             Rows::Query(stream) => match stream.next().await {
@@ -299,6 +317,12 @@ async fn run_in(
         // A storage failure (I/O, closed database) is returned as it is.
         let out = ddl::blocking(move || w.write(input)).await?;
         let n = out.rows as u64;
+        if let Some(r) = &returning
+            && out.failure.is_none()
+            && !out.written.is_empty()
+        {
+            returned.push(r.project(&out.written)?);
+        }
         done.committed += out.committed;
         done.unchanged += out.unchanged;
         if let Some((row, e)) = out.failure {
@@ -307,7 +331,11 @@ async fn run_in(
         }
         done.rows += n;
     }
-    count_batch(done.committed)
+    match returning {
+        Some(r) if returned.is_empty() => Ok(vec![RecordBatch::new_empty(r.schema())]),
+        Some(_) => Ok(returned),
+        None => count_batch(done.committed),
+    }
 }
 
 /// The rows a statement inserts.
@@ -618,6 +646,8 @@ struct BatchOut {
     unchanged: u64,
     /// The failing row of the batch; the rows after it were not attempted.
     failure: Option<(usize, SqlError)>,
+    /// The rows as written (only for `RETURNING`).
+    written: Vec<Value>,
 }
 
 /// (rows, the table's columns, the first row that failed and why).
@@ -752,6 +782,8 @@ struct Writer {
     state: SessionState,
     /// Encoded keys proposed so far (`DO UPDATE` refuses a key twice).
     seen: Mutex<HashSet<Vec<u8>>>,
+    /// Keep the rows written (for `RETURNING`).
+    keep: bool,
 }
 
 /// How many times a row of `DO UPDATE` is decided again when its key was
@@ -892,10 +924,45 @@ impl Writer {
     fn write_plain(&self, mode: WriteMode, records: Vec<Value>) -> Result<BatchOut, SqlError> {
         let n = records.len();
         let keys: Vec<Vec<Value>> = records.iter().map(|r| self.table.key_of(r)).collect();
+        // For RETURNING under DO NOTHING: the rows whose key is free (the
+        // first of each key).
+        let mut fresh = vec![true; if self.keep { n } else { 0 }];
+        if self.keep && mode == WriteMode::InsertIgnore {
+            let mut batch_keys = HashSet::new();
+            for (i, k) in keys.iter().enumerate() {
+                fresh[i] =
+                    batch_keys.insert(self.table.ds.encode_pk(k)?) && self.target.get(k)?.is_none();
+            }
+        }
+        let kept = if self.keep {
+            records.clone()
+        } else {
+            Vec::new()
+        };
         let w = self
             .target
             .write_rows(records.into_iter().map(|r| (mode, r)).collect())?;
         let attempted = w.failed.as_ref().map_or(n, |(i, _)| *i) as u64;
+        let mut written: Vec<Value> = Vec::new();
+        if self.keep && w.failed.is_none() {
+            let mut rows: Vec<(usize, Value)> = kept
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| fresh[*i])
+                .collect();
+            if rows.len() as u64 != w.written {
+                // Another writer took some of the keys meanwhile: the rows
+                // written are those stored as proposed.
+                let mut mine = Vec::new();
+                for (i, r) in rows {
+                    if self.target.get(&keys[i])?.as_ref() == Some(&r) {
+                        mine.push((i, r));
+                    }
+                }
+                rows = mine;
+            }
+            written = rows.into_iter().map(|(_, r)| r).collect();
+        }
         Ok(BatchOut {
             rows: n,
             committed: w.written,
@@ -903,6 +970,7 @@ impl Writer {
             failure: w
                 .failed
                 .map(|(i, e)| (i, self.table.row_error(&keys[i], e))),
+            written,
         })
     }
 
@@ -1007,11 +1075,17 @@ impl Writer {
             break;
         }
         let stop = failure.as_ref().map_or(usize::MAX, |(r, _)| *r);
+        let written = if self.keep && failure.is_none() {
+            writes.into_iter().map(|(_, _, v)| v).collect()
+        } else {
+            Vec::new()
+        };
         Ok(BatchOut {
             rows: 0,
             committed,
             unchanged: skipped.iter().filter(|&&r| r < stop).count() as u64,
             failure,
+            written,
         })
     }
 

@@ -51,6 +51,7 @@ pub mod convert;
 pub mod copy;
 pub mod ddl;
 pub mod deferred;
+pub mod dml;
 pub mod error;
 pub mod geom;
 pub mod insert;
@@ -58,6 +59,7 @@ pub mod json;
 pub mod pg_catalog;
 pub mod pg_forms;
 pub mod plan_cache;
+mod returning;
 pub mod rules;
 pub mod scan;
 pub mod scram;
@@ -578,9 +580,10 @@ impl SqlEngine {
                 if !matches!(
                     ins.on_conflict,
                     insert::OnConflict::Fail | insert::OnConflict::Replace
-                ) {
+                ) || ins.returning.is_some()
+                {
                     return Err(SqlError::Unsupported(format!(
-                        "ON CONFLICT on `{}`, which is not a Silt table",
+                        "ON CONFLICT or RETURNING on `{}`, which is not a Silt table",
                         ins.table
                     )));
                 }
@@ -1150,6 +1153,18 @@ impl SqlEngine {
                 })
                 .await?;
                 Ok(Output::Batches(vec![]))
+            }
+            Parsed::Dml(d) => {
+                let Some(ds) = self.silt_dataset(&d.table)? else {
+                    return Err(SqlError::Unsupported(format!(
+                        "UPDATE ... FROM, DELETE ... USING and RETURNING on `{}`, which is not a Silt table",
+                        d.table
+                    )));
+                };
+                let check = |plan: &LogicalPlan| access::check_plan(who.as_ref(), &files, plan);
+                Ok(Output::Batches(
+                    dml::run(&self.ctx, ds, *d, session.slot(), &check).await?,
+                ))
             }
             Parsed::Truncate(names) => {
                 self.truncate(names, session, ctl).await?;

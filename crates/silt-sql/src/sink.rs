@@ -235,7 +235,7 @@ impl SiltSink {
 
 /// A record with the assigned fields replaced (every other field kept,
 /// undeclared ones included).
-fn assign(rec: Value, set: Vec<(String, Value)>) -> Value {
+pub(crate) fn assign(rec: Value, set: Vec<(String, Value)>) -> Value {
     let Value::Object(mut fields) = rec else {
         return rec;
     };
@@ -249,9 +249,13 @@ fn assign(rec: Value, set: Vec<(String, Value)>) -> Value {
 }
 
 /// (primary key, assigned fields) of each row of an update batch.
-type Changes = Vec<(Vec<Value>, Vec<(String, Value)>)>;
+pub(crate) type Changes = Vec<(Vec<Value>, Vec<(String, Value)>)>;
 
-fn update_rows(batch: &RecordBatch, cols: &[ColumnInfo], n_pk: usize) -> DfResult<Changes> {
+pub(crate) fn update_rows(
+    batch: &RecordBatch,
+    cols: &[ColumnInfo],
+    n_pk: usize,
+) -> DfResult<Changes> {
     let arrays: Vec<ArrayRef> = batch
         .columns()
         .iter()

@@ -219,6 +219,14 @@ impl Target {
         }
     }
 
+    /// Delete the row of key `key`; whether there was one.
+    pub(crate) fn delete(&self, key: &[Value]) -> Result<bool, SqlError> {
+        match &self.txn {
+            Some(slot) => Ok(slot.with(|t| t.delete(&self.ds, key))?),
+            None => Ok(self.ds.delete(key)?),
+        }
+    }
+
     /// [`Target::write_rows`] into the block's transaction: buffered, each
     /// row checked as it is buffered.
     pub(crate) fn write_rows_in(&self, slot: &TxnSlot, rows: Vec<(WriteMode, Value)>) -> Written {

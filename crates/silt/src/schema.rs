@@ -233,9 +233,21 @@ impl FieldDefault {
         }
     }
 
-    /// As SQL writes it (`'new'`, `now()`).
-    pub fn sql(&self) -> String {
+    /// As SQL writes it for a field of type `ty` (`'new'`, `3`, `now()`).
+    pub fn sql(&self, ty: FieldType) -> String {
         match self {
+            FieldDefault::Text(t)
+                if matches!(
+                    ty,
+                    FieldType::Int
+                        | FieldType::Double
+                        | FieldType::Decimal { .. }
+                        | FieldType::Bool
+                ) && t.parse::<f64>().is_ok()
+                    || ty == FieldType::Bool =>
+            {
+                t.clone()
+            }
             FieldDefault::Text(t) => format!("'{}'", t.replace('\'', "''")),
             FieldDefault::Now => "now()".to_owned(),
         }

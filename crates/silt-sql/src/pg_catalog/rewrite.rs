@@ -552,7 +552,6 @@ pub const EMPTY: &[&str] = &[
     "pg_enum",
     "pg_range",
     "pg_auth_members",
-    "pg_attrdef",
     "pg_description",
     "pg_shdescription",
     "pg_depend",

@@ -221,7 +221,10 @@ fn attrdef_rows(r: &Relation) -> Vec<Row> {
         .filter_map(|(i, c)| {
             let d = c.default.as_ref()?;
             Some(vec![
-                ("oid", (r.oid * 1000 + i as i64 + 1).into()),
+                (
+                    "oid",
+                    super::snapshot::oid_of(&["attrdef", &r.oid.to_string(), &c.name]).into(),
+                ),
                 ("adrelid", r.oid.into()),
                 ("adnum", Cell::Int(i as i64 + 1)),
                 ("adbin", d.clone().into()),

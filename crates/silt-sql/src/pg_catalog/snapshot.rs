@@ -380,7 +380,7 @@ fn add_dataset(out: &mut Vec<Relation>, schema: &str, ns: i64, ds: Arc<Dataset>)
                 .defaults
                 .iter()
                 .find(|(n, _)| *n == c.name)
-                .map(|(_, d)| d.sql()),
+                .map(|(_, d)| d.sql(c.ty)),
         })
         .collect();
     let attnum = |field: &str| {

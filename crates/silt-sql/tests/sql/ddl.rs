@@ -187,3 +187,139 @@ fn truncate_empties_at_once_or_with_the_transaction() {
     assert_eq!(ints(&run(&e, "SELECT id FROM t"), 0), [7]);
     assert_eq!(ints(&run(&e, "SELECT id FROM tv"), 0), [7]);
 }
+
+fn names(b: &[datafusion::arrow::array::RecordBatch]) -> Vec<String> {
+    b[0].schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect()
+}
+
+#[test]
+fn returning_gives_the_rows_as_written() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT, n BIGINT DEFAULT 5, d DOUBLE)",
+    );
+    let b = run(
+        &e,
+        "INSERT INTO t (id, name) VALUES (1, 'a'), (2, 'b') RETURNING id, n, upper(name), n * 2 AS twice",
+    );
+    assert_eq!(names(&b), ["id", "n", "upper", "twice"]);
+    assert_eq!(ints(&b, 0), [1, 2]);
+    assert_eq!(ints(&b, 1), [5, 5]);
+    assert_eq!(ints(&b, 3), [10, 10]);
+    let b = run(&e, "INSERT INTO t VALUES (3, 'c', 1, 2) RETURNING *");
+    assert_eq!(names(&b), ["id", "name", "n", "d"]);
+    assert_eq!(ints(&b, 2), [1]);
+    // DO NOTHING returns the rows inserted only; DO UPDATE the rows as
+    // they end up.
+    let b = run(
+        &e,
+        "INSERT INTO t (id, name) VALUES (3, 'dup'), (4, 'd'), (4, 'again') ON CONFLICT DO NOTHING RETURNING id, name",
+    );
+    assert_eq!(ints(&b, 0), [4]);
+    let b = run(
+        &e,
+        "INSERT INTO t (id, name) VALUES (4, 'z'), (5, 'e') ON CONFLICT (id) DO UPDATE SET n = t.n + 100 RETURNING id, n",
+    );
+    assert_eq!(ints(&b, 0), [4, 5]);
+    assert_eq!(ints(&b, 1), [105, 5]);
+    // Nothing inserted: no rows, but the columns.
+    let b = run(
+        &e,
+        "INSERT INTO t (id) VALUES (1) ON CONFLICT DO NOTHING RETURNING id",
+    );
+    assert_eq!(b.iter().map(|x| x.num_rows()).sum::<usize>(), 0);
+    assert_eq!(names(&b), ["id"]);
+    // UPDATE returns the new row, DELETE the old one.
+    let b = run(
+        &e,
+        "UPDATE t SET n = n + 1, name = 'u' || name WHERE id <= 2 RETURNING id, name, n",
+    );
+    assert_eq!(ints(&b, 0), [1, 2]);
+    assert_eq!(
+        strings(&b, 1),
+        [Some("ua".to_owned()), Some("ub".to_owned())]
+    );
+    assert_eq!(ints(&b, 2), [6, 6]);
+    let b = run(&e, "DELETE FROM t WHERE id >= 4 RETURNING id, n");
+    assert_eq!(ints(&b, 0), [4, 5]);
+    assert_eq!(ints(&b, 1), [105, 5]);
+    assert_eq!(ints(&run(&e, "SELECT id FROM t ORDER BY id"), 0), [1, 2, 3]);
+    // In a block: what the block wrote is what it returns, and ROLLBACK
+    // undoes it.
+    run(&e, "BEGIN");
+    let b = run(&e, "INSERT INTO t (id, name) VALUES (9, 'tx') RETURNING n");
+    assert_eq!(ints(&b, 0), [5]);
+    let b = run(&e, "UPDATE t SET n = 0 WHERE id = 9 RETURNING id");
+    assert_eq!(ints(&b, 0), [9]);
+    let b = run(&e, "DELETE FROM t WHERE n = 0 RETURNING id");
+    assert_eq!(ints(&b, 0), [9]);
+    run(&e, "ROLLBACK");
+    assert_eq!(
+        ints(&run(&e, "SELECT count(*) FROM t WHERE id = 9"), 0),
+        [0]
+    );
+    let err = fail(&e, "UPDATE t SET n = 1 RETURNING nope");
+    assert!(err.contains("nope"), "{err}");
+    // A refused RETURNING list changes nothing.
+    assert_eq!(ints(&run(&e, "SELECT n FROM t WHERE id = 1"), 0), [6]);
+}
+
+#[test]
+fn update_from_and_delete_using_join_other_tables() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE acc (id BIGINT PRIMARY KEY, bal BIGINT NOT NULL, owner TEXT)",
+    );
+    run(
+        &e,
+        "CREATE TABLE pay (pid BIGINT PRIMARY KEY, acc BIGINT, amount BIGINT)",
+    );
+    run(
+        &e,
+        "INSERT INTO acc VALUES (1, 100, 'ann'), (2, 200, 'bob'), (3, 300, 'cy')",
+    );
+    run(
+        &e,
+        "INSERT INTO pay VALUES (10, 1, 5), (11, 2, 7), (12, 2, 9), (13, 9, 1)",
+    );
+    // One payment per account row is applied (PostgreSQL's rule: a row
+    // joined twice is changed once).
+    let b = run(
+        &e,
+        "UPDATE acc SET bal = acc.bal - p.amount FROM pay p WHERE p.acc = acc.id AND p.amount < 8",
+    );
+    assert_eq!(count(&b), 2);
+    let b = run(&e, "SELECT bal FROM acc ORDER BY id");
+    assert_eq!(ints(&b, 0), [95, 193, 300]);
+    let b = run(
+        &e,
+        "UPDATE acc a SET owner = upper(a.owner) FROM pay WHERE pay.acc = a.id RETURNING a.id, owner",
+    );
+    let mut ids = ints(&b, 0);
+    ids.sort();
+    assert_eq!(ids, [1, 2]);
+    let err = fail(
+        &e,
+        "UPDATE acc SET bal = NULL FROM pay WHERE pay.acc = acc.id",
+    );
+    assert!(err.contains("bal"), "{err}");
+    let b = run(
+        &e,
+        "DELETE FROM acc USING pay WHERE pay.acc = acc.id AND pay.amount > 8",
+    );
+    assert_eq!(count(&b), 1);
+    assert_eq!(ints(&run(&e, "SELECT id FROM acc ORDER BY id"), 0), [1, 3]);
+    let b = run(
+        &e,
+        "DELETE FROM pay AS p USING acc WHERE p.acc = acc.id RETURNING p.pid",
+    );
+    assert_eq!(ints(&b, 0), [10]);
+    let err = fail(&e, "UPDATE acc SET id = 5 FROM pay");
+    assert!(err.contains("primary-key"), "{err}");
+}

@@ -1,0 +1,118 @@
+"""#20 item 4 through psycopg and SQLAlchemy against `silt serve`: DEFAULT,
+RETURNING, UPDATE ... FROM, DELETE ... USING, TRUNCATE, views that survive
+a restart."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from test_psycopg import ids, server, silt_bin  # noqa: F401  (the fixture)
+
+psycopg = pytest.importorskip("psycopg")
+
+
+def _table(c):
+    c.execute(
+        "CREATE TABLE item (id BIGINT PRIMARY KEY, name TEXT NOT NULL, "
+        "qty BIGINT DEFAULT 1, added TIMESTAMPTZ DEFAULT now(), note TEXT)"
+    )
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_returning_and_defaults(server, binary):  # noqa: F811
+    with psycopg.connect(server, autocommit=True) as c:
+        _table(c)
+        cur = c.cursor(binary=binary)
+        cur.execute(
+            "INSERT INTO item (id, name) VALUES (%s, %s), (%s, %s) RETURNING id, qty, added",
+            (1, "a", 2, "b"),
+        )
+        rows = cur.fetchall()
+        assert [r[:2] for r in rows] == [(1, 1), (2, 1)]
+        assert all(r[2] is not None and r[2].tzinfo is not None for r in rows)
+        assert [d.name for d in cur.description] == ["id", "qty", "added"]
+        assert cur.rowcount == 2 and cur.statusmessage == "INSERT 0 2"
+        # An explicit NULL stays NULL; DEFAULT takes the default.
+        cur.execute("INSERT INTO item VALUES (3, 'c', NULL, DEFAULT, 'x') RETURNING qty, added IS NULL")
+        assert cur.fetchone() == (None, False)
+        cur.execute("UPDATE item SET qty = qty + %s WHERE id <= 2 RETURNING id, qty", (10,))
+        assert sorted(cur.fetchall()) == [(1, 11), (2, 11)]
+        assert cur.statusmessage == "UPDATE 2"
+        cur.execute("DELETE FROM item WHERE id = %s RETURNING name", (3,))
+        assert cur.fetchall() == [("c",)] and cur.statusmessage == "DELETE 1"
+        cur.execute("DELETE FROM item WHERE id = 99 RETURNING name")
+        assert cur.fetchall() == [] and cur.rowcount == 0
+        # A string holding the word is not a RETURNING clause.
+        cur.execute("UPDATE item SET note = 'returning' WHERE id = 1")
+        assert cur.statusmessage == "UPDATE 1"
+        row = c.execute(
+            "SELECT column_default FROM information_schema.columns "
+            "WHERE table_name = 'item' AND column_name = 'qty'"
+        ).fetchone()
+        assert row == ("1",)
+        with pytest.raises(psycopg.errors.NotNullViolation):
+            c.execute("INSERT INTO item (id) VALUES (9) RETURNING id")
+        assert ids(c, "SELECT id FROM item ORDER BY id") == [1, 2]
+
+
+def test_update_from_delete_using_and_truncate(server):  # noqa: F811
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute("INSERT INTO log VALUES (1, 'pay 5'), (2, 'pay 7')")
+        cur = c.execute(
+            "UPDATE acc SET bal = acc.bal - 5 FROM log WHERE log.id = acc.id AND log.note = %s",
+            ("pay 5",),
+        )
+        assert cur.rowcount == 1
+        assert ids(c, "SELECT bal FROM acc ORDER BY id") == [95, 100]
+        cur = c.execute("DELETE FROM log USING acc WHERE log.id = acc.id AND acc.bal < 100 RETURNING log.id")
+        assert cur.fetchall() == [(1,)]
+        # TRUNCATE in a transaction block is undone by ROLLBACK ...
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            with c.transaction():
+                c.execute("TRUNCATE log")
+                assert ids(c, "SELECT count(*) FROM log") == [0]
+                raise psycopg.errors.QueryCanceled("undo")
+        assert ids(c, "SELECT id FROM log") == [2]
+        # ... and outside one empties the table at once.
+        cur = c.execute("TRUNCATE TABLE log, acc")
+        assert cur.statusmessage == "TRUNCATE TABLE"
+        assert ids(c, "SELECT count(*) FROM log") == [0]
+        assert ids(c, "SELECT count(*) FROM acc") == [0]
+
+
+def test_sqlalchemy_server_defaults_and_returning(server):  # noqa: F811
+    sa = pytest.importorskip("sqlalchemy")
+    args = dict(re.findall(r"(\w+)=(\S+)", server))
+    eng = sa.create_engine(
+        f"postgresql+psycopg://{args['user']}@{args['host']}:{args['port']}/{args['dbname']}"
+    )
+    try:
+        md = sa.MetaData()
+        t = sa.Table(
+            "thing",
+            md,
+            sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
+            sa.Column("name", sa.Text, nullable=False),
+            sa.Column("qty", sa.BigInteger, server_default=sa.text("3")),
+        )
+        md.create_all(eng)
+        with eng.begin() as conn:
+            r = conn.execute(sa.insert(t).values(id=1, name="x").returning(t.c.qty))
+            assert r.scalar_one() == 3
+            r = conn.execute(
+                sa.insert(t).returning(t.c.id, t.c.qty),
+                [{"id": 2, "name": "y"}, {"id": 3, "name": "z"}],
+            )
+            assert sorted(r.all()) == [(2, 3), (3, 3)]
+            r = conn.execute(sa.update(t).where(t.c.id == 2).values(qty=t.c.qty * 2).returning(t.c.qty))
+            assert r.scalar_one() == 6
+        cols = {c["name"]: c for c in sa.inspect(eng).get_columns("thing")}
+        assert cols["qty"]["default"] == "3"
+        assert not cols["name"]["nullable"]
+        with eng.begin() as conn:
+            conn.execute(sa.text("TRUNCATE thing"))
+            assert conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() == 0
+    finally:
+        eng.dispose()
