@@ -353,7 +353,7 @@ pub fn create_index(db: &Database, o: &CreateIndexOptions) -> CliResult<()> {
     let kind = parse_kind(o.kind)?;
     let ds = db.dataset(o.dataset)?;
     let def = index_def(o.name, kind, o.fields, &o.params, &ds.def().policy)?;
-    check_field_types(ds.def(), &def)?;
+    check_field_types(&ds.def(), &def)?;
     let start = Instant::now();
     let def = db.create_index(o.dataset, def)?;
     let el = start.elapsed();

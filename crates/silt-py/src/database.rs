@@ -327,7 +327,7 @@ impl Database {
         let def = detached(py, || {
             self.handle.with(|db| {
                 let ds = db.dataset(dataset)?;
-                let def = index_def(spec, ds.def())?;
+                let def = index_def(spec, &ds.def())?;
                 Ok(db.create_index(dataset, def)?)
             })
         })?;

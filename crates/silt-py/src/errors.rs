@@ -150,6 +150,19 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
             &msg,
             &[("dataset", text(py, name)), ("index", py.None())],
         ),
+        E::NoSuchView(_) => make_error(
+            py,
+            "NotFoundError",
+            &msg,
+            &[("dataset", py.None()), ("index", py.None())],
+        ),
+        E::ViewExists(_) => make_error(
+            py,
+            "AlreadyExistsError",
+            &msg,
+            &[("dataset", py.None()), ("index", py.None())],
+        ),
+        E::Dependents { .. } => make_error(py, "ConfigError", &msg, &[]),
         E::NoSuchRole(_) => make_error(
             py,
             "NotFoundError",

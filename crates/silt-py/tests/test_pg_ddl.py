@@ -116,3 +116,22 @@ def test_sqlalchemy_server_defaults_and_returning(server):  # noqa: F811
             assert conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() == 0
     finally:
         eng.dispose()
+
+
+def test_alter_table_as_a_migration_runs_it(server):  # noqa: F811
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute("INSERT INTO log VALUES (1, 'a'), (2, 'b')")
+        cur = c.execute("ALTER TABLE log ADD COLUMN level TEXT NOT NULL DEFAULT 'info'")
+        assert cur.statusmessage == "ALTER TABLE"
+        assert c.execute("SELECT id, level FROM log ORDER BY id").fetchall() == [(1, "info"), (2, "info")]
+        c.execute("ALTER TABLE log RENAME COLUMN note TO message")
+        c.execute("ALTER TABLE log ALTER COLUMN level DROP DEFAULT")
+        cols = c.execute(
+            "SELECT column_name, is_nullable, column_default FROM information_schema.columns "
+            "WHERE table_name = 'log' ORDER BY ordinal_position"
+        ).fetchall()
+        assert cols == [("id", "NO", None), ("message", "YES", None), ("level", "NO", None)]
+        with pytest.raises(psycopg.errors.NotNullViolation):
+            c.execute("INSERT INTO log (id, message) VALUES (3, 'c')")
+        c.execute("ALTER TABLE log DROP COLUMN message")
+        assert c.execute("SELECT * FROM log WHERE id = 1").fetchone() == (1, "info")

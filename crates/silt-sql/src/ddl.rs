@@ -171,6 +171,8 @@ pub enum Parsed {
     },
     /// `UPDATE ... FROM`, `DELETE ... USING`, and either with `RETURNING`.
     Dml(Box<crate::dml::DmlStmt>),
+    /// `ALTER TABLE` (see [`crate::alter`]).
+    Alter(Box<crate::alter::AlterStmt>),
     /// `TRUNCATE [TABLE] a, b`
     Truncate(Vec<String>),
     /// `DROP VIEW [IF EXISTS] a, b [CASCADE]`
@@ -371,6 +373,7 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
                 Box::new(Statement::Delete(d)),
             )))),
         },
+        Statement::AlterTable(a) => Ok(Parsed::Alter(Box::new(crate::alter::parse(&a)?))),
         Statement::Truncate(t) => {
             if t.partitions.is_some() || t.on_cluster.is_some() {
                 return Err(SqlError::Unsupported(

@@ -42,6 +42,7 @@
 //!   `count` column: the rows inserted, updated or deleted.
 
 pub mod access;
+pub mod alter;
 pub mod batch;
 pub mod bounds;
 pub mod capped;
@@ -1165,6 +1166,18 @@ impl SqlEngine {
                 Ok(Output::Batches(
                     dml::run(&self.ctx, ds, *d, session.slot(), &check).await?,
                 ))
+            }
+            Parsed::Alter(a) => {
+                if session.slot().is_some() {
+                    return Err(SqlError::Unsupported(
+                        "ALTER TABLE inside a transaction block; COMMIT or ROLLBACK first, and run it on its own".to_owned(),
+                    ));
+                }
+                let db = self.db.clone();
+                ddl::blocking(move || alter::run(&db, &a)).await?;
+                // Views and plans over the table see its new columns.
+                self.reload_views();
+                Ok(Output::Batches(vec![]))
             }
             Parsed::Truncate(names) => {
                 self.truncate(names, session, ctl).await?;

@@ -109,7 +109,7 @@ impl fmt::Debug for SiltTable {
 
 impl SiltTable {
     pub fn new(ds: Arc<Dataset>) -> SiltTable {
-        let cols = convert::columns(ds.def());
+        let cols = convert::columns(&ds.def());
         let schema = convert::schema_of(&cols);
         SiltTable {
             ds,

@@ -30,7 +30,7 @@ pub(crate) struct Table {
 
 impl Table {
     pub(crate) fn new(ds: Arc<Dataset>) -> Table {
-        let cols = convert::columns(ds.def());
+        let cols = convert::columns(&ds.def());
         let def = ds.def();
         let pos = |n: &String| cols.iter().position(|c| c.name == *n);
         let pk: Vec<usize> = def.primary_key.iter().filter_map(pos).collect();

@@ -368,7 +368,7 @@ fn add_dataset(out: &mut Vec<Relation>, schema: &str, ns: i64, ds: Arc<Dataset>)
     let def = ds.def();
     let name = def.name.clone();
     let table_oid = oid_of(&["relation", schema, &name]);
-    let cols = convert::columns(def);
+    let cols = convert::columns(&def);
     let columns: Vec<Column> = cols
         .iter()
         .map(|c| Column {

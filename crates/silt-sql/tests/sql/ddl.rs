@@ -323,3 +323,85 @@ fn update_from_and_delete_using_join_other_tables() {
     let err = fail(&e, "UPDATE acc SET id = 5 FROM pay");
     assert!(err.contains("primary-key"), "{err}");
 }
+
+#[test]
+fn alter_table_changes_columns_and_their_rows() {
+    let (d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT, n BIGINT)",
+    );
+    run(&e, "CREATE INDEX t_n ON t (n)");
+    run(&e, "INSERT INTO t VALUES (1, 'a', 10), (2, 'b', 20)");
+    run(&e, "CREATE VIEW tv AS SELECT * FROM t");
+    // ADD COLUMN with a DEFAULT: existing rows take it.
+    run(&e, "ALTER TABLE t ADD COLUMN qty BIGINT NOT NULL DEFAULT 7");
+    assert_eq!(ints(&run(&e, "SELECT qty FROM t ORDER BY id"), 0), [7, 7]);
+    run(&e, "INSERT INTO t (id) VALUES (3)");
+    assert_eq!(ints(&run(&e, "SELECT qty FROM t WHERE id = 3"), 0), [7]);
+    // The view follows the table's columns.
+    assert_eq!(
+        names(&run(&e, "SELECT * FROM tv")),
+        ["id", "name", "n", "qty"]
+    );
+    // NOT NULL without a default on a table with rows is refused.
+    let err = fail(&e, "ALTER TABLE t ADD COLUMN must BIGINT NOT NULL");
+    assert!(err.contains("must"), "{err}");
+    run(&e, "ALTER TABLE t ADD COLUMN IF NOT EXISTS qty BIGINT");
+    run(&e, "ALTER TABLE t ADD COLUMN note TEXT");
+    assert_eq!(
+        strings(&run(&e, "SELECT note FROM t WHERE id = 1"), 0),
+        [None]
+    );
+    // RENAME moves the values; DROP removes them for good.
+    run(&e, "ALTER TABLE t RENAME COLUMN name TO label");
+    let b = run(&e, "SELECT label FROM t ORDER BY id");
+    assert_eq!(
+        strings(&b, 0),
+        [Some("a".to_owned()), Some("b".to_owned()), None]
+    );
+    assert!(fail(&e, "SELECT name FROM t").contains("name"));
+    run(&e, "ALTER TABLE t DROP COLUMN label");
+    run(&e, "ALTER TABLE t ADD COLUMN label TEXT");
+    assert_eq!(
+        strings(&run(&e, "SELECT label FROM t WHERE id = 1"), 0),
+        [None]
+    );
+    // Defaults and NOT NULL change on their own.
+    run(&e, "ALTER TABLE t ALTER COLUMN note SET DEFAULT 'hi'");
+    run(&e, "INSERT INTO t (id) VALUES (4)");
+    assert_eq!(
+        strings(&run(&e, "SELECT note FROM t WHERE id = 4"), 0),
+        [Some("hi".to_owned())]
+    );
+    run(&e, "ALTER TABLE t ALTER COLUMN note DROP DEFAULT");
+    let err = fail(&e, "ALTER TABLE t ALTER COLUMN note SET NOT NULL");
+    assert!(err.contains("note"), "{err}");
+    run(&e, "UPDATE t SET note = 'x' WHERE note IS NULL");
+    run(&e, "ALTER TABLE t ALTER COLUMN note SET NOT NULL");
+    assert!(fail(&e, "INSERT INTO t (id) VALUES (5)").contains("note"));
+    run(&e, "ALTER TABLE t ALTER COLUMN note DROP NOT NULL");
+    run(&e, "INSERT INTO t (id) VALUES (5)");
+    // What cannot change is refused, and nothing changes.
+    let err = fail(&e, "ALTER TABLE t DROP COLUMN n");
+    assert!(err.contains("index `t_n`"), "{err}");
+    assert!(fail(&e, "ALTER TABLE t DROP COLUMN id").contains("primary-key"));
+    assert!(fail(&e, "ALTER TABLE t ALTER COLUMN n TYPE TEXT").contains("type"));
+    assert!(fail(&e, "ALTER TABLE t DROP COLUMN nope").contains("nope"));
+    run(&e, "ALTER TABLE t DROP COLUMN IF EXISTS nope");
+    run(&e, "ALTER TABLE IF EXISTS nope ADD COLUMN x BIGINT");
+    run(&e, "BEGIN");
+    assert!(fail(&e, "ALTER TABLE t ADD COLUMN y BIGINT").contains("transaction block"));
+    run(&e, "ROLLBACK");
+    assert_eq!(
+        ints(&run(&e, "SELECT count(*) FROM t WHERE n = 20"), 0),
+        [1]
+    );
+    let db = reopen(e, d.path());
+    let e = SqlEngine::new(Arc::new(db)).expect("engine");
+    assert_eq!(
+        names(&run(&e, "SELECT * FROM t")),
+        ["id", "n", "qty", "note", "label"]
+    );
+    assert_eq!(ints(&run(&e, "SELECT qty FROM tv WHERE id = 2"), 0), [7]);
+}

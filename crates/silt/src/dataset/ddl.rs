@@ -17,7 +17,7 @@ impl Dataset {
         let cur = self.indexes.read().clone();
         if cur.defs.iter().any(|d| d.name == def.name) {
             return Err(Error::IndexExists {
-                dataset: self.def.name.clone(),
+                dataset: self.name.clone(),
                 index: def.name,
             });
         }
@@ -28,7 +28,7 @@ impl Dataset {
         // new index only come after it.
         let mark = self.txn.wal.end_lsn();
         let mut trees = Vec::with_capacity(self.partitions.len());
-        let mut count_def = self.def.clone();
+        let mut count_def = (*self.def()).clone();
         count_def.indexes = cur.defs.clone();
         count_def.indexes.push(def.clone());
         for (p, part) in self.partitions.iter().enumerate() {
@@ -95,7 +95,7 @@ impl Dataset {
         let cur = self.indexes.read().clone();
         let Some(i) = cur.defs.iter().position(|d| d.name == name) else {
             return Err(Error::NoSuchIndex {
-                dataset: self.def.name.clone(),
+                dataset: self.name.clone(),
                 index: name.to_owned(),
             });
         };

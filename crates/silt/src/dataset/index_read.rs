@@ -31,7 +31,7 @@ impl Dataset {
         match set.defs.iter().position(|d| d.name == name) {
             Some(i) => Ok((i, set)),
             None => Err(Error::NoSuchIndex {
-                dataset: self.def.name.clone(),
+                dataset: self.name.clone(),
                 index: name.to_owned(),
             }),
         }
@@ -72,7 +72,7 @@ impl Dataset {
             }
             let mut out = Vec::new();
             for (f, v) in d.fields.iter().zip(vals) {
-                let v = match self.def.field_type(f) {
+                let v = match self.def().field_type(f) {
                     Some(t) => value::coerce(f, t, v.clone())?,
                     None => v.clone(),
                 };

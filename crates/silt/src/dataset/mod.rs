@@ -52,7 +52,10 @@ struct IndexSet {
 
 /// An open dataset. Cheap to share (`Arc<Dataset>`), safe to use from many threads.
 pub struct Dataset {
-    def: DatasetDef,
+    /// The definition; its declared fields change with
+    /// [`Dataset::redefine`] (SQL's `ALTER TABLE`), the rest never.
+    def: parking_lot::RwLock<Arc<DatasetDef>>,
+    name: String,
     id: u32,
     txn: Arc<TxnContext>,
     dir: PathBuf,
@@ -156,7 +159,8 @@ impl Dataset {
         let ds = Arc::new(Dataset {
             id: def.id,
             txn,
-            def,
+            name: def.name.clone(),
+            def: parking_lot::RwLock::new(Arc::new(def)),
             dir: dir.to_path_buf(),
             partitions,
             group,
@@ -168,7 +172,7 @@ impl Dataset {
             sync,
             embedded: Arc::default(),
         });
-        ds.sync_recency_hooks(&ds.def.indexes);
+        ds.sync_recency_hooks(&ds.def().indexes);
         // Components inherited from before a restart may warrant a merge.
         for t in ds.trees() {
             ds.bg.schedule_merge(t);
@@ -227,7 +231,7 @@ impl Dataset {
     }
 
     pub fn name(&self) -> &str {
-        &self.def.name
+        &self.name
     }
 
     /// The secondary index definitions.
@@ -245,8 +249,17 @@ impl Dataset {
         set.trees[i].get(p).cloned()
     }
 
-    pub fn def(&self) -> &DatasetDef {
-        &self.def
+    /// The definition as it is now (a snapshot: `ALTER TABLE` may replace
+    /// it).
+    pub fn def(&self) -> Arc<DatasetDef> {
+        self.def.read().clone()
+    }
+
+    /// Replace the declared fields, `NOT NULL` and defaults (the caller,
+    /// [`crate::Database::alter_dataset`], has checked nothing else
+    /// changes and recorded it in the catalog).
+    pub(crate) fn redefine(&self, def: DatasetDef) {
+        *self.def.write() = Arc::new(def);
     }
 
     pub fn dir(&self) -> &Path {
@@ -276,21 +289,21 @@ impl Dataset {
 
     /// Encode a primary key tuple, checking its arity and types.
     pub fn encode_pk(&self, pk: &[Value]) -> Result<Vec<u8>> {
-        if pk.len() != self.def.primary_key.len() {
+        if pk.len() != self.def().primary_key.len() {
             return Err(Error::invalid(
                 None,
                 format!(
                     "dataset `{}` has a {}-field primary key ({}), got {} value(s)",
-                    self.def.name,
-                    self.def.primary_key.len(),
-                    self.def.primary_key.join(", "),
+                    self.name,
+                    self.def().primary_key.len(),
+                    self.def().primary_key.join(", "),
                     pk.len()
                 ),
             ));
         }
         let mut parts = Vec::with_capacity(pk.len());
-        for (name, v) in self.def.primary_key.iter().zip(pk) {
-            let v = match self.def.field_type(name) {
+        for (name, v) in self.def().primary_key.iter().zip(pk) {
+            let v = match self.def().field_type(name) {
                 Some(t) => value::coerce(name, t, v.clone())?,
                 None => v.clone(),
             };
@@ -309,29 +322,30 @@ impl Dataset {
 
     /// Validate and coerce a record; return (encoded key, encoded record).
     pub fn prepare(&self, record: Value) -> Result<(Vec<u8>, Vec<u8>)> {
+        let def = self.def();
         let Value::Object(fields) = record else {
             return Err(Error::invalid(
                 None,
                 format!("a record must be an object, got {}", record.type_name()),
             ));
         };
-        let mut out_fields = Vec::with_capacity(fields.len() + self.def.defaults.len());
+        let mut out_fields = Vec::with_capacity(fields.len() + def.defaults.len());
         for (name, v) in fields {
-            let v = match self.def.field_type(&name) {
+            let v = match def.field_type(&name) {
                 Some(t) => value::coerce(&name, t, v)?,
                 None => v,
             };
             out_fields.push((name, v));
         }
-        for (name, d) in &self.def.defaults {
+        for (name, d) in &def.defaults {
             if !out_fields.iter().any(|(n, _)| n == name)
-                && let Some(t) = self.def.field_type(name)
+                && let Some(t) = def.field_type(name)
             {
                 out_fields.push((name.clone(), d.value(name, t)?));
             }
         }
         let record = Value::Object(out_fields);
-        for f in &self.def.not_null {
+        for f in &def.not_null {
             if matches!(record.get(f), None | Some(Value::Null)) {
                 return Err(Error::invalid(
                     Some(f),
@@ -339,8 +353,8 @@ impl Dataset {
                 ));
             }
         }
-        let mut parts = Vec::with_capacity(self.def.primary_key.len());
-        for k in &self.def.primary_key {
+        let mut parts = Vec::with_capacity(def.primary_key.len());
+        for k in &def.primary_key {
             match record.get(k) {
                 None | Some(Value::Null) => {
                     return Err(Error::invalid(
@@ -390,10 +404,10 @@ impl Dataset {
 
     pub fn stats(&self) -> DatasetStats {
         DatasetStats {
-            name: self.def.name.clone(),
-            partitions: self.def.partitions,
-            memory_budget: self.def.memory_budget,
-            primary_key: self.def.primary_key.clone(),
+            name: self.name.clone(),
+            partitions: self.def().partitions,
+            memory_budget: self.def().memory_budget,
+            primary_key: self.def().primary_key.clone(),
             indexes: self.trees().iter().map(|t| t.stats()).collect(),
         }
     }

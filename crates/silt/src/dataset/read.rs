@@ -212,15 +212,15 @@ impl Dataset {
     /// The exclusive upper bound of all keys extending a prefix is
     /// [`value::prefix_upper_bound`] of it.
     pub fn encode_pk_prefix(&self, pk: &[Value]) -> Result<Vec<u8>> {
-        if pk.len() > self.def.primary_key.len() {
+        if pk.len() > self.def().primary_key.len() {
             return Err(Error::invalid(
                 None,
                 "scan bound has more fields than the primary key",
             ));
         }
         let mut key = Vec::new();
-        for (name, v) in self.def.primary_key.iter().zip(pk) {
-            let v = match self.def.field_type(name) {
+        for (name, v) in self.def().primary_key.iter().zip(pk) {
+            let v = match self.def().field_type(name) {
                 Some(t) => value::coerce(name, t, v.clone())?,
                 None => v.clone(),
             };

@@ -315,7 +315,7 @@ impl Dataset {
         let cur = self.indexes.read().clone();
         if cur.defs.iter().any(|d| d.name == def.name) {
             return Err(Error::IndexExists {
-                dataset: self.def.name.clone(),
+                dataset: self.name.clone(),
                 index: def.name,
             });
         }

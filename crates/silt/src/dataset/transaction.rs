@@ -728,7 +728,7 @@ impl Iterator for TxnScan {
 impl Dataset {
     pub(super) fn conflict(&self, key: &[u8]) -> Error {
         Error::Conflict {
-            dataset: self.def.name.clone(),
+            dataset: self.name.clone(),
             key: shown_key(key),
         }
     }

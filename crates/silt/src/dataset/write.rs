@@ -146,7 +146,7 @@ impl Dataset {
 
     pub(super) fn duplicate(&self, key: &[u8]) -> Error {
         Error::DuplicateKey {
-            dataset: self.def.name.clone(),
+            dataset: self.name.clone(),
             key: shown_key(key),
         }
     }
@@ -513,7 +513,7 @@ impl Dataset {
                     None,
                     format!(
                         "a record prepared for dataset id {} written to `{}`",
-                        r.dataset, self.def.name
+                        r.dataset, self.name
                     ),
                 ));
             }

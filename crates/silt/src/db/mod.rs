@@ -8,6 +8,7 @@
 //!
 //! The directory layout is in `docs/format/README.md`.
 
+mod alter;
 mod catalog;
 mod checkpoint;
 mod recovery;

@@ -1,0 +1,386 @@
+//! `ALTER TABLE`: `ADD COLUMN` (with `NOT NULL` and `DEFAULT`), `DROP
+//! COLUMN`, `RENAME COLUMN`, and `ALTER COLUMN ... SET/DROP DEFAULT`,
+//! `SET/DROP NOT NULL`.
+//!
+//! A change that existing records must follow rewrites them first, in one
+//! transaction (so at most `TxnLimits`' million rows): `ADD COLUMN ...
+//! DEFAULT` gives rows without the field the default (taken once, as
+//! PostgreSQL does), `DROP COLUMN` removes the field from every row (a
+//! column added again later starts empty), `RENAME COLUMN` moves it. Then
+//! the definition changes (`Database::alter_dataset`, one catalog write).
+//! A crash between the two leaves the rows rewritten and the definition
+//! as it was; running the statement again completes it. Operations of one
+//! statement run one after another, each on its own.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast::{
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption,
+};
+use silt::{Database, Dataset, FieldDefault, FieldType, Value};
+
+use crate::ddl::{self, ident};
+use crate::error::SqlError;
+
+/// An `ALTER TABLE` the SQL layer runs.
+#[derive(Debug, Clone)]
+pub struct AlterStmt {
+    pub table: String,
+    if_exists: bool,
+    ops: Vec<Op>,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add {
+        name: String,
+        ty: FieldType,
+        not_null: bool,
+        default: Option<FieldDefault>,
+        if_not_exists: bool,
+    },
+    Drop {
+        name: String,
+        if_exists: bool,
+    },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Default(String, Option<FieldDefault>),
+    NotNull(String, bool),
+}
+
+pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
+    let table = ddl::object_parts(&a.name)
+        .pop()
+        .ok_or_else(|| SqlError::Invalid(format!("bad table name `{}`", a.name)))?;
+    let mut ops = Vec::new();
+    for op in &a.operations {
+        match op {
+            AlterTableOperation::AddColumn {
+                if_not_exists,
+                column_def,
+                ..
+            } => {
+                let name = ident(&column_def.name);
+                let ty = ddl::field_type(&column_def.data_type.to_string())?;
+                let mut not_null = false;
+                let mut default = None;
+                for o in &column_def.options {
+                    match &o.option {
+                        ColumnOption::NotNull => not_null = true,
+                        ColumnOption::Null => not_null = false,
+                        ColumnOption::Default(e) => default = ddl::field_default(&name, e)?,
+                        other => {
+                            return Err(SqlError::Unsupported(format!(
+                                "`{other}` on an added column; Silt keeps NOT NULL and DEFAULT"
+                            )));
+                        }
+                    }
+                }
+                ops.push(Op::Add {
+                    name,
+                    ty,
+                    not_null,
+                    default,
+                    if_not_exists: *if_not_exists,
+                });
+            }
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists,
+                ..
+            } => {
+                for c in column_names {
+                    ops.push(Op::Drop {
+                        name: ident(c),
+                        if_exists: *if_exists,
+                    });
+                }
+            }
+            AlterTableOperation::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => ops.push(Op::Rename {
+                from: ident(old_column_name),
+                to: ident(new_column_name),
+            }),
+            AlterTableOperation::AlterColumn { column_name, op } => {
+                let c = ident(column_name);
+                ops.push(match op {
+                    AlterColumnOperation::SetNotNull => Op::NotNull(c, true),
+                    AlterColumnOperation::DropNotNull => Op::NotNull(c, false),
+                    AlterColumnOperation::SetDefault { value } => {
+                        let d = ddl::field_default(&c, value)?;
+                        Op::Default(c, d)
+                    }
+                    AlterColumnOperation::DropDefault => Op::Default(c, None),
+                    other => {
+                        return Err(SqlError::Unsupported(format!(
+                            "ALTER COLUMN {c} {other}; to change a column's type, add a column of the new type, UPDATE it from the old one and drop the old one"
+                        )));
+                    }
+                });
+            }
+            other => {
+                return Err(SqlError::Unsupported(format!(
+                    "ALTER TABLE ... {other}; Silt alters columns: ADD, DROP, RENAME COLUMN, ALTER COLUMN SET/DROP DEFAULT, SET/DROP NOT NULL"
+                )));
+            }
+        }
+    }
+    Ok(AlterStmt {
+        table,
+        if_exists: a.if_exists,
+        ops,
+    })
+}
+
+/// Run `stmt` (blocking: it reads and may rewrite the whole table).
+pub fn run(db: &Database, stmt: &AlterStmt) -> Result<(), SqlError> {
+    let ds = match db.dataset(&stmt.table) {
+        Ok(ds) => ds,
+        Err(silt::Error::NoSuchDataset(_)) if stmt.if_exists => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    for op in &stmt.ops {
+        apply(db, &ds, op)?;
+    }
+    Ok(())
+}
+
+fn no_column(ds: &Dataset, c: &str) -> SqlError {
+    SqlError::Invalid(format!("table `{}` has no column `{c}`", ds.name()))
+}
+
+fn apply(db: &Database, ds: &Arc<Dataset>, op: &Op) -> Result<(), SqlError> {
+    let def = ds.def();
+    let table = ds.name().to_owned();
+    let declared = |c: &str| def.field_type(c).is_some();
+    let key_or_indexed = |c: &str, what: &str| -> Result<(), SqlError> {
+        if def.primary_key.iter().any(|k| k == c) {
+            return Err(SqlError::Unsupported(format!(
+                "{what} the primary-key column `{c}`"
+            )));
+        }
+        if let Some(i) = ds
+            .index_defs()
+            .iter()
+            .find(|i| i.fields.iter().any(|f| f == c))
+        {
+            return Err(SqlError::Invalid(format!(
+                "index `{}` reads column `{c}`; DROP INDEX {} first",
+                i.name, i.name
+            )));
+        }
+        Ok(())
+    };
+    match op {
+        Op::Add {
+            name,
+            ty,
+            not_null,
+            default,
+            if_not_exists,
+        } => {
+            if declared(name) {
+                if *if_not_exists {
+                    return Ok(());
+                }
+                return Err(SqlError::Invalid(format!(
+                    "column `{name}` of table `{table}` already exists"
+                )));
+            }
+            match default {
+                Some(d) => {
+                    let v = d.value(name, *ty)?;
+                    rewrite(db, ds, |r| {
+                        if r.get(name).is_some() {
+                            return None;
+                        }
+                        let Value::Object(mut f) = r.clone() else {
+                            return None;
+                        };
+                        f.push((name.clone(), v.clone()));
+                        Some(Value::Object(f))
+                    })?;
+                }
+                None if *not_null => {
+                    let mut scan = ds.scan(Bound::Unbounded, Bound::Unbounded)?;
+                    if scan.next().transpose()?.is_some() {
+                        return Err(SqlError::NotNull {
+                            table,
+                            column: name.clone(),
+                        });
+                    }
+                }
+                None => {}
+            }
+            let (name, ty, not_null, default) = (name.clone(), *ty, *not_null, default.clone());
+            db.alter_dataset(&table, move |d| {
+                d.fields.push((name.clone(), ty));
+                if not_null {
+                    d.not_null.push(name.clone());
+                }
+                if let Some(x) = default {
+                    d.defaults.push((name, x));
+                }
+                Ok(())
+            })?;
+        }
+        Op::Drop { name, if_exists } => {
+            if !declared(name) {
+                if *if_exists {
+                    return Ok(());
+                }
+                return Err(no_column(ds, name));
+            }
+            key_or_indexed(name, "dropping")?;
+            rewrite(db, ds, |r| {
+                let Value::Object(f) = r else { return None };
+                f.iter()
+                    .any(|(n, _)| n == name)
+                    .then(|| Value::Object(f.iter().filter(|(n, _)| n != name).cloned().collect()))
+            })?;
+            let name = name.clone();
+            db.alter_dataset(&table, move |d| {
+                d.fields.retain(|(n, _)| *n != name);
+                d.not_null.retain(|n| *n != name);
+                d.defaults.retain(|(n, _)| *n != name);
+                Ok(())
+            })?;
+        }
+        Op::Rename { from, to } => {
+            if !declared(from) {
+                return Err(no_column(ds, from));
+            }
+            if declared(to) {
+                return Err(SqlError::Invalid(format!(
+                    "column `{to}` of table `{table}` already exists"
+                )));
+            }
+            key_or_indexed(from, "renaming")?;
+            rewrite(db, ds, |r| {
+                let Value::Object(f) = r else { return None };
+                let moved: Vec<(String, Value)> = f
+                    .iter()
+                    .filter(|(n, _)| n != to)
+                    .map(|(n, v)| {
+                        let n = if n == from { to.clone() } else { n.clone() };
+                        (n, v.clone())
+                    })
+                    .collect();
+                (f.iter().any(|(n, _)| n == from || n == to)).then_some(Value::Object(moved))
+            })?;
+            let (from, to) = (from.clone(), to.clone());
+            db.alter_dataset(&table, move |d| {
+                for (n, _) in &mut d.fields {
+                    if *n == from {
+                        n.clone_from(&to);
+                    }
+                }
+                for n in &mut d.not_null {
+                    if *n == from {
+                        n.clone_from(&to);
+                    }
+                }
+                for (n, _) in &mut d.defaults {
+                    if *n == from {
+                        n.clone_from(&to);
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        Op::Default(c, d) => {
+            if !declared(c) {
+                return Err(no_column(ds, c));
+            }
+            let (c, d) = (c.clone(), d.clone());
+            db.alter_dataset(&table, move |def| {
+                def.defaults.retain(|(n, _)| *n != c);
+                if let Some(d) = d {
+                    def.defaults.push((c, d));
+                }
+                Ok(())
+            })?;
+        }
+        Op::NotNull(c, on) => {
+            if !declared(c) {
+                return Err(no_column(ds, c));
+            }
+            if def.primary_key.contains(c) {
+                if *on {
+                    return Ok(());
+                }
+                return Err(SqlError::Invalid(format!(
+                    "column `{c}` is in the primary key, which is never null"
+                )));
+            }
+            if *on {
+                for r in ds.scan(Bound::Unbounded, Bound::Unbounded)? {
+                    if matches!(r?.get(c), None | Some(Value::Null)) {
+                        return Err(SqlError::NotNull {
+                            table,
+                            column: c.clone(),
+                        });
+                    }
+                }
+            }
+            let (c, on) = (c.clone(), *on);
+            db.alter_dataset(&table, move |d| {
+                d.not_null.retain(|n| *n != c);
+                if on {
+                    d.not_null.push(c);
+                }
+                Ok(())
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Replace every record `f` changes, in one transaction: each record is
+/// read again through the transaction, so a concurrent change makes the
+/// commit fail (retry the statement) rather than be lost.
+fn rewrite(
+    db: &Database,
+    ds: &Arc<Dataset>,
+    f: impl Fn(&Value) -> Option<Value>,
+) -> Result<(), SqlError> {
+    let mut keys: Vec<Vec<Value>> = Vec::new();
+    for r in ds.scan(Bound::Unbounded, Bound::Unbounded)? {
+        let r = r?;
+        if f(&r).is_some() {
+            keys.push(
+                ds.def()
+                    .primary_key
+                    .iter()
+                    .map(|k| r.get(k).cloned().unwrap_or(Value::Null))
+                    .collect(),
+            );
+        }
+    }
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let mut t = db.begin()?;
+    let too_large = |e: silt::Error| match e {
+        silt::Error::TxnTooLarge { what, limit } => SqlError::Unsupported(format!(
+            "ALTER TABLE {} rewrites {} rows in one transaction, past its limit ({what}, limit {limit}); add the column without a DEFAULT and UPDATE it in batches",
+            ds.name(),
+            keys.len()
+        )),
+        other => other.into(),
+    };
+    for k in &keys {
+        let Some(r) = t.get(ds, k)? else { continue };
+        if let Some(new) = f(&r) {
+            t.upsert(ds, new).map_err(too_large)?;
+        }
+    }
+    t.commit()?;
+    Ok(())
+}
