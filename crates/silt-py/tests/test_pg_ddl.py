@@ -135,3 +135,29 @@ def test_alter_table_as_a_migration_runs_it(server):  # noqa: F811
             c.execute("INSERT INTO log (id, message) VALUES (3, 'c')")
         c.execute("ALTER TABLE log DROP COLUMN message")
         assert c.execute("SELECT * FROM log WHERE id = 1").fetchone() == (1, "info")
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_named_cursors_stream_a_large_result(server, binary):  # noqa: F811
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute("INSERT INTO log SELECT value, 'n' || value FROM generate_series(1, 5000) AS g(value)")
+    with psycopg.connect(server) as c:
+        with c.cursor(name="big", binary=binary) as cur:
+            cur.itersize = 700
+            cur.execute("SELECT id, note FROM log WHERE id > %s ORDER BY id", (10,))
+            assert [d.name for d in cur.description] == ["id", "note"]
+            assert cur.fetchmany(2) == [(11, "n11"), (12, "n12")]
+            rest = list(cur)
+            assert len(rest) == 4988 and rest[-1] == (5000, "n5000")
+        c.commit()
+        # A cursor without HOLD ends with its transaction.
+        with c.cursor(name="gone") as cur:
+            cur.execute("SELECT id FROM log")
+            c.commit()
+            with pytest.raises(psycopg.errors.InvalidCursorName):
+                cur.fetchone()
+        c.rollback()
+    with psycopg.connect(server, autocommit=True) as c:
+        with c.cursor(name="held", withhold=True) as cur:
+            cur.execute("SELECT id FROM log ORDER BY id DESC")
+            assert cur.fetchone() == (5000,)

@@ -228,6 +228,7 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
         SqlError::DataFusion(de) => df_state(de),
         SqlError::Runtime(_) => "XX000",
         SqlError::TxnAborted => "25P02",
+        SqlError::NoCursor(_) => "34000",
         SqlError::PermissionDenied(_) => "42501",
         SqlError::Auth(_) => "28000",
         #[allow(unreachable_patterns)]

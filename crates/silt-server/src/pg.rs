@@ -47,15 +47,17 @@ use pgwire::api::auth::StartupHandler;
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
-use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler, send_describe_response};
+use pgwire::api::results::{
+    DataRowEncoder, DescribePortalResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag,
+};
 use pgwire::api::stmt::QueryParser;
-use pgwire::api::store::PortalStore;
+use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::data::DataRow;
-use pgwire::messages::extendedquery::Sync as PgSync;
+use pgwire::messages::extendedquery::{Describe, Sync as PgSync};
 use pgwire::messages::response::{ReadyForQuery, TransactionStatus};
 use silt_sql::SqlError;
 use silt_sql::ddl::{self, Parsed};
@@ -299,6 +301,7 @@ pub fn classify(sql: &str) -> Kind {
         }
         Some("SET" | "RESET" | "DISCARD") => Kind::Set,
         Some("COPY") => Kind::Copy,
+        Some("FETCH") => Kind::Returning("FETCH"),
         _ => Kind::Other,
     }
 }
@@ -319,6 +322,9 @@ fn other_tag(sql: &str) -> String {
         }
         Some("SAVEPOINT" | "RELEASE" | "ROLLBACK") => w[0].clone(),
         Some("TRUNCATE") => "TRUNCATE TABLE".to_owned(),
+        Some("DECLARE") => "DECLARE CURSOR".to_owned(),
+        Some("CLOSE") if w.get(1).is_some_and(|x| x == "ALL") => "CLOSE CURSOR ALL".to_owned(),
+        Some("CLOSE") => "CLOSE CURSOR".to_owned(),
         Some(first) => first.to_owned(),
         None => "OK".to_owned(),
     }
@@ -1010,6 +1016,38 @@ impl ExtendedQueryHandler for PgHandler {
             )))
             .await?;
         Ok(())
+    }
+
+    /// A cursor's columns: psycopg describes a cursor it `DECLARE`d as a
+    /// portal of that name, and a `FETCH` reads the cursor's columns.
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if message.target_type == b'P' {
+            let name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
+            let (cursor, fmt) = match client.portal_store().get_portal(name) {
+                Some(Entry::Value(p)) if p.statement.statement.kind == Kind::Returning("FETCH") => {
+                    (
+                        silt_sql::cursors::fetch_target(&p.statement.statement.sql),
+                        p.result_column_format.clone(),
+                    )
+                }
+                None => (Some(name.to_owned()), Format::UnifiedText),
+                _ => (None, Format::UnifiedText),
+            };
+            if let Some(c) = cursor
+                && let Some(schema) = self.shared.engine.cursor_schema(&self.session, &c)
+            {
+                let fields = field_infos(arrow_fields_of(&schema).into_iter(), &fmt);
+                send_describe_response(client, &DescribePortalResponse::new(fields)).await?;
+                return Ok(());
+            }
+        }
+        self._on_describe(client, message).await
     }
 
     async fn do_query<C>(

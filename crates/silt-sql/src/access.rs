@@ -414,6 +414,8 @@ pub fn check_parsed(who: &Role, parsed: &Parsed) -> Result<(), SqlError> {
             Some(t) => need(who, t, DDL, "drop an index of"),
             None => need(who, ALL_DATASETS, DDL, "drop an index of"),
         },
+        // A cursor's query is checked when it is declared.
+        Parsed::Cursor(_) => Ok(()),
         Parsed::Alter(a) => need(who, &a.table, DDL, "alter"),
         Parsed::Dml(d) => need(who, &name_of(&d.table)?, WRITE, "change"),
         Parsed::Truncate(names) => names

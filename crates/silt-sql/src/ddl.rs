@@ -171,6 +171,8 @@ pub enum Parsed {
     },
     /// `UPDATE ... FROM`, `DELETE ... USING`, and either with `RETURNING`.
     Dml(Box<crate::dml::DmlStmt>),
+    /// `DECLARE ... CURSOR`, `FETCH`, `CLOSE` (see [`crate::cursors`]).
+    Cursor(Box<crate::cursors::CursorStmt>),
     /// `ALTER TABLE` (see [`crate::alter`]).
     Alter(Box<crate::alter::AlterStmt>),
     /// `TRUNCATE [TABLE] a, b`
@@ -373,6 +375,11 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
                 Box::new(Statement::Delete(d)),
             )))),
         },
+        Statement::Declare { stmts } => crate::cursors::parse_declare(&stmts),
+        Statement::Fetch {
+            name, direction, ..
+        } => crate::cursors::parse_fetch(&name, &direction),
+        Statement::Close { cursor } => Ok(crate::cursors::parse_close(&cursor)),
         Statement::AlterTable(a) => Ok(Parsed::Alter(Box::new(crate::alter::parse(&a)?))),
         Statement::Truncate(t) => {
             if t.partitions.is_some() || t.on_cluster.is_some() {

@@ -45,6 +45,11 @@ pub enum SqlError {
     )]
     TxnAborted,
 
+    /// `FETCH` or `CLOSE` of a cursor the session does not have (SQLSTATE
+    /// 34000).
+    #[error("cursor `{0}` does not exist")]
+    NoCursor(String),
+
     /// The session's role lacks a privilege the statement needs, or the
     /// statement uses server files that are not allowed (SQLSTATE 42501).
     #[error("{0}")]

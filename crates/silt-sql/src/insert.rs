@@ -263,7 +263,10 @@ async fn run_in(
             Rows::Values(list.into_iter())
         }
         None => {
-            let query = DFStatement::Statement(Box::new(Statement::Query(stmt.source)));
+            let mut query = DFStatement::Statement(Box::new(Statement::Query(stmt.source)));
+            // `SELECT v, v`: columns are matched by position, so a repeated
+            // name is fine (as in PostgreSQL).
+            crate::colnames::name_statement(&mut query);
             let plan = state.statement_to_plan(query).await?;
             let frame = match &txn {
                 // The source reads what the block sees.

@@ -50,6 +50,7 @@ pub mod coerce;
 pub mod colnames;
 pub mod convert;
 pub mod copy;
+pub mod cursors;
 pub mod ddl;
 pub mod deferred;
 pub mod dml;
@@ -854,8 +855,29 @@ impl SqlEngine {
         out: Output,
         ctl: Option<&Arc<StatementControl>>,
     ) -> Result<Vec<RecordBatch>, SqlError> {
-        let stream = match out {
-            Output::Batches(b) => return Ok(b),
+        if let Output::Batches(b) = out {
+            return Ok(b);
+        }
+        let stream = self.output_stream(out, ctl).await?;
+        Ok(datafusion::physical_plan::common::collect(stream).await?)
+    }
+
+    /// The rows of a statement's output, as a stream.
+    async fn output_stream(
+        &self,
+        out: Output,
+        ctl: Option<&Arc<StatementControl>>,
+    ) -> Result<SendableRecordBatchStream, SqlError> {
+        Ok(match out {
+            Output::Batches(b) => {
+                let schema = b.first().map_or_else(
+                    || Arc::new(datafusion::arrow::datatypes::Schema::empty()),
+                    |x| x.schema(),
+                );
+                Box::pin(datafusion::physical_plan::memory::MemoryStream::try_new(
+                    b, schema, None,
+                )?)
+            }
             Output::Frame(df) => {
                 let (state, plan) = df.into_parts();
                 self.stream(state, plan, false, ctl).await?
@@ -868,8 +890,7 @@ impl SqlEngine {
                 params,
                 ctl,
             )?,
-        };
-        Ok(datafusion::physical_plan::common::collect(stream).await?)
+        })
     }
 
     /// The cached plan of a query's shape with its literals bound (see
@@ -1167,6 +1188,7 @@ impl SqlEngine {
                     dml::run(&self.ctx, ds, *d, session.slot(), &check).await?,
                 ))
             }
+            Parsed::Cursor(c) => Ok(Output::Batches(self.cursor(*c, session).await?)),
             Parsed::Alter(a) => {
                 if session.slot().is_some() {
                     return Err(SqlError::Unsupported(

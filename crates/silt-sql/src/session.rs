@@ -90,6 +90,8 @@ struct State {
 #[derive(Default)]
 pub struct SqlSession {
     state: Mutex<State>,
+    /// Open cursors (`DECLARE`), by name.
+    pub(crate) cursors: Mutex<crate::cursors::Cursors>,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -141,6 +143,8 @@ impl SqlSession {
     /// End the block: the transaction to commit, or `None` when there is
     /// nothing to commit (no block, or a failed one, which rolls back).
     pub(crate) fn end(&self) -> Option<Transaction> {
+        // Cursors without HOLD end with their transaction.
+        self.cursors.lock().retain(|_, c| c.hold);
         let mut s = self.state.lock();
         let failed = std::mem::take(&mut s.failed);
         let slot = s.tx.take()?;

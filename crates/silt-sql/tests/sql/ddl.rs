@@ -405,3 +405,49 @@ fn alter_table_changes_columns_and_their_rows() {
     );
     assert_eq!(ints(&run(&e, "SELECT qty FROM tv WHERE id = 2"), 0), [7]);
 }
+
+#[test]
+fn cursors_fetch_forward_in_pieces() {
+    let (_d, e) = engine();
+    run(&e, "CREATE TABLE t (id BIGINT PRIMARY KEY, n BIGINT)");
+    run(
+        &e,
+        "INSERT INTO t SELECT value, value * 2 FROM generate_series(1, 20000) AS g(value)",
+    );
+    let err = fail(&e, "DECLARE c CURSOR FOR SELECT id FROM t");
+    assert!(err.contains("transaction blocks"), "{err}");
+    run(&e, "BEGIN");
+    run(
+        &e,
+        "DECLARE c NO SCROLL CURSOR WITHOUT HOLD FOR SELECT id, n FROM t WHERE id > 10 ORDER BY id",
+    );
+    let b = run(&e, "FETCH FORWARD 3 FROM c");
+    assert_eq!(ints(&b, 0), [11, 12, 13]);
+    assert_eq!(names(&b), ["id", "n"]);
+    assert_eq!(ints(&run(&e, "FETCH NEXT FROM c"), 0), [14]);
+    // Pieces cross the scan's batches without losing or repeating a row.
+    let mut seen = vec![];
+    loop {
+        let got = ints(&run(&e, "FETCH 4999 IN c"), 0);
+        if got.is_empty() {
+            break;
+        }
+        seen.extend(got);
+    }
+    assert_eq!(seen, (15..=20000).collect::<Vec<i64>>());
+    assert!(ints(&run(&e, "FETCH ALL FROM c"), 0).is_empty());
+    run(&e, "CLOSE c");
+    run(&e, "DECLARE d CURSOR FOR SELECT id FROM t ORDER BY id");
+    run(
+        &e,
+        "DECLARE h CURSOR WITH HOLD FOR SELECT id FROM t ORDER BY id DESC",
+    );
+    run(&e, "COMMIT");
+    // The block's cursor ended with it; the one WITH HOLD lives on.
+    assert!(fail(&e, "FETCH 1 FROM d").contains("does not exist"));
+    assert!(fail(&e, "FETCH 1 FROM c").contains("does not exist"));
+    assert_eq!(ints(&run(&e, "FETCH 2 FROM h"), 0), [20000, 19999]);
+    run(&e, "CLOSE ALL");
+    assert!(fail(&e, "FETCH 1 FROM h").contains("does not exist"));
+    assert!(fail(&e, "DECLARE s SCROLL CURSOR WITH HOLD FOR SELECT 1").contains("forward"));
+}
