@@ -163,6 +163,9 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
             &[("dataset", py.None()), ("index", py.None())],
         ),
         E::Dependents { .. } => make_error(py, "ConfigError", &msg, &[]),
+        E::CheckViolation { .. } => {
+            make_error(py, "InvalidInputError", &msg, &[("field", py.None())])
+        }
         E::NoSuchRole(_) => make_error(
             py,
             "NotFoundError",

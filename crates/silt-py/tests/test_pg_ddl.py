@@ -161,3 +161,23 @@ def test_named_cursors_stream_a_large_result(server, binary):  # noqa: F811
         with c.cursor(name="held", withhold=True) as cur:
             cur.execute("SELECT id FROM log ORDER BY id DESC")
             assert cur.fetchone() == (5000,)
+
+
+def test_check_constraints(server):  # noqa: F811
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute(
+            "CREATE TABLE stock (id BIGINT PRIMARY KEY, qty BIGINT CHECK (qty >= 0), "
+            "CONSTRAINT small CHECK (qty < 100))"
+        )
+        c.execute("INSERT INTO stock VALUES (%s, %s)", (1, 5))
+        with pytest.raises(psycopg.errors.CheckViolation) as e:
+            c.execute("INSERT INTO stock VALUES (%s, %s)", (2, -1))
+        assert "stock_qty_check" in str(e.value)
+        with pytest.raises(psycopg.errors.CheckViolation):
+            c.execute("UPDATE stock SET qty = 500 WHERE id = 1")
+        assert ids(c, "SELECT qty FROM stock") == [5]
+        defs = c.execute(
+            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE contype = 'c' ORDER BY conname"
+        ).fetchall()
+        assert defs == [("small", "CHECK (qty < 100)"), ("stock_qty_check", "CHECK (qty >= 0)")]

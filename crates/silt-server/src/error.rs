@@ -255,6 +255,7 @@ fn silt_state(e: &silt::Error) -> &'static str {
         E::Conflict { .. } => "40001",
         E::NoSuchRole(_) => "42704",
         E::RoleExists(_) => "42710",
+        E::CheckViolation { .. } => "23514",
         E::NoSuchView(_) => "42P01",
         E::ViewExists(_) => "42P07",
         E::Dependents { .. } => "2BP01",

@@ -165,6 +165,14 @@ fn apply(db: &Database, ds: &Arc<Dataset>, op: &Op) -> Result<(), SqlError> {
                 "{what} the primary-key column `{c}`"
             )));
         }
+        for check in &def.checks {
+            if crate::checks::reads_column(&check.expr, c) {
+                return Err(SqlError::Invalid(format!(
+                    "check constraint `{}` reads column `{c}`",
+                    check.name
+                )));
+            }
+        }
         if let Some(i) = ds
             .index_defs()
             .iter()

@@ -583,6 +583,7 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     let mut pk: Vec<String> = Vec::new();
     let mut not_null: Vec<String> = Vec::new();
     let mut defaults: Vec<(String, FieldDefault)> = Vec::new();
+    let mut checks: Vec<(Option<String>, String, String)> = Vec::new();
     let mut fields = Vec::new();
     for c in &ct.columns {
         let cname = ident(&c.name);
@@ -596,14 +597,20 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
                         defaults.push((cname.clone(), d));
                     }
                 }
+                ColumnOption::Check(c) => {
+                    checks.push((
+                        c.name.as_ref().map(ident),
+                        format!("{cname}_check"),
+                        c.expr.to_string(),
+                    ));
+                }
                 ColumnOption::Unique(_)
                 | ColumnOption::ForeignKey(_)
-                | ColumnOption::Check(_)
                 | ColumnOption::Generated { .. }
                 | ColumnOption::Materialized(_)
                 | ColumnOption::OnUpdate(_) => {
                     return Err(SqlError::Unsupported(format!(
-                        "`{}` on column `{cname}`: Silt keeps PRIMARY KEY, NOT NULL and DEFAULT only",
+                        "`{}` on column `{cname}`: Silt keeps PRIMARY KEY, NOT NULL, DEFAULT and CHECK only",
                         o.option
                     )));
                 }
@@ -613,12 +620,20 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
         fields.push((cname, ty));
     }
     for tc in &ct.constraints {
+        if let TableConstraint::Check(c) = tc {
+            checks.push((
+                c.name.as_ref().map(ident),
+                "check".to_owned(),
+                c.expr.to_string(),
+            ));
+            continue;
+        }
         if matches!(
             tc,
-            TableConstraint::Unique(_) | TableConstraint::ForeignKey(_) | TableConstraint::Check(_)
+            TableConstraint::Unique(_) | TableConstraint::ForeignKey(_)
         ) {
             return Err(SqlError::Unsupported(format!(
-                "table constraint `{tc}`: Silt keeps PRIMARY KEY, NOT NULL and DEFAULT only"
+                "table constraint `{tc}`: Silt keeps PRIMARY KEY, NOT NULL, DEFAULT and CHECK only"
             )));
         }
         if let TableConstraint::PrimaryKey(p) = tc {
@@ -664,6 +679,24 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     }
     for (n, d) in defaults {
         def = def.default_value(&n, d);
+    }
+    // PostgreSQL's names: `<table>_<column>_check`, `<table>_check`, then
+    // numbered when taken.
+    for (given, suffix, expr) in checks {
+        let name = match given {
+            Some(n) => n,
+            None => {
+                let base = format!("{name}_{suffix}");
+                let mut n = base.clone();
+                let mut i = 0;
+                while def.checks.iter().any(|c| c.name == n) {
+                    i += 1;
+                    n = format!("{base}{i}");
+                }
+                n
+            }
+        };
+        def.checks.push(silt::CheckDef { name, expr });
     }
     let opts: &[SqlOption] = match &ct.table_options {
         CreateTableOptions::None => &[],

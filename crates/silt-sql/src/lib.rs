@@ -46,6 +46,7 @@ pub mod alter;
 pub mod batch;
 pub mod bounds;
 pub mod capped;
+mod checks;
 pub mod coerce;
 pub mod colnames;
 pub mod convert;
@@ -305,6 +306,7 @@ impl SqlEngine {
                 catalogs,
             )),
         )?;
+        db.set_record_check(Arc::new(checks::SqlChecks::new()));
         views::restore(&db, &ctx, &broken);
         Ok(SqlEngine {
             db,
@@ -1137,6 +1139,7 @@ impl SqlEngine {
             }
             Parsed::CreateTable(ct) => {
                 let def = ddl::dataset_def(&ct)?;
+                checks::SqlChecks::new().validate(&def)?;
                 if ct.if_not_exists && self.db.dataset_names().contains(&def.name) {
                     return Ok(Output::Batches(vec![]));
                 }

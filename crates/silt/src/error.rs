@@ -64,6 +64,10 @@ pub enum Error {
     #[error("role `{0}` already exists")]
     RoleExists(String),
 
+    /// A record failed a `CHECK` constraint of its dataset.
+    #[error("new row for `{dataset}` violates check constraint `{constraint}`")]
+    CheckViolation { dataset: String, constraint: String },
+
     #[error("no view named `{0}`")]
     NoSuchView(String),
 

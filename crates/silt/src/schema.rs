@@ -30,6 +30,10 @@ pub struct DatasetDef {
     /// (SQL's `DEFAULT`). A field given as null stays null.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub defaults: Vec<(String, FieldDefault)>,
+    /// SQL `CHECK` constraints every record must pass (evaluated by the
+    /// installed [`RecordCheck`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckDef>,
     /// How many times the dataset was emptied by
     /// [`crate::Database::truncate_dataset`]: its files live in directory
     /// `<name>`, or `<name>.<generation>` once it is not 0.
@@ -65,6 +69,7 @@ impl DatasetDef {
             fields: Vec::new(),
             not_null: Vec::new(),
             defaults: Vec::new(),
+            checks: Vec::new(),
             generation: 0,
             partitions: 1,
             memory_budget: 64 << 20,
@@ -167,6 +172,14 @@ impl DatasetDef {
                 Error::Config(format!("DEFAULT of `{f}` does not fit its type {t}: {e}"))
             })?;
         }
+        for (i, c) in self.checks.iter().enumerate() {
+            if c.name.is_empty() || self.checks[..i].iter().any(|o| o.name == c.name) {
+                return Err(Error::Config(format!(
+                    "CHECK constraint names must be unique and not empty, got `{}`",
+                    c.name
+                )));
+            }
+        }
         if !(1..=1024).contains(&self.partitions) {
             return Err(Error::Config(format!(
                 "partitions must be between 1 and 1024, got {}",
@@ -193,6 +206,30 @@ impl DatasetDef {
         }
         self.policy.validate()
     }
+}
+
+/// A `CHECK` constraint: a SQL boolean expression over a record's fields
+/// that must not be false.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckDef {
+    pub name: String,
+    /// The expression, as SQL text (`qty > 0`).
+    pub expr: String,
+}
+
+/// Evaluates `CHECK` constraints. The core cannot read SQL: the SQL layer
+/// installs one (`Database::set_record_check`) and every write of a
+/// dataset with constraints goes through it, inside the record's
+/// transaction, before anything is logged.
+pub trait RecordCheck: Send + Sync {
+    /// The name of the first constraint of `def` that `record` (coerced,
+    /// with its defaults) violates; `Err` when a constraint cannot be
+    /// evaluated.
+    fn violated(
+        &self,
+        def: &DatasetDef,
+        record: &Value,
+    ) -> std::result::Result<Option<String>, String>;
 }
 
 fn is_zero(n: &u32) -> bool {

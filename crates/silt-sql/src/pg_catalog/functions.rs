@@ -305,6 +305,14 @@ fn constraintdef(a: &[ScalarValue], c: &mut Ctx<'_>) -> DfResult<ScalarValue> {
         return Ok(NULL);
     };
     let snap = c.snap();
+    if let Some(expr) = snap.relations.iter().find_map(|r| {
+        super::rows::checks_of(r)
+            .into_iter()
+            .find(|(o, _, _)| *o == oid)
+            .map(|(_, _, e)| e)
+    }) {
+        return Ok(s(format!("CHECK ({expr})")));
+    }
     Ok(snap
         .relations
         .iter()

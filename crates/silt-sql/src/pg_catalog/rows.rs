@@ -48,7 +48,12 @@ pub fn rows(name: &str, snap: &Snapshot) -> Option<Vec<Row>> {
         "pg_attrdef" => snap.relations.iter().flat_map(attrdef_rows).collect(),
         "pg_type" => type_rows(),
         "pg_index" => snap.relations.iter().filter_map(index_row).collect(),
-        "pg_constraint" => snap.relations.iter().filter_map(constraint_row).collect(),
+        "pg_constraint" => snap
+            .relations
+            .iter()
+            .filter_map(constraint_row)
+            .chain(snap.relations.iter().flat_map(check_rows))
+            .collect(),
         "pg_am" => am_rows(),
         "pg_database" => vec![vec![
             ("oid", oid_of(&["database", &snap.database]).into()),
@@ -175,6 +180,7 @@ fn class_row(r: &Relation) -> Row {
         ("relfilenode", if r.kind == 'v' { 0 } else { r.oid }.into()),
         ("reltuples", Cell::Float(-1.0)),
         ("relhasindex", r.has_index.into()),
+        ("relchecks", Cell::Int(checks_of(r).len() as i64)),
         ("relpersistence", 'p'.into()),
         ("relkind", r.kind.into()),
         ("relnatts", Cell::Int(r.columns.len() as i64)),
@@ -298,6 +304,46 @@ fn index_row(r: &Relation) -> Option<Row> {
 /// The oid of a table's primary-key constraint.
 pub fn constraint_oid(index: &Relation) -> i64 {
     oid_of(&["constraint", &index.schema, &index.name])
+}
+
+/// A table's `CHECK` constraints: (oid, name, expression).
+pub fn checks_of(table: &Relation) -> Vec<(i64, String, String)> {
+    let Some(ds) = table.dataset.as_ref().filter(|_| table.kind == 'r') else {
+        return Vec::new();
+    };
+    ds.def()
+        .checks
+        .iter()
+        .map(|c| {
+            (
+                oid_of(&["check", &table.schema, &table.name, &c.name]),
+                c.name.clone(),
+                c.expr.clone(),
+            )
+        })
+        .collect()
+}
+
+fn check_rows(r: &Relation) -> Vec<Row> {
+    checks_of(r)
+        .into_iter()
+        .map(|(oid, name, expr)| {
+            vec![
+                ("oid", oid.into()),
+                ("conname", name.into()),
+                ("connamespace", r.namespace.into()),
+                ("contype", 'c'.into()),
+                ("condeferrable", false.into()),
+                ("condeferred", false.into()),
+                ("convalidated", true.into()),
+                ("conrelid", r.oid.into()),
+                ("conindid", Cell::Int(0)),
+                ("conislocal", true.into()),
+                ("connoinherit", false.into()),
+                ("conbin", expr.into()),
+            ]
+        })
+        .collect()
 }
 
 fn constraint_row(r: &Relation) -> Option<Row> {

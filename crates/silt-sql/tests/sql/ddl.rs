@@ -451,3 +451,66 @@ fn cursors_fetch_forward_in_pieces() {
     assert!(fail(&e, "FETCH 1 FROM h").contains("does not exist"));
     assert!(fail(&e, "DECLARE s SCROLL CURSOR WITH HOLD FOR SELECT 1").contains("forward"));
 }
+
+#[test]
+fn check_constraints_refuse_rows_that_fail_them() {
+    let (d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, qty BIGINT CHECK (qty >= 0), lo BIGINT, hi BIGINT, \
+         name TEXT, CONSTRAINT ordered CHECK (lo <= hi), CHECK (length(name) < 5))",
+    );
+    let def = e.database().dataset("t").expect("t").def();
+    let names: Vec<&str> = def.checks.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["t_qty_check", "ordered", "t_check"]);
+    run(&e, "INSERT INTO t VALUES (1, 5, 1, 2, 'ab')");
+    // NULL passes a CHECK.
+    run(&e, "INSERT INTO t (id) VALUES (2)");
+    let err = fail(&e, "INSERT INTO t VALUES (3, -1, 1, 2, 'x')");
+    assert!(err.contains("t_qty_check"), "{err}");
+    let err = fail(&e, "INSERT INTO t VALUES (3, 1, 5, 2, 'x')");
+    assert!(err.contains("ordered"), "{err}");
+    let err = fail(&e, "UPDATE t SET name = 'toolong' WHERE id = 1");
+    assert!(err.contains("t_check"), "{err}");
+    assert!(
+        fail(
+            &e,
+            "INSERT INTO t VALUES (1, 1, 1, 1, 'a') ON CONFLICT (id) DO UPDATE SET qty = -5"
+        )
+        .contains("t_qty_check")
+    );
+    // In a block the failure aborts the block; nothing of it stays.
+    run(&e, "BEGIN");
+    run(&e, "INSERT INTO t VALUES (4, 1, 1, 1, 'a')");
+    assert!(fail(&e, "INSERT INTO t VALUES (5, -1, 1, 1, 'a')").contains("t_qty_check"));
+    run(&e, "ROLLBACK");
+    assert_eq!(ints(&run(&e, "SELECT id FROM t ORDER BY id"), 0), [1, 2]);
+    assert_eq!(ints(&run(&e, "SELECT qty FROM t WHERE id = 1"), 0), [5]);
+    // A column a constraint reads stays; a constraint that cannot be kept
+    // is refused when the table is made.
+    assert!(fail(&e, "ALTER TABLE t DROP COLUMN qty").contains("t_qty_check"));
+    let err = fail(
+        &e,
+        "CREATE TABLE u (id BIGINT PRIMARY KEY, n BIGINT CHECK (nope > 0))",
+    );
+    assert!(err.contains("nope"), "{err}");
+    let err = fail(
+        &e,
+        "CREATE TABLE u (id BIGINT PRIMARY KEY, n BIGINT CHECK (n + 1))",
+    );
+    assert!(err.contains("boolean"), "{err}");
+    // The document API is checked too, and the constraints survive a restart.
+    let ds = e.database().dataset("t").expect("t");
+    let bad = silt::Value::Object(vec![
+        ("id".into(), silt::Value::Int(9)),
+        ("qty".into(), silt::Value::Int(-3)),
+    ]);
+    assert!(matches!(
+        ds.insert(bad.clone()),
+        Err(silt::Error::CheckViolation { .. })
+    ));
+    let db = reopen(e, d.path());
+    let e = SqlEngine::new(Arc::new(db)).expect("engine");
+    assert!(fail(&e, "INSERT INTO t VALUES (9, -1, 1, 1, 'a')").contains("t_qty_check"));
+    run(&e, "INSERT INTO t VALUES (9, 1, 1, 1, 'a')");
+}

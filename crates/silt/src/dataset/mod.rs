@@ -353,6 +353,23 @@ impl Dataset {
                 ));
             }
         }
+        if !def.checks.is_empty() {
+            let Some(check) = self.txn.record_check() else {
+                return Err(Error::Config(format!(
+                    "dataset `{}` has CHECK constraints, which only the SQL layer evaluates; write it through SQL (siltdb's sql(), silt serve, silt sql)",
+                    self.name
+                )));
+            };
+            if let Some(constraint) = check
+                .violated(&def, &record)
+                .map_err(|e| Error::Config(format!("checking `{}`: {e}", self.name)))?
+            {
+                return Err(Error::CheckViolation {
+                    dataset: self.name.clone(),
+                    constraint,
+                });
+            }
+        }
         let mut parts = Vec::with_capacity(def.primary_key.len());
         for k in &def.primary_key {
             match record.get(k) {

@@ -197,6 +197,12 @@ impl Database {
         Ok(db)
     }
 
+    /// Install the evaluator of `CHECK` constraints (the SQL layer does,
+    /// when it opens an engine over the database).
+    pub fn set_record_check(&self, c: Arc<dyn crate::schema::RecordCheck>) {
+        self.txn.set_record_check(c);
+    }
+
     /// What recovery did at open.
     pub fn recovery_summary(&self) -> &RecoverySummary {
         &self.recovery

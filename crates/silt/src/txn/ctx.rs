@@ -19,9 +19,21 @@ pub struct TxnContext {
     /// writer was still running may have been undone since (see
     /// `Dataset::get_raw` and `DatasetScan::next_raw`).
     abort_epoch: AtomicU64,
+    /// Evaluates the `CHECK` constraints a record's transaction must pass
+    /// (installed by the SQL layer: see [`crate::schema::RecordCheck`]).
+    record_check: parking_lot::RwLock<Option<Arc<dyn crate::schema::RecordCheck>>>,
 }
 
 impl TxnContext {
+    /// The installed `CHECK` evaluator, if any.
+    pub fn record_check(&self) -> Option<Arc<dyn crate::schema::RecordCheck>> {
+        self.record_check.read().clone()
+    }
+
+    pub(crate) fn set_record_check(&self, c: Arc<dyn crate::schema::RecordCheck>) {
+        *self.record_check.write() = Some(c);
+    }
+
     pub(crate) fn new(wal: Wal, durability: Durability, next_txn: u64) -> Arc<TxnContext> {
         Arc::new(TxnContext {
             wal,
@@ -29,6 +41,7 @@ impl TxnContext {
             next_txn: AtomicU64::new(next_txn.max(1)),
             durability,
             abort_epoch: AtomicU64::new(0),
+            record_check: parking_lot::RwLock::new(None),
         })
     }
 
