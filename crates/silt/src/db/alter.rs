@@ -21,11 +21,7 @@ impl Database {
     ) -> Result<Arc<DatasetDef>> {
         self.check_open()?;
         let mut cat = self.catalog.lock();
-        let i = cat
-            .datasets
-            .iter()
-            .position(|d| d.name == name)
-            .ok_or_else(|| Error::NoSuchDataset(name.to_owned()))?;
+        let i = cat.dataset_position(name)?;
         let ds = self
             .datasets
             .read()

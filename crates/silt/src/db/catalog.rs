@@ -42,6 +42,14 @@ impl Catalog {
         id
     }
 
+    /// Where dataset `name` is in `datasets`.
+    pub(super) fn dataset_position(&self, name: &str) -> Result<usize> {
+        self.datasets
+            .iter()
+            .position(|d| d.name == name)
+            .ok_or_else(|| Error::NoSuchDataset(name.to_owned()))
+    }
+
     /// Read the catalog of the database in `dir` (an empty one if the
     /// database is new).
     pub(super) fn load(dir: &Path) -> Result<Catalog> {

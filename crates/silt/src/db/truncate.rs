@@ -24,11 +24,7 @@ impl Database {
     pub fn truncate_dataset(&self, name: &str) -> Result<()> {
         self.check_open()?;
         let mut cat = self.catalog.lock();
-        let i = cat
-            .datasets
-            .iter()
-            .position(|d| d.name == name)
-            .ok_or_else(|| Error::NoSuchDataset(name.to_owned()))?;
+        let i = cat.dataset_position(name)?;
         let before = cat.datasets[i].clone();
         let saved_ids = cat.dataset_ids_used;
         let mut def = before.clone();
