@@ -407,7 +407,7 @@ impl Dataset {
     fn definition(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let def = detached(py, || {
             self.handle
-                .with_dataset(&self.name, |ds| Ok(ds.def().clone()))
+                .with_dataset(&self.name, |ds| Ok((*ds.def()).clone()))
         })?;
         let d = serde_to_py(py, &def)?;
         if let Ok(d) = d.cast::<PyDict>() {
