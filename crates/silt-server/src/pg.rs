@@ -229,8 +229,9 @@ pub enum Kind {
     /// Returns a row count (`INSERT`, `UPSERT`, `DELETE`, `UPDATE`); the
     /// command tag.
     Dml(&'static str),
-    /// A `Dml` statement with `RETURNING`: rows, and the DML's tag.
-    Returning(&'static str),
+    /// Rows under a command tag other than `SELECT`: DML with `RETURNING`
+    /// (the DML's tag), `FETCH`.
+    Rows(&'static str),
     Begin,
     Commit,
     Rollback,
@@ -246,7 +247,7 @@ impl Kind {
     fn needs_engine(self) -> bool {
         matches!(
             self,
-            Kind::Query | Kind::Dml(_) | Kind::Returning(_) | Kind::Other | Kind::Set | Kind::Copy
+            Kind::Query | Kind::Dml(_) | Kind::Rows(_) | Kind::Other | Kind::Set | Kind::Copy
         )
     }
 }
@@ -278,7 +279,7 @@ fn dml(tag: &'static str, sql: &str) -> Kind {
         return Kind::Dml(tag);
     }
     if silt_sql::ddl::has_keyword(sql, "RETURNING") {
-        Kind::Returning(tag)
+        Kind::Rows(tag)
     } else {
         Kind::Dml(tag)
     }
@@ -301,7 +302,7 @@ pub fn classify(sql: &str) -> Kind {
         }
         Some("SET" | "RESET" | "DISCARD") => Kind::Set,
         Some("COPY") => Kind::Copy,
-        Some("FETCH") => Kind::Returning("FETCH"),
+        Some("FETCH") => Kind::Rows("FETCH"),
         _ => Kind::Other,
     }
 }
@@ -476,7 +477,7 @@ impl QueryParser for SiltParser {
         let n = params::count(&seg.text);
         let (fields, inferred) = if matches!(
             kind,
-            Kind::Query | Kind::Dml(_) | Kind::Returning(_) | Kind::Other
+            Kind::Query | Kind::Dml(_) | Kind::Rows(_) | Kind::Other
         ) {
             match self.describe(&seg).await {
                 Some((f, p)) => (Some(f), p),
@@ -487,7 +488,7 @@ impl QueryParser for SiltParser {
         };
         let fields = match kind {
             Kind::Query => fields,
-            Kind::Returning(_) => self
+            Kind::Rows(_) => self
                 .shared
                 .engine
                 .returning_schema(&seg)
@@ -875,7 +876,7 @@ impl PgHandler {
                     }
                 }
             }
-            Kind::Returning(tag) => {
+            Kind::Rows(tag) => {
                 let Some(s) = stmt else {
                     return Err(QueryError::ShuttingDown);
                 };
@@ -1030,12 +1031,10 @@ impl ExtendedQueryHandler for PgHandler {
         if message.target_type == b'P' {
             let name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
             let (cursor, fmt) = match client.portal_store().get_portal(name) {
-                Some(Entry::Value(p)) if p.statement.statement.kind == Kind::Returning("FETCH") => {
-                    (
-                        silt_sql::cursors::fetch_target(&p.statement.statement.sql),
-                        p.result_column_format.clone(),
-                    )
-                }
+                Some(Entry::Value(p)) if p.statement.statement.kind == Kind::Rows("FETCH") => (
+                    silt_sql::cursors::fetch_target(&p.statement.statement.sql),
+                    p.result_column_format.clone(),
+                ),
                 None => (Some(name.to_owned()), Format::UnifiedText),
                 _ => (None, Format::UnifiedText),
             };
@@ -1112,7 +1111,7 @@ mod tests {
         assert_eq!(classify("UPSERT INTO t VALUES (1)"), Kind::Dml("INSERT"));
         assert_eq!(
             classify("insert into t values (1) returning id"),
-            Kind::Returning("INSERT")
+            Kind::Rows("INSERT")
         );
         assert_eq!(
             classify("update t set s = 'returning' where id = 1"),

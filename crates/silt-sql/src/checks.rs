@@ -25,12 +25,19 @@ use silt::{CheckDef, DatasetDef, RecordCheck, Value};
 use crate::convert;
 use crate::error::SqlError;
 
-/// Compiled constraints by (table, expression, column shape).
-type Compiled = HashMap<(String, String, String), Arc<dyn PhysicalExpr>>;
+/// A table's constraints, compiled for the shape it had.
+struct Compiled {
+    fields: Vec<(String, silt::FieldType)>,
+    checks: Vec<CheckDef>,
+    cols: Vec<convert::ColumnInfo>,
+    schema: datafusion::arrow::datatypes::SchemaRef,
+    exprs: Vec<Arc<dyn PhysicalExpr>>,
+}
 
 pub(crate) struct SqlChecks {
     state: SessionState,
-    compiled: Mutex<Compiled>,
+    /// By table name; compiled again when its fields or checks change.
+    compiled: Mutex<HashMap<String, Arc<Compiled>>>,
 }
 
 impl SqlChecks {
@@ -122,32 +129,48 @@ impl SqlChecks {
     }
 }
 
-impl RecordCheck for SqlChecks {
-    fn violated(&self, def: &DatasetDef, record: &Value) -> Result<Option<String>, String> {
+impl SqlChecks {
+    /// `def`'s constraints compiled (once per shape of the table).
+    fn compiled(&self, def: &DatasetDef) -> Result<Arc<Compiled>, String> {
+        if let Some(c) = self.compiled.lock().get(&def.name)
+            && c.fields == def.fields
+            && c.checks == def.checks
+        {
+            return Ok(c.clone());
+        }
         let cols = convert::columns(def);
         let schema = convert::schema_of(&cols);
-        let shape = format!("{:?}", def.fields);
-        let batch = convert::records_to_batch(&schema, &cols, std::slice::from_ref(record))
+        let exprs = def
+            .checks
+            .iter()
+            .map(|c| compile(&self.state, def, c).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
+        let c = Arc::new(Compiled {
+            fields: def.fields.clone(),
+            checks: def.checks.clone(),
+            cols,
+            schema,
+            exprs,
+        });
+        self.compiled.lock().insert(def.name.clone(), c.clone());
+        Ok(c)
+    }
+}
+
+impl RecordCheck for SqlChecks {
+    fn violated(&self, def: &DatasetDef, record: &Value) -> Result<Option<String>, String> {
+        let c = self.compiled(def)?;
+        let batch = convert::records_to_batch(&c.schema, &c.cols, std::slice::from_ref(record))
             .map_err(|e| e.to_string())?;
-        for c in &def.checks {
-            let key = (def.name.clone(), c.expr.clone(), shape.clone());
-            let cached = self.compiled.lock().get(&key).cloned();
-            let phys = match cached {
-                Some(p) => p,
-                None => {
-                    let p = compile(&self.state, def, c).map_err(|e| e.to_string())?;
-                    self.compiled.lock().insert(key, p.clone());
-                    p
-                }
-            };
+        for (check, phys) in c.checks.iter().zip(&c.exprs) {
             let v = phys
                 .evaluate(&batch)
                 .and_then(|v| v.into_array(1))
-                .map_err(|e| format!("CHECK constraint `{}`: {e}", c.name))?;
+                .map_err(|e| format!("CHECK constraint `{}`: {e}", check.name))?;
             if v.data_type() == &DataType::Boolean {
                 let b = v.as_boolean();
                 if b.is_valid(0) && !b.value(0) {
-                    return Ok(Some(c.name.clone()));
+                    return Ok(Some(check.name.clone()));
                 }
             }
         }

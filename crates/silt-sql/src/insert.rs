@@ -825,7 +825,7 @@ impl Writer {
     /// source query, and the first row that could not be assigned.
     fn assign_batch(&self, batch: &RecordBatch) -> Result<Assigned, SqlError> {
         let n = batch.num_rows();
-        let mut arrays: Vec<ArrayRef> = self.null_columns(n)?;
+        let mut arrays: Vec<ArrayRef> = self.initial_columns(n)?;
         let mut failure = None;
         for (s, &j) in self.targets.iter().enumerate() {
             let c = coerce::coerce(&self.table.cols[j], batch.column(s))?;
@@ -854,7 +854,7 @@ impl Writer {
                 columns[s].push(v);
             }
         }
-        let mut arrays = self.null_columns(n)?;
+        let mut arrays = self.initial_columns(n)?;
         for (values, &j) in columns.into_iter().zip(&self.targets) {
             let (a, err) = assign_scalars(&self.table.cols[j], values)?;
             keep_first(&mut failure, err);
@@ -865,7 +865,7 @@ impl Writer {
 
     /// The columns of `n` rows before the source's are assigned: each
     /// column's default, or nulls.
-    fn null_columns(&self, n: usize) -> Result<Vec<ArrayRef>, SqlError> {
+    fn initial_columns(&self, n: usize) -> Result<Vec<ArrayRef>, SqlError> {
         (0..self.table.cols.len())
             .map(|j| {
                 if self.targets.contains(&j) {

@@ -126,6 +126,8 @@ pub struct SqlEngine {
     copies: Arc<copy::progress::CopyRegistry>,
     /// Recorded views that did not plan at open (see [`views`]).
     broken: views::Broken,
+    /// The `CHECK` evaluator installed in the database (see [`checks`]).
+    checks: Arc<checks::SqlChecks>,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -306,7 +308,8 @@ impl SqlEngine {
                 catalogs,
             )),
         )?;
-        db.set_record_check(Arc::new(checks::SqlChecks::new()));
+        let checks = Arc::new(checks::SqlChecks::new());
+        db.set_record_check(checks.clone());
         views::restore(&db, &ctx, &broken);
         Ok(SqlEngine {
             db,
@@ -319,6 +322,7 @@ impl SqlEngine {
             bounds: RwLock::new(Bounds::default()),
             plans: plan_cache::PlanCache::default(),
             copies,
+            checks,
         })
     }
 
@@ -1139,7 +1143,7 @@ impl SqlEngine {
             }
             Parsed::CreateTable(ct) => {
                 let def = ddl::dataset_def(&ct)?;
-                checks::SqlChecks::new().validate(&def)?;
+                self.checks.validate(&def)?;
                 if ct.if_not_exists && self.db.dataset_names().contains(&def.name) {
                     return Ok(Output::Batches(vec![]));
                 }

@@ -272,16 +272,13 @@ impl FieldDefault {
 
     /// As SQL writes it for a field of type `ty` (`'new'`, `3`, `now()`).
     pub fn sql(&self, ty: FieldType) -> String {
+        let numeric = matches!(
+            ty,
+            FieldType::Int | FieldType::Double | FieldType::Decimal { .. }
+        );
         match self {
             FieldDefault::Text(t)
-                if matches!(
-                    ty,
-                    FieldType::Int
-                        | FieldType::Double
-                        | FieldType::Decimal { .. }
-                        | FieldType::Bool
-                ) && t.parse::<f64>().is_ok()
-                    || ty == FieldType::Bool =>
+                if ty == FieldType::Bool || numeric && t.parse::<f64>().is_ok() =>
             {
                 t.clone()
             }

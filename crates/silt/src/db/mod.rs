@@ -203,6 +203,20 @@ impl Database {
         self.txn.set_record_check(c);
     }
 
+    /// Open dataset `def` in `dir` with this database's cache, threads and
+    /// log.
+    fn open_dataset(&self, def: DatasetDef, dir: &Path) -> Result<Arc<Dataset>> {
+        Dataset::open(
+            def,
+            dir,
+            self.cache.clone(),
+            self.bg.clone(),
+            self.seq.clone(),
+            self.opts.sync,
+            self.txn.clone(),
+        )
+    }
+
     /// What recovery did at open.
     pub fn recovery_summary(&self) -> &RecoverySummary {
         &self.recovery
@@ -250,15 +264,7 @@ impl Database {
         }
         let mut def = def;
         def.id = cat.next_dataset_id();
-        let ds = Dataset::open(
-            def.clone(),
-            &ds_dir,
-            self.cache.clone(),
-            self.bg.clone(),
-            self.seq.clone(),
-            self.opts.sync,
-            self.txn.clone(),
-        )?;
+        let ds = self.open_dataset(def.clone(), &ds_dir)?;
         cat.datasets.push(def.clone());
         self.save_catalog(&cat)?;
         self.datasets.write().insert(def.name, ds.clone());

@@ -14,7 +14,6 @@ use std::path::Path;
 
 use super::Database;
 use super::catalog::Catalog;
-use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 
 impl Database {
@@ -36,15 +35,7 @@ impl Database {
         if new_dir.exists() {
             std::fs::remove_dir_all(&new_dir).map_err(|e| Error::io(&new_dir, e))?;
         }
-        let opened = Dataset::open(
-            def.clone(),
-            &new_dir,
-            self.cache.clone(),
-            self.bg.clone(),
-            self.seq.clone(),
-            self.opts.sync,
-            self.txn.clone(),
-        );
+        let opened = self.open_dataset(def.clone(), &new_dir);
         let fresh = match opened {
             Ok(ds) => ds,
             Err(e) => {
