@@ -52,6 +52,18 @@ pub struct DatasetScan {
     rev: bool,
     /// Abort epoch sampled before any buffered entry was read.
     epoch: u64,
+    /// Instant S grants not yet added to the lock manager's counters.
+    granted: u64,
+}
+
+/// Grants a scan adds to the lock statistics at once, at most (so
+/// `silt stats` follows a long scan).
+const GRANTS_PER_FLUSH: u64 = 1 << 16;
+
+impl Drop for DatasetScan {
+    fn drop(&mut self) {
+        self.ds.txn.locks.count_s_instant(self.granted);
+    }
 }
 
 impl DatasetScan {
@@ -99,15 +111,22 @@ impl DatasetScan {
             let Some((k, v, seq)) = self.next_unlocked()? else {
                 return Ok(None);
             };
-            let name = LockManager::name(self.ds.id, &k);
-            let granted = self.ds.txn.locks.try_s_instant(name);
+            let locks = &self.ds.txn.locks;
+            let id = self.ds.id;
+            let granted = locks.try_s_instant_uncounted(|| LockManager::name(id, &k));
+            if granted {
+                self.granted += 1;
+                if self.granted >= GRANTS_PER_FLUSH {
+                    locks.count_s_instant(std::mem::take(&mut self.granted));
+                }
+            }
             if granted && self.ds.txn.abort_epoch() == self.epoch {
                 return Ok(Some((k, v, seq)));
             }
             // A writer is in flight (wait for it), or an abort may have undone
             // something we buffered: re-read from this key.
             if !granted {
-                self.ds.txn.locks.lock_s_instant(name);
+                locks.lock_s_instant(LockManager::name(id, &k));
             }
             self.restart(&k)?;
         }
@@ -263,6 +282,7 @@ impl Dataset {
             hi,
             rev,
             epoch,
+            granted: 0,
         };
         s.fill_heap()?;
         Ok(s)

@@ -256,19 +256,46 @@ impl LockManager {
     /// then loads `held_now` sees that count unless the writer has released
     /// it, and it is released only at commit or after the abort's undo.
     pub fn try_s_instant(&self, name: u64) -> bool {
-        let free = self.held_now.load(Ordering::SeqCst) == 0
-            || self
-                .shard(name)
-                .table
-                .lock()
-                .get(&name)
-                .is_none_or(|e| e.holder.is_none());
+        let free = self.s_free(|| name);
         if free {
             self.counters.s_instant.fetch_add(1, Ordering::Relaxed);
         } else {
             self.counters.s_refusals.fetch_add(1, Ordering::Relaxed);
         }
         free
+    }
+
+    /// [`LockManager::try_s_instant`] for a scan, which asks once per
+    /// record: the name is computed only when some X lock is held, and a
+    /// grant is not counted here: the scan counts its grants itself and
+    /// adds them with [`LockManager::count_s_instant`] (two scan threads
+    /// bumping one shared counter per record cost more than the check).
+    /// A refusal is counted at once.
+    pub fn try_s_instant_uncounted(&self, name: impl FnOnce() -> u64) -> bool {
+        let free = self.s_free(name);
+        if !free {
+            self.counters.s_refusals.fetch_add(1, Ordering::Relaxed);
+        }
+        free
+    }
+
+    /// Add `n` instant S grants a scan counted itself.
+    pub fn count_s_instant(&self, n: u64) {
+        if n > 0 {
+            self.counters.s_instant.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    fn s_free(&self, name: impl FnOnce() -> u64) -> bool {
+        if self.held_now.load(Ordering::SeqCst) == 0 {
+            return true;
+        }
+        let name = name();
+        self.shard(name)
+            .table
+            .lock()
+            .get(&name)
+            .is_none_or(|e| e.holder.is_none())
     }
 
     /// The transaction holding X on `name`, if any (diagnostics and tests).
