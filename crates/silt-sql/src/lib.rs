@@ -59,6 +59,7 @@ pub mod error;
 pub mod geom;
 pub mod insert;
 pub mod json;
+mod meta_count;
 pub mod pg_catalog;
 pub mod pg_forms;
 pub mod plan_cache;

@@ -29,6 +29,7 @@ use crate::StatementControl;
 use crate::batch::{BatchBuilder, Rec};
 use crate::convert::{self, ColumnInfo};
 use crate::error::silt_err;
+use crate::meta_count::{self, CountDecisions};
 use crate::session::TxnSlot;
 use crate::udf::{self};
 
@@ -60,6 +61,9 @@ pub struct SiltScanExec {
     /// are validated at commit.
     for_write: bool,
     props: Arc<PlanProperties>,
+    /// A scan of no column over the whole dataset counts from metadata
+    /// when it can ([`crate::meta_count`]).
+    counts: Arc<CountDecisions>,
 }
 
 impl fmt::Debug for SiltScanExec {
@@ -93,6 +97,7 @@ impl SiltScanExec {
             parts: None,
             for_write,
             props,
+            counts: Arc::default(),
         }
     }
 
@@ -364,6 +369,20 @@ impl ExecutionPlan for SiltScanExec {
         let batch_size = self.limit.map_or(batch_size, |l| batch_size.min(l.max(1)));
         let (cols, schema) = (self.cols.clone(), self.schema.clone());
         let txn = TxnSlot::of(context.session_config()).map(|t| (t, self.for_write));
+        if cols.is_empty()
+            && txn.is_none()
+            && !self.for_write
+            && matches!(self.access, Access::Full)
+            && let Some(n) = self.counts.decide(&context, &self.ds)
+        {
+            let n = match (partition, self.limit) {
+                (0, Some(l)) => n.min(l as u64),
+                (0, None) => n,
+                _ => 0,
+            };
+            let rows = meta_count::empty_rows(&schema, n, batch_size)?;
+            return Ok(Box::pin(MemoryStream::try_new(rows, schema, None)?));
+        }
         let ctl = crate::bounds::control(context.session_config().options()).cloned();
         // The first batch is read right here: a small answer (a key, a
         // box of a few hits, the k nearest) needs no thread of its own.

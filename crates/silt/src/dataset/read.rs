@@ -288,6 +288,31 @@ impl Dataset {
         Ok(s)
     }
 
+    /// The number of records, committed, without reading them, when the
+    /// component metadata of every partition decides it
+    /// ([`LsmTree::exact_live_count`]) and no writer is in flight (its
+    /// uncommitted versions may be in the components); `None` otherwise.
+    /// For `COUNT(*)`: the answer is the dataset as of this call, as a scan
+    /// starting now would see it under read committed.
+    pub fn exact_count(&self) -> Option<u64> {
+        // First: a writer that locks after this check writes after it too
+        // (the count then stands for the moment before that write), and
+        // an abort undoes while it still holds its locks.
+        if self.txn.locks.any_held() {
+            return None;
+        }
+        let mut n = 0u64;
+        for p in &self.partitions {
+            n = n.checked_add(p.primary.exact_live_count()?)?;
+        }
+        // A writer that locked and wrote while the snapshots were taken
+        // may have left a version in one partition and not yet in another.
+        if self.txn.locks.any_held() {
+            return None;
+        }
+        Some(n)
+    }
+
     /// Encoded keys that split the primary keys within `[lo, hi)` into at
     /// most `parts` ranges of about the same number of records, each at
     /// least `min_blocks` data blocks long; empty when the range is smaller.

@@ -174,6 +174,16 @@ struct Inner {
     /// empty unless one is attached. Keys of superseded versions stay (the
     /// reader checks the version against `map`).
     sec: BTreeSet<Vec<u8>>,
+    /// Entries of `map` that are antimatter.
+    deletes: usize,
+}
+
+/// Count the kind of a slot coming into (`+1`) or leaving (`-1`) the map
+/// in its `deletes`.
+fn count(deletes: &mut usize, kind: EntryKind, sign: isize) {
+    if kind == EntryKind::Delete {
+        *deletes = deletes.saturating_add_signed(sign);
+    }
 }
 
 impl Inner {
@@ -216,6 +226,13 @@ fn slot_entry(chunks: &[Vec<u8>], s: &Slot) -> Entry {
         kind: s.kind,
         value: slot_value(chunks, s).to_vec(),
     }
+}
+
+/// See [`MemTable::summary`].
+pub struct MemSummary {
+    pub min_key: Vec<u8>,
+    pub max_key: Vec<u8>,
+    pub puts: u64,
 }
 
 /// One in-memory component. Writers insert concurrently (serialized by its
@@ -398,6 +415,7 @@ impl MemTable {
                 MapEntry::Vacant(v) => {
                     v.insert(new_slot(&mut inner.chunks));
                     self.len.fetch_add(1, Ordering::Relaxed);
+                    count(&mut inner.deletes, e.kind, 1);
                     (true, None)
                 }
                 MapEntry::Occupied(mut o) => {
@@ -407,6 +425,8 @@ impl MemTable {
                     }
                     if old.seq <= seq {
                         o.insert(new_slot(&mut inner.chunks));
+                        count(&mut inner.deletes, old.kind, -1);
+                        count(&mut inner.deletes, e.kind, 1);
                         (true, Some(old))
                     } else {
                         (false, None)
@@ -452,6 +472,9 @@ impl MemTable {
         let mut g = self.inner.write();
         let inner = &mut *g;
         let old = inner.map.remove(&mk);
+        if let Some(o) = &old {
+            count(&mut inner.deletes, o.kind, -1);
+        }
         let old_geom = old
             .as_ref()
             .and_then(|o| mem_geom(key, o.kind, inner.value(o)));
@@ -468,6 +491,7 @@ impl MemTable {
                     inner.sec.extend(keys);
                 }
                 let (chunk, off) = inner.store(&e.value);
+                count(&mut inner.deletes, e.kind, 1);
                 inner.map.insert(
                     mk,
                     Slot {
@@ -493,6 +517,23 @@ impl MemTable {
                 }
             }
         }
+    }
+
+    /// What the memtable holds, for counting records without reading
+    /// them: its smallest and largest keys and how many of its entries are
+    /// not antimatter; `None` when it is empty.
+    pub fn summary(&self) -> Option<MemSummary> {
+        let g = self.inner.read();
+        let (first, _) = g.map.first_key_value()?;
+        let (last, _) = g.map.last_key_value()?;
+        let (mut min_key, mut max_key) = (Vec::new(), Vec::new());
+        first.write_to(&mut min_key);
+        last.write_to(&mut max_key);
+        Some(MemSummary {
+            min_key,
+            max_key,
+            puts: (g.map.len() - g.deletes.min(g.map.len())) as u64,
+        })
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Entry> {

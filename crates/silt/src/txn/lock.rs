@@ -279,6 +279,11 @@ impl LockManager {
         free
     }
 
+    /// Whether some transaction holds an X lock right now.
+    pub fn any_held(&self) -> bool {
+        self.held_now.load(Ordering::SeqCst) > 0
+    }
+
     /// Add `n` instant S grants a scan counted itself.
     pub fn count_s_instant(&self, n: u64) {
         if n > 0 {

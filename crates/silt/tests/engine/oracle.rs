@@ -15,6 +15,9 @@ enum Op {
     Insert(i64, u32),
     Upsert(i64, u32),
     Delete(i64),
+    /// Insert this many new keys above every key so far (keys loaded in
+    /// order leave components whose ranges do not overlap).
+    Append(u8),
     Get(i64),
     Scan(i64, i64, usize),
     Flush,
@@ -27,6 +30,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (0i64..400, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
         6 => (0i64..400, any::<u32>()).prop_map(|(k, v)| Op::Upsert(k, v)),
         3 => (0i64..400).prop_map(Op::Delete),
+        2 => (1u8..60).prop_map(Op::Append),
         3 => (0i64..400).prop_map(Op::Get),
         2 => (0i64..400, 0i64..400, 1usize..50).prop_map(|(a, b, l)| Op::Scan(a.min(b), a.max(b), l)),
         1 => Just(Op::Flush),
@@ -96,9 +100,17 @@ fn run(
     let dir = tempfile::tempdir().unwrap();
     let mut db = create(dir.path(), policy, partitions, compression);
     let mut model: BTreeMap<i64, u32> = BTreeMap::new();
+    let mut next_appended = 1000i64;
     for op in ops {
         let ds = db.dataset("t").unwrap();
         match op {
+            Op::Append(n) => {
+                for _ in 0..*n {
+                    ds.insert(record(next_appended, 7)).unwrap();
+                    model.insert(next_appended, 7);
+                    next_appended += 1;
+                }
+            }
             Op::Insert(k, v) => {
                 let r = ds.insert(record(*k, *v));
                 if model.contains_key(k) {
@@ -162,6 +174,17 @@ fn run(
                 db = Database::open(dir.path(), opts()).unwrap();
             }
         }
+        // The count from metadata, whenever the metadata decides it.
+        let ds = db.dataset("t").unwrap();
+        if let Some(n) = ds.exact_count() {
+            prop_assert_eq!(
+                n,
+                model.len() as u64,
+                "count after {:?} under {}",
+                op,
+                policy
+            );
+        }
     }
     // Final full comparison, then once more after reopening.
     for round in 0..2 {
@@ -186,6 +209,15 @@ fn run(
             round,
             policy
         );
+        if let Some(n) = ds.exact_count() {
+            prop_assert_eq!(
+                n,
+                model.len() as u64,
+                "count round {} under {}",
+                round,
+                policy
+            );
+        }
         for k in 0..400 {
             let got = ds.get(&[Value::Int(k)]).unwrap().map(|r| value_of(&r));
             prop_assert_eq!(got, model.get(&k).copied());
@@ -259,4 +291,89 @@ fn background_flushes_and_merges_keep_every_record() {
         let n = ds.scan(Bound::Unbounded, Bound::Unbounded).unwrap().count();
         assert_eq!(n, model.len(), "{policy}");
     }
+}
+
+/// The count comes from metadata exactly when components do not overlap:
+/// keys loaded in order (in memory and on disk) and after a full merge;
+/// not when a later write lands inside an earlier component's range.
+#[test]
+fn counts_come_from_metadata_when_components_do_not_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = create(dir.path(), "no-merge", 1, Compression::None);
+    let ds = db.dataset("t").unwrap();
+    assert_eq!(ds.exact_count(), Some(0));
+    for k in 0..100 {
+        ds.insert(record(k, 1)).unwrap();
+    }
+    ds.flush().unwrap();
+    for k in 100..150 {
+        ds.insert(record(k, 1)).unwrap();
+    }
+    assert_eq!(
+        ds.exact_count(),
+        Some(150),
+        "one component and the memtable after it"
+    );
+    ds.delete(&[Value::Int(140)]).unwrap();
+    assert_eq!(
+        ds.exact_count(),
+        Some(149),
+        "antimatter in memory hides only itself"
+    );
+    ds.flush().unwrap();
+    assert_eq!(ds.exact_count(), Some(149));
+    ds.delete(&[Value::Int(5)]).unwrap();
+    assert_eq!(
+        ds.exact_count(),
+        None,
+        "an antimatter entry inside an older range"
+    );
+    ds.compact().unwrap();
+    ds.flush().unwrap();
+    ds.compact().unwrap();
+    assert_eq!(ds.exact_count(), Some(148), "after a full merge");
+    ds.upsert(record(7, 2)).unwrap();
+    assert_eq!(ds.exact_count(), None, "a second version of a key");
+}
+
+/// Under concurrent writers a count from metadata is a count of committed
+/// records: at least those acknowledged before it was asked for, at most
+/// those acknowledged after it plus the one insert the writer may have
+/// committed and not yet returned from; as a scan's would be.
+#[test]
+fn counts_from_metadata_under_concurrent_writes_are_committed_counts() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let db = create(dir.path(), "prefix(64KB,3)", 1, Compression::None);
+    let ds = db.dataset("t").unwrap();
+    let acked = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (ds, acked) = (ds.clone(), acked.clone());
+        std::thread::spawn(move || {
+            for k in 0..20_000 {
+                ds.insert(record(k, 1)).unwrap();
+                acked.fetch_add(1, Ordering::SeqCst);
+                if k % 5000 == 4999 {
+                    ds.flush().unwrap();
+                }
+            }
+        })
+    };
+    let mut decided = 0;
+    while !writer.is_finished() {
+        let before = acked.load(Ordering::SeqCst);
+        let n = ds.exact_count();
+        let after = acked.load(Ordering::SeqCst);
+        if let Some(n) = n {
+            decided += 1;
+            assert!(
+                before <= n && n <= after + 1,
+                "{before} <= {n} <= {after} + 1"
+            );
+        }
+    }
+    writer.join().unwrap();
+    assert!(decided > 0, "the metadata never decided");
+    assert_eq!(ds.exact_count(), Some(20_000));
 }

@@ -74,6 +74,37 @@ impl TreeScan {
 }
 
 impl LsmTree {
+    /// The number of live keys, read from component metadata instead of
+    /// the entries, when the metadata alone decides it: no two components
+    /// (in memory or on disk) have overlapping key ranges, so no key has
+    /// two versions and no antimatter entry hides anything but itself.
+    /// `None` otherwise (the caller scans). Keys loaded in order leave
+    /// components like that, and so does a full merge.
+    pub fn exact_live_count(&self) -> Option<u64> {
+        if self.cfg.kind.deleted_keys() {
+            return None;
+        }
+        let snap = self.snapshot();
+        let mut runs: Vec<(Vec<u8>, Vec<u8>, u64)> = Vec::new();
+        for m in &snap.mems {
+            if let Some(s) = m.summary() {
+                runs.push((s.min_key, s.max_key, s.puts));
+            }
+        }
+        for c in snap.disk.iter() {
+            let meta = c.meta();
+            if meta.entries > 0 {
+                let live = meta.entries.checked_sub(meta.tombstones)?;
+                runs.push((meta.min_key.clone(), meta.max_key.clone(), live));
+            }
+        }
+        runs.sort_by(|a, b| a.0.cmp(&b.0));
+        if runs.windows(2).any(|w| w[1].0 <= w[0].1) {
+            return None;
+        }
+        Some(runs.iter().map(|r| r.2).sum())
+    }
+
     /// Newest version of `key` (antimatter included), newest component first.
     /// A user lookup (counted in `gets` and read amplification).
     pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
