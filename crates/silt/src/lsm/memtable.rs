@@ -532,7 +532,7 @@ impl MemTable {
         Some(MemSummary {
             min_key,
             max_key,
-            puts: (g.map.len() - g.deletes.min(g.map.len())) as u64,
+            puts: g.map.len().saturating_sub(g.deletes) as u64,
         })
     }
 

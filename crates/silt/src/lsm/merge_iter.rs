@@ -136,15 +136,14 @@ impl MergeIter {
 
     /// The smallest head of all (by key, then rank): the hot one while it
     /// is ahead of the heap's top (in `Head`'s reversed order, greater),
-    /// else the heap's top, the hot one joining the heap.
+    /// else the heap's top, the hot one taking its place (one sift).
     fn pop_first(&mut self) -> Option<Head> {
-        match self.hot.take() {
-            Some(h) if self.heap.peek().is_none_or(|top| h > *top) => Some(h),
-            Some(h) => {
-                self.heap.push(h);
-                self.heap.pop()
-            }
-            None => self.heap.pop(),
+        let Some(h) = self.hot.take() else {
+            return self.heap.pop();
+        };
+        match self.heap.peek_mut() {
+            Some(mut top) if *top > h => Some(std::mem::replace(&mut *top, h)),
+            _ => Some(h),
         }
     }
 
