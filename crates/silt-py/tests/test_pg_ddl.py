@@ -118,6 +118,46 @@ def test_sqlalchemy_server_defaults_and_returning(server):  # noqa: F811
         eng.dispose()
 
 
+def test_sqlalchemy_autoincrement_keys_are_serial(server):  # noqa: F811
+    """SQLAlchemy's default integer key: `SERIAL`, filled by the server,
+    read back through RETURNING, and reflected as autoincrement."""
+    sa = pytest.importorskip("sqlalchemy")
+    args = dict(re.findall(r"(\w+)=(\S+)", server))
+    eng = sa.create_engine(
+        f"postgresql+psycopg://{args['user']}@{args['host']}:{args['port']}/{args['dbname']}"
+    )
+    try:
+        md = sa.MetaData()
+        t = sa.Table(
+            "auto",
+            md,
+            sa.Column("id", sa.Integer, primary_key=True),
+            sa.Column("name", sa.Text),
+        )
+        md.create_all(eng)
+        with eng.begin() as conn:
+            r = conn.execute(sa.insert(t).values(name="a"))
+            assert r.inserted_primary_key == (1,)
+            r = conn.execute(sa.insert(t).returning(t.c.id), [{"name": "b"}, {"name": "c"}])
+            assert sorted(x[0] for x in r.all()) == [2, 3]
+        cols = {c["name"]: c for c in sa.inspect(eng).get_columns("auto")}
+        assert cols["id"]["autoincrement"] is True
+        assert cols["id"]["default"] == "nextval('auto_id_seq'::regclass)"
+        with psycopg.connect(server, autocommit=True) as c:
+            cur = c.cursor()
+            cur.executemany("INSERT INTO auto (name) VALUES (%s) RETURNING id", [("d",), ("e",)], returning=True)
+            got = []
+            while True:
+                got.append(cur.fetchone()[0])
+                if not cur.nextset():
+                    break
+            assert got == [4, 5]
+            c.execute("INSERT INTO auto (id, name) VALUES (%s, %s)", (40, "explicit"))
+            assert c.execute("INSERT INTO auto (name) VALUES ('f') RETURNING id").fetchone() == (41,)
+    finally:
+        eng.dispose()
+
+
 def test_alter_table_as_a_migration_runs_it(server):  # noqa: F811
     with psycopg.connect(server, autocommit=True) as c:
         c.execute("INSERT INTO log VALUES (1, 'a'), (2, 'b')")

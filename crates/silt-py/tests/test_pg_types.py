@@ -145,3 +145,34 @@ def test_catalog_names_the_types(server):  # noqa: F811
             "timestamp with time zone", "date", "timestamp without time zone",
             "numeric(10,2)", "jsonb",
         ]
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_list_parameters_for_any(server, binary):  # noqa: F811
+    """A Python list is an array parameter: `= ANY(%s)` filters by it, on
+    the key through the primary index (as an IN list would)."""
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("CREATE TABLE tag (id BIGINT PRIMARY KEY, name TEXT, day DATE)")
+        with conn.cursor(binary=binary) as cur:
+            cur.executemany(
+                "INSERT INTO tag VALUES (%s, %s, %s)",
+                [(i, f"n {i}", dt.date(2024, 1, 1 + i)) for i in range(10)],
+            )
+            cur.execute("SELECT id FROM tag WHERE id = ANY(%s) ORDER BY id", ([7, 2, 99, 2],))
+            assert cur.fetchall() == [(2,), (7,)]
+            cur.execute("SELECT id FROM tag WHERE name = ANY(%s) ORDER BY id", (["n 3", "n 'x'", "n 5"],))
+            assert cur.fetchall() == [(3,), (5,)]
+            cur.execute("SELECT id FROM tag WHERE day = ANY(%s)", ([dt.date(2024, 1, 5)],))
+            assert cur.fetchall() == [(4,)]
+            cur.execute("SELECT count(*) FROM tag WHERE id = ANY(%s)", ([],))
+            assert cur.fetchone() == (0,)
+            cur.execute("SELECT id FROM tag WHERE id <> ALL(%s) AND id < 3 ORDER BY id", ([0, None],))
+            assert cur.fetchall() == []
+            cur.execute("SELECT id FROM tag WHERE id <> ALL(%s) AND id < 3 ORDER BY id", ([0],))
+            assert cur.fetchall() == [(1,), (2,)]
+            plan = "\n".join(
+                r[-1] for r in cur.execute("EXPLAIN SELECT name FROM tag WHERE id = ANY(%s)", ([1, 4],))
+            )
+            assert "get-many(2 keys)" in plan, plan
+        with pytest.raises(psycopg.Error, match="one-dimensional"):
+            conn.execute("SELECT id FROM tag WHERE id = ANY(%s)", ([[1, 2], [3, 4]],))

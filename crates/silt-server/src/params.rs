@@ -5,8 +5,10 @@
 //! with a point or exponent (`1.5`, `2.0`, `(-1e-7)`; `CAST('NaN' AS
 //! DOUBLE)` and the infinities), booleans as `TRUE`/`FALSE`, `bytea` as
 //! `X'..'`, everything else as a quoted string (`'it''s'`), `NULL` for
-//! null. Placeholders inside string literals, quoted identifiers and
+//! null, arrays as `ARRAY[...]` of their elements' literals. Placeholders inside string literals, quoted identifiers and
 //! comments are left alone.
+
+mod array;
 
 use pgwire::api::Type;
 use silt::value::{decimal, temporal};
@@ -156,6 +158,9 @@ pub fn literal(
     let Some(b) = value else {
         return Ok(Literal("NULL".to_owned()));
     };
+    if let Some(elem) = array::element_type(ty) {
+        return array::array_literal(index, b, elem, binary);
+    }
     if binary {
         return Ok(match *ty {
             Type::BOOL => Literal(
@@ -278,7 +283,7 @@ pub fn json_literal(index: usize, v: &serde_json::Value) -> Result<Literal, Para
 /// The largest placeholder number in `sql` (0 if none).
 pub fn count(sql: &str) -> usize {
     let mut max = 0;
-    let _ = walk(sql, |n| {
+    let _ = walk(sql, |n, _| {
         // The protocol allows at most 65,535 parameters.
         if n <= usize::from(u16::MAX) {
             max = max.max(n);
@@ -290,7 +295,7 @@ pub fn count(sql: &str) -> usize {
 
 /// Replace every `$n` of `sql` by `values[n - 1]`.
 pub fn substitute(sql: &str, values: &[Literal]) -> Result<String, ParamError> {
-    walk(sql, |n| {
+    walk(sql, |n, _| {
         values
             .get(n.wrapping_sub(1))
             .map(|l| l.0.clone())
@@ -303,11 +308,37 @@ pub fn substitute(sql: &str, values: &[Literal]) -> Result<String, ParamError> {
     })
 }
 
+/// Whether placeholder `$n` is the array of a quantified comparison
+/// (`x = ANY($n)`, `ALL($n)`, `SOME($n)`): an untyped `{...}` value there
+/// is an array's text (psycopg sends a list of strings untyped).
+pub fn is_quantified(sql: &str, n: usize) -> bool {
+    let mut found = false;
+    let _ = walk(sql, |m, before| {
+        found |= m == n && follows_quantifier(before);
+        Ok(String::new())
+    });
+    found
+}
+
+fn follows_quantifier(before: &str) -> bool {
+    let Some(t) = before.trim_end().strip_suffix('(') else {
+        return false;
+    };
+    let t = t.trim_end().as_bytes();
+    ["any", "all", "some"].iter().any(|w| {
+        let w = w.as_bytes();
+        t.len() >= w.len()
+            && t[t.len() - w.len()..].eq_ignore_ascii_case(w)
+            && (t.len() == w.len() || !is_ident(t[t.len() - w.len() - 1]))
+    })
+}
+
 /// Copy `sql`, replacing each placeholder outside literals, quoted
-/// identifiers and comments by what `f` returns for its number.
+/// identifiers and comments by what `f` returns for its number and the
+/// text before it.
 fn walk(
     sql: &str,
-    mut f: impl FnMut(usize) -> Result<String, ParamError>,
+    mut f: impl FnMut(usize, &str) -> Result<String, ParamError>,
 ) -> Result<String, ParamError> {
     let b = sql.as_bytes();
     let mut out = String::with_capacity(sql.len() + 16);
@@ -378,7 +409,7 @@ fn walk(
                     .get(start + 1..i)
                     .and_then(|d| d.parse().ok())
                     .unwrap_or(usize::MAX);
-                let rep = f(n)?;
+                let rep = f(n, sql.get(..start).unwrap_or(""))?;
                 out.push_str(sql.get(copied..start).unwrap_or(""));
                 out.push_str(&rep);
                 copied = i;
@@ -400,6 +431,14 @@ mod tests {
 
     fn lit(s: &str) -> Literal {
         Literal(s.to_owned())
+    }
+
+    #[test]
+    fn quantified_placeholders() {
+        let sql = "SELECT 1 WHERE a = ANY ( $1 ) AND b <> all($2) AND c = $3 AND d = company($4) AND e = SOME($5)";
+        let q: Vec<usize> = (1..=5).filter(|&n| is_quantified(sql, n)).collect();
+        assert_eq!(q, [1, 2, 5]);
+        assert!(!is_quantified("SELECT 'any($1)', $1", 1));
     }
 
     #[test]

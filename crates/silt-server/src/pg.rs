@@ -1067,8 +1067,16 @@ impl ExtendedQueryHandler for PgHandler {
                 .iter()
                 .enumerate()
                 .map(|(i, v)| {
-                    let ty = stmt.params.get(i).cloned().unwrap_or(Type::TEXT);
+                    let mut ty = stmt.params.get(i).cloned().unwrap_or(Type::TEXT);
                     let binary = format_of(&portal.parameter_format, i) == FieldFormat::Binary;
+                    if ty == Type::TEXT
+                        && !binary
+                        && v.as_deref()
+                            .is_some_and(|b| b.trim_ascii_start().starts_with(b"{"))
+                        && params::is_quantified(&stmt.sql, i + 1)
+                    {
+                        ty = Type::TEXT_ARRAY;
+                    }
                     params::literal(i + 1, v.as_deref(), &ty, binary)
                 })
                 .collect::<Result<Vec<_>, _>>()

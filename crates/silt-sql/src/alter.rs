@@ -1,4 +1,5 @@
-//! `ALTER TABLE`: `ADD COLUMN` (with `NOT NULL` and `DEFAULT`), `DROP
+//! `ALTER TABLE`: `ADD COLUMN` (with `NOT NULL`, `DEFAULT`, `SERIAL` or
+//! `GENERATED ... AS IDENTITY`: existing rows numbered in key order), `DROP
 //! COLUMN`, `RENAME COLUMN`, and `ALTER COLUMN ... SET/DROP DEFAULT`,
 //! `SET/DROP NOT NULL`.
 //!
@@ -65,14 +66,29 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
                 ..
             } => {
                 let name = ident(&column_def.name);
-                let ty = ddl::field_type(&column_def.data_type.to_string())?;
-                let mut not_null = false;
-                let mut default = None;
+                let type_name = column_def.data_type.to_string();
+                let serial = ddl::is_serial(&type_name);
+                let ty = if serial {
+                    FieldType::Int
+                } else {
+                    ddl::field_type(&type_name)?
+                };
+                let mut not_null = serial;
+                let mut default = serial.then_some(FieldDefault::Sequence);
                 for o in &column_def.options {
                     match &o.option {
                         ColumnOption::NotNull => not_null = true,
                         ColumnOption::Null => not_null = false,
                         ColumnOption::Default(e) => default = ddl::field_default(&name, e)?,
+                        ColumnOption::Generated {
+                            generation_expr: None,
+                            sequence_options,
+                            ..
+                        } => {
+                            ddl::identity_column(&name, ty, sequence_options.as_deref())?;
+                            not_null = true;
+                            default = Some(FieldDefault::Sequence);
+                        }
                         other => {
                             return Err(SqlError::Unsupported(format!(
                                 "`{other}` on an added column; Silt keeps NOT NULL and DEFAULT"
@@ -202,6 +218,7 @@ fn apply(db: &Database, ds: &Arc<Dataset>, op: &Op) -> Result<(), SqlError> {
                 )));
             }
             match default {
+                Some(FieldDefault::Sequence) => number_rows(db, ds, name)?,
                 Some(d) => {
                     let v = d.value(name, *ty)?;
                     rewrite(db, ds, |r| {
@@ -270,6 +287,7 @@ fn apply(db: &Database, ds: &Arc<Dataset>, op: &Op) -> Result<(), SqlError> {
                 )));
             }
             key_or_indexed(from, "renaming")?;
+            ds.copy_sequence(from, to)?;
             rewrite(db, ds, |r| {
                 let Value::Object(f) = r else { return None };
                 let moved: Vec<(String, Value)> = f
@@ -348,6 +366,43 @@ fn apply(db: &Database, ds: &Arc<Dataset>, op: &Op) -> Result<(), SqlError> {
         }
     }
     Ok(())
+}
+
+/// Give every row a value of the sequence of `field`, a column being
+/// added (as PostgreSQL fills an added `SERIAL` column): the values are
+/// taken at once, before any row changes, then handed out in key order.
+fn number_rows(db: &Database, ds: &Arc<Dataset>, field: &str) -> Result<(), SqlError> {
+    let pk = ds.def().primary_key.clone();
+    let key_of = |r: &Value| -> Result<Vec<u8>, SqlError> {
+        let parts: Vec<Value> = pk
+            .iter()
+            .map(|k| r.get(k).cloned().unwrap_or(Value::Null))
+            .collect();
+        Ok(ds.encode_pk(&parts)?)
+    };
+    let mut keys = Vec::new();
+    for r in ds.scan(Bound::Unbounded, Bound::Unbounded)? {
+        let r = r?;
+        if r.get(field).is_none() {
+            keys.push(key_of(&r)?);
+        }
+    }
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let first = ds.next_sequence(field, keys.len() as u64)?;
+    let numbers: std::collections::HashMap<Vec<u8>, i64> = keys.into_iter().zip(first..).collect();
+    rewrite(db, ds, |r| {
+        if r.get(field).is_some() {
+            return None;
+        }
+        let n = *numbers.get(&key_of(r).ok()?)?;
+        let Value::Object(mut f) = r.clone() else {
+            return None;
+        };
+        f.push((field.to_owned(), Value::Int(n)));
+        Some(Value::Object(f))
+    })
 }
 
 /// Replace every record `f` changes, in one transaction: each record is

@@ -572,6 +572,36 @@ pub fn field_default(column: &str, e: &SqlExpr) -> Result<Option<FieldDefault>, 
     }))
 }
 
+/// `SERIAL` and its kin: an int column whose default is its sequence.
+pub fn is_serial(type_name: &str) -> bool {
+    matches!(
+        type_name.to_ascii_lowercase().as_str(),
+        "serial" | "serial4" | "bigserial" | "serial8" | "smallserial" | "serial2"
+    )
+}
+
+/// Check an identity column (`GENERATED { ALWAYS | BY DEFAULT } AS
+/// IDENTITY`): an int, its sequence counting from 1 by 1. `ALWAYS` is kept
+/// as `BY DEFAULT`: a value given explicitly is taken (and the sequence
+/// moves past it).
+pub fn identity_column(
+    column: &str,
+    ty: FieldType,
+    options: Option<&[datafusion::sql::sqlparser::ast::SequenceOptions]>,
+) -> Result<(), SqlError> {
+    if ty != FieldType::Int {
+        return Err(SqlError::Invalid(format!(
+            "identity column `{column}` must be an integer type (smallint, integer or bigint), not {ty}"
+        )));
+    }
+    if options.is_some_and(|o| !o.is_empty()) {
+        return Err(SqlError::Unsupported(format!(
+            "sequence options on identity column `{column}`: its sequence counts 1, 2, 3, ... (and past any value inserted explicitly); leave out START WITH, INCREMENT BY and the rest"
+        )));
+    }
+    Ok(())
+}
+
 /// Build the dataset definition of a `CREATE TABLE`.
 pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     if ct.query.is_some() {
@@ -587,10 +617,26 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     let mut fields = Vec::new();
     for c in &ct.columns {
         let cname = ident(&c.name);
-        let ty = field_type(&c.data_type.to_string())?;
+        let type_name = c.data_type.to_string();
+        let ty = if is_serial(&type_name) {
+            not_null.push(cname.clone());
+            defaults.push((cname.clone(), FieldDefault::Sequence));
+            FieldType::Int
+        } else {
+            field_type(&type_name)?
+        };
         for o in &c.options {
             match &o.option {
                 ColumnOption::PrimaryKey(_) => pk.push(cname.clone()),
+                ColumnOption::Generated {
+                    generation_expr: None,
+                    sequence_options,
+                    ..
+                } => {
+                    identity_column(&cname, ty, sequence_options.as_deref())?;
+                    not_null.push(cname.clone());
+                    defaults.push((cname.clone(), FieldDefault::Sequence));
+                }
                 ColumnOption::NotNull => not_null.push(cname.clone()),
                 ColumnOption::Default(e) => {
                     if let Some(d) = field_default(&cname, e)? {

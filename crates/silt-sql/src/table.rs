@@ -770,9 +770,11 @@ impl SiltTable {
 }
 
 /// A filter expression without table qualifiers (the scan's columns are
-/// unqualified).
+/// unqualified), and an OR of equalities on one column as the IN list it
+/// is (DataFusion writes an IN list of fewer than three values so).
 pub fn strip(e: &Expr) -> Expr {
-    e.clone()
+    let e = e
+        .clone()
         .transform(|e| match e {
             Expr::Column(c) if c.relation.is_some() => Ok(Transformed::yes(Expr::Column(
                 Column::new_unqualified(c.name),
@@ -780,7 +782,62 @@ pub fn strip(e: &Expr) -> Expr {
             other => Ok(Transformed::no(other)),
         })
         .map(|t| t.data)
-        .unwrap_or_else(|_| e.clone())
+        .unwrap_or_else(|_| e.clone());
+    in_list_of_ors(&e).unwrap_or(e)
+}
+
+/// `c = a OR c = b OR ...` as `c IN (a, b, ...)`, if `e` is that.
+fn in_list_of_ors(e: &Expr) -> Option<Expr> {
+    fn leaves<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+        match e {
+            Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::Or,
+                right,
+            }) => {
+                leaves(left, out);
+                leaves(right, out);
+            }
+            other => out.push(other),
+        }
+    }
+    if !matches!(
+        e,
+        Expr::BinaryExpr(BinaryExpr {
+            op: Operator::Or,
+            ..
+        })
+    ) {
+        return None;
+    }
+    let mut all = Vec::new();
+    leaves(e, &mut all);
+    let mut col: Option<&Column> = None;
+    let mut list = Vec::with_capacity(all.len());
+    for leaf in all {
+        let Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Eq,
+            right,
+        }) = leaf
+        else {
+            return None;
+        };
+        let (c, v) = match (left.as_ref(), right.as_ref()) {
+            (Expr::Column(c), v) | (v, Expr::Column(c)) if is_const(v) => (c, v),
+            _ => return None,
+        };
+        if col.is_some_and(|x| x != c) {
+            return None;
+        }
+        col = Some(c);
+        list.push(v.clone());
+    }
+    Some(Expr::InList(InList {
+        expr: Box::new(Expr::Column(col?.clone())),
+        list,
+        negated: false,
+    }))
 }
 
 /// Whether an expression is a constant of the statement: no column, no

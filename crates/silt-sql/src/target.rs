@@ -156,6 +156,12 @@ impl Table {
         let Some(d) = &self.defaults[j] else {
             return Ok(datafusion::arrow::array::new_null_array(&c.data_type, n));
         };
+        if *d == silt::FieldDefault::Sequence {
+            // n distinct values, taken at once.
+            let first = self.ds.next_sequence(&c.name, n as u64)?;
+            let values: Vec<i64> = (first..).take(n).collect();
+            return Ok(Arc::new(datafusion::arrow::array::Int64Array::from(values)));
+        }
         let v = d.value(&c.name, c.ty)?;
         let one = Value::Object(vec![(c.name.clone(), v)]);
         Ok(convert::column_from_records(c, &vec![one; n]))

@@ -22,6 +22,8 @@ mod ddl;
 mod key_order;
 #[path = "sql/plan_cache.rs"]
 mod plan_cache;
+#[path = "sql/serial.rs"]
+mod serial;
 #[path = "sql/split_scan.rs"]
 mod split_scan;
 #[path = "sql/transactions.rs"]
@@ -318,6 +320,23 @@ fn pushdown_matches_brute_force() {
     assert_eq!(id_set(&run(&e, sql)), BTreeSet::from([30, 33]));
     assert!(
         explain(&e, sql).contains("get-many(4 keys)"),
+        "{}",
+        explain(&e, sql)
+    );
+    // Short lists, which DataFusion writes as ORs, and ORs written so.
+    for sql in [
+        "SELECT id FROM r WHERE id IN (33, 30)",
+        "SELECT id FROM r WHERE id = 30 OR 33 = id OR id = 31",
+    ] {
+        assert_eq!(id_set(&run(&e, sql)), BTreeSet::from([30, 33]), "{sql}");
+        let plan = explain(&e, sql);
+        assert!(plan.contains("get-many("), "{plan}");
+        assert!(!plan.contains("FilterExec"), "{plan}");
+    }
+    let sql = "SELECT id FROM r WHERE id = 30 OR a = 1000";
+    assert_eq!(id_set(&run(&e, sql)), BTreeSet::from([30]));
+    assert!(
+        explain(&e, sql).contains("full scan"),
         "{}",
         explain(&e, sql)
     );

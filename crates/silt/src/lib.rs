@@ -30,6 +30,6 @@ pub use error::{Error, Result};
 /// The LevelDB++ recency indexes (now `index::recency`).
 pub use index::recency;
 pub use index::{IndexDef, IndexKind, IndexOptions, ReconcileOption};
-pub use schema::{CheckDef, DatasetDef, FieldDefault, RecordCheck};
+pub use schema::{CheckDef, DatasetDef, FieldDefault, RecordCheck, sequence_name};
 pub use txn::Durability;
 pub use value::{FieldType, Geometry, Value};

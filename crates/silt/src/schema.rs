@@ -168,6 +168,14 @@ impl DatasetDef {
                     self.name
                 )));
             };
+            if *d == FieldDefault::Sequence {
+                if t != FieldType::Int {
+                    return Err(Error::Config(format!(
+                        "`{f}` takes its values from a sequence, so it must be declared int, not {t}"
+                    )));
+                }
+                continue;
+            }
             d.value(f, t).map_err(|e| {
                 Error::Config(format!("DEFAULT of `{f}` does not fit its type {t}: {e}"))
             })?;
@@ -246,6 +254,10 @@ pub enum FieldDefault {
     /// The time of the write, in UTC (`now()`, `CURRENT_TIMESTAMP`,
     /// `CURRENT_DATE`): for date, timestamp and timestamptz fields.
     Now,
+    /// The next value of the field's counter (SQL's `SERIAL` and identity
+    /// columns; for int fields): 1, 2, 3, ... never handed out twice, and
+    /// past any value written explicitly (see `dataset::sequence`).
+    Sequence,
 }
 
 impl FieldDefault {
@@ -267,11 +279,15 @@ impl FieldDefault {
                     )),
                 }
             }
+            FieldDefault::Sequence => Err(Error::Config(format!(
+                "`{field}` takes its values from a sequence, which its dataset hands out (Dataset::next_sequence)"
+            ))),
         }
     }
 
-    /// As SQL writes it for a field of type `ty` (`'new'`, `3`, `now()`).
-    pub fn sql(&self, ty: FieldType) -> String {
+    /// As SQL writes it for field `field` of table `table`, of type `ty`
+    /// (`'new'`, `3`, `now()`, `nextval('t_id_seq'::regclass)`).
+    pub fn sql(&self, table: &str, field: &str, ty: FieldType) -> String {
         let numeric = matches!(
             ty,
             FieldType::Int | FieldType::Double | FieldType::Decimal { .. }
@@ -284,8 +300,18 @@ impl FieldDefault {
             }
             FieldDefault::Text(t) => format!("'{}'", t.replace('\'', "''")),
             FieldDefault::Now => "now()".to_owned(),
+            FieldDefault::Sequence => format!(
+                "nextval('{}'::regclass)",
+                sequence_name(table, field).replace('\'', "''")
+            ),
         }
     }
+}
+
+/// The name PostgreSQL gives the sequence of a `SERIAL` column:
+/// `<table>_<column>_seq`.
+pub fn sequence_name(table: &str, field: &str) -> String {
+    format!("{table}_{field}_seq")
 }
 
 /// Names of datasets and indexes become directory names (see

@@ -8,8 +8,11 @@
 //!
 //! Knobs: `SILT_CRASH_CYCLES` (default 100 per phase, two phases) for longer runs.
 //!
-//! The transaction crash test (`txn`) shares this binary.
+//! The transaction crash test (`txn`) and the sequence one (`sequence`)
+//! share this binary.
 
+#[path = "crash/sequence.rs"]
+mod sequence;
 #[path = "crash/txn.rs"]
 mod txn;
 

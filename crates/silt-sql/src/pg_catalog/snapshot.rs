@@ -380,7 +380,7 @@ fn add_dataset(out: &mut Vec<Relation>, schema: &str, ns: i64, ds: Arc<Dataset>)
                 .defaults
                 .iter()
                 .find(|(n, _)| *n == c.name)
-                .map(|(_, d)| d.sql(c.ty)),
+                .map(|(_, d)| d.sql(&name, &c.name, c.ty)),
         })
         .collect();
     let attnum = |field: &str| {

@@ -8,7 +8,7 @@ use crate::lsm::background::Background;
 use crate::lsm::memtable::MemTable;
 use crate::lsm::tree::{Scheduler, TreeScan};
 use crate::lsm::{LsmTree, MemoryGroup, TreeConfig, TreeKind, TreeStats};
-use crate::schema::{DatasetDef, MAX_RECORD_BYTES};
+use crate::schema::{DatasetDef, FieldDefault, MAX_RECORD_BYTES};
 use crate::storage::{BlockCache, Entry, WriterOptions};
 use crate::txn::ctx::TxnContext;
 use crate::txn::{LockManager, LogEntry, LogOp, LogRecord};
@@ -27,6 +27,7 @@ mod index_read;
 mod query;
 mod read;
 mod recency;
+mod sequence;
 mod transaction;
 mod write;
 pub use index_read::IndexHit;
@@ -70,6 +71,8 @@ pub struct Dataset {
     sync: bool,
     /// Attributes of the embedded indexes, shared by the primaries' hooks.
     embedded: Arc<crate::index::recency::EmbeddedFields>,
+    /// The counters of fields whose default is a sequence.
+    sequences: sequence::Sequences,
 }
 
 /// Counters of a dataset, per index and partition.
@@ -171,6 +174,7 @@ impl Dataset {
             cache,
             sync,
             embedded: Arc::default(),
+            sequences: sequence::Sequences::open(dir)?,
         });
         ds.sync_recency_hooks(&ds.def().indexes);
         // Components inherited from before a restart may warrant a merge.
@@ -283,6 +287,24 @@ impl Dataset {
         &self.group
     }
 
+    /// Take `n` consecutive values of the sequence of field `field` (the
+    /// default of a `SERIAL` column, [`FieldDefault::Sequence`]); the first
+    /// is returned. Never the same value twice, even across a crash.
+    pub fn next_sequence(&self, field: &str, n: u64) -> Result<i64> {
+        self.sequences.take(field, n)
+    }
+
+    /// Field `to` continues the sequence of field `from` (a column being
+    /// renamed).
+    pub fn copy_sequence(&self, from: &str, to: &str) -> Result<()> {
+        self.sequences.copy(from, to)
+    }
+
+    /// A truncated dataset's successor continues its sequences.
+    pub(crate) fn continue_sequences(&self, from: &Dataset) -> Result<()> {
+        self.sequences.continue_from(&from.sequences)
+    }
+
     pub(crate) fn bump_seq(&self, seen: u64) {
         self.seq.fetch_max(seen + 1, Ordering::SeqCst);
     }
@@ -338,10 +360,19 @@ impl Dataset {
             out_fields.push((name, v));
         }
         for (name, d) in &def.defaults {
-            if !out_fields.iter().any(|(n, _)| n == name)
-                && let Some(t) = def.field_type(name)
-            {
-                out_fields.push((name.clone(), d.value(name, t)?));
+            let given = out_fields.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+            match (given, d) {
+                (Some(Value::Int(v)), FieldDefault::Sequence) => self.sequences.seen(name, *v)?,
+                (Some(_), _) => {}
+                (None, FieldDefault::Sequence) => {
+                    let v = self.sequences.take(name, 1)?;
+                    out_fields.push((name.clone(), Value::Int(v)));
+                }
+                (None, _) => {
+                    if let Some(t) = def.field_type(name) {
+                        out_fields.push((name.clone(), d.value(name, t)?));
+                    }
+                }
             }
         }
         let record = Value::Object(out_fields);

@@ -44,8 +44,12 @@ impl Database {
                 return Err(e);
             }
         };
+        let continued = match self.datasets.read().get(name) {
+            Some(old) => fresh.continue_sequences(old),
+            None => Ok(()),
+        };
         cat.datasets[i] = def;
-        if let Err(e) = self.save_catalog(&cat) {
+        if let Err(e) = continued.and_then(|()| self.save_catalog(&cat)) {
             cat.datasets[i] = before;
             cat.dataset_ids_used = saved_ids;
             drop(fresh);
