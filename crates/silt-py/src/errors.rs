@@ -122,6 +122,12 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
             &msg,
             &[("dataset", text(py, dataset)), ("key", text(py, key))],
         ),
+        E::DuplicateValue { dataset, index, .. } => make_error(
+            py,
+            "DuplicateKeyError",
+            &msg,
+            &[("dataset", text(py, dataset)), ("index", text(py, index))],
+        ),
         E::InvalidRecord { field, .. } => make_error(
             py,
             "InvalidInputError",

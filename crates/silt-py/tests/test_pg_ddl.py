@@ -158,6 +158,44 @@ def test_sqlalchemy_autoincrement_keys_are_serial(server):  # noqa: F811
         eng.dispose()
 
 
+def test_sqlalchemy_unique_columns(server):  # noqa: F811
+    """`unique=True` and UniqueConstraint: created, enforced (a psycopg
+    UniqueViolation naming the constraint), and reflected."""
+    sa = pytest.importorskip("sqlalchemy")
+    args = dict(re.findall(r"(\w+)=(\S+)", server))
+    eng = sa.create_engine(
+        f"postgresql+psycopg://{args['user']}@{args['host']}:{args['port']}/{args['dbname']}"
+    )
+    try:
+        md = sa.MetaData()
+        t = sa.Table(
+            "member",
+            md,
+            sa.Column("id", sa.Integer, primary_key=True),
+            sa.Column("email", sa.Text, unique=True),
+            sa.Column("org", sa.Text),
+            sa.Column("handle", sa.Text),
+            sa.UniqueConstraint("org", "handle", name="member_org_handle"),
+        )
+        md.create_all(eng)
+        with eng.begin() as conn:
+            conn.execute(sa.insert(t), [{"email": "a@x", "org": "o", "handle": "h"}, {"email": None, "org": None, "handle": None}, {"email": None, "org": None, "handle": None}])
+        with pytest.raises(sa.exc.IntegrityError) as ei:
+            with eng.begin() as conn:
+                conn.execute(sa.insert(t).values(email="a@x"))
+        assert isinstance(ei.value.orig, psycopg.errors.UniqueViolation)
+        assert ei.value.orig.diag.constraint_name == "member_email_key"
+        with pytest.raises(sa.exc.IntegrityError):
+            with eng.begin() as conn:
+                conn.execute(sa.insert(t).values(org="o", handle="h"))
+        uniques = {u["name"]: u["column_names"] for u in sa.inspect(eng).get_unique_constraints("member")}
+        assert uniques == {"member_email_key": ["email"], "member_org_handle": ["org", "handle"]}
+        with eng.begin() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() == 3
+    finally:
+        eng.dispose()
+
+
 def test_alter_table_as_a_migration_runs_it(server):  # noqa: F811
     with psycopg.connect(server, autocommit=True) as c:
         c.execute("INSERT INTO log VALUES (1, 'a'), (2, 'b')")

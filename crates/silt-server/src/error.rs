@@ -239,7 +239,7 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
 fn silt_state(e: &silt::Error) -> &'static str {
     use silt::Error as E;
     match e {
-        E::DuplicateKey { .. } => "23505",
+        E::DuplicateKey { .. } | E::DuplicateValue { .. } => "23505",
         E::NoSuchDataset(_) => "42P01",
         E::DatasetExists(_) => "42P07",
         E::NoSuchIndex { .. } => "42704",

@@ -1,7 +1,8 @@
 //! `ALTER TABLE`: `ADD COLUMN` (with `NOT NULL`, `DEFAULT`, `SERIAL` or
 //! `GENERATED ... AS IDENTITY`: existing rows numbered in key order), `DROP
 //! COLUMN`, `RENAME COLUMN`, and `ALTER COLUMN ... SET/DROP DEFAULT`,
-//! `SET/DROP NOT NULL`.
+//! `SET/DROP NOT NULL`, and `ADD/DROP CONSTRAINT` of UNIQUE (a unique
+//! index) and CHECK (the rows there are checked first).
 //!
 //! A change that existing records must follow rewrites them first, in one
 //! transaction (so at most `TxnLimits`' million rows): `ADD COLUMN ...
@@ -17,10 +18,13 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, Expr as SqlExpr,
+    TableConstraint,
 };
+use silt::RecordCheck;
 use silt::{Database, Dataset, FieldDefault, FieldType, Value};
 
+use crate::checks::SqlChecks;
 use crate::ddl::{self, ident};
 use crate::error::SqlError;
 
@@ -51,6 +55,21 @@ enum Op {
     },
     Default(String, Option<FieldDefault>),
     NotNull(String, bool),
+    /// `ADD [CONSTRAINT name] UNIQUE (cols)`: a unique btree index.
+    AddUnique {
+        name: Option<String>,
+        cols: Vec<String>,
+    },
+    /// `ADD [CONSTRAINT name] CHECK (expr)`, validated against every row.
+    AddCheck {
+        name: Option<String>,
+        expr: String,
+    },
+    /// `DROP CONSTRAINT name`: a CHECK or a UNIQUE.
+    DropConstraint {
+        name: String,
+        if_exists: bool,
+    },
 }
 
 pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
@@ -140,9 +159,19 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
                     }
                 });
             }
+            AlterTableOperation::AddConstraint {
+                constraint,
+                not_valid: false,
+            } => ops.push(constraint_op(constraint)?),
+            AlterTableOperation::DropConstraint {
+                if_exists, name, ..
+            } => ops.push(Op::DropConstraint {
+                name: ident(name),
+                if_exists: *if_exists,
+            }),
             other => {
                 return Err(SqlError::Unsupported(format!(
-                    "ALTER TABLE ... {other}; Silt alters columns: ADD, DROP, RENAME COLUMN, ALTER COLUMN SET/DROP DEFAULT, SET/DROP NOT NULL"
+                    "ALTER TABLE ... {other}; Silt alters columns (ADD, DROP, RENAME COLUMN, ALTER COLUMN SET/DROP DEFAULT, SET/DROP NOT NULL) and constraints (ADD/DROP CONSTRAINT of UNIQUE and CHECK)"
                 )));
             }
         }
@@ -154,15 +183,46 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
     })
 }
 
+/// The operation of `ADD CONSTRAINT`.
+fn constraint_op(c: &TableConstraint) -> Result<Op, SqlError> {
+    match c {
+        TableConstraint::Unique(u) => {
+            let mut cols = Vec::new();
+            for ic in &u.columns {
+                match &ic.column.expr {
+                    SqlExpr::Identifier(i) => cols.push(ident(i)),
+                    other => {
+                        return Err(SqlError::Invalid(format!(
+                            "UNIQUE parts must be column names, got `{other}`"
+                        )));
+                    }
+                }
+            }
+            Ok(Op::AddUnique {
+                name: u.name.as_ref().or(u.index_name.as_ref()).map(ident),
+                cols,
+            })
+        }
+        TableConstraint::Check(ch) => Ok(Op::AddCheck {
+            name: ch.name.as_ref().map(ident),
+            expr: ch.expr.to_string(),
+        }),
+        other => Err(SqlError::Unsupported(format!(
+            "ADD CONSTRAINT {other}; Silt adds UNIQUE and CHECK constraints (the primary key is fixed at CREATE TABLE; REFERENCES is not kept)"
+        ))),
+    }
+}
+
 /// Run `stmt` (blocking: it reads and may rewrite the whole table).
-pub fn run(db: &Database, stmt: &AlterStmt) -> Result<(), SqlError> {
+/// `checks` evaluates CHECK constraints being added.
+pub(crate) fn run(db: &Database, checks: &SqlChecks, stmt: &AlterStmt) -> Result<(), SqlError> {
     let ds = match db.dataset(&stmt.table) {
         Ok(ds) => ds,
         Err(silt::Error::NoSuchDataset(_)) if stmt.if_exists => return Ok(()),
         Err(e) => return Err(e.into()),
     };
     for op in &stmt.ops {
-        apply(db, &ds, op)?;
+        apply(db, checks, &ds, op)?;
     }
     Ok(())
 }
@@ -171,7 +231,7 @@ fn no_column(ds: &Dataset, c: &str) -> SqlError {
     SqlError::Invalid(format!("table `{}` has no column `{c}`", ds.name()))
 }
 
-fn apply(db: &Database, ds: &Arc<Dataset>, op: &Op) -> Result<(), SqlError> {
+fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Result<(), SqlError> {
     let def = ds.def();
     let table = ds.name().to_owned();
     let declared = |c: &str| def.field_type(c).is_some();
@@ -319,6 +379,89 @@ fn apply(db: &Database, ds: &Arc<Dataset>, op: &Op) -> Result<(), SqlError> {
                 }
                 Ok(())
             })?;
+        }
+        Op::AddUnique { name, cols } => {
+            let iname = name
+                .clone()
+                .unwrap_or_else(|| format!("{table}_{}_key", cols.join("_")));
+            for c in cols {
+                if !declared(c) {
+                    return Err(no_column(ds, c));
+                }
+            }
+            let refs: Vec<&str> = cols.iter().map(String::as_str).collect();
+            let mut idx = silt::IndexDef::btree(&iname, &refs);
+            idx.options.unique = true;
+            db.create_index(&table, idx)?;
+        }
+        Op::AddCheck { name, expr } => {
+            let mut trial = (*def).clone();
+            let cname = match name {
+                Some(n) => n.clone(),
+                None => {
+                    let base = format!("{table}_check");
+                    let mut n = base.clone();
+                    let mut i = 0;
+                    while trial.checks.iter().any(|c| c.name == n) {
+                        i += 1;
+                        n = format!("{base}{i}");
+                    }
+                    n
+                }
+            };
+            if trial.checks.iter().any(|c| c.name == cname) {
+                return Err(SqlError::Invalid(format!(
+                    "constraint `{cname}` of table `{table}` already exists"
+                )));
+            }
+            trial.checks = vec![silt::CheckDef {
+                name: cname.clone(),
+                expr: expr.clone(),
+            }];
+            checks.validate(&trial)?;
+            // PostgreSQL checks the rows there are before it adds the
+            // constraint.
+            for r in ds.scan(Bound::Unbounded, Bound::Unbounded)? {
+                let r = r?;
+                if checks
+                    .violated(&trial, &r)
+                    .map_err(SqlError::Runtime)?
+                    .is_some()
+                {
+                    return Err(SqlError::Silt(silt::Error::CheckViolation {
+                        dataset: table,
+                        constraint: cname,
+                    }));
+                }
+            }
+            let (cname, expr) = (cname.clone(), expr.clone());
+            db.alter_dataset(&table, move |d| {
+                d.checks.push(silt::CheckDef { name: cname, expr });
+                Ok(())
+            })?;
+        }
+        Op::DropConstraint { name, if_exists } => {
+            if def.checks.iter().any(|c| c.name == *name) {
+                let name = name.clone();
+                db.alter_dataset(&table, move |d| {
+                    d.checks.retain(|c| c.name != name);
+                    Ok(())
+                })?;
+            } else if ds
+                .index_defs()
+                .iter()
+                .any(|d| d.name == *name && d.options.unique)
+            {
+                db.drop_index(&table, name)?;
+            } else if *name == format!("{table}_pkey") {
+                return Err(SqlError::Unsupported(format!(
+                    "dropping the primary key `{name}`: a Silt table is stored in its key's order, so its key is fixed"
+                )));
+            } else if !*if_exists {
+                return Err(SqlError::Invalid(format!(
+                    "constraint `{name}` of table `{table}` does not exist"
+                )));
+            }
         }
         Op::Default(c, d) => {
             if !declared(c) {

@@ -614,6 +614,7 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     let mut not_null: Vec<String> = Vec::new();
     let mut defaults: Vec<(String, FieldDefault)> = Vec::new();
     let mut checks: Vec<(Option<String>, String, String)> = Vec::new();
+    let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
     let mut fields = Vec::new();
     for c in &ct.columns {
         let cname = ident(&c.name);
@@ -650,13 +651,15 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
                         c.expr.to_string(),
                     ));
                 }
-                ColumnOption::Unique(_)
-                | ColumnOption::ForeignKey(_)
+                ColumnOption::Unique(_) => {
+                    uniques.push((o.name.as_ref().map(ident), vec![cname.clone()]));
+                }
+                ColumnOption::ForeignKey(_)
                 | ColumnOption::Generated { .. }
                 | ColumnOption::Materialized(_)
                 | ColumnOption::OnUpdate(_) => {
                     return Err(SqlError::Unsupported(format!(
-                        "`{}` on column `{cname}`: Silt keeps PRIMARY KEY, NOT NULL, DEFAULT and CHECK only",
+                        "`{}` on column `{cname}`: Silt keeps PRIMARY KEY, UNIQUE, NOT NULL, DEFAULT and CHECK only",
                         o.option
                     )));
                 }
@@ -674,12 +677,24 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
             ));
             continue;
         }
-        if matches!(
-            tc,
-            TableConstraint::Unique(_) | TableConstraint::ForeignKey(_)
-        ) {
+        if let TableConstraint::Unique(u) = tc {
+            let mut cols = Vec::new();
+            for ic in &u.columns {
+                match &ic.column.expr {
+                    SqlExpr::Identifier(i) => cols.push(ident(i)),
+                    other => {
+                        return Err(SqlError::Invalid(format!(
+                            "UNIQUE parts must be column names, got `{other}`"
+                        )));
+                    }
+                }
+            }
+            uniques.push((u.name.as_ref().or(u.index_name.as_ref()).map(ident), cols));
+            continue;
+        }
+        if matches!(tc, TableConstraint::ForeignKey(_)) {
             return Err(SqlError::Unsupported(format!(
-                "table constraint `{tc}`: Silt keeps PRIMARY KEY, NOT NULL, DEFAULT and CHECK only"
+                "table constraint `{tc}`: Silt keeps PRIMARY KEY, UNIQUE, NOT NULL, DEFAULT and CHECK only"
             )));
         }
         if let TableConstraint::PrimaryKey(p) = tc {
@@ -722,6 +737,32 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     }
     for n in not_null.iter().filter(|n| !pk.contains(n)) {
         def = def.not_null(n);
+    }
+    // UNIQUE: a unique btree index each, named as PostgreSQL names the
+    // constraint (`<table>_<columns>_key`); the primary key is unique
+    // already.
+    for (given, cols) in uniques {
+        if cols == pk {
+            continue;
+        }
+        for c in &cols {
+            if def.field_type(c).is_none() {
+                return Err(SqlError::Invalid(format!(
+                    "UNIQUE column `{c}` is not a column of {name}"
+                )));
+            }
+        }
+        let iname = given.unwrap_or_else(|| format!("{name}_{}_key", cols.join("_")));
+        if def.indexes.iter().any(|d| d.name == iname) {
+            continue;
+        }
+        let refs: Vec<&str> = cols.iter().map(String::as_str).collect();
+        let mut idx = IndexDef::btree(&iname, &refs);
+        idx.options.unique = true;
+        idx.id = def.indexes.len() as u32 + 1;
+        def.index_ids_used = idx.id;
+        idx.validate()?;
+        def.indexes.push(idx);
     }
     for (n, d) in defaults {
         def = def.default_value(&n, d);
@@ -803,10 +844,10 @@ pub fn index_def(ci: &CreateIndex) -> Result<(String, IndexDef), SqlError> {
             )));
         }
     };
-    if ci.unique {
-        return Err(SqlError::Unsupported(
-            "UNIQUE secondary indexes (only the primary key is unique)".to_owned(),
-        ));
+    if ci.unique && kind != IndexKind::Btree {
+        return Err(SqlError::Unsupported(format!(
+            "a UNIQUE {kind} index: only btree indexes can be unique"
+        )));
     }
     let mut fields = Vec::new();
     for c in &ci.columns {
@@ -820,7 +861,10 @@ pub fn index_def(ci: &CreateIndex) -> Result<(String, IndexDef), SqlError> {
         }
     }
     let mut policy = MergePolicy::default();
-    let mut options = IndexOptions::default();
+    let mut options = IndexOptions {
+        unique: ci.unique,
+        ..IndexOptions::default()
+    };
     for w in &ci.with {
         let (k, v) = match w {
             SqlExpr::BinaryOp { left, right, .. } => (option_text(left), option_text(right)),

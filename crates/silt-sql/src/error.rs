@@ -8,7 +8,7 @@ pub enum SqlError {
     /// The storage engine refused or failed (duplicate key, invalid record,
     /// unknown dataset or index, I/O...).
     #[error("{0}")]
-    Silt(#[from] silt::Error),
+    Silt(silt::Error),
 
     /// DataFusion failed to parse, plan or run the statement.
     #[error("{0}")]
@@ -71,15 +71,16 @@ pub enum SqlError {
     )]
     NotNull { table: String, column: String },
 
-    /// A row whose primary key is already taken (SQLSTATE 23505). The
+    /// A row whose primary key, or value of a unique index, is already
+    /// taken (SQLSTATE 23505). The
     /// message is PostgreSQL's; the key is in [`SqlError::detail`] (and,
     /// in parentheses, in the displayed text).
     #[error("duplicate key value violates unique constraint \"{constraint}\" ({})", key_detail(.columns, .values))]
     UniqueViolation {
         table: String,
-        /// `<table>_pkey`.
+        /// `<table>_pkey`, or the unique index's name.
         constraint: String,
-        /// The primary-key columns.
+        /// The primary-key (or unique index's) columns.
         columns: Vec<String>,
         /// The key's values, as text.
         values: Vec<String>,
@@ -211,6 +212,27 @@ fn partial_text(
     format!("{head}: {source}; {tail}")
 }
 
+/// A storage error in SQL's terms: a unique index's duplicate value is a
+/// unique violation naming the index.
+impl From<silt::Error> for SqlError {
+    fn from(e: silt::Error) -> Self {
+        match e {
+            silt::Error::DuplicateValue {
+                dataset,
+                index,
+                fields,
+                values,
+            } => SqlError::UniqueViolation {
+                table: dataset,
+                constraint: index,
+                columns: fields,
+                values,
+            },
+            other => SqlError::Silt(other),
+        }
+    }
+}
+
 impl SqlError {
     /// PostgreSQL's DETAIL for this error, if it has one (the key of a
     /// unique violation), looking through statement and row wrappers.
@@ -283,7 +305,7 @@ impl From<DataFusionError> for SqlError {
 fn unwrap_df(e: DataFusionError) -> SqlError {
     match e {
         DataFusionError::External(inner) => match inner.downcast::<silt::Error>() {
-            Ok(se) => SqlError::Silt(*se),
+            Ok(se) => SqlError::from(*se),
             Err(other) => match other.downcast::<SqlError>() {
                 Ok(sql) => *sql,
                 Err(other) => match other.downcast::<DataFusionError>() {

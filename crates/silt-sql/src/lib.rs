@@ -1204,7 +1204,8 @@ impl SqlEngine {
                     ));
                 }
                 let db = self.db.clone();
-                ddl::blocking(move || alter::run(&db, &a)).await?;
+                let checks = self.checks.clone();
+                ddl::blocking(move || alter::run(&db, &checks, &a)).await?;
                 // Views and plans over the table see its new columns.
                 self.reload_views();
                 Ok(Output::Batches(vec![]))

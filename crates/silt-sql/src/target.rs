@@ -117,7 +117,7 @@ impl Table {
     pub(crate) fn row_error(&self, key: &[Value], e: silt::Error) -> SqlError {
         match e {
             silt::Error::DuplicateKey { .. } => self.unique_violation(key),
-            other => SqlError::Silt(other),
+            other => other.into(),
         }
     }
 

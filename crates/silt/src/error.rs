@@ -31,6 +31,17 @@ pub enum Error {
     #[error("duplicate primary key {key} in dataset {dataset}")]
     DuplicateKey { dataset: String, key: String },
 
+    /// A write would give two live records the same value of a unique
+    /// index's fields.
+    #[error("duplicate value ({}) = ({}) of unique index {index} in dataset {dataset}", .fields.join(", "), .values.join(", "))]
+    DuplicateValue {
+        dataset: String,
+        index: String,
+        fields: Vec<String>,
+        /// The values, as text.
+        values: Vec<String>,
+    },
+
     /// A record or value did not match what the dataset declares.
     #[error("invalid record{}: {reason}", .field.as_ref().map(|f| format!(" (field `{f}`)")).unwrap_or_default())]
     InvalidRecord {

@@ -29,6 +29,8 @@ mod spatial_leveled;
 mod transactions;
 #[path = "engine/txn.rs"]
 mod txn;
+#[path = "engine/unique.rs"]
+mod unique;
 #[path = "engine/worked_example.rs"]
 mod worked_example;
 #[path = "engine/write_prepared.rs"]

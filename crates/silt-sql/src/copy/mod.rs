@@ -665,7 +665,7 @@ impl CopyIn {
         if let Some((i, e)) = w.failed {
             let e = match keys.get(i) {
                 Some(k) => self.table.row_error(k, e),
-                None => SqlError::Silt(e),
+                None => e.into(),
             };
             self.ended = true;
             return Err(self.failed(first + i as u64 + 1, e));

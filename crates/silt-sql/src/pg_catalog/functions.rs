@@ -316,10 +316,15 @@ fn constraintdef(a: &[ScalarValue], c: &mut Ctx<'_>) -> DfResult<ScalarValue> {
     Ok(snap
         .relations
         .iter()
-        .find(|r| r.index.as_ref().is_some_and(|i| i.primary) && constraint_oid(r) == oid)
+        .find(|r| r.index.as_ref().is_some_and(|i| i.unique) && constraint_oid(r) == oid)
         .map_or(NULL, |r| {
             let cols: Vec<String> = r.columns.iter().map(|c| quote_ident(&c.name)).collect();
-            s(format!("PRIMARY KEY ({})", cols.join(", ")))
+            let kind = if r.index.as_ref().is_some_and(|i| i.primary) {
+                "PRIMARY KEY"
+            } else {
+                "UNIQUE"
+            };
+            s(format!("{kind} ({})", cols.join(", ")))
         }))
 }
 

@@ -147,8 +147,9 @@ fn rows(name: &str, snap: &Snapshot) -> Vec<Row> {
             })
             .collect(),
         "columns" => listed(snap).flat_map(|r| column_rows(&db, r)).collect(),
-        "table_constraints" => primary_keys(snap)
+        "table_constraints" => key_constraints(snap)
             .map(|(ix, t)| {
+                let primary = ix.index.as_ref().is_some_and(|of| of.primary);
                 vec![
                     ("constraint_catalog", db.clone().into()),
                     ("constraint_schema", ix.schema.clone().into()),
@@ -156,14 +157,17 @@ fn rows(name: &str, snap: &Snapshot) -> Vec<Row> {
                     ("table_catalog", db.clone().into()),
                     ("table_schema", t.schema.clone().into()),
                     ("table_name", t.name.clone().into()),
-                    ("constraint_type", "PRIMARY KEY".into()),
+                    (
+                        "constraint_type",
+                        if primary { "PRIMARY KEY" } else { "UNIQUE" }.into(),
+                    ),
                     ("is_deferrable", yes(false)),
                     ("initially_deferred", yes(false)),
                     ("enforced", yes(true)),
                 ]
             })
             .collect(),
-        "key_column_usage" | "constraint_column_usage" => primary_keys(snap)
+        "key_column_usage" | "constraint_column_usage" => key_constraints(snap)
             .flat_map(|(ix, t)| {
                 let db = db.clone();
                 ix.columns.iter().enumerate().map(move |(i, c)| {
@@ -193,10 +197,10 @@ fn owner(snap: &Snapshot) -> String {
         .to_owned()
 }
 
-/// Each table's primary-key index and the table.
-fn primary_keys(snap: &Snapshot) -> impl Iterator<Item = (&Relation, &Relation)> {
+/// Each table's primary-key and unique indexes, each with the table.
+fn key_constraints(snap: &Snapshot) -> impl Iterator<Item = (&Relation, &Relation)> {
     snap.relations.iter().filter_map(|ix| {
-        let of = ix.index.as_ref().filter(|of| of.primary)?;
+        let of = ix.index.as_ref().filter(|of| of.unique)?;
         let t = snap.relation(of.table)?;
         debug_assert!(constraint_oid(ix) > 0);
         Some((ix, t))

@@ -282,7 +282,7 @@ fn index_row(r: &Relation) -> Option<Row> {
         ("indrelid", of.table.into()),
         ("indnatts", n.into()),
         ("indnkeyatts", n.into()),
-        ("indisunique", of.primary.into()),
+        ("indisunique", of.unique.into()),
         ("indisprimary", of.primary.into()),
         ("indimmediate", true.into()),
         ("indisvalid", true.into()),
@@ -301,7 +301,7 @@ fn index_row(r: &Relation) -> Option<Row> {
     ])
 }
 
-/// The oid of a table's primary-key constraint.
+/// The oid of a table's primary-key or unique constraint.
 pub fn constraint_oid(index: &Relation) -> i64 {
     oid_of(&["constraint", &index.schema, &index.name])
 }
@@ -347,12 +347,12 @@ fn check_rows(r: &Relation) -> Vec<Row> {
 }
 
 fn constraint_row(r: &Relation) -> Option<Row> {
-    let of = r.index.as_ref().filter(|of| of.primary)?;
+    let of = r.index.as_ref().filter(|of| of.unique)?;
     Some(vec![
         ("oid", constraint_oid(r).into()),
         ("conname", r.name.clone().into()),
         ("connamespace", r.namespace.into()),
-        ("contype", 'p'.into()),
+        ("contype", if of.primary { 'p' } else { 'u' }.into()),
         ("condeferrable", false.into()),
         ("condeferred", false.into()),
         ("convalidated", true.into()),
@@ -391,7 +391,7 @@ pub fn index_definition(snap: &Snapshot, index: &Relation) -> Option<String> {
     let cols: Vec<String> = index.columns.iter().map(|c| quote_ident(&c.name)).collect();
     Some(format!(
         "CREATE {}INDEX {} ON {}.{} USING {} ({})",
-        if of.primary { "UNIQUE " } else { "" },
+        if of.unique { "UNIQUE " } else { "" },
         quote_ident(&index.name),
         quote_ident(&table.schema),
         quote_ident(&table.name),

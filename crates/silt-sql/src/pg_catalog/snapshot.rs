@@ -79,6 +79,8 @@ pub struct IndexOf {
     /// Attribute numbers of the indexed columns in the table.
     pub keys: Vec<i16>,
     pub primary: bool,
+    /// The primary key's index, or a unique index (SQL's `UNIQUE`).
+    pub unique: bool,
     /// The kind's name, as `CREATE INDEX ... USING` takes it.
     pub method: String,
 }
@@ -399,12 +401,14 @@ fn add_dataset(out: &mut Vec<Relation>, schema: &str, ns: i64, ds: Arc<Dataset>)
         format!("{name}_pkey"),
         def.primary_key.clone(),
         true,
+        true,
         IndexKind::Btree,
     )];
     for ix in ds.index_defs() {
-        indexes.push((ix.name.clone(), ix.fields.clone(), false, ix.kind));
+        let unique = ix.options.unique;
+        indexes.push((ix.name.clone(), ix.fields.clone(), false, unique, ix.kind));
     }
-    for (ix_name, fields, primary, kind) in indexes {
+    for (ix_name, fields, primary, unique, kind) in indexes {
         out.push(Relation {
             oid: oid_of(&["index", schema, &name, &ix_name]),
             name: ix_name,
@@ -419,6 +423,7 @@ fn add_dataset(out: &mut Vec<Relation>, schema: &str, ns: i64, ds: Arc<Dataset>)
                 table: table_oid,
                 keys: fields.iter().map(|f| attnum(f)).collect(),
                 primary,
+                unique,
                 method: kind.to_string(),
             }),
             has_index: false,

@@ -21,6 +21,9 @@ impl Dataset {
                 index: def.name,
             });
         }
+        if def.options.unique {
+            self.check_no_duplicates(&def)?;
+        }
         // Never reuse an id: log records of a dropped index may still be in
         // the log (the caller passes the highest id ever used in `def.id`).
         def.id = cur.defs.iter().map(|d| d.id).max().unwrap_or(0).max(def.id) + 1;

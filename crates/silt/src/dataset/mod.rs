@@ -29,6 +29,7 @@ mod read;
 mod recency;
 mod sequence;
 mod transaction;
+mod unique;
 mod write;
 pub use index_read::IndexHit;
 pub use query::{

@@ -217,13 +217,13 @@ impl Dataset {
     /// locks are taken after the record's primary-key lock and in increasing
     /// name order; a transaction of several records that would have to wait
     /// for a name at or below one it holds could deadlock, and gives up.
-    fn lock_value(&self, txn: u64, name: u64, work: &mut TxnWork) -> Result<()> {
+    pub(super) fn lock_value(&self, txn: u64, name: u64, work: &mut TxnWork) -> Result<()> {
         let ctx = &self.txn;
         if !ctx.locks.try_lock_x(txn, name) {
             if work.value_lock_max.is_some_and(|m| name <= m) {
                 return Err(Error::invalid(
                     None,
-                    "the posting list of an eager index value is locked by another transaction while this one holds another list (waiting could deadlock); the transaction was undone, retry it",
+                    "a value of an eager or unique index is locked by another transaction while this one holds another (waiting could deadlock); the transaction was undone, retry it",
                 ));
             }
             // Algorithm 1: make this thread's earlier commits durable (their

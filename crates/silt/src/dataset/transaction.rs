@@ -573,6 +573,7 @@ impl Transaction {
                     ds,
                     TxnWork {
                         value_lock_max,
+                        defer_unique: true,
                         ..Default::default()
                     },
                 ));
@@ -588,6 +589,16 @@ impl Transaction {
             match ds.apply(txn, &op, work, true) {
                 Ok(did) => applied += usize::from(did),
                 Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        // Unique values are checked once every record has its final value
+        // (records of one transaction may trade values).
+        if failure.is_none() {
+            for (ds, work) in works.iter_mut() {
+                if let Err(e) = ds.run_unique_checks(work) {
                     failure = Some(e);
                     break;
                 }

@@ -137,6 +137,11 @@ pub(super) struct TxnWork {
     pub(super) cost: u64,
     /// Largest eager-index value lock name held (see `recency`).
     pub(super) value_lock_max: Option<u64>,
+    /// Check unique indexes once every write of the transaction is applied
+    /// (a multi-record transaction: records may trade values), collecting
+    /// the checks in `unique_checks` (see `unique`).
+    pub(super) defer_unique: bool,
+    pub(super) unique_checks: Vec<super::unique::UniqueCheck>,
 }
 
 impl Dataset {
@@ -199,6 +204,13 @@ impl Dataset {
                 }
                 WriteOp::Delete(_) => None,
             };
+            match self.check_unique(txn, &idx, key, old_rec.as_ref(), new_rec.as_ref(), work) {
+                // SQL's ON CONFLICT DO NOTHING skips a taken unique value too.
+                Err(Error::DuplicateValue { .. }) if matches!(op, WriteOp::InsertIgnore(..)) => {
+                    return Ok(false);
+                }
+                r => r?,
+            }
             for (i, d) in idx.defs.iter().enumerate() {
                 if d.kind.is_recency() {
                     // Maintained by `recency_prepare` / `recency_apply`.

@@ -1,5 +1,6 @@
 //! Changing a dataset's declared fields (SQL's `ALTER TABLE ... ADD / DROP
-//! / RENAME COLUMN`, `SET / DROP DEFAULT`, `SET / DROP NOT NULL`): one
+//! / RENAME COLUMN`, `SET / DROP DEFAULT`, `SET / DROP NOT NULL`, `ADD /
+//! DROP CONSTRAINT ... CHECK`): one
 //! catalog write, after which every write is checked against the new
 //! definition. Records are not rewritten here: the caller moves or removes
 //! their values first (see `silt-sql`'s `alter`), in a transaction.
@@ -11,8 +12,9 @@ use crate::error::{Error, Result};
 use crate::schema::DatasetDef;
 
 impl Database {
-    /// Change dataset `name`'s declared fields, `NOT NULL` fields and
-    /// defaults with `f`; anything else `f` changes is refused, as is
+    /// Change dataset `name`'s declared fields, `NOT NULL` fields, defaults
+    /// and CHECK constraints with `f` (the caller has checked the records
+    /// against added constraints); anything else `f` changes is refused, as is
     /// undeclaring a field an index reads. Returns the new definition.
     pub fn alter_dataset(
         &self,
@@ -35,9 +37,10 @@ impl Database {
         rest.fields = old.fields.clone();
         rest.not_null = old.not_null.clone();
         rest.defaults = old.defaults.clone();
+        rest.checks = old.checks.clone();
         if rest != old {
             return Err(Error::Config(format!(
-                "altering `{name}` may change its fields, NOT NULL and defaults only"
+                "altering `{name}` may change its fields, NOT NULL, defaults and CHECK constraints only"
             )));
         }
         for idx in ds.index_defs() {
@@ -96,7 +99,7 @@ mod tests {
         assert!(
             e.unwrap_err()
                 .to_string()
-                .contains("fields, NOT NULL and defaults only")
+                .contains("fields, NOT NULL, defaults and CHECK constraints only")
         );
         let e = db.alter_dataset("t", |d| {
             d.fields.retain(|(n, _)| n != "n");

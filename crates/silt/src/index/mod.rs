@@ -206,6 +206,11 @@ impl IndexKind {
 /// Kind-specific options of an index.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IndexOptions {
+    /// Btree: no two live records share a value of the indexed fields
+    /// (SQL's `UNIQUE`; records with a null in them are not indexed, so
+    /// any number of them may exist, as in SQL).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unique: bool,
     /// R-tree and inverted indexes. Default: antimatter for the R-tree (the
     /// faster variant in seed 000), deleted keys for inverted indexes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -408,6 +413,12 @@ impl IndexDef {
                 self.kind,
                 self.name,
                 self.fields.len()
+            )));
+        }
+        if self.options.unique && self.kind != IndexKind::Btree {
+            return Err(Error::Config(format!(
+                "index `{}`: only a btree index can be unique, not a {} index",
+                self.name, self.kind
             )));
         }
         if self.options.reconcile.is_some() && !imp.accepts(IndexOption::Reconcile) {
