@@ -169,6 +169,7 @@ pub fn get(db: &Database, name: &str, key: &[String], pretty: bool) -> CliResult
     let pk = parse_key(&ds, key);
     match ds.get(&pk)? {
         Some(v) => {
+            let v = ds.def().present(v);
             let text = if pretty {
                 serde_json::to_string_pretty(&v)
                     .map_err(|e| CliError::Failed(format!("cannot render the record: {e}")))?
@@ -200,8 +201,9 @@ pub fn scan(
     let mut out = stdout();
     let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
     let mut n = 0u64;
+    let def = ds.def();
     for rec in scan.take(take) {
-        let v = rec?;
+        let v = def.present(rec?);
         writeln!(out, "{v}").map_err(CliError::from_stdout)?;
         n += 1;
     }

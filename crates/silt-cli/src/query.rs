@@ -580,8 +580,11 @@ pub fn query(db: &Database, a: &QueryArgs) -> CliResult<()> {
     let (stats, join) = match plan {
         Plan::Query(q) => {
             let mut results = ds.query(&def.name, &q, opts)?;
+            let shape = ds.def();
             for hit in results.by_ref() {
-                let line = hit_line(hit?, a.index_only, None, &mut collided);
+                let mut hit = hit?;
+                hit.record = hit.record.map(|r| shape.present(r));
+                let line = hit_line(hit, a.index_only, None, &mut collided);
                 writeln!(out, "{line}").map_err(CliError::from_stdout)?;
                 n += 1;
             }
@@ -597,8 +600,10 @@ pub fn query(db: &Database, a: &QueryArgs) -> CliResult<()> {
                 counts: counts.clone(),
             };
             let mut pairs = ds.spatial_join(&def.name, probes, pred, opts)?;
+            let shape = ds.def();
             for pair in pairs.by_ref() {
-                let (id, hit) = pair?;
+                let (id, mut hit) = pair?;
+                hit.record = hit.record.map(|r| shape.present(r));
                 let line = hit_line(hit, a.index_only, Some(id), &mut collided);
                 writeln!(out, "{line}").map_err(CliError::from_stdout)?;
                 n += 1;

@@ -296,11 +296,21 @@ fn dates_times_and_decimals_from_csv() {
     );
     assert!(r.stderr.contains("numeric field overflow"), "{}", r.stderr);
     assert!(r.stderr.contains("type date"), "{}", r.stderr);
-    // Stored forms: microseconds, the decimal's text, days.
+    // Shown as people write them (stored as microseconds, the decimal's
+    // text and days), by get and scan alike.
     let r = expect(&db, &["get", "ev", "2024-03-01T10:30:00Z"], 0);
     assert_eq!(
         json(&r.stdout),
-        serde_json::json!({"ts": 1_709_289_000_000_000i64, "price": "12.35", "day": 19_783})
+        serde_json::json!({"ts": "2024-03-01 10:30:00+00", "price": "12.35", "day": "2024-03-01"})
+    );
+    let r = expect(&db, &["scan", "ev"], 0);
+    let days: Vec<serde_json::Value> = r.stdout.lines().map(|l| json(l)["day"].clone()).collect();
+    assert_eq!(
+        days,
+        [
+            serde_json::json!("2024-03-01"),
+            serde_json::json!("2024-03-02")
+        ]
     );
 }
 

@@ -170,6 +170,11 @@ fn convert(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, ConvError> {
     if let Ok(geo) = obj.getattr("__geo_interface__") {
         return convert(&geo, depth + 1);
     }
+    // Dates, times and decimals as the text their declared fields read
+    // (a Decimal must not become a float through `__float__`).
+    if let Some(t) = crate::typed::text_of(obj).map_err(|e| ConvError::new(e.to_string()))? {
+        return Ok(Value::String(t));
+    }
     if obj.hasattr("__index__").unwrap_or(false) {
         let i = obj
             .call_method0("__index__")
@@ -184,7 +189,7 @@ fn convert(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, ConvError> {
             .map_err(|e| ConvError::new(e.to_string()));
     }
     Err(ConvError::new(format!(
-        "cannot store a Python {} value; use None, bool, int, float, str, bytes, list, tuple, dict or a GeoJSON geometry dict",
+        "cannot store a Python {} value; use None, bool, int, float, str, bytes, list, tuple, dict, datetime.date, datetime.datetime, decimal.Decimal or a GeoJSON geometry dict",
         type_name(obj)
     )))
 }

@@ -8,10 +8,11 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use silt::value::prefix_upper_bound;
 use silt::{BatchOptions, JoinPredicate, Query, QueryOptions, Value, WriteMode};
 
-use crate::convert::{serde_to_py, to_geometry, to_key, to_py, to_record};
+use crate::convert::{serde_to_py, to_geometry, to_key, to_record};
 use crate::errors::{BindError, IntoPyResult, detached, silt_to_py};
 use crate::handle::Handle;
 use crate::results::{JoinIterator, QueryIterator, ScanIterator};
+use crate::typed::Typed;
 
 /// Records converted and written per core batch call in non-atomic batches.
 const BATCH_CHUNK: usize = 4096;
@@ -94,9 +95,15 @@ impl Dataset {
         let opts = QueryOptions { index_only, limit };
         let handle = self.handle.clone();
         let results = detached(py, || {
-            handle.with_dataset(&self.name, |ds| Ok(ds.query(index, &query, opts)?))
+            handle.with_dataset(&self.name, |ds| {
+                Ok((ds.query(index, &query, opts)?, Typed::of(&ds.def())))
+            })
         })?;
-        Ok(QueryIterator::new(self.handle.clone(), results))
+        Ok(QueryIterator::new(
+            self.handle.clone(),
+            results.0,
+            results.1,
+        ))
     }
 
     /// Insert or upsert many records (see `insert_many`).
@@ -319,9 +326,12 @@ impl Dataset {
     fn get(&self, py: Python<'_>, pk: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
         let key = to_key(pk)?;
         let rec = detached(py, || {
-            self.handle.with_dataset(&self.name, |ds| Ok(ds.get(&key)?))
+            self.handle
+                .with_dataset(&self.name, |ds| Ok((ds.get(&key)?, Typed::of(&ds.def()))))
         })?;
-        rec.map(|r| to_py(py, &r).map(Bound::unbind)).transpose()
+        let (rec, typed) = rec;
+        rec.map(|r| typed.record(py, &r).map(Bound::unbind))
+            .transpose()
     }
 
     /// `pk in dataset`: whether a record with this primary key exists.
@@ -369,10 +379,10 @@ impl Dataset {
                         }
                     }
                 };
-                Ok(ds.scan_raw(lo, hi)?)
+                Ok((ds.scan_raw(lo, hi)?, Typed::of(&ds.def())))
             })
         })?;
-        Ok(ScanIterator::new(self.handle.clone(), scan))
+        Ok(ScanIterator::new(self.handle.clone(), scan.0, scan.1))
     }
 
     /// Iterate over every record in primary-key order.
@@ -603,10 +613,13 @@ impl Dataset {
         let opts = QueryOptions { index_only, limit };
         let join = detached(py, || {
             self.handle.with_dataset(&self.name, |ds| {
-                Ok(ds.spatial_join(index, list, pred, opts)?)
+                Ok((
+                    ds.spatial_join(index, list, pred, opts)?,
+                    Typed::of(&ds.def()),
+                ))
             })
         })?;
-        Ok(JoinIterator::new(self.handle.clone(), join))
+        Ok(JoinIterator::new(self.handle.clone(), join.0, join.1))
     }
 
     fn __repr__(&self) -> String {

@@ -14,6 +14,7 @@ mod results;
 #[cfg(feature = "sql")]
 mod sql;
 mod transaction;
+mod typed;
 
 use pyo3::prelude::*;
 

@@ -15,6 +15,7 @@ use silt::{Geometry, QueryHit, QueryResults, QueryStats, Value};
 use crate::convert::{key_to_py, serde_to_py, to_py};
 use crate::errors::{BindResult, detached};
 use crate::handle::Handle;
+use crate::typed::Typed;
 
 const MAX_BATCH: usize = 256;
 
@@ -115,11 +116,11 @@ impl Source for Join {
     }
 }
 
-fn hit_to_py<'py>(py: Python<'py>, hit: &QueryHit) -> PyResult<Bound<'py, PyDict>> {
+fn hit_to_py<'py>(py: Python<'py>, hit: &QueryHit, typed: &Typed) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("pk", key_to_py(py, &hit.pk)?)?;
     match &hit.record {
-        Some(r) => d.set_item("record", to_py(py, r)?)?,
+        Some(r) => d.set_item("record", typed.record(py, r)?)?,
         None => d.set_item("record", py.None())?,
     }
     d.set_item("distance_m", hit.distance_m)?;
@@ -136,13 +137,15 @@ fn stats_of<S: Source>(py: Python<'_>, state: &Mutex<State<S>>) -> PyResult<Py<P
 pub struct ScanIterator {
     handle: Arc<Handle>,
     state: Mutex<State<silt::DatasetScan>>,
+    typed: Typed,
 }
 
 impl ScanIterator {
-    pub fn new(handle: Arc<Handle>, scan: silt::DatasetScan) -> Self {
+    pub fn new(handle: Arc<Handle>, scan: silt::DatasetScan, typed: Typed) -> Self {
         ScanIterator {
             handle,
             state: Mutex::new(State::new(scan)),
+            typed,
         }
     }
 }
@@ -155,7 +158,7 @@ impl ScanIterator {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         match next_of(py, &self.handle, &self.state)? {
-            Some(v) => Ok(Some(to_py(py, &v)?.unbind())),
+            Some(v) => Ok(Some(self.typed.record(py, &v)?.unbind())),
             None => Ok(None),
         }
     }
@@ -169,13 +172,15 @@ impl ScanIterator {
 pub struct QueryIterator {
     handle: Arc<Handle>,
     state: Mutex<State<QueryResults>>,
+    typed: Typed,
 }
 
 impl QueryIterator {
-    pub fn new(handle: Arc<Handle>, results: QueryResults) -> Self {
+    pub fn new(handle: Arc<Handle>, results: QueryResults, typed: Typed) -> Self {
         QueryIterator {
             handle,
             state: Mutex::new(State::new(results)),
+            typed,
         }
     }
 }
@@ -188,7 +193,7 @@ impl QueryIterator {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         match next_of(py, &self.handle, &self.state)? {
-            Some(hit) => Ok(Some(hit_to_py(py, &hit)?.into_any().unbind())),
+            Some(hit) => Ok(Some(hit_to_py(py, &hit, &self.typed)?.into_any().unbind())),
             None => Ok(None),
         }
     }
@@ -206,13 +211,15 @@ impl QueryIterator {
 pub struct JoinIterator {
     handle: Arc<Handle>,
     state: Mutex<State<Join>>,
+    typed: Typed,
 }
 
 impl JoinIterator {
-    pub fn new(handle: Arc<Handle>, join: Join) -> Self {
+    pub fn new(handle: Arc<Handle>, join: Join, typed: Typed) -> Self {
         JoinIterator {
             handle,
             state: Mutex::new(State::new(join)),
+            typed,
         }
     }
 }
@@ -226,7 +233,7 @@ impl JoinIterator {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         match next_of(py, &self.handle, &self.state)? {
             Some((probe, hit)) => {
-                let d = hit_to_py(py, &hit)?;
+                let d = hit_to_py(py, &hit, &self.typed)?;
                 d.set_item("probe", to_py(py, &probe)?)?;
                 Ok(Some(d.into_any().unbind()))
             }

@@ -9,9 +9,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 use silt::value::prefix_upper_bound;
 
-use crate::convert::{to_key, to_py, to_record};
+use crate::convert::{to_key, to_record};
 use crate::errors::{BindError, BindResult, detached};
 use crate::handle::Handle;
+use crate::typed::Typed;
 
 /// A transaction (from `Database.transaction()`): writes are buffered and
 /// applied together at `commit()`, atomically and durably, across every
@@ -114,8 +115,11 @@ impl Transaction {
         pk: &Bound<'_, PyAny>,
     ) -> PyResult<Option<Py<PyAny>>> {
         let (name, key) = (dataset_name(dataset)?, to_key(pk)?);
-        let rec = detached(py, || self.with(&name, |t, ds| Ok(t.get(ds, &key)?)))?;
-        rec.map(|r| to_py(py, &r).map(Bound::unbind)).transpose()
+        let (rec, typed) = detached(py, || {
+            self.with(&name, |t, ds| Ok((t.get(ds, &key)?, Typed::of(&ds.def()))))
+        })?;
+        rec.map(|r| typed.record(py, &r).map(Bound::unbind))
+            .transpose()
     }
 
     /// Records with keys from `lo` to `hi` (inclusive; None = unbounded) as
@@ -149,12 +153,13 @@ impl Transaction {
                     }
                     out.push(r?);
                 }
-                Ok(out)
+                Ok((out, Typed::of(&ds.def())))
             })
         })?;
+        let (records, typed) = records;
         let list = PyList::empty(py);
         for r in &records {
-            list.append(to_py(py, r)?)?;
+            list.append(typed.record(py, r)?)?;
         }
         Ok(list)
     }

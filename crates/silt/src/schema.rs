@@ -131,6 +131,40 @@ impl DatasetDef {
         }
     }
 
+    /// A record as people read it: declared date and time fields (stored
+    /// as days and microseconds) as text, `2026-01-31`,
+    /// `2026-01-31 12:00:00.5`, `2026-01-31 12:00:00+00` (what the CLI and
+    /// JSON outputs show; a value past the supported years stays a number).
+    pub fn present(&self, record: Value) -> Value {
+        let Value::Object(fields) = record else {
+            return record;
+        };
+        let shown = fields
+            .into_iter()
+            .map(|(k, v)| {
+                let v = match (self.field_type(&k), v) {
+                    (Some(FieldType::Date), Value::Int(d)) => temporal::days_date(d)
+                        .map_or(Value::Int(d), |x| {
+                            Value::String(x.format("%Y-%m-%d").to_string())
+                        }),
+                    (Some(t @ (FieldType::Timestamp | FieldType::TimestampTz)), Value::Int(m)) => {
+                        temporal::micros_datetime(m).map_or(Value::Int(m), |x| {
+                            let zone = if t == FieldType::TimestampTz {
+                                "+00"
+                            } else {
+                                ""
+                            };
+                            Value::String(format!("{}{zone}", x.format("%Y-%m-%d %H:%M:%S%.f")))
+                        })
+                    }
+                    (_, v) => v,
+                };
+                (k, v)
+            })
+            .collect();
+        Value::Object(shown)
+    }
+
     pub fn field_type(&self, name: &str) -> Option<FieldType> {
         self.fields.iter().find(|(n, _)| n == name).map(|(_, t)| *t)
     }
