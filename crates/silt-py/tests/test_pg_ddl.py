@@ -13,6 +13,14 @@ from test_psycopg import ids, server, silt_bin  # noqa: F401  (the fixture)
 psycopg = pytest.importorskip("psycopg")
 
 
+def _sa_engine(sa, server):
+    """A SQLAlchemy engine on the test server (psycopg 3 driver)."""
+    args = dict(re.findall(r"(\w+)=(\S+)", server))
+    return sa.create_engine(
+        f"postgresql+psycopg://{args['user']}@{args['host']}:{args['port']}/{args['dbname']}"
+    )
+
+
 def _table(c):
     c.execute(
         "CREATE TABLE item (id BIGINT PRIMARY KEY, name TEXT NOT NULL, "
@@ -84,10 +92,7 @@ def test_update_from_delete_using_and_truncate(server):  # noqa: F811
 
 def test_sqlalchemy_server_defaults_and_returning(server):  # noqa: F811
     sa = pytest.importorskip("sqlalchemy")
-    args = dict(re.findall(r"(\w+)=(\S+)", server))
-    eng = sa.create_engine(
-        f"postgresql+psycopg://{args['user']}@{args['host']}:{args['port']}/{args['dbname']}"
-    )
+    eng = _sa_engine(sa, server)
     try:
         md = sa.MetaData()
         t = sa.Table(
@@ -122,10 +127,7 @@ def test_sqlalchemy_autoincrement_keys_are_serial(server):  # noqa: F811
     """SQLAlchemy's default integer key: `SERIAL`, filled by the server,
     read back through RETURNING, and reflected as autoincrement."""
     sa = pytest.importorskip("sqlalchemy")
-    args = dict(re.findall(r"(\w+)=(\S+)", server))
-    eng = sa.create_engine(
-        f"postgresql+psycopg://{args['user']}@{args['host']}:{args['port']}/{args['dbname']}"
-    )
+    eng = _sa_engine(sa, server)
     try:
         md = sa.MetaData()
         t = sa.Table(
@@ -162,10 +164,7 @@ def test_sqlalchemy_unique_columns(server):  # noqa: F811
     """`unique=True` and UniqueConstraint: created, enforced (a psycopg
     UniqueViolation naming the constraint), and reflected."""
     sa = pytest.importorskip("sqlalchemy")
-    args = dict(re.findall(r"(\w+)=(\S+)", server))
-    eng = sa.create_engine(
-        f"postgresql+psycopg://{args['user']}@{args['host']}:{args['port']}/{args['dbname']}"
-    )
+    eng = _sa_engine(sa, server)
     try:
         md = sa.MetaData()
         t = sa.Table(

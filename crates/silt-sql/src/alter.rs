@@ -18,8 +18,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, Expr as SqlExpr,
-    TableConstraint,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, TableConstraint,
 };
 use silt::RecordCheck;
 use silt::{Database, Dataset, FieldDefault, FieldType, Value};
@@ -187,21 +186,8 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
 fn constraint_op(c: &TableConstraint) -> Result<Op, SqlError> {
     match c {
         TableConstraint::Unique(u) => {
-            let mut cols = Vec::new();
-            for ic in &u.columns {
-                match &ic.column.expr {
-                    SqlExpr::Identifier(i) => cols.push(ident(i)),
-                    other => {
-                        return Err(SqlError::Invalid(format!(
-                            "UNIQUE parts must be column names, got `{other}`"
-                        )));
-                    }
-                }
-            }
-            Ok(Op::AddUnique {
-                name: u.name.as_ref().or(u.index_name.as_ref()).map(ident),
-                cols,
-            })
+            let (name, cols) = ddl::unique_constraint(u)?;
+            Ok(Op::AddUnique { name, cols })
         }
         TableConstraint::Check(ch) => Ok(Op::AddCheck {
             name: ch.name.as_ref().map(ident),
@@ -381,33 +367,18 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
             })?;
         }
         Op::AddUnique { name, cols } => {
-            let iname = name
-                .clone()
-                .unwrap_or_else(|| format!("{table}_{}_key", cols.join("_")));
             for c in cols {
                 if !declared(c) {
                     return Err(no_column(ds, c));
                 }
             }
-            let refs: Vec<&str> = cols.iter().map(String::as_str).collect();
-            let mut idx = silt::IndexDef::btree(&iname, &refs);
-            idx.options.unique = true;
-            db.create_index(&table, idx)?;
+            db.create_index(&table, ddl::unique_index(&table, name.clone(), cols))?;
         }
         Op::AddCheck { name, expr } => {
             let mut trial = (*def).clone();
             let cname = match name {
                 Some(n) => n.clone(),
-                None => {
-                    let base = format!("{table}_check");
-                    let mut n = base.clone();
-                    let mut i = 0;
-                    while trial.checks.iter().any(|c| c.name == n) {
-                        i += 1;
-                        n = format!("{base}{i}");
-                    }
-                    n
-                }
+                None => ddl::check_name(&table, "check", &trial.checks),
             };
             if trial.checks.iter().any(|c| c.name == cname) {
                 return Err(SqlError::Invalid(format!(

@@ -572,6 +572,47 @@ pub fn field_default(column: &str, e: &SqlExpr) -> Result<Option<FieldDefault>, 
     }))
 }
 
+/// A `UNIQUE (cols)` table constraint: its name, if given, and columns.
+pub fn unique_constraint(
+    u: &datafusion::sql::sqlparser::ast::UniqueConstraint,
+) -> Result<(Option<String>, Vec<String>), SqlError> {
+    let mut cols = Vec::new();
+    for ic in &u.columns {
+        match &ic.column.expr {
+            SqlExpr::Identifier(i) => cols.push(ident(i)),
+            other => {
+                return Err(SqlError::Invalid(format!(
+                    "UNIQUE parts must be column names, got `{other}`"
+                )));
+            }
+        }
+    }
+    Ok((u.name.as_ref().or(u.index_name.as_ref()).map(ident), cols))
+}
+
+/// The unique btree index that keeps `UNIQUE (cols)` on `table`, named as
+/// given or as PostgreSQL names the constraint, `<table>_<cols>_key`.
+pub fn unique_index(table: &str, given: Option<String>, cols: &[String]) -> IndexDef {
+    let name = given.unwrap_or_else(|| format!("{table}_{}_key", cols.join("_")));
+    let refs: Vec<&str> = cols.iter().map(String::as_str).collect();
+    let mut idx = IndexDef::btree(&name, &refs);
+    idx.options.unique = true;
+    idx
+}
+
+/// The name of a table's next unnamed CHECK constraint: PostgreSQL's
+/// `<table>_<suffix>` (`t_check`, `t_n_check`), numbered when taken.
+pub fn check_name(table: &str, suffix: &str, taken: &[silt::CheckDef]) -> String {
+    let base = format!("{table}_{suffix}");
+    let mut n = base.clone();
+    let mut i = 0;
+    while taken.iter().any(|c| c.name == n) {
+        i += 1;
+        n = format!("{base}{i}");
+    }
+    n
+}
+
 /// `SERIAL` and its kin: an int column whose default is its sequence.
 pub fn is_serial(type_name: &str) -> bool {
     matches!(
@@ -678,18 +719,7 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
             continue;
         }
         if let TableConstraint::Unique(u) = tc {
-            let mut cols = Vec::new();
-            for ic in &u.columns {
-                match &ic.column.expr {
-                    SqlExpr::Identifier(i) => cols.push(ident(i)),
-                    other => {
-                        return Err(SqlError::Invalid(format!(
-                            "UNIQUE parts must be column names, got `{other}`"
-                        )));
-                    }
-                }
-            }
-            uniques.push((u.name.as_ref().or(u.index_name.as_ref()).map(ident), cols));
+            uniques.push(unique_constraint(u)?);
             continue;
         }
         if matches!(tc, TableConstraint::ForeignKey(_)) {
@@ -752,13 +782,10 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
                 )));
             }
         }
-        let iname = given.unwrap_or_else(|| format!("{name}_{}_key", cols.join("_")));
-        if def.indexes.iter().any(|d| d.name == iname) {
+        let mut idx = unique_index(&name, given, &cols);
+        if def.indexes.iter().any(|d| d.name == idx.name) {
             continue;
         }
-        let refs: Vec<&str> = cols.iter().map(String::as_str).collect();
-        let mut idx = IndexDef::btree(&iname, &refs);
-        idx.options.unique = true;
         idx.id = def.indexes.len() as u32 + 1;
         def.index_ids_used = idx.id;
         idx.validate()?;
@@ -772,16 +799,7 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     for (given, suffix, expr) in checks {
         let name = match given {
             Some(n) => n,
-            None => {
-                let base = format!("{name}_{suffix}");
-                let mut n = base.clone();
-                let mut i = 0;
-                while def.checks.iter().any(|c| c.name == n) {
-                    i += 1;
-                    n = format!("{base}{i}");
-                }
-                n
-            }
+            None => check_name(&name, &suffix, &def.checks),
         };
         def.checks.push(silt::CheckDef { name, expr });
     }

@@ -63,6 +63,25 @@ fn record(k: i64, v: i64, pad: usize) -> Value {
     ])
 }
 
+/// Open the database in a writer process. The parent test process runs
+/// phases at once: while one phase forks a writer, the forked copy briefly
+/// shares another phase's open LOCK file description (until exec closes
+/// it), so a flock can outlive the parent's close by a moment. Retry
+/// briefly.
+fn open_retrying(dir: &Path, opts: DbOptions) -> Arc<Database> {
+    let mut tries = 0;
+    loop {
+        match Database::open(dir, opts.clone()) {
+            Ok(db) => return Arc::new(db),
+            Err(silt::Error::Locked { .. }) if tries < 200 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("child open: {e}"),
+        }
+    }
+}
+
 /// The writer. Runs only when started by the torture test.
 #[test]
 fn crash_child() {
@@ -77,21 +96,7 @@ fn crash_child() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
-    // The parent test process runs two phases at once: while one phase forks
-    // a writer, the forked copy briefly shares the other phase's open LOCK
-    // file description (until exec closes it), so a flock can outlive the
-    // parent's close by a moment. Retry briefly.
-    let mut tries = 0;
-    let db = loop {
-        match Database::open(&dir, db_opts(pad > 0)) {
-            Ok(db) => break Arc::new(db),
-            Err(silt::Error::Locked { .. }) if tries < 200 => {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(e) => panic!("child open: {e}"),
-        }
-    };
+    let db = open_retrying(Path::new(&dir), db_opts(pad > 0));
     let ds = match db.dataset("t") {
         Ok(ds) => ds,
         Err(_) => db

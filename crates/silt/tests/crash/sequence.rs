@@ -31,17 +31,7 @@ fn seq_crash_child() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let mut tries = 0;
-    let db = loop {
-        match Database::open(&dir, opts()) {
-            Ok(db) => break Arc::new(db),
-            Err(silt::Error::Locked { .. }) if tries < 200 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => panic!("child open: {e}"),
-        }
-    };
+    let db = super::open_retrying(std::path::Path::new(&dir), opts());
     let ds = match db.dataset("s") {
         Ok(ds) => ds,
         Err(_) => db
