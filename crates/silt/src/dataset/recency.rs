@@ -191,7 +191,7 @@ impl Dataset {
             }
             if imp.locks_values() {
                 for v in old.iter().chain(new.iter()) {
-                    names.push(self.value_lock_name(d.id, v));
+                    names.push(self.value_lock_name(b'E', d.id, v));
                 }
             }
             ops.push(RecOp { i, imp, old, new });
@@ -204,10 +204,11 @@ impl Dataset {
         Ok(ops)
     }
 
-    /// Lock name of value `v` of eager index `index_id`.
-    fn value_lock_name(&self, index_id: u32, v: &[u8]) -> u64 {
+    /// Lock name of encoded value `v` of index `index_id`; `tag` keeps the
+    /// names of eager (`E`) and unique (`U`) indexes apart.
+    pub(super) fn value_lock_name(&self, tag: u8, index_id: u32, v: &[u8]) -> u64 {
         let mut k = Vec::with_capacity(v.len() + 6);
-        k.extend_from_slice(&[0xFF, b'E']);
+        k.extend_from_slice(&[0xFF, tag]);
         k.extend_from_slice(&index_id.to_be_bytes());
         k.extend_from_slice(v);
         LockManager::name(self.id, &k)

@@ -50,7 +50,9 @@ impl Dataset {
                 continue;
             }
             for v in old_v.iter().chain(new_v.iter()) {
-                names.push(self.unique_lock_name(d.id, v)?);
+                let mut enc = Vec::with_capacity(32);
+                value::encode_key(v, &mut enc)?;
+                names.push(self.value_lock_name(b'U', d.id, &enc));
             }
             if let Some(v) = new_v {
                 checks.push((i, v));
@@ -121,15 +123,6 @@ impl Dataset {
         }
         let rec = value::decode_value(&e.value)?;
         Ok(d.value_key(&rec)?.as_deref() == Some(want))
-    }
-
-    /// Lock name of value `v` of unique index `index_id`.
-    fn unique_lock_name(&self, index_id: u32, v: &[Value]) -> Result<u64> {
-        let mut k = Vec::with_capacity(32);
-        k.extend_from_slice(&[0xFF, b'U']);
-        k.extend_from_slice(&index_id.to_be_bytes());
-        value::encode_key(v, &mut k)?;
-        Ok(LockManager::name(self.id, &k))
     }
 }
 
