@@ -33,6 +33,8 @@ struct Args {
     max_value_bytes: String,
     #[arg(long, default_value = "256MiB")]
     max_result_bytes: String,
+    #[arg(long, default_value = "256MiB")]
+    column_cache: String,
 }
 
 fn main() -> Result<()> {
@@ -48,6 +50,7 @@ fn main() -> Result<()> {
         idle_timeout: "30m".to_string(),
         idle_in_transaction_timeout: "5m".to_string(),
         max_request_bytes: "16MiB".to_string(),
+        column_cache: a.column_cache,
     };
     let mut cfg = silt_server::cli::config(&a.pg, &a.http, a.max_concurrent, 256, &a.timeout)?;
     silt_server::cli::apply_bounds(&mut cfg, &bounds)?;

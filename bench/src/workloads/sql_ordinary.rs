@@ -157,10 +157,17 @@ fn same(a: &Rows, b: &Rows) -> bool {
 /// Per query: sorted times (ms) and the rows.
 type Timed = BTreeMap<&'static str, (Vec<f64>, Rows)>;
 
-fn time_queries(c: &mut Client, qs: &[Q], label: &str) -> Result<Timed> {
+/// Per query: the time of its first run (ms), before any cache of the
+/// server's held it.
+type Firsts = BTreeMap<&'static str, f64>;
+
+fn time_queries(c: &mut Client, qs: &[Q], label: &str) -> Result<(Timed, Firsts)> {
     let mut out = Timed::new();
+    let mut firsts = Firsts::new();
     for q in qs {
+        let t = Instant::now();
         let rows = simple_rows(c, &q.sql).with_context(|| format!("{label}: {}", q.sql))?;
+        firsts.insert(q.name, t.elapsed().as_secs_f64() * 1000.0);
         let mut times = Vec::with_capacity(q.reps);
         for _ in 0..q.reps {
             let t = Instant::now();
@@ -171,7 +178,7 @@ fn time_queries(c: &mut Client, qs: &[Q], label: &str) -> Result<Timed> {
         eprintln!("{label}: {}: p50 {:.3} ms", q.name, times[times.len() / 2]);
         out.insert(q.name, (times, rows));
     }
-    Ok(out)
+    Ok((out, firsts))
 }
 
 fn copy_in(c: &mut Client, table: &str, data: &[u8]) -> Result<()> {
@@ -306,6 +313,7 @@ impl Workload for SqlOrdinary {
             ));
             time_queries(&mut c, &qs, "silt-serve")?
         };
+        let (silt, silt_first) = silt;
         // PostgreSQL.
         let pg = match PgInstall::find() {
             Err(reason) => {
@@ -336,7 +344,7 @@ impl Workload for SqlOrdinary {
                     Kind::Measure,
                     n as f64 / load,
                 ));
-                Some(time_queries(&mut c, &qs, "postgresql")?)
+                Some(time_queries(&mut c, &qs, "postgresql")?.0)
             }
         };
         // DuckDB.
@@ -396,6 +404,17 @@ impl Workload for SqlOrdinary {
                 Kind::Measure,
                 s,
             ));
+            // The first run reads records; later ones may read the
+            // column images it left (`silt_sql::column_cache`).
+            if let Some(f) = silt_first.get(q.name) {
+                out.push(ResultRow::new(
+                    "silt-serve",
+                    &format!("{} first run", q.name),
+                    "ms",
+                    Kind::Measure,
+                    *f,
+                ));
+            }
             if let Some(t) = q.target_ms {
                 out.push(
                     ResultRow::new(

@@ -777,6 +777,12 @@ struct ServeBounds {
     /// The longest PostgreSQL message and HTTP request body (HTTP 413).
     #[arg(long, value_name = "SIZE", default_value = "16MiB")]
     max_request_bytes: String,
+    /// Column images kept for full scans (aggregates, joins, filters on
+    /// columns without an index): a dataset's components decoded once into
+    /// columns and read again without decoding records. Counted apart
+    /// from the query memory limits.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    column_cache: String,
 }
 
 fn run(cli: Cli) -> CliResult<()> {
@@ -1004,6 +1010,7 @@ fn run(cli: Cli) -> CliResult<()> {
                 idle_timeout: bounds.idle_timeout.clone(),
                 idle_in_transaction_timeout: bounds.idle_in_transaction_timeout.clone(),
                 max_request_bytes: bounds.max_request_bytes.clone(),
+                column_cache: bounds.column_cache.clone(),
             };
             silt_server::cli::apply_bounds(&mut cfg, &flags)
                 .map_err(|e| CliError::Usage(e.to_string()))?;

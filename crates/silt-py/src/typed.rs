@@ -1,9 +1,12 @@
-//! Values of declared date, time and decimal fields as Python has them.
+//! Values of declared date, time, interval and decimal fields as Python
+//! has them.
 //!
-//! Going in, `datetime.date`, `datetime.datetime` and `decimal.Decimal`
-//! become their ISO / plain text, which a declared field's type reads
-//! (`date`, `timestamp`, `timestamptz`, `decimal(p,s)`; an undeclared field
-//! keeps the text). Coming out, a record's declared fields of those types
+//! Going in, `datetime.date`, `datetime.datetime`, `datetime.timedelta`
+//! and `decimal.Decimal` become their ISO / plain text, which a declared
+//! field's type reads (`date`, `timestamp`, `timestamptz`, `interval`,
+//! `decimal(p,s)`; an undeclared field keeps the text). A declared
+//! `interval` comes out as a `datetime.timedelta` when it has no months
+//! (Python's timedelta has none), else as its ISO 8601 text. Coming out, a record's declared fields of those types
 //! become `datetime.date`, naive `datetime.datetime`, UTC
 //! `datetime.datetime` and `decimal.Decimal` (stored as days, microseconds
 //! and canonical text: see `silt::value::temporal`). A stored value Python
@@ -31,6 +34,7 @@ impl Typed {
                         FieldType::Date
                             | FieldType::Timestamp
                             | FieldType::TimestampTz
+                            | FieldType::Interval
                             | FieldType::Decimal { .. }
                     )
                 })
@@ -88,6 +92,13 @@ fn typed_value<'py>(py: Python<'py>, t: FieldType, v: &Value) -> PyResult<Bound<
         (FieldType::Decimal { .. }, Value::String(s)) => {
             py.import("decimal")?.getattr("Decimal")?.call1((s,))
         }
+        (FieldType::Interval, Value::String(s)) => match silt::value::interval::parse(s) {
+            Ok(i) if i.months == 0 => dt.getattr("timedelta")?.call(
+                (),
+                Some(&[("days", i64::from(i.days)), ("microseconds", i.micros)].into_py_dict(py)?),
+            ),
+            _ => return to_py(py, v),
+        },
         _ => return to_py(py, v),
     };
     match made {
@@ -106,6 +117,12 @@ pub fn text_of(obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
         // datetime is a date too; isoformat() writes either (with the
         // offset when aware).
         return Ok(Some(obj.call_method0("isoformat")?.extract()?));
+    }
+    if obj.is_instance(&dt.getattr("timedelta")?)? {
+        let days: i64 = obj.getattr("days")?.extract()?;
+        let secs: i64 = obj.getattr("seconds")?.extract()?;
+        let us: i64 = obj.getattr("microseconds")?.extract()?;
+        return Ok(Some(format!("P{days}DT{secs}.{us:06}S")));
     }
     if obj.is_instance(&py.import("decimal")?.getattr("Decimal")?)? {
         return Ok(Some(obj.str()?.extract()?));

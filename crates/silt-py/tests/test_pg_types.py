@@ -176,3 +176,55 @@ def test_list_parameters_for_any(server, binary):  # noqa: F811
             assert "get-many(2 keys)" in plan, plan
         with pytest.raises(psycopg.Error, match="one-dimensional"):
             conn.execute("SELECT id FROM tag WHERE id = ANY(%s)", ([[1, 2], [3, 4]],))
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_interval_columns_and_parameters(server, binary):  # noqa: F811
+    spans = [dt.timedelta(days=1, hours=2), dt.timedelta(minutes=90),
+             dt.timedelta(days=-1, hours=2), dt.timedelta(microseconds=1), dt.timedelta(0)]
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("CREATE TABLE iv (id BIGINT PRIMARY KEY, span INTERVAL)")
+        with conn.cursor(binary=binary) as cur:
+            cur.executemany("INSERT INTO iv VALUES (%s, %s)", list(enumerate(spans)))
+            cur.execute("SELECT span FROM iv ORDER BY id")
+            assert [r[0] for r in cur.fetchall()] == spans
+            cur.execute("SELECT id FROM iv WHERE span > %s ORDER BY id", (dt.timedelta(hours=1),))
+            assert [r[0] for r in cur.fetchall()] == [0, 1]
+        # PostgreSQL's text output, months kept apart from days.
+        conn.execute("INSERT INTO iv VALUES (9, '1 year 2 mons 3 days 04:05:06.5')")
+        text = conn.execute("SELECT CAST(span AS TEXT), span::text FROM iv WHERE id = 9").fetchone()
+        assert text[0] is not None
+        desc = conn.execute("SELECT span FROM iv LIMIT 0").description
+        assert desc[0].type_code == 1186
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("INSERT INTO iv VALUES (10, '3 fortnights')")
+        assert "interval" in str(e.value)
+        assert conn.execute("SELECT count(*) FROM iv").fetchone()[0] == 6
+
+
+def test_sequence_functions_through_psycopg(server):  # noqa: F811
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("CREATE TABLE s (id SERIAL PRIMARY KEY, name TEXT)")
+        seq = conn.execute("SELECT pg_get_serial_sequence('s', 'id')").fetchone()[0]
+        assert seq == "public.s_id_seq"
+        assert conn.execute("SELECT nextval(%s)", (seq,)).fetchone()[0] == 1
+        assert conn.execute("SELECT currval('s_id_seq')").fetchone()[0] == 1
+        conn.execute("SELECT setval('s_id_seq', 10)")
+        row = conn.execute("INSERT INTO s (name) VALUES ('a') RETURNING id").fetchone()
+        assert row[0] == 11
+    # currval is the session's own.
+    with psycopg.connect(server, autocommit=True) as other:
+        with pytest.raises(psycopg.Error) as e:
+            other.execute("SELECT currval('s_id_seq')")
+        assert "not yet defined" in str(e.value)
+
+
+def test_document_view_shows_undeclared_fields(server):  # noqa: F811
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("CREATE TABLE d (id BIGINT PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO d VALUES (1, 'plain')")
+        rows = conn.execute("SELECT id, name, doc FROM documents.d").fetchall()
+        assert rows == [(1, "plain", None)]
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("DELETE FROM documents.d")
+        assert "read-only" in str(e.value)

@@ -349,3 +349,22 @@ def test_declared_dates_times_and_decimals_are_python_objects(db):
             ev.insert(bad)
         assert e.value.field == "price"
     assert ev.get(datetime.date(2024, 3, 3)) is None
+
+
+def test_declared_intervals_are_timedeltas(db):
+    """A declared interval takes a timedelta or interval text and gives a
+    timedelta, unless it has months (then its ISO 8601 text)."""
+    jobs = db.create_dataset("jobs", primary_key="id", fields={"id": "int", "took": "interval"})
+    spans = {1: datetime.timedelta(days=1, hours=2), 2: datetime.timedelta(days=-1, seconds=5),
+             3: datetime.timedelta(microseconds=7)}
+    for i, s in spans.items():
+        jobs.insert({"id": i, "took": s})
+    jobs.insert({"id": 4, "took": "1 mon 2 days"})
+    jobs.insert({"id": 5, "took": "90 minutes"})
+    for i, s in spans.items():
+        assert jobs.get(i)["took"] == s
+    assert jobs.get(4)["took"] == "P1M2D"
+    assert jobs.get(5)["took"] == datetime.timedelta(minutes=90)
+    with pytest.raises(siltdb.InvalidInputError) as e:
+        jobs.insert({"id": 6, "took": "3 fortnights"})
+    assert e.value.field == "took"

@@ -110,6 +110,7 @@ pub struct BoundFlags {
     pub idle_timeout: String,
     pub idle_in_transaction_timeout: String,
     pub max_request_bytes: String,
+    pub column_cache: String,
 }
 
 /// Set the resource bounds of `cfg` from `silt serve`'s flags.
@@ -126,6 +127,9 @@ pub fn apply_bounds(cfg: &mut ServerConfig, f: &BoundFlags) -> Result<(), Server
         &f.idle_in_transaction_timeout,
     )?;
     cfg.max_request_bytes = parse_size("max-request-bytes", &f.max_request_bytes)?;
+    if !f.column_cache.is_empty() {
+        cfg.column_cache = parse_size("column-cache", &f.column_cache)?;
+    }
     if cfg.max_query_memory > 0
         && cfg.max_server_memory > 0
         && cfg.max_query_memory > cfg.max_server_memory
@@ -205,9 +209,10 @@ pub fn serve_until_signal(db: Database, cfg: ServerConfig) -> Result<(), ServerE
         let tls_required = cfg.tls_required;
         let scheme = if tls { "https" } else { "http" };
         let bounds = format!(
-            "  memory {} a query, {} in all; values {}; results {}; {} connections; idle {}, in a transaction {}",
+            "  memory {} a query, {} in all, {} of column images; values {}; results {}; {} connections; idle {}, in a transaction {}",
             shown(cfg.max_query_memory),
             shown(cfg.max_server_memory),
+            shown(cfg.column_cache),
             shown(cfg.max_value_bytes),
             shown(cfg.max_result_bytes),
             cfg.max_connections,

@@ -17,19 +17,20 @@ use base64::Engine as _;
 use bytes::{BufMut, BytesMut};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Date32Array, Decimal128Array,
-    Float64Array, Int64Array, ListArray, RecordBatch, StringArray, StringBuilder,
-    TimestampMicrosecondArray,
+    Float64Array, Int64Array, IntervalMonthDayNanoArray, ListArray, RecordBatch, StringArray,
+    StringBuilder, TimestampMicrosecondArray,
 };
 use datafusion::arrow::compute::{CastOptions, cast_with_options};
 use datafusion::arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Field, Float64Type, Int64Type, TimeUnit,
-    TimestampMicrosecondType,
+    DataType, Date32Type, Decimal128Type, Field, Float64Type, Int64Type, IntervalMonthDayNanoType,
+    IntervalUnit, TimeUnit, TimestampMicrosecondType,
 };
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use pgwire::api::Type;
 use pgwire::types::ToSqlText;
 use postgres_types::{IsNull, ToSql, to_sql_checked};
+use silt::value::interval::Interval;
 use silt::value::{decimal, temporal};
 use silt_sql::pg_forms;
 
@@ -57,6 +58,7 @@ pub fn pg_type(dt: &DataType) -> Type {
         | DataType::Decimal64(..)
         | DataType::Decimal128(..)
         | DataType::Decimal256(..) => Type::NUMERIC,
+        DataType::Interval(_) | DataType::Duration(_) => Type::INTERVAL,
         DataType::Dictionary(_, v) => pg_type(v),
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
             match pg_type(f.data_type()) {
@@ -100,6 +102,7 @@ pub enum PgColumn {
     Numeric(Decimal128Array, u8),
     /// JSON text (`jsonb`).
     Json(StringArray),
+    Interval(IntervalMonthDayNanoArray),
     /// An array column: its lists, elements converted for the element type.
     List(ListArray, Box<PgColumn>),
 }
@@ -112,6 +115,7 @@ pub enum PgCell<'a> {
     Time(i64, bool),
     Numeric(i128, u8),
     Json(&'a str),
+    Interval(Interval),
 }
 
 impl PgColumn {
@@ -125,6 +129,14 @@ impl PgColumn {
                 Some(PgCell::Numeric(a.value(r), *scale))
             }
             PgColumn::Json(a) if !a.is_null(r) => Some(PgCell::Json(a.value(r))),
+            PgColumn::Interval(a) if !a.is_null(r) => {
+                let v = a.value(r);
+                Some(PgCell::Interval(Interval::from_month_day_nano(
+                    v.months,
+                    v.days,
+                    v.nanoseconds,
+                )))
+            }
             _ => None,
         }
     }
@@ -139,6 +151,7 @@ impl PgCell<'_> {
             }
             PgCell::Numeric(u, scale) => decimal::format_units(*u, *scale),
             PgCell::Json(t) => (*t).to_owned(),
+            PgCell::Interval(i) => i.to_postgres(),
         }
     }
 }
@@ -163,6 +176,7 @@ impl ToSql for PgCell<'_> {
                 }
                 out.put_slice(t.as_bytes());
             }
+            PgCell::Interval(i) => out.put_slice(&pg_forms::interval_send(i)),
         }
         Ok(IsNull::No)
     }
@@ -286,6 +300,15 @@ impl PgColumn {
                 )
             }
             Type::JSONB => PgColumn::Json(text_array(array)?),
+            Type::INTERVAL => PgColumn::Interval(
+                cast_with_options(
+                    array,
+                    &DataType::Interval(IntervalUnit::MonthDayNano),
+                    &strict(),
+                )?
+                .as_primitive::<IntervalMonthDayNanoType>()
+                .clone(),
+            ),
             _ => PgColumn::Text(text_array(array)?),
         })
     }
@@ -320,6 +343,7 @@ impl PgColumn {
             | PgColumn::Date(_)
             | PgColumn::Time(..)
             | PgColumn::Numeric(..)
+            | PgColumn::Interval(_)
             | PgColumn::Json(_) => return None,
         })
     }

@@ -128,6 +128,9 @@ pub struct ServerConfig {
     pub idle_in_transaction_timeout: Duration,
     /// The longest PostgreSQL message and HTTP request body.
     pub max_request_bytes: usize,
+    /// Column images kept for full scans (`silt_sql::column_cache`); 0:
+    /// none.
+    pub column_cache: usize,
 }
 
 impl Default for ServerConfig {
@@ -151,6 +154,7 @@ impl Default for ServerConfig {
             idle_timeout: Duration::from_secs(30 * 60),
             idle_in_transaction_timeout: Duration::from_secs(5 * 60),
             max_request_bytes: 16 << 20,
+            column_cache: silt_sql::column_cache::DEFAULT_BYTES as usize,
         }
     }
 }
@@ -233,6 +237,7 @@ impl Server {
                     .to_owned(),
             ));
         }
+        engine.set_column_cache_bytes(cfg.column_cache as u64);
         engine.set_file_access(match &cfg.server_files {
             None => silt_sql::access::FileAccess::Off,
             Some(d) => {

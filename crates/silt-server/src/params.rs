@@ -103,6 +103,15 @@ fn timestamp_literal(micros: i64, zone: bool) -> Literal {
     }
 }
 
+/// An interval as a SQL literal DataFusion reads exactly (its parts in
+/// units it knows).
+fn interval_literal(i: &silt::value::interval::Interval) -> Literal {
+    Literal(format!(
+        "INTERVAL '{} months {} days {} microseconds'",
+        i.months, i.days, i.micros
+    ))
+}
+
 /// A decimal number as an exact SQL literal: a `numeric` cast of its
 /// plain digits (a bare `1.5` would be a double), with at least as many
 /// fraction digits as it has.
@@ -202,6 +211,12 @@ pub fn literal(
                     .ok_or_else(|| err(index, "not a finite binary numeric"))?;
                 numeric_literal(index, &text)?
             }
+            Type::INTERVAL => interval_literal(&pg_forms::interval_recv(b).ok_or_else(|| {
+                err(
+                    index,
+                    "a binary interval is 16 bytes within ±292 years of time",
+                )
+            })?),
             _ => {
                 return Err(err(
                     index,
@@ -236,6 +251,9 @@ pub fn literal(
             float_literal(v)
         }
         Type::NUMERIC => numeric_literal(index, t)?,
+        Type::INTERVAL => {
+            interval_literal(&silt::value::interval::parse(t).map_err(|e| err(index, e))?)
+        }
         Type::DATE => date_literal(temporal::parse_date(t).map_err(|e| err(index, e))?),
         Type::TIMESTAMP | Type::TIMESTAMPTZ => {
             let zone = *ty == Type::TIMESTAMPTZ;

@@ -598,6 +598,7 @@ fn encode_batch(batch: &RecordBatch, fields: &Arc<Vec<FieldInfo>>) -> PgWireResu
                 PgColumn::Date(_)
                 | PgColumn::Time(..)
                 | PgColumn::Numeric(..)
+                | PgColumn::Interval(_)
                 | PgColumn::Json(_) => enc.encode_field(&c.cell(r))?,
                 PgColumn::List(_, values) => match (c.list(r), values.as_ref()) {
                     (Some(PgList::Int(v)), _) => enc.encode_field(&v)?,

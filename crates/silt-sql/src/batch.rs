@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{
     ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder,
-    Int64Builder, RecordBatch, RecordBatchOptions, StringBuilder, TimestampMicrosecondBuilder,
+    Int64Builder, IntervalMonthDayNanoBuilder, RecordBatch, RecordBatchOptions, StringBuilder,
+    TimestampMicrosecondBuilder,
 };
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNano, SchemaRef};
 use datafusion::error::Result as DfResult;
 use silt::value::{FieldView, decimal, decode_value, to_json, visit_fields};
 use silt::{FieldType, Value};
@@ -38,10 +39,17 @@ enum Col {
     Time(TimestampMicrosecondBuilder),
     /// Units of 10^-scale (stored text).
     Dec(Decimal128Builder, u8),
+    /// Months, days, nanoseconds (stored ISO 8601 text).
+    Interval(IntervalMonthDayNanoBuilder),
     /// WKT for geometries, the JSON text for `any` and `json`.
     Text {
         b: StringBuilder,
         any: bool,
+    },
+    /// The undeclared fields (all but `declared`) as a JSON object.
+    Rest {
+        b: StringBuilder,
+        declared: Arc<[String]>,
     },
 }
 
@@ -52,6 +60,8 @@ pub struct BatchBuilder<'c> {
     /// Whether the current row has its value of each column yet.
     filled: Vec<bool>,
     rows: usize,
+    /// A column of undeclared fields is built: records are decoded whole.
+    whole: bool,
 }
 
 impl<'c> BatchBuilder<'c> {
@@ -59,6 +69,10 @@ impl<'c> BatchBuilder<'c> {
         let builders = cols
             .iter()
             .map(|c| match c.data_type {
+                _ if c.rest.is_some() => Col::Rest {
+                    b: StringBuilder::with_capacity(capacity, capacity * 16),
+                    declared: c.rest.clone().unwrap_or_else(|| Arc::from(Vec::new())),
+                },
                 DataType::Int64 => Col::Int(Int64Builder::with_capacity(capacity)),
                 DataType::Float64 => Col::Double(Float64Builder::with_capacity(capacity)),
                 DataType::Boolean => Col::Bool(BooleanBuilder::with_capacity(capacity)),
@@ -68,6 +82,9 @@ impl<'c> BatchBuilder<'c> {
                     TimestampMicrosecondBuilder::with_capacity(capacity)
                         .with_timezone_opt(tz.clone()),
                 ),
+                DataType::Interval(_) => {
+                    Col::Interval(IntervalMonthDayNanoBuilder::with_capacity(capacity))
+                }
                 DataType::Decimal128(p, s) => Col::Dec(
                     Decimal128Builder::with_capacity(capacity)
                         .with_data_type(DataType::Decimal128(p, s)),
@@ -84,6 +101,7 @@ impl<'c> BatchBuilder<'c> {
             builders,
             filled: vec![false; cols.len()],
             rows: 0,
+            whole: cols.iter().any(|c| c.rest.is_some()),
         }
     }
 
@@ -106,6 +124,11 @@ impl<'c> BatchBuilder<'c> {
         if self.cols.is_empty() {
             // `count(*)`: only the number of rows.
             self.rows += 1;
+            return Ok(());
+        }
+        if self.whole {
+            let v = decode_value(bytes)?;
+            self.push_value(&v);
             return Ok(());
         }
         self.filled.fill(false);
@@ -140,6 +163,10 @@ impl<'c> BatchBuilder<'c> {
     /// A decoded record: its projected fields by name.
     pub fn push_value(&mut self, rec: &Value) {
         for (c, b) in self.cols.iter().zip(self.builders.iter_mut()) {
+            if let Col::Rest { b, declared } = b {
+                append_rest(b, declared, rec);
+                continue;
+            }
             match rec.get(&c.name) {
                 Some(v) => append_value(b, v),
                 None => append_null(b),
@@ -161,7 +188,8 @@ impl<'c> BatchBuilder<'c> {
                     Col::Date(b) => Arc::new(b.finish()),
                     Col::Time(b) => Arc::new(b.finish()),
                     Col::Dec(b, _) => Arc::new(b.finish()),
-                    Col::Text { b, .. } => Arc::new(b.finish()),
+                    Col::Interval(b) => Arc::new(b.finish()),
+                    Col::Text { b, .. } | Col::Rest { b, .. } => Arc::new(b.finish()),
                 }
             })
             .collect()
@@ -188,7 +216,28 @@ fn append_null(b: &mut Col) {
         Col::Date(b) => b.append_null(),
         Col::Time(b) => b.append_null(),
         Col::Dec(b, _) => b.append_null(),
-        Col::Text { b, .. } => b.append_null(),
+        Col::Interval(b) => b.append_null(),
+        Col::Text { b, .. } | Col::Rest { b, .. } => b.append_null(),
+    }
+}
+
+/// The fields of `rec` not in `declared`, as a JSON object (null when
+/// there are none; the first of a repeated name, as `Value::get` reads).
+fn append_rest(b: &mut StringBuilder, declared: &[String], rec: &Value) {
+    let Value::Object(fields) = rec else {
+        b.append_null();
+        return;
+    };
+    let mut obj = serde_json::Map::new();
+    for (name, v) in fields {
+        if !declared.iter().any(|d| d == name) && !obj.contains_key(name) {
+            obj.insert(name.clone(), to_json(v));
+        }
+    }
+    if obj.is_empty() {
+        b.append_null();
+    } else {
+        b.append_value(serde_json::Value::Object(obj).to_string());
     }
 }
 
@@ -208,6 +257,7 @@ fn append_view(b: &mut Col, view: FieldView<'_>) -> silt::Result<()> {
         (Col::Date(b), FieldView::Int(d)) => b.append_option(days32(d)),
         (Col::Time(b), FieldView::Int(m)) => b.append_value(m),
         (Col::Dec(b, scale), FieldView::Str(s)) => b.append_option(decimal::units(s, *scale)),
+        (Col::Interval(b), FieldView::Str(s)) => b.append_option(interval_of(s)),
         (Col::Text { b, .. }, FieldView::Null) => b.append_null(),
         (Col::Text { b, any: true }, v) => {
             let v = match v {
@@ -224,6 +274,13 @@ fn append_view(b: &mut Col, view: FieldView<'_>) -> silt::Result<()> {
         (b, _) => append_null(b),
     }
     Ok(())
+}
+
+/// A stored interval's text as Arrow's value (null if it does not read:
+/// the core stores only what its parser wrote).
+fn interval_of(s: &str) -> Option<IntervalMonthDayNano> {
+    let i = silt::value::interval::parse(s).ok()?;
+    Some(IntervalMonthDayNano::new(i.months, i.days, i.nanos()))
 }
 
 /// A scalar view as a value (never called with `Encoded`).
@@ -248,6 +305,7 @@ fn append_value(b: &mut Col, v: &Value) {
         (Col::Date(b), Value::Int(d)) => b.append_option(days32(*d)),
         (Col::Time(b), Value::Int(m)) => b.append_value(*m),
         (Col::Dec(b, scale), Value::String(s)) => b.append_option(decimal::units(s, *scale)),
+        (Col::Interval(b), Value::String(s)) => b.append_option(interval_of(s)),
         (Col::Text { b, .. }, Value::Null) => b.append_null(),
         (Col::Text { b, any: true }, v) => b.append_value(to_json(v).to_string()),
         (Col::Text { b, .. }, Value::String(s)) => b.append_value(s),

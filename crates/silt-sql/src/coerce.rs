@@ -25,10 +25,12 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Date32Array, Decimal128Builder, Float64Array,
-    Int64Array, StringArray, TimestampMicrosecondArray, new_null_array,
+    Int64Array, IntervalMonthDayNanoArray, StringArray, TimestampMicrosecondArray, new_null_array,
 };
 use datafusion::arrow::compute::{CastOptions, cast, cast_with_options};
-use datafusion::arrow::datatypes::{DataType, Float64Type, TimestampMicrosecondType};
+use datafusion::arrow::datatypes::{
+    DataType, Float64Type, IntervalMonthDayNano, TimestampMicrosecondType,
+};
 use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::common::ScalarValue;
 use datafusion::datasource::source_as_provider;
@@ -60,6 +62,7 @@ pub fn column_type_name(col: &ColumnInfo) -> String {
         FieldType::Timestamp => "timestamp without time zone".to_owned(),
         FieldType::TimestampTz => "timestamp with time zone".to_owned(),
         FieldType::Decimal { precision, scale } => format!("numeric({precision},{scale})"),
+        FieldType::Interval => "interval".to_owned(),
         other => other.to_string(),
     }
 }
@@ -153,6 +156,9 @@ pub fn check_assignable(col: &ColumnInfo, src: &DataType) -> Result<(), SqlError
                 )
         }
         FieldType::Decimal { .. } => is_number(src) || is_text(src),
+        FieldType::Interval => {
+            is_text(src) || matches!(src, DataType::Interval(_) | DataType::Duration(_))
+        }
         FieldType::Point | FieldType::Rectangle | FieldType::Polygon | FieldType::Geometry => {
             is_text(src)
         }
@@ -215,6 +221,13 @@ pub fn coerce(col: &ColumnInfo, a: &ArrayRef) -> Result<Coerced, SqlError> {
             })
         }
         DataType::Decimal128(precision, scale) => to_decimal(col, a, precision, scale.max(0) as u8),
+        DataType::Interval(_) if is_text(src) => {
+            parse_each::<IntervalMonthDayNano, IntervalMonthDayNanoArray>(col, a, |s| {
+                silt::value::interval::parse(s)
+                    .ok()
+                    .map(|i| IntervalMonthDayNano::new(i.months, i.days, i.nanos()))
+            })
+        }
         DataType::Utf8 if col.ty == FieldType::Json && is_text(src) => {
             let c = parse_each::<String, StringArray>(col, a, |s| {
                 serde_json::from_str::<serde_json::Value>(s)
@@ -485,6 +498,7 @@ mod tests {
             ty,
             data_type: crate::convert::arrow_type(ty),
             primary_key: false,
+            rest: None,
         }
     }
 

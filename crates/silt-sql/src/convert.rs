@@ -18,8 +18,8 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Field, Float64Type, Int64Type, Schema, SchemaRef,
-    TimeUnit, TimestampMicrosecondType,
+    DataType, Date32Type, Decimal128Type, Field, Float64Type, Int64Type, IntervalMonthDayNanoType,
+    IntervalUnit, Schema, SchemaRef, TimeUnit, TimestampMicrosecondType,
 };
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -34,7 +34,15 @@ pub struct ColumnInfo {
     pub ty: FieldType,
     pub data_type: DataType,
     pub primary_key: bool,
+    /// The document column of `documents.<table>` ([`document_columns`]):
+    /// a record's undeclared fields as one JSON object. These are the
+    /// declared names, left out of it.
+    pub rest: Option<Arc<[String]>>,
 }
+
+/// The schema whose tables are the document view of the datasets: the
+/// declared columns plus [`document_columns`]'s JSON column.
+pub const DOCUMENTS_SCHEMA: &str = "documents";
 
 /// The zone of `timestamptz` columns (DataFusion's default session zone).
 pub const UTC: &str = "+00:00";
@@ -50,6 +58,7 @@ pub fn arrow_type(ty: FieldType) -> DataType {
         FieldType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
         FieldType::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
         FieldType::Decimal { precision, scale } => DataType::Decimal128(precision, scale as i8),
+        FieldType::Interval => DataType::Interval(IntervalUnit::MonthDayNano),
         FieldType::Int => DataType::Int64,
         FieldType::Double => DataType::Float64,
         FieldType::Bool => DataType::Boolean,
@@ -75,6 +84,7 @@ pub fn columns(def: &DatasetDef) -> Vec<ColumnInfo> {
                 ty: FieldType::Any,
                 data_type: DataType::Utf8,
                 primary_key: true,
+                rest: None,
             });
         }
     }
@@ -84,8 +94,31 @@ pub fn columns(def: &DatasetDef) -> Vec<ColumnInfo> {
             ty: *ty,
             data_type: arrow_type(*ty),
             primary_key: def.primary_key.contains(name),
+            rest: None,
         });
     }
+    out
+}
+
+/// The columns of the document view of a dataset (`documents.<table>`):
+/// its SQL columns, then `doc`, a `jsonb` object of each record's
+/// undeclared fields (null when it has none), as records loaded from JSON
+/// through the CLI, Python or HTTP keep them. The column is `doc`, or
+/// `_doc`, `__doc`... when a declared field has that name.
+pub fn document_columns(def: &DatasetDef) -> Vec<ColumnInfo> {
+    let mut out = columns(def);
+    let declared: Arc<[String]> = out.iter().map(|c| c.name.clone()).collect();
+    let mut name = "doc".to_owned();
+    while declared.contains(&name) {
+        name.insert(0, '_');
+    }
+    out.push(ColumnInfo {
+        name,
+        ty: FieldType::Json,
+        data_type: DataType::Utf8,
+        primary_key: false,
+        rest: Some(declared),
+    });
     out
 }
 
@@ -172,6 +205,17 @@ pub fn value_at(col: &ColumnInfo, array: &ArrayRef, row: usize) -> DfResult<Opti
         DataType::Date32 => Value::Int(i64::from(array.as_primitive::<Date32Type>().value(row))),
         DataType::Timestamp(TimeUnit::Microsecond, _) => {
             Value::Int(array.as_primitive::<TimestampMicrosecondType>().value(row))
+        }
+        DataType::Interval(IntervalUnit::MonthDayNano) => {
+            let v = array.as_primitive::<IntervalMonthDayNanoType>().value(row);
+            Value::String(
+                silt::value::interval::Interval::from_month_day_nano(
+                    v.months,
+                    v.days,
+                    v.nanoseconds,
+                )
+                .to_iso(),
+            )
         }
         DataType::Decimal128(_, scale) => Value::String(silt::value::decimal::format_units(
             array.as_primitive::<Decimal128Type>().value(row),

@@ -227,7 +227,14 @@ pub(crate) fn object_parts(n: &ObjectName) -> Vec<String> {
 
 /// The last part of a (possibly qualified) name.
 fn object_name(n: &ObjectName) -> Result<String, SqlError> {
-    object_parts(n)
+    let mut parts = object_parts(n);
+    if parts.len() > 1 && parts[parts.len() - 2] == crate::convert::DOCUMENTS_SCHEMA {
+        return Err(SqlError::Invalid(format!(
+            "`{n}` is in the read-only schema `{}` (the document view of the tables): name the table itself",
+            crate::convert::DOCUMENTS_SCHEMA
+        )));
+    }
+    parts
         .pop()
         .ok_or_else(|| SqlError::Invalid(format!("bad name `{n}`")))
 }
@@ -446,9 +453,10 @@ pub fn field_type(dt: &str) -> Result<FieldType, SqlError> {
         "timestamp" | "datetime" => FieldType::Timestamp,
         "timestamptz" => FieldType::TimestampTz,
         "json" | "jsonb" => FieldType::Json,
+        "interval" => FieldType::Interval,
         other => FieldType::parse(other).map_err(|_| {
             SqlError::Invalid(format!(
-                "unsupported column type `{dt}`; use BIGINT, DOUBLE PRECISION, NUMERIC(p,s), VARCHAR, BOOLEAN, BYTEA, DATE, TIMESTAMP, TIMESTAMPTZ, JSONB, GEOMETRY, POINT, RECTANGLE or POLYGON"
+                "unsupported column type `{dt}`; use BIGINT, DOUBLE PRECISION, NUMERIC(p,s), VARCHAR, BOOLEAN, BYTEA, DATE, TIMESTAMP, TIMESTAMPTZ, INTERVAL, JSONB, GEOMETRY, POINT, RECTANGLE or POLYGON"
             ))
         })?,
     };

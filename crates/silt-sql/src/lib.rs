@@ -49,6 +49,7 @@ pub mod capped;
 mod checks;
 pub mod coerce;
 pub mod colnames;
+pub mod column_cache;
 pub mod convert;
 pub mod copy;
 pub mod cursors;
@@ -67,6 +68,7 @@ mod returning;
 pub mod rules;
 pub mod scan;
 pub mod scram;
+pub mod sequences;
 pub mod session;
 mod sink;
 pub mod table;
@@ -129,6 +131,8 @@ pub struct SqlEngine {
     broken: views::Broken,
     /// The `CHECK` evaluator installed in the database (see [`checks`]).
     checks: Arc<checks::SqlChecks>,
+    /// Column images of the datasets' components (see [`column_cache`]).
+    columns: Arc<column_cache::ColumnCache>,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -199,6 +203,37 @@ impl SchemaProvider for SiltSchema {
     }
 }
 
+/// The document view (`documents.<table>`): each dataset with its
+/// undeclared fields as one JSON column ([`SiltTable::documents`]).
+struct DocumentsSchema {
+    db: Arc<Database>,
+}
+
+impl std::fmt::Debug for DocumentsSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DocumentsSchema({})", self.db.path().display())
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for DocumentsSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.db.dataset_names()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        match self.db.dataset(name) {
+            Ok(ds) => Ok(Some(Arc::new(SiltTable::documents(ds)))),
+            Err(silt::Error::NoSuchDataset(_)) => Ok(None),
+            Err(e) => Err(error::silt_err(e)),
+        }
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.db.dataset_names().iter().any(|n| n == name)
+    }
+}
+
 /// The result of one statement before it is collected.
 /// The results of a script of statements: each one's before the last,
 /// collected, and the last one's as a stream.
@@ -247,6 +282,8 @@ impl SqlEngine {
         // Sessions run in UTC: `now()` and `TIMESTAMPTZ` are instants there,
         // as `timestamptz` columns are.
         config.options_mut().execution.time_zone = Some(convert::UTC.to_owned());
+        let columns = Arc::new(column_cache::ColumnCache::new(column_cache::DEFAULT_BYTES));
+        config.set_extension(columns.clone());
         let pool = Arc::new(bounds::ServerPool::new(0));
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(pool.clone())
@@ -265,7 +302,11 @@ impl SqlEngine {
             Arc::new(json::JsonPlanner),
         )?;
         let ctx = SessionContext::new_with_state(state);
-        for f in udf::all_udfs().into_iter().chain(json::all_udfs()) {
+        for f in udf::all_udfs()
+            .into_iter()
+            .chain(json::all_udfs())
+            .chain(sequences::udfs(&db))
+        {
             ctx.register_udf(f);
         }
         let catalog = ctx.catalog(CATALOG).ok_or_else(|| {
@@ -299,6 +340,10 @@ impl SqlEngine {
             pg: pg.clone(),
         });
         catalog.register_schema("public", schema)?;
+        catalog.register_schema(
+            convert::DOCUMENTS_SCHEMA,
+            Arc::new(DocumentsSchema { db: db.clone() }),
+        )?;
         catalog.register_schema("pg_catalog", pg)?;
         // Weak: the catalog list holds this schema.
         let catalogs = Arc::downgrade(ctx.state().catalog_list());
@@ -324,7 +369,19 @@ impl SqlEngine {
             plans: plan_cache::PlanCache::default(),
             copies,
             checks,
+            columns,
         })
+    }
+
+    /// The capacity of the column images kept for full scans, in bytes (0:
+    /// none; see [`column_cache`]). What was kept is dropped.
+    pub fn set_column_cache_bytes(&self, bytes: u64) {
+        self.columns.set_capacity(bytes);
+    }
+
+    /// What the column images hold and did.
+    pub fn column_cache_stats(&self) -> column_cache::ColumnCacheStats {
+        self.columns.stats()
     }
 
     /// Set whether statements may read or write files on this machine
@@ -759,6 +816,10 @@ impl SqlEngine {
             // The session's settings and runtime, without a copy of its
             // state (every function registry) for the statement.
             let mut config = self.ctx.copied_config();
+            config
+                .options_mut()
+                .extensions
+                .insert(sequences::SequencesExt(Some(session.sequences.clone())));
             if let Some(c) = &ctl {
                 config
                     .options_mut()
@@ -1075,16 +1136,22 @@ impl SqlEngine {
                 if let Some(slot) = session.slot() {
                     state.config_mut().set_extension(slot);
                 }
+                state
+                    .config_mut()
+                    .options_mut()
+                    .extensions
+                    .insert(sequences::SequencesExt(Some(session.sequences.clone())));
                 if let Some(c) = ctl {
                     state
                         .config_mut()
                         .options_mut()
                         .extensions
                         .insert(bounds::ControlExt(Some(c.clone())));
-                    // Functions read the options captured here (`state()`
-                    // captured them before the control was in).
-                    state.mark_start_execution();
                 }
+                // Functions read the options captured here (`state()`
+                // captured them before the control and the session's
+                // sequences were in).
+                state.mark_start_execution();
                 match self.cached_plan(&stmt, &state).await {
                     Some(Cached::Logical(plan)) => {
                         access::check_plan(who.as_ref(), &files, &plan)?;

@@ -21,33 +21,51 @@ use datafusion::execution::TaskContext;
 use parking_lot::Mutex;
 use silt::Dataset;
 
-/// The decisions of the runs of one scan operator in flight.
-#[derive(Default)]
-pub(crate) struct CountDecisions {
-    runs: Mutex<Vec<(Weak<TaskContext>, Option<u64>)>>,
+/// The decisions of the runs of one scan operator in flight, one per run
+/// (whether it counts from metadata; whether it reads column images).
+pub(crate) struct RunDecisions<T> {
+    runs: Mutex<Vec<(Weak<TaskContext>, T)>>,
 }
 
-impl CountDecisions {
-    /// The number of records of `ds` for the run `ctx` belongs to, decided
-    /// by the first of its partitions to ask; `None`: the run scans.
-    pub(crate) fn decide(&self, ctx: &Arc<TaskContext>, ds: &Dataset) -> Option<u64> {
-        let mut runs = self.runs.lock();
-        runs.retain(|(w, _)| w.strong_count() > 0);
-        if let Some((_, n)) = runs
-            .iter()
-            .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(ctx)))
-        {
-            return *n;
+impl<T> Default for RunDecisions<T> {
+    fn default() -> Self {
+        RunDecisions {
+            runs: Mutex::new(Vec::new()),
         }
-        let n = ds.exact_count();
-        runs.push((Arc::downgrade(ctx), n));
-        n
     }
 }
 
-impl std::fmt::Debug for CountDecisions {
+impl<T: Clone> RunDecisions<T> {
+    /// The decision for the run `ctx` belongs to: made by `make` for the
+    /// first of its partitions to ask, the same for the others.
+    pub(crate) fn decide(&self, ctx: &Arc<TaskContext>, make: impl FnOnce() -> T) -> T {
+        let mut runs = self.runs.lock();
+        runs.retain(|(w, _)| w.strong_count() > 0);
+        if let Some((_, d)) = runs
+            .iter()
+            .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(ctx)))
+        {
+            return d.clone();
+        }
+        let d = make();
+        runs.push((Arc::downgrade(ctx), d.clone()));
+        d
+    }
+}
+
+/// Whether a run counts from metadata: the number of records of the
+/// dataset, or `None` when it scans ([`Dataset::exact_count`]).
+pub(crate) type CountDecisions = RunDecisions<Option<u64>>;
+
+impl CountDecisions {
+    pub(crate) fn count(&self, ctx: &Arc<TaskContext>, ds: &Dataset) -> Option<u64> {
+        self.decide(ctx, || ds.exact_count())
+    }
+}
+
+impl<T> std::fmt::Debug for RunDecisions<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CountDecisions")
+        f.write_str("RunDecisions")
     }
 }
 

@@ -123,6 +123,30 @@ pub fn numeric_recv(b: &[u8]) -> Option<String> {
     silt::value::decimal::normalize(&text, silt::value::decimal::MAX_PRECISION, scale).ok()
 }
 
+/// PostgreSQL's binary interval: microseconds (i64), days (i32), months
+/// (i32), big-endian.
+pub fn interval_send(v: &silt::value::interval::Interval) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&v.micros.to_be_bytes());
+    b[8..12].copy_from_slice(&v.days.to_be_bytes());
+    b[12..].copy_from_slice(&v.months.to_be_bytes());
+    b
+}
+
+/// [`interval_send`]'s bytes read back; `None` when not 16 bytes or the
+/// time part is out of Silt's bounds.
+pub fn interval_recv(b: &[u8]) -> Option<silt::value::interval::Interval> {
+    let b: &[u8; 16] = b.try_into().ok()?;
+    let micros = i64::from_be_bytes(b[..8].try_into().ok()?);
+    let days = i32::from_be_bytes(b[8..12].try_into().ok()?);
+    let months = i32::from_be_bytes(b[12..].try_into().ok()?);
+    (micros.checked_mul(1000).is_some()).then_some(silt::value::interval::Interval {
+        months,
+        days,
+        micros,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,9 +27,10 @@ use silt::{Dataset, Query, QueryOptions, Value};
 
 use crate::StatementControl;
 use crate::batch::{BatchBuilder, Rec};
+use crate::column_cache::{ColumnCache, Units};
 use crate::convert::{self, ColumnInfo};
 use crate::error::silt_err;
-use crate::meta_count::{self, CountDecisions};
+use crate::meta_count::{self, CountDecisions, RunDecisions};
 use crate::session::TxnSlot;
 use crate::udf::{self};
 
@@ -64,6 +65,9 @@ pub struct SiltScanExec {
     /// A scan of no column over the whole dataset counts from metadata
     /// when it can ([`crate::meta_count`]).
     counts: Arc<CountDecisions>,
+    /// A full scan reads column images when it can
+    /// ([`crate::column_cache`]); decided once per run.
+    images: Arc<RunDecisions<Option<Arc<Units>>>>,
 }
 
 impl fmt::Debug for SiltScanExec {
@@ -98,6 +102,7 @@ impl SiltScanExec {
             for_write,
             props,
             counts: Arc::default(),
+            images: Arc::default(),
         }
     }
 
@@ -373,7 +378,7 @@ impl ExecutionPlan for SiltScanExec {
             && txn.is_none()
             && !self.for_write
             && matches!(self.access, Access::Full)
-            && let Some(n) = self.counts.decide(&context, &self.ds)
+            && let Some(n) = self.counts.count(&context, &self.ds)
         {
             let n = match (partition, self.limit) {
                 (0, Some(l)) => n.min(l as u64),
@@ -384,6 +389,30 @@ impl ExecutionPlan for SiltScanExec {
             return Ok(Box::pin(MemoryStream::try_new(rows, schema, None)?));
         }
         let ctl = crate::bounds::control(context.session_config().options()).cloned();
+        if !cols.is_empty()
+            && txn.is_none()
+            && !self.for_write
+            && !self.rev
+            && self.limit.is_none()
+            && matches!(self.access, Access::Full)
+            && let Some(cache) = context.session_config().get_extension::<ColumnCache>()
+            && let Some(units) = self.images.decide(&context, || {
+                let ordered = key_ordering(&self.ds, &cols, &self.access, false).is_some();
+                cache.plan(&self.ds, &cols, ordered)
+            })
+        {
+            let n = self.parts.as_ref().map_or(1, |p| p.len());
+            let part = ImagePart {
+                cache,
+                units,
+                partition,
+                n,
+                cols,
+                schema,
+                ctl,
+            };
+            return part.stream();
+        }
         // The first batch is read right here: a small answer (a key, a
         // box of a few hits, the k nearest) needs no thread of its own.
         // Only a scan with more to give goes on, on a blocking thread.
@@ -409,6 +438,63 @@ impl ExecutionPlan for SiltScanExec {
             }
             while let Some(batch) = cursor.next_batch(&schema, &cols)? {
                 if tx.blocking_send(Ok(batch)).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        Ok(builder.build())
+    }
+}
+
+/// The part of a full scan read from column images that one output
+/// partition hands out ([`crate::column_cache`]).
+struct ImagePart {
+    cache: Arc<ColumnCache>,
+    units: Arc<Units>,
+    partition: usize,
+    n: usize,
+    cols: Vec<ColumnInfo>,
+    schema: SchemaRef,
+    ctl: Option<Arc<StatementControl>>,
+}
+
+impl ImagePart {
+    /// The batches in the cache go out at once; the first unit that is not
+    /// there and all after it are built on a blocking thread.
+    fn stream(self) -> DfResult<SendableRecordBatchStream> {
+        let mut ready = Vec::new();
+        let mut taken = 0;
+        for u in self.units.of_partition(self.partition, self.n) {
+            match self.cache.cached_batch(u, &self.cols, &self.schema)? {
+                Some(b) => ready.extend(b),
+                None => break,
+            }
+            taken += 1;
+        }
+        let total = self.units.of_partition(self.partition, self.n).count();
+        if taken == total {
+            return Ok(Box::pin(MemoryStream::try_new(
+                ready,
+                self.schema.clone(),
+                None,
+            )?));
+        }
+        let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema.clone(), 2);
+        let tx = builder.tx();
+        builder.spawn_blocking(move || {
+            for b in ready {
+                if tx.blocking_send(Ok(b)).is_err() {
+                    return Ok(());
+                }
+            }
+            for u in self.units.of_partition(self.partition, self.n).skip(taken) {
+                if let Some(c) = &self.ctl {
+                    c.check()?;
+                }
+                if let Some(b) = self.cache.unit_batch(u, &self.cols, &self.schema)?
+                    && tx.blocking_send(Ok(b)).is_err()
+                {
                     break;
                 }
             }

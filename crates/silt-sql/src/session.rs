@@ -92,6 +92,8 @@ pub struct SqlSession {
     state: Mutex<State>,
     /// Open cursors (`DECLARE`), by name.
     pub(crate) cursors: Mutex<crate::cursors::Cursors>,
+    /// What this session's `nextval` calls returned (`currval`, `lastval`).
+    pub(crate) sequences: Arc<crate::sequences::SessionSequences>,
 }
 
 impl std::fmt::Debug for SqlSession {

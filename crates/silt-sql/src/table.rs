@@ -119,6 +119,34 @@ impl SiltTable {
         }
     }
 
+    /// The document view of the dataset (`documents.<table>`): its columns
+    /// plus the JSON object of each record's undeclared fields
+    /// ([`convert::document_columns`]). Read-only.
+    pub fn documents(ds: Arc<Dataset>) -> SiltTable {
+        let cols = convert::document_columns(&ds.def());
+        let schema = convert::schema_of(&cols);
+        SiltTable {
+            ds,
+            cols,
+            schema,
+            knn: None,
+        }
+    }
+
+    /// Refuse a write through the document view.
+    fn writable(&self) -> DfResult<()> {
+        if self.cols.iter().any(|c| c.rest.is_some()) {
+            return Err(DataFusionError::Plan(format!(
+                "{}.{} is a read-only view of table {}: write to {} (undeclared fields come with records written through the CLI, Python or HTTP)",
+                convert::DOCUMENTS_SCHEMA,
+                self.ds.name(),
+                self.ds.name(),
+                self.ds.name()
+            )));
+        }
+        Ok(())
+    }
+
     /// The same table, scanned by the R-tree kNN path.
     pub fn with_knn(&self, knn: KnnSpec) -> SiltTable {
         SiltTable {
@@ -1114,6 +1142,7 @@ impl TableProvider for SiltTable {
         input: Arc<dyn ExecutionPlan>,
         insert_op: InsertOp,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.writable()?;
         let mode = match insert_op {
             InsertOp::Append => WriteMode::Insert,
             InsertOp::Replace => WriteMode::Upsert,
@@ -1138,6 +1167,7 @@ impl TableProvider for SiltTable {
         state: &dyn Session,
         filters: Vec<Expr>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.writable()?;
         let pk = &self.ds.def().primary_key;
         let idx: Vec<usize> = pk.iter().filter_map(|k| self.col_index(k)).collect();
         if idx.len() != pk.len() {
@@ -1164,6 +1194,7 @@ impl TableProvider for SiltTable {
         assignments: Vec<(String, Expr)>,
         filters: Vec<Expr>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.writable()?;
         let pk = self.ds.def().primary_key.clone();
         for (c, _) in &assignments {
             if pk.contains(c) {

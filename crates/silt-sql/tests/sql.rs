@@ -15,9 +15,13 @@ use silt_sql::{SqlEngine, SqlError};
 
 #[path = "sql/bounds.rs"]
 mod bounds;
+#[path = "sql/column_images.rs"]
+mod column_images;
 mod common;
 #[path = "sql/ddl.rs"]
 mod ddl;
+#[path = "sql/documents.rs"]
+mod documents;
 #[path = "sql/key_order.rs"]
 mod key_order;
 #[path = "sql/plan_cache.rs"]

@@ -13,8 +13,8 @@
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Field, Float64Type, Int64Type, Schema, TimeUnit,
-    TimestampMicrosecondType,
+    DataType, Date32Type, Decimal128Type, Field, Float64Type, Int64Type, IntervalMonthDayNanoType,
+    IntervalUnit, Schema, TimeUnit, TimestampMicrosecondType,
 };
 use silt::value::{decimal, temporal};
 
@@ -23,6 +23,12 @@ use super::{CopyFormat, CopyOptions, ForceQuote};
 use crate::convert::PG_TYPE_KEY;
 use crate::error::SqlError;
 use crate::pg_forms;
+
+/// Row `r` of an IntervalMonthDayNano array.
+fn interval_at(a: &ArrayRef, r: usize) -> silt::value::interval::Interval {
+    let v = a.as_primitive::<IntervalMonthDayNanoType>().value(r);
+    silt::value::interval::Interval::from_month_day_nano(v.months, v.days, v.nanoseconds)
+}
 
 /// Writes one `COPY ... TO` result.
 #[derive(Debug)]
@@ -47,6 +53,8 @@ enum Col {
     Numeric(ArrayRef, u8),
     /// JSON text of a `jsonb` column.
     Json(ArrayRef),
+    /// IntervalMonthDayNano.
+    Interval(ArrayRef),
     Text(ArrayRef),
 }
 
@@ -63,6 +71,9 @@ impl Col {
                 tz.is_some(),
             ),
             DataType::Decimal128(_, s) => Col::Numeric(a.clone(), (*s).max(0) as u8),
+            DataType::Interval(_) | DataType::Duration(_) => {
+                Col::Interval(to(&DataType::Interval(IntervalUnit::MonthDayNano))?)
+            }
             DataType::Int8
             | DataType::Int16
             | DataType::Int32
@@ -92,6 +103,7 @@ impl Col {
             | Col::Time(a, _)
             | Col::Numeric(a, _)
             | Col::Json(a)
+            | Col::Interval(a)
             | Col::Text(a) => a,
         }
     }
@@ -138,6 +150,7 @@ impl Col {
             Col::Json(a) | Col::Text(a) => {
                 out.extend_from_slice(a.as_string::<i32>().value(r).as_bytes())
             }
+            Col::Interval(a) => out.extend_from_slice(interval_at(a, r).to_postgres().as_bytes()),
         }
     }
 
@@ -171,6 +184,7 @@ impl Col {
                 put(&b);
             }
             Col::Text(a) => put(a.as_string::<i32>().value(r).as_bytes()),
+            Col::Interval(a) => put(&pg_forms::interval_send(&interval_at(a, r))),
         }
     }
 }

@@ -72,6 +72,11 @@ pub fn from_text(col: &ColumnInfo, b: &[u8]) -> Result<Value, SqlError> {
                 .map_err(|_| invalid(col, s))?,
         ),
         FieldType::Decimal { precision, scale } => decimal_text(col, s, precision, scale)?,
+        FieldType::Interval => Value::String(
+            silt::value::interval::parse(s)
+                .map_err(|_| invalid(col, s))?
+                .to_iso(),
+        ),
         FieldType::String
         | FieldType::Point
         | FieldType::Rectangle
@@ -125,6 +130,11 @@ pub fn from_binary(col: &ColumnInfo, b: &[u8]) -> Result<Value, SqlError> {
             let text = pg_forms::numeric_recv(b).ok_or_else(|| wrong("numeric"))?;
             decimal_text(col, &text, precision, scale)?
         }
+        FieldType::Interval => Value::String(
+            pg_forms::interval_recv(b)
+                .ok_or_else(|| wrong("interval"))?
+                .to_iso(),
+        ),
         FieldType::String
         | FieldType::Point
         | FieldType::Rectangle
@@ -194,6 +204,7 @@ mod tests {
             ty,
             data_type: DataType::Utf8,
             primary_key: false,
+            rest: None,
         }
     }
 

@@ -632,7 +632,6 @@ pub fn all(source: &Arc<Source>) -> Vec<ScalarUDF> {
         ("pg_get_constraintdef", (1, 2), text(), constraintdef),
         ("pg_get_viewdef", (1, 2), text(), viewdef),
         ("pg_get_statisticsobjdef_columns", (1, 1), text(), null),
-        ("pg_get_serial_sequence", (2, 2), text(), null),
         ("pg_get_function_result", (1, 1), text(), null),
         ("pg_get_function_arguments", (1, 1), text(), null),
         ("pg_get_function_identity_arguments", (1, 1), text(), null),

@@ -260,6 +260,12 @@ impl Source {
                     name: s.clone(),
                 });
             }
+            // The document view repeats every table: listed as a schema,
+            // its relations are left out (tools reflecting the database
+            // would see each table twice).
+            if s == crate::convert::DOCUMENTS_SCHEMA {
+                continue;
+            }
             let Some(schema) = catalog.as_ref().and_then(|c| c.schema(s)) else {
                 continue;
             };

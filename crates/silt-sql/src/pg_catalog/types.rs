@@ -247,6 +247,7 @@ pub fn of_field(ty: FieldType) -> i64 {
         FieldType::TimestampTz => 1184,
         FieldType::Decimal { .. } => 1700,
         FieldType::Json => 3802,
+        FieldType::Interval => 1186,
         FieldType::Point | FieldType::Rectangle | FieldType::Polygon | FieldType::Geometry => {
             GEOMETRY
         }

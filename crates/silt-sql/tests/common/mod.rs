@@ -171,3 +171,14 @@ pub fn in_box(rows: &[Row], (x0, y0, x1, y1): (f64, f64, f64, f64)) -> BTreeSet<
         .map(|r| r.id)
         .collect()
 }
+
+/// The single number of a `count(*)`-like query, as an i64.
+pub fn count_star(e: &SqlEngine, sql: &str) -> i64 {
+    let b = run(e, sql);
+    let a = datafusion::arrow::compute::cast(
+        b[0].column(0),
+        &datafusion::arrow::datatypes::DataType::Int64,
+    )
+    .expect("cast");
+    ints(&[RecordBatch::try_from_iter([("c", a)]).expect("batch")], 0)[0]
+}

@@ -164,3 +164,59 @@ fn identity_columns_that_cannot_be_kept_are_refused() {
     }
     assert!(e.database().dataset("t").is_err());
 }
+
+#[test]
+fn sequence_functions_take_set_and_name_the_counter() {
+    let (d, e) = engine();
+    run(&e, "CREATE TABLE t (id SERIAL PRIMARY KEY, name TEXT)");
+    let b = run(&e, "SELECT pg_get_serial_sequence('t', 'id')");
+    assert_eq!(strings(&b, 0), [Some("public.t_id_seq".to_owned())]);
+    let b = run(&e, "SELECT pg_get_serial_sequence('public.T', 'name')");
+    assert_eq!(strings(&b, 0), [None]);
+    let err = fail(&e, "SELECT pg_get_serial_sequence('t', 'nope')");
+    assert!(err.contains("column \"nope\""), "{err}");
+    // currval before any nextval of this session: PostgreSQL's error.
+    let err = fail(&e, "SELECT currval('t_id_seq')");
+    assert!(err.contains("not yet defined in this session"), "{err}");
+    let b = run(&e, "SELECT nextval('t_id_seq')");
+    assert_eq!(ints(&b, 0), [1]);
+    // One value per row, in one statement.
+    let b = run(
+        &e,
+        "SELECT nextval('public.T_ID_SEQ') FROM (VALUES (1), (2), (3)) AS v(x)",
+    );
+    assert_eq!(ints(&b, 0), [2, 3, 4]);
+    let b = run(&e, "SELECT currval('t_id_seq'), lastval()");
+    assert_eq!((ints(&b, 0), ints(&b, 1)), (vec![4], vec![4]));
+    // The counter is the column's: a default takes the next value.
+    let b = run(&e, "INSERT INTO t (name) VALUES ('a') RETURNING id");
+    assert_eq!(ints(&b, 0), [5]);
+    // setval(s, v) makes v + 1 the next; setval(s, v, false) makes v.
+    let b = run(&e, "SELECT setval('t_id_seq', 41)");
+    assert_eq!(ints(&b, 0), [41]);
+    let b = run(&e, "INSERT INTO t (name) VALUES ('b') RETURNING id");
+    assert_eq!(ints(&b, 0), [42]);
+    run(&e, "SELECT setval('t_id_seq', 100, false)");
+    let b = run(&e, "SELECT nextval('t_id_seq')");
+    assert_eq!(ints(&b, 0), [100]);
+    // Unknown sequences and bad values are named.
+    let err = fail(&e, "SELECT nextval('nope_seq')");
+    assert!(err.contains("\"nope_seq\" does not exist"), "{err}");
+    let err = fail(&e, "SELECT setval('t_id_seq', 0)");
+    assert!(err.contains("out of bounds"), "{err}");
+    // Another session has its own currval.
+    let other = silt_sql::SqlSession::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let err = rt
+        .block_on(e.execute_in(&other, "SELECT currval('t_id_seq')"))
+        .expect_err("a new session has no currval");
+    assert!(err.to_string().contains("not yet defined"), "{err}");
+    // The counter survives a restart past every value handed out.
+    let path = d.path().to_path_buf();
+    let db = reopen(e, &path);
+    let e = SqlEngine::new(Arc::new(db)).expect("engine");
+    let b = run(&e, "SELECT nextval('t_id_seq')");
+    assert!(ints(&b, 0)[0] > 100, "{:?}", ints(&b, 0));
+}

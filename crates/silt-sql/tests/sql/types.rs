@@ -291,3 +291,74 @@ fn bad_values_and_declarations_are_refused() {
         assert!(err.contains(want), "{sql}\n{err}");
     }
 }
+
+#[test]
+fn interval_columns_store_read_and_compute() {
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::IntervalMonthDayNanoType;
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE iv (id BIGINT PRIMARY KEY, span INTERVAL, at TIMESTAMP)",
+    );
+    run(
+        &e,
+        "INSERT INTO iv VALUES \
+         (1, '1 year 2 mons 3 days 04:05:06.5', '2026-01-31 00:00:00'), \
+         (2, INTERVAL '90 minutes', '2026-01-01 00:00:00'), \
+         (3, 'P1DT2H', '2026-03-01 12:00:00'), \
+         (4, NULL, NULL), \
+         (5, '-1 day +02:00', '2026-01-01 00:00:00')",
+    );
+    // Stored as ISO 8601 text, the core's form.
+    let ds = e.database().dataset("iv").expect("dataset");
+    let rec = ds.get(&[silt::Value::Int(3)]).expect("get").expect("row");
+    assert_eq!(rec.get("span"), Some(&silt::Value::String("P1DT2H".into())));
+    // Read as Arrow intervals: months, days and nanoseconds apart.
+    let b = run(&e, "SELECT span FROM iv ORDER BY id");
+    let spans: Vec<Option<(i32, i32, i64)>> = b
+        .iter()
+        .flat_map(|x| {
+            let a = x.column(0).as_primitive::<IntervalMonthDayNanoType>();
+            (0..a.len())
+                .map(|i| {
+                    (!a.is_null(i)).then(|| {
+                        let v = a.value(i);
+                        (v.months, v.days, v.nanoseconds)
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        spans,
+        vec![
+            Some((14, 3, 14_706_500_000_000)),
+            Some((0, 0, 5_400_000_000_000)),
+            Some((0, 1, 7_200_000_000_000)),
+            None,
+            Some((0, -1, 7_200_000_000_000)),
+        ]
+    );
+    // Arithmetic with timestamps, and comparison with literals.
+    let b = run(&e, "SELECT CAST(at + span AS VARCHAR) FROM iv WHERE id = 3");
+    assert_eq!(strings(&b, 0), [Some("2026-03-02T14:00:00".to_owned())]);
+    let b = run(&e, "SELECT id FROM iv WHERE span = INTERVAL '90 minutes'");
+    assert_eq!(ints(&b, 0), [2]);
+    // Bad text is refused with the column named, nothing written.
+    let err = fail(&e, "INSERT INTO iv VALUES (9, '3 fortnights', NULL)");
+    assert!(err.contains("span") && err.contains("interval"), "{err}");
+    assert_eq!(count_star(&e, "SELECT count(*) FROM iv"), 5);
+    // UPDATE keeps the form, and an interval cannot be a key.
+    run(
+        &e,
+        "UPDATE iv SET span = span + INTERVAL '1 day' WHERE id = 2",
+    );
+    let rec = ds.get(&[silt::Value::Int(2)]).expect("get").expect("row");
+    assert_eq!(
+        rec.get("span"),
+        Some(&silt::Value::String("P1DT1H30M".into()))
+    );
+    let err = fail(&e, "CREATE TABLE bad (k INTERVAL PRIMARY KEY)");
+    assert!(err.contains("interval"), "{err}");
+}

@@ -27,6 +27,7 @@ mod index_read;
 mod query;
 mod read;
 mod recency;
+mod runs;
 mod sequence;
 mod transaction;
 mod unique;
@@ -36,6 +37,7 @@ pub use query::{
     JoinPredicate, JoinResults, Query, QueryHit, QueryOptions, QueryResults, QueryStats,
 };
 pub use read::DatasetScan;
+pub use runs::{MemRead, PartitionRuns, runs_disjoint};
 pub use transaction::{CommitInfo, Transaction, TxnLimits, TxnQuery, TxnScan};
 use write::TxnWork;
 pub use write::{BatchOptions, BatchReport, PreparedRecord, WriteMode};
@@ -293,6 +295,17 @@ impl Dataset {
     /// is returned. Never the same value twice, even across a crash.
     pub fn next_sequence(&self, field: &str, n: u64) -> Result<i64> {
         self.sequences.take(field, n)
+    }
+
+    /// Make `next` the next value of `field`'s counter (SQL's `setval`;
+    /// see `sequence.rs` for what a restart then does).
+    pub fn set_sequence(&self, field: &str, next: i64) -> Result<()> {
+        self.sequences.set(field, next)
+    }
+
+    /// The next value `field`'s counter would hand out (1 before any).
+    pub fn peek_sequence(&self, field: &str) -> i64 {
+        self.sequences.peek(field)
     }
 
     /// Field `to` continues the sequence of field `from` (a column being

@@ -139,6 +139,35 @@ impl Sequences {
         Ok(())
     }
 
+    /// Set `field`'s counter so that `next` is the next value handed out
+    /// (SQL's `setval`): forwards past the recorded bound reserves a new
+    /// bound first; backwards keeps the bound, so a restart resumes past
+    /// every value handed out before (a gap, never a repeat of those).
+    pub(crate) fn set(&self, field: &str, next: i64) -> Result<()> {
+        if next < 1 {
+            return Err(Error::invalid(
+                Some(field),
+                format!("a sequence's next value must be at least 1, got {next}"),
+            ));
+        }
+        let mut all = self.counters.lock();
+        let c = all
+            .entry(field.to_owned())
+            .or_insert_with(|| Counter::resumed(1));
+        if next > c.bound {
+            self.reserve(&mut all, field, next)?;
+        }
+        if let Some(c) = all.get_mut(field) {
+            c.next = next;
+        }
+        Ok(())
+    }
+
+    /// The next value `field`'s counter would hand out.
+    pub(crate) fn peek(&self, field: &str) -> i64 {
+        self.counters.lock().get(field).map_or(1, |c| c.next)
+    }
+
     /// Take over `other`'s counters (a truncated dataset's successor
     /// continues its sequences, as PostgreSQL's `TRUNCATE` does).
     pub(crate) fn continue_from(&self, other: &Sequences) -> Result<()> {

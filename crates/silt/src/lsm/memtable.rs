@@ -251,7 +251,16 @@ pub struct MemTable {
     writers: AtomicUsize,
     /// The in-memory secondary structure's key maker, if any.
     secondary: std::sync::OnceLock<Arc<dyn MemSecondary>>,
+    /// Unique among the memtables of this process (0 only for a
+    /// `Default` table, which no tree uses).
+    uid: u64,
+    /// Bumped by every change of the map (insert, undo): equal versions of
+    /// one table mean equal contents (see [`MemTable::version`]).
+    version: AtomicU64,
 }
+
+/// Memtable uids; 1 is the first.
+static NEXT_MEM_UID: AtomicU64 = AtomicU64::new(1);
 
 /// Memory accounted per key of the in-memory secondary structure, besides its bytes.
 const SEC_OVERHEAD: u64 = 48;
@@ -275,6 +284,7 @@ impl MemTable {
         MemTable {
             min_seq: AtomicU64::new(u64::MAX),
             min_lsn: AtomicU64::new(u64::MAX),
+            uid: NEXT_MEM_UID.fetch_add(1, Ordering::Relaxed),
             ..Default::default()
         }
     }
@@ -434,6 +444,7 @@ impl MemTable {
                 }
             };
             if written {
+                self.version.fetch_add(1, Ordering::Release);
                 for k in sec_keys {
                     cost += k.len() as u64 + SEC_OVERHEAD;
                     inner.sec.insert(k);
@@ -471,6 +482,7 @@ impl MemTable {
         let mk = MemKey::new(key);
         let mut g = self.inner.write();
         let inner = &mut *g;
+        self.version.fetch_add(1, Ordering::Release);
         let old = inner.map.remove(&mk);
         if let Some(o) = &old {
             count(&mut inner.deletes, o.kind, -1);
@@ -534,6 +546,20 @@ impl MemTable {
             max_key,
             puts: g.map.len().saturating_sub(g.deletes) as u64,
         })
+    }
+
+    /// This table among the memtables of the process: with
+    /// [`MemTable::version`], names one state of its contents (for caches
+    /// of what was read from it).
+    pub fn uid(&self) -> u64 {
+        self.uid
+    }
+
+    /// The number of changes made so far. It moves under the table's write
+    /// lock, with the change: a reader that sees the same version before
+    /// and after reading saw exactly the contents of that version.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Entry> {

@@ -688,6 +688,12 @@ impl ComponentReader {
         &self.path
     }
 
+    /// This open component among all open in the process (never reused):
+    /// names its immutable contents for caches of what was read from it.
+    pub fn uid(&self) -> u64 {
+        self.uid
+    }
+
     pub fn meta(&self) -> &ComponentMeta {
         &self.meta
     }

@@ -48,9 +48,12 @@ pub enum FieldType {
     Decimal { precision: u8, scale: u8 },
     /// A JSON document: any value, as `Any`, shown to SQL as `jsonb`.
     Json,
+    /// A span of months, days and time, stored as its ISO 8601 text
+    /// ([`super::interval`]).
+    Interval,
 }
 
-const TYPE_NAMES: &str = "any, bool, int, double, string, binary, point, rectangle, polygon, geometry, date, timestamp, timestamptz, decimal(p,s), json";
+const TYPE_NAMES: &str = "any, bool, int, double, string, binary, point, rectangle, polygon, geometry, date, timestamp, timestamptz, interval, decimal(p,s), json";
 
 /// `decimal` / `numeric` without a precision: PostgreSQL's unconstrained
 /// numeric is stored with this precision and scale (DataFusion's choice).
@@ -102,17 +105,19 @@ impl FieldType {
             "timestamptz" | "timestamp with time zone" => FieldType::TimestampTz,
             "decimal" | "numeric" => DEFAULT_DECIMAL,
             "json" | "jsonb" => FieldType::Json,
+            "interval" => FieldType::Interval,
             _ => return Err(unknown()),
         };
         Ok(t)
     }
 
-    /// Whether values of this type can be key parts (all but geometries
-    /// and decimals, whose stored text does not sort as numbers). `Any`
+    /// Whether values of this type can be key parts (all but geometries,
+    /// decimals and intervals, whose stored text does not sort as their
+    /// values). `Any`
     /// and `Json` count as key types: their values are checked one by one
     /// when keys are encoded.
     pub fn is_key_type(self) -> bool {
-        !self.is_geometry() && !matches!(self, FieldType::Decimal { .. })
+        !self.is_geometry() && !matches!(self, FieldType::Decimal { .. } | FieldType::Interval)
     }
 
     /// Whether this is `point`, `rectangle`, `polygon` or `geometry`.
@@ -141,7 +146,7 @@ impl FieldType {
                 )
                 | (FieldType::Double, Value::Double(_))
                 | (
-                    FieldType::String | FieldType::Decimal { .. },
+                    FieldType::String | FieldType::Decimal { .. } | FieldType::Interval,
                     Value::String(_)
                 )
                 | (FieldType::Binary, Value::Binary(_))
@@ -225,6 +230,7 @@ impl fmt::Display for FieldType {
                 return write!(f, "decimal({precision},{scale})");
             }
             FieldType::Json => "json",
+            FieldType::Interval => "interval",
         };
         f.write_str(name)
     }
@@ -296,6 +302,7 @@ pub fn coerce_text(field: &str, ty: FieldType, text: &str) -> Result<Value> {
         FieldType::Date
         | FieldType::Timestamp
         | FieldType::TimestampTz
+        | FieldType::Interval
         | FieldType::Decimal { .. } => Value::String(t.to_owned()),
         FieldType::Bool => match t.to_ascii_lowercase().as_str() {
             "true" | "t" | "yes" | "y" | "1" => Value::Bool(true),
@@ -340,6 +347,13 @@ fn coerce_reason(ty: FieldType, v: Value) -> std::result::Result<Value, String> 
     }
     match ty {
         FieldType::Any | FieldType::Json => Ok(v),
+        FieldType::Interval => match v {
+            Value::String(s) => super::interval::parse(&s).map(|i| Value::String(i.to_iso())),
+            other => Err(mismatch(
+                "interval (text such as '1 day 02:00:00' or 'P1DT2H')",
+                &other,
+            )),
+        },
         FieldType::Date => match v {
             Value::Int(d) if temporal::valid_days(d) => Ok(v),
             Value::String(s) => temporal::parse_date(&s).map(Value::Int),

@@ -26,6 +26,7 @@ mod coerce;
 pub mod decimal;
 mod encoding;
 mod geometry;
+pub mod interval;
 mod json;
 mod key;
 pub mod temporal;

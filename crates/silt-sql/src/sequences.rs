@@ -1,0 +1,405 @@
+//! PostgreSQL's sequence functions over the counters of `SERIAL` and
+//! identity columns (`silt::Dataset::next_sequence`): `nextval`,
+//! `setval`, `currval`, `lastval` and `pg_get_serial_sequence`. A column's
+//! sequence is named as PostgreSQL names it, `<table>_<column>_seq`
+//! ([`silt::sequence_name`]), optionally schema-qualified (`public.`);
+//! unquoted names fold to lower case, as PostgreSQL folds them.
+//!
+//! `currval` and `lastval` are per session: the values this session's
+//! `nextval` calls returned. Values a column's default takes for a row
+//! (an `INSERT` that leaves a `SERIAL` column out) are taken inside the
+//! storage engine and are not seen here: `INSERT ... RETURNING id` gives
+//! them.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, Int64Array};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use parking_lot::Mutex;
+use silt::{Database, Dataset, FieldDefault};
+
+/// What a session's `nextval` calls returned.
+#[derive(Debug, Default)]
+pub struct SessionSequences {
+    inner: Mutex<SeqState>,
+}
+
+#[derive(Debug, Default)]
+struct SeqState {
+    /// The last value per sequence name.
+    current: HashMap<String, i64>,
+    last: Option<i64>,
+}
+
+/// A session's [`SessionSequences`] in a statement's config options, where
+/// the functions find it.
+#[derive(Debug, Default, Clone)]
+pub struct SequencesExt(pub Option<Arc<SessionSequences>>);
+
+impl ExtensionOptions for SequencesExt {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn cloned(&self) -> Box<dyn ExtensionOptions> {
+        Box::new(self.clone())
+    }
+
+    fn set(&mut self, key: &str, _value: &str) -> DfResult<()> {
+        Err(DataFusionError::Configuration(format!(
+            "`{}.{key}` cannot be set",
+            SequencesExt::PREFIX
+        )))
+    }
+
+    fn entries(&self) -> Vec<ConfigEntry> {
+        vec![]
+    }
+}
+
+impl ConfigExtension for SequencesExt {
+    const PREFIX: &'static str = "silt_sequences";
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    Next,
+    Set,
+    Curr,
+    Last,
+    SerialName,
+}
+
+struct SeqFn {
+    kind: Kind,
+    name: &'static str,
+    db: Arc<Database>,
+    signature: Signature,
+}
+
+impl std::fmt::Debug for SeqFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}()", self.name)
+    }
+}
+
+impl PartialEq for SeqFn {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+    }
+}
+
+impl Eq for SeqFn {}
+
+impl std::hash::Hash for SeqFn {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.kind.hash(state);
+    }
+}
+
+/// The functions, over `db`'s datasets.
+pub fn udfs(db: &Arc<Database>) -> Vec<ScalarUDF> {
+    [
+        (Kind::Next, "nextval"),
+        (Kind::Set, "setval"),
+        (Kind::Curr, "currval"),
+        (Kind::Last, "lastval"),
+        (Kind::SerialName, "pg_get_serial_sequence"),
+    ]
+    .into_iter()
+    .map(|(kind, name)| {
+        ScalarUDF::new_from_impl(SeqFn {
+            kind,
+            name,
+            db: db.clone(),
+            signature: Signature::user_defined(Volatility::Volatile),
+        })
+    })
+    .collect()
+}
+
+impl ScalarUDFImpl for SeqFn {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(match self.kind {
+            Kind::SerialName => DataType::Utf8,
+            _ => DataType::Int64,
+        })
+    }
+
+    fn coerce_types(&self, args: &[DataType]) -> DfResult<Vec<DataType>> {
+        let want: &[DataType] = match self.kind {
+            Kind::Next | Kind::Curr => &[DataType::Utf8],
+            Kind::Last => &[],
+            Kind::SerialName => &[DataType::Utf8, DataType::Utf8],
+            Kind::Set if args.len() == 3 => &[DataType::Utf8, DataType::Int64, DataType::Boolean],
+            Kind::Set => &[DataType::Utf8, DataType::Int64],
+        };
+        if args.len() != want.len() {
+            return Err(DataFusionError::Plan(format!(
+                "{}() takes {} argument(s), got {}{}",
+                self.name,
+                want.len(),
+                args.len(),
+                if self.kind == Kind::Set {
+                    " (setval takes 2 or 3)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        Ok(want.to_vec())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let session = args
+            .config_options
+            .extensions
+            .get::<SequencesExt>()
+            .and_then(|e| e.0.clone());
+        let rows = args.number_rows.max(1);
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        // `nextval('s')` over n rows: n values in one reservation.
+        if self.kind == Kind::Next && all_scalar {
+            let name = scalar_text(&args.args, 0)?;
+            let Some(name) = name else {
+                return Ok(ColumnarValue::Scalar(ScalarValue::Int64(None)));
+            };
+            let (ds, field, key) = self.resolve(&name)?;
+            let first = ds
+                .next_sequence(&field, rows as u64)
+                .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+            let values: Vec<i64> = (0..rows as i64).map(|i| first + i).collect();
+            if let (Some(s), Some(last)) = (&session, values.last()) {
+                let mut st = s.inner.lock();
+                st.current.insert(key, *last);
+                st.last = Some(*last);
+            }
+            if args.number_rows <= 1 && all_scalar {
+                return Ok(ColumnarValue::Scalar(ScalarValue::Int64(
+                    values.first().copied(),
+                )));
+            }
+            return Ok(ColumnarValue::Array(
+                Arc::new(Int64Array::from(values)) as ArrayRef
+            ));
+        }
+        let mut out: Vec<ScalarValue> = Vec::with_capacity(rows);
+        for i in 0..rows {
+            let vals = args
+                .args
+                .iter()
+                .map(|a| match a {
+                    ColumnarValue::Scalar(s) => Ok(s.clone()),
+                    ColumnarValue::Array(arr) => ScalarValue::try_from_array(arr, i),
+                })
+                .collect::<DfResult<Vec<_>>>()?;
+            out.push(self.one(&vals, session.as_deref())?);
+        }
+        if all_scalar && args.number_rows <= 1 {
+            return Ok(ColumnarValue::Scalar(
+                out.pop().unwrap_or(ScalarValue::Null),
+            ));
+        }
+        Ok(ColumnarValue::Array(ScalarValue::iter_to_array(out)?))
+    }
+}
+
+impl SeqFn {
+    /// One call on one row's arguments.
+    fn one(
+        &self,
+        vals: &[ScalarValue],
+        session: Option<&SessionSequences>,
+    ) -> DfResult<ScalarValue> {
+        let text = |i: usize| scalar_text_of(vals.get(i));
+        Ok(match self.kind {
+            Kind::Next => {
+                let Some(name) = text(0) else {
+                    return Ok(ScalarValue::Int64(None));
+                };
+                let (ds, field, key) = self.resolve(&name)?;
+                let v = ds
+                    .next_sequence(&field, 1)
+                    .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+                if let Some(s) = session {
+                    let mut st = s.inner.lock();
+                    st.current.insert(key, v);
+                    st.last = Some(v);
+                }
+                ScalarValue::Int64(Some(v))
+            }
+            Kind::Set => {
+                let (Some(name), Some(v)) = (text(0), vals.get(1).and_then(int_of)) else {
+                    return Ok(ScalarValue::Int64(None));
+                };
+                let called = match vals.get(2) {
+                    None => true,
+                    Some(ScalarValue::Boolean(Some(b))) => *b,
+                    Some(_) => {
+                        return Err(DataFusionError::Execution(
+                            "setval's third argument (is_called) must be true or false".to_owned(),
+                        ));
+                    }
+                };
+                let (ds, field, _) = self.resolve(&name)?;
+                if v < 1 {
+                    return Err(DataFusionError::Execution(format!(
+                        "setval: value {v} is out of bounds for sequence \"{name}\" (1..9223372036854775807)"
+                    )));
+                }
+                let next = if called { v.checked_add(1) } else { Some(v) };
+                let next = next.ok_or_else(|| {
+                    DataFusionError::Execution(format!(
+                        "setval: sequence \"{name}\" would pass its largest value"
+                    ))
+                })?;
+                ds.set_sequence(&field, next)
+                    .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+                ScalarValue::Int64(Some(v))
+            }
+            Kind::Curr => {
+                let Some(name) = text(0) else {
+                    return Ok(ScalarValue::Int64(None));
+                };
+                let (_, _, key) = self.resolve(&name)?;
+                let v = session.and_then(|s| s.inner.lock().current.get(&key).copied());
+                match v {
+                    Some(v) => ScalarValue::Int64(Some(v)),
+                    None => {
+                        return Err(DataFusionError::Execution(format!(
+                            "currval of sequence \"{key}\" is not yet defined in this session (call nextval first; a SERIAL column's default is not seen here: use INSERT ... RETURNING)"
+                        )));
+                    }
+                }
+            }
+            Kind::Last => match session.and_then(|s| s.inner.lock().last) {
+                Some(v) => ScalarValue::Int64(Some(v)),
+                None => {
+                    return Err(DataFusionError::Execution(
+                        "lastval is not yet defined in this session (call nextval first; a SERIAL column's default is not seen here: use INSERT ... RETURNING)"
+                            .to_owned(),
+                    ));
+                }
+            },
+            Kind::SerialName => {
+                let (Some(table), Some(column)) = (text(0), text(1)) else {
+                    return Ok(ScalarValue::Utf8(None));
+                };
+                let table = fold_ident(&table);
+                let column = fold_ident(&column);
+                let ds = self.db.dataset(&table).map_err(|_| {
+                    DataFusionError::Execution(format!("relation \"{table}\" does not exist"))
+                })?;
+                let def = ds.def();
+                if def.field_type(&column).is_none() && !def.primary_key.contains(&column) {
+                    return Err(DataFusionError::Execution(format!(
+                        "column \"{column}\" of relation \"{table}\" does not exist"
+                    )));
+                }
+                let serial = def
+                    .defaults
+                    .iter()
+                    .any(|(f, d)| *f == column && *d == FieldDefault::Sequence);
+                ScalarValue::Utf8(
+                    serial.then(|| format!("public.{}", silt::sequence_name(&table, &column))),
+                )
+            }
+        })
+    }
+
+    /// The dataset and field of a sequence name, and the name as found.
+    fn resolve(&self, name: &str) -> DfResult<(Arc<Dataset>, String, String)> {
+        let want = fold_ident(name);
+        for t in self.db.dataset_names() {
+            let Ok(ds) = self.db.dataset(&t) else {
+                continue;
+            };
+            let field = ds
+                .def()
+                .defaults
+                .iter()
+                .find(|(f, d)| *d == FieldDefault::Sequence && silt::sequence_name(&t, f) == want)
+                .map(|(f, _)| f.clone());
+            if let Some(f) = field {
+                return Ok((ds, f, want));
+            }
+        }
+        Err(DataFusionError::Execution(format!(
+            "relation \"{want}\" does not exist (a sequence is named <table>_<column>_seq, for a SERIAL or identity column)"
+        )))
+    }
+}
+
+/// A name as PostgreSQL reads it: without a `public.` schema, unquoted
+/// parts folded to lower case, quoted ones as written.
+fn fold_ident(name: &str) -> String {
+    let t = name.trim();
+    let t = t
+        .strip_prefix("public.")
+        .or_else(|| t.strip_prefix("\"public\"."))
+        .unwrap_or(t);
+    match t.strip_prefix('"').and_then(|x| x.strip_suffix('"')) {
+        Some(q) => q.replace("\"\"", "\""),
+        None => t.to_lowercase(),
+    }
+}
+
+fn scalar_text(args: &[ColumnarValue], i: usize) -> DfResult<Option<String>> {
+    match args.get(i) {
+        Some(ColumnarValue::Scalar(s)) => Ok(scalar_text_of(Some(s))),
+        _ => Err(DataFusionError::Internal(
+            "a sequence function's argument is missing".to_owned(),
+        )),
+    }
+}
+
+fn scalar_text_of(v: Option<&ScalarValue>) -> Option<String> {
+    match v? {
+        ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => s.clone(),
+        other if other.is_null() => None,
+        other => Some(other.to_string()),
+    }
+}
+
+fn int_of(v: &ScalarValue) -> Option<i64> {
+    match v.cast_to(&DataType::Int64).ok()? {
+        ScalarValue::Int64(i) => i,
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fold_ident;
+
+    #[test]
+    fn names_fold_as_postgresql_folds_them() {
+        assert_eq!(fold_ident("T_Id_Seq"), "t_id_seq");
+        assert_eq!(fold_ident("public.t_id_seq"), "t_id_seq");
+        assert_eq!(fold_ident("\"T_id_seq\""), "T_id_seq");
+        assert_eq!(fold_ident("public.\"A\"\"b\""), "A\"b");
+    }
+}

@@ -1,0 +1,205 @@
+//! Full scans from column images (`silt_sql::column_cache`): against a
+//! model through random appends, updates, deletes, flushes and merges, in
+//! key order and in parallel parts, with the images used when the runs are
+//! disjoint and the ordinary scan when they are not, and the same answers
+//! with the cache off or too small.
+
+use std::collections::BTreeMap;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::common::*;
+
+type Model = BTreeMap<i64, (i64, i64)>;
+
+fn groups(m: &Model) -> Vec<(i64, i64, i64)> {
+    let mut g: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+    for (grp, q) in m.values() {
+        let e = g.entry(*grp).or_default();
+        e.0 += 1;
+        e.1 += q;
+    }
+    g.into_iter().map(|(k, (c, s))| (k, c, s)).collect()
+}
+
+fn got_groups(e: &silt_sql::SqlEngine) -> Vec<(i64, i64, i64)> {
+    let b = run(
+        e,
+        "SELECT grp, CAST(count(*) AS BIGINT) AS n, sum(qty) AS s FROM f GROUP BY grp ORDER BY grp",
+    );
+    let (k, n, s) = (ints(&b, 0), ints(&b, 1), ints(&b, 2));
+    k.into_iter()
+        .zip(n)
+        .zip(s)
+        .map(|((k, n), s)| (k, n, s))
+        .collect()
+}
+
+fn got_rows(e: &silt_sql::SqlEngine) -> Vec<(i64, i64)> {
+    let b = run(e, "SELECT id, qty FROM f ORDER BY id");
+    ints(&b, 0).into_iter().zip(ints(&b, 1)).collect()
+}
+
+fn check(e: &silt_sql::SqlEngine, m: &Model, ordered: bool, what: &str) {
+    assert_eq!(got_groups(e), groups(m), "groups after {what}");
+    if ordered {
+        let want: Vec<(i64, i64)> = m.iter().map(|(k, (_, q))| (*k, *q)).collect();
+        assert_eq!(got_rows(e), want, "rows in key order after {what}");
+    }
+}
+
+fn random_history(partitions: u32, seed: u64) {
+    let (_d, e) = engine();
+    run(
+        &e,
+        &format!(
+            "CREATE TABLE f (id BIGINT PRIMARY KEY, grp BIGINT, qty BIGINT, note VARCHAR) \
+             WITH (partitions = {partitions})"
+        ),
+    );
+    let ds = e.database().dataset("f").expect("dataset");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model = Model::new();
+    let mut next = 0i64;
+    let ordered = partitions == 1;
+    for step in 0..40 {
+        let what = match rng.random_range(0..10) {
+            // Append new keys above all others: runs stay disjoint.
+            0..=3 => {
+                let n = rng.random_range(1..3000);
+                let mut values = Vec::new();
+                for _ in 0..n {
+                    let (g, q) = (rng.random_range(0..9i64), rng.random_range(1..100i64));
+                    model.insert(next, (g, q));
+                    values.push(format!("({next}, {g}, {q}, 'n{next}')"));
+                    next += 1;
+                }
+                for chunk in values.chunks(1000) {
+                    run(&e, &format!("INSERT INTO f VALUES {}", chunk.join(", ")));
+                }
+                "append"
+            }
+            // Rewrite some old keys: their new versions shadow the old.
+            4 if next > 0 => {
+                for _ in 0..rng.random_range(1..50) {
+                    let id = rng.random_range(0..next);
+                    let (g, q) = (rng.random_range(0..9i64), rng.random_range(1..100i64));
+                    model.insert(id, (g, q));
+                    run(&e, &format!("UPSERT INTO f VALUES ({id}, {g}, {q}, 'u')"));
+                }
+                "update"
+            }
+            5 if next > 0 => {
+                let lo = rng.random_range(0..next);
+                let hi = lo + rng.random_range(1..200);
+                model.retain(|k, _| *k < lo || *k >= hi);
+                run(&e, &format!("DELETE FROM f WHERE id >= {lo} AND id < {hi}"));
+                "delete"
+            }
+            6 | 7 => {
+                ds.flush().expect("flush");
+                "flush"
+            }
+            8 => {
+                ds.compact().expect("compact");
+                "compact"
+            }
+            _ => "nothing",
+        };
+        check(&e, &model, ordered, &format!("step {step}: {what}"));
+    }
+    // And once more from a full merge, where the images must serve.
+    ds.compact().expect("compact");
+    let before = e.column_cache_stats();
+    check(&e, &model, ordered, "the last merge");
+    check(&e, &model, ordered, "the last merge, again");
+    let after = e.column_cache_stats();
+    assert!(after.scans > before.scans, "{before:?} -> {after:?}");
+    assert!(after.hits > before.hits, "{before:?} -> {after:?}");
+    // Off, the ordinary scan gives the same.
+    e.set_column_cache_bytes(0);
+    check(&e, &model, ordered, "the cache off");
+    assert_eq!(e.column_cache_stats().scans, after.scans);
+}
+
+#[test]
+fn images_answer_as_the_records_one_partition() {
+    random_history(1, 11);
+}
+
+#[test]
+fn images_answer_as_the_records_two_partitions() {
+    random_history(2, 12);
+}
+
+#[test]
+fn overlapping_runs_and_small_caches_scan_records() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE f (id BIGINT PRIMARY KEY, grp BIGINT, qty BIGINT)",
+    );
+    let ds = e.database().dataset("f").expect("dataset");
+    let mut model = Model::new();
+    let mut values = Vec::new();
+    for id in 0..5000i64 {
+        model.insert(id, (id % 7, id % 13));
+        values.push(format!("({id}, {}, {})", id % 7, id % 13));
+    }
+    run(&e, &format!("INSERT INTO f VALUES {}", values.join(", ")));
+    ds.flush().expect("flush");
+    // A newer version of a key inside the component's range.
+    run(&e, "UPSERT INTO f VALUES (2500, 1, 1000)");
+    model.insert(2500, (1, 1000));
+    let s0 = e.column_cache_stats();
+    check(&e, &model, true, "an update in memory");
+    let s1 = e.column_cache_stats();
+    assert!(s1.fallbacks > s0.fallbacks, "overlap must not read images");
+    assert_eq!(s1.scans, s0.scans);
+    ds.flush().expect("flush");
+    ds.compact().expect("compact");
+    check(&e, &model, true, "a merge");
+    let s2 = e.column_cache_stats();
+    assert!(s2.scans > s1.scans, "{s1:?} -> {s2:?}");
+    // Too small a cache for the projected columns: records again.
+    e.set_column_cache_bytes(4096);
+    check(&e, &model, true, "a small cache");
+    let s3 = e.column_cache_stats();
+    assert_eq!(s3.scans, s2.scans);
+    assert!(s3.fallbacks > s2.fallbacks);
+    assert!(s3.bytes <= 4096);
+}
+
+#[test]
+fn images_follow_column_changes() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE f (id BIGINT PRIMARY KEY, grp BIGINT, qty BIGINT)",
+    );
+    let ds = e.database().dataset("f").expect("dataset");
+    let rows: Vec<String> = (0..3000)
+        .map(|i| format!("({i}, {}, {i})", i % 5))
+        .collect();
+    run(&e, &format!("INSERT INTO f VALUES {}", rows.join(", ")));
+    ds.flush().expect("flush");
+    let sum = |e: &silt_sql::SqlEngine, sql: &str| ints(&run(e, sql), 0);
+    assert_eq!(sum(&e, "SELECT sum(qty) FROM f"), vec![4_498_500]);
+    run(&e, "ALTER TABLE f RENAME COLUMN qty TO amount");
+    assert_eq!(sum(&e, "SELECT sum(amount) FROM f"), vec![4_498_500]);
+    run(&e, "ALTER TABLE f ADD COLUMN extra BIGINT DEFAULT 2");
+    assert_eq!(sum(&e, "SELECT sum(extra) FROM f"), vec![6000]);
+    run(&e, "ALTER TABLE f DROP COLUMN amount");
+    run(&e, "ALTER TABLE f ADD COLUMN amount DOUBLE");
+    let q = "SELECT CAST(count(amount) AS BIGINT), CAST(sum(amount) AS BIGINT) FROM f";
+    let on = run(&e, q);
+    assert!(e.column_cache_stats().scans > 0);
+    e.set_column_cache_bytes(0);
+    let off = run(&e, q);
+    assert_eq!(
+        (ints(&on, 0), ints(&on, 1)),
+        (ints(&off, 0), ints(&off, 1)),
+        "a dropped and re-added column reads the same from images"
+    );
+}
