@@ -38,7 +38,6 @@
 //! cache and memtables) is not counted; the value cap and the batch size
 //! keep the first two small.
 
-use std::any::Any;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -46,7 +45,7 @@ use std::task::{Context, Poll};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigOptions, ExtensionOptions};
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool, MemoryReservation};
@@ -202,33 +201,43 @@ impl StatementControl {
 #[derive(Debug, Default, Clone)]
 pub struct ControlExt(pub Option<Arc<StatementControl>>);
 
-impl ExtensionOptions for ControlExt {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
+crate::shared_option_extension!(ControlExt, "silt_statement");
 
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
+/// Make `$ty` (a `Clone` newtype of shared state) a DataFusion config
+/// extension under `$prefix` that nobody can `SET`: clones share the state.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! shared_option_extension {
+    ($ty:ty, $prefix:literal) => {
+        impl datafusion::common::config::ExtensionOptions for $ty {
+            fn as_any(&self) -> &dyn std::any::Any {
+                self
+            }
 
-    fn cloned(&self) -> Box<dyn ExtensionOptions> {
-        Box::new(self.clone())
-    }
+            fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+                self
+            }
 
-    fn set(&mut self, key: &str, _value: &str) -> DfResult<()> {
-        Err(DataFusionError::Configuration(format!(
-            "`{}.{key}` cannot be set",
-            ControlExt::PREFIX
-        )))
-    }
+            fn cloned(&self) -> Box<dyn datafusion::common::config::ExtensionOptions> {
+                Box::new(self.clone())
+            }
 
-    fn entries(&self) -> Vec<ConfigEntry> {
-        vec![]
-    }
-}
+            fn set(&mut self, key: &str, _value: &str) -> datafusion::error::Result<()> {
+                Err(datafusion::error::DataFusionError::Configuration(format!(
+                    "`{}.{key}` cannot be set",
+                    $prefix
+                )))
+            }
 
-impl ConfigExtension for ControlExt {
-    const PREFIX: &'static str = "silt_statement";
+            fn entries(&self) -> Vec<datafusion::common::config::ConfigEntry> {
+                vec![]
+            }
+        }
+
+        impl datafusion::common::config::ConfigExtension for $ty {
+            const PREFIX: &'static str = $prefix;
+        }
+    };
 }
 
 /// The control of the statement these options belong to.

@@ -11,14 +11,12 @@
 //! storage engine and are not seen here: `INSERT ... RETURNING id` gives
 //! them.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, Int64Array};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
-use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -44,34 +42,7 @@ struct SeqState {
 #[derive(Debug, Default, Clone)]
 pub struct SequencesExt(pub Option<Arc<SessionSequences>>);
 
-impl ExtensionOptions for SequencesExt {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
-
-    fn cloned(&self) -> Box<dyn ExtensionOptions> {
-        Box::new(self.clone())
-    }
-
-    fn set(&mut self, key: &str, _value: &str) -> DfResult<()> {
-        Err(DataFusionError::Configuration(format!(
-            "`{}.{key}` cannot be set",
-            SequencesExt::PREFIX
-        )))
-    }
-
-    fn entries(&self) -> Vec<ConfigEntry> {
-        vec![]
-    }
-}
-
-impl ConfigExtension for SequencesExt {
-    const PREFIX: &'static str = "silt_sequences";
-}
+crate::shared_option_extension!(SequencesExt, "silt_sequences");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Kind {

@@ -110,6 +110,10 @@ impl fmt::Debug for SiltTable {
 impl SiltTable {
     pub fn new(ds: Arc<Dataset>) -> SiltTable {
         let cols = convert::columns(&ds.def());
+        Self::with_columns(ds, cols)
+    }
+
+    fn with_columns(ds: Arc<Dataset>, cols: Vec<ColumnInfo>) -> SiltTable {
         let schema = convert::schema_of(&cols);
         SiltTable {
             ds,
@@ -124,13 +128,7 @@ impl SiltTable {
     /// ([`convert::document_columns`]). Read-only.
     pub fn documents(ds: Arc<Dataset>) -> SiltTable {
         let cols = convert::document_columns(&ds.def());
-        let schema = convert::schema_of(&cols);
-        SiltTable {
-            ds,
-            cols,
-            schema,
-            knn: None,
-        }
+        Self::with_columns(ds, cols)
     }
 
     /// Refuse a write through the document view.
