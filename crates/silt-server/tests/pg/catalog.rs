@@ -260,13 +260,17 @@ async fn information_schema_speaks_postgresql() {
         rows(&c, "SHOW datafusion.execution.batch_size").await.len(),
         1
     );
-    // The schemata, information_schema among them, as pg_namespace has it.
+    // The schemata, information_schema among them, as pg_namespace has it
+    // (`documents`: the document view of the tables).
     let s = rows(
         &c,
         "SELECT schema_name FROM information_schema.schemata ORDER BY 1",
     )
     .await;
-    assert_eq!(flat(&s), ["information_schema", "pg_catalog", "public"]);
+    assert_eq!(
+        flat(&s),
+        ["documents", "information_schema", "pg_catalog", "public"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
