@@ -10,10 +10,11 @@
 //! become `datetime.date`, naive `datetime.datetime`, UTC
 //! `datetime.datetime` and `decimal.Decimal` (stored as days, microseconds
 //! and canonical text: see `silt::value::temporal`). A stored value Python
-//! cannot hold (a year past 9999) comes out as stored.
+//! cannot hold (a year past 9999) comes out as stored. Arrays of those
+//! types come out as lists of them.
 
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyDict};
+use pyo3::types::{IntoPyDict, PyDict, PyList};
 use silt::{DatasetDef, FieldType, Value};
 
 use crate::convert::to_py;
@@ -28,16 +29,7 @@ impl Typed {
         Typed(
             def.fields
                 .iter()
-                .filter(|(_, t)| {
-                    matches!(
-                        t,
-                        FieldType::Date
-                            | FieldType::Timestamp
-                            | FieldType::TimestampTz
-                            | FieldType::Interval
-                            | FieldType::Decimal { .. }
-                    )
-                })
+                .filter(|(_, t)| is_typed(*t))
                 .cloned()
                 .collect(),
         )
@@ -67,10 +59,31 @@ impl Typed {
     }
 }
 
+/// Whether values of `t` come out as Python objects of their own (arrays
+/// of such elements too).
+fn is_typed(t: FieldType) -> bool {
+    match t {
+        FieldType::Date
+        | FieldType::Timestamp
+        | FieldType::TimestampTz
+        | FieldType::Interval
+        | FieldType::Decimal { .. } => true,
+        FieldType::Array(e) => is_typed(e.field_type()),
+        _ => false,
+    }
+}
+
 /// Days since 1970-01-01 as a proleptic Gregorian ordinal (`date.toordinal`).
 const EPOCH_ORDINAL: i64 = 719_163;
 
 fn typed_value<'py>(py: Python<'py>, t: FieldType, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    if let (FieldType::Array(e), Value::Array(items)) = (t, v) {
+        let list = PyList::empty(py);
+        for item in items {
+            list.append(typed_value(py, e.field_type(), item)?)?;
+        }
+        return Ok(list.into_any());
+    }
     let dt = py.import("datetime")?;
     let made = match (t, v) {
         (FieldType::Date, Value::Int(days)) => dt

@@ -228,3 +228,80 @@ def test_document_view_shows_undeclared_fields(server):  # noqa: F811
         with pytest.raises(psycopg.Error) as e:
             conn.execute("DELETE FROM documents.d")
         assert "read-only" in str(e.value)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_array_columns_round_trip(server, binary):  # noqa: F811
+    """Array columns take Python lists as parameters and give lists back,
+    elements typed (dates, decimals), nulls and awkward text kept, in both
+    result formats; `= ANY(column)` searches them."""
+    rows = [
+        (1, ["rust", "two words", "a,b", 'q"uote', "", None, "NULL", "{x}"], [3, None, 1],
+         [dt.date(2024, 2, 29)], [Decimal("1.50")], [1.5, -0.25]),
+        (2, [], [], [], [], []),
+        (3, None, None, None, None, None),
+    ]
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE arr (id BIGINT PRIMARY KEY, tags TEXT[], ns BIGINT[], days DATE[], "
+            "prices NUMERIC(6,2)[], xs DOUBLE PRECISION[])"
+        )
+        with conn.cursor(binary=binary) as cur:
+            cur.executemany("INSERT INTO arr VALUES (%s, %s, %s, %s, %s, %s)", rows)
+            cur.execute("SELECT * FROM arr ORDER BY id")
+            assert cur.fetchall() == rows
+            cur.execute("SELECT id FROM arr WHERE %s = ANY(tags)", ("a,b",))
+            assert cur.fetchall() == [(1,)]
+            cur.execute("SELECT id FROM arr WHERE %s = ANY(days)", (dt.date(2024, 2, 29),))
+            assert cur.fetchall() == [(1,)]
+        desc = {d.name: d.type_code for d in conn.execute("SELECT * FROM arr LIMIT 0").description}
+        assert desc == {"id": 20, "tags": 1009, "ns": 1016, "days": 1182, "prices": 1231, "xs": 1022}
+        # PostgreSQL's text form, quoting where it quotes.
+        text = conn.execute("SELECT array_to_string(tags, '|'), tags::text FROM arr WHERE id = 1")
+        assert text.fetchone()[0] == 'rust|two words|a,b|q"uote||NULL|{x}'
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("INSERT INTO arr (id, ns) VALUES (9, '{1,x}')")
+        assert "ns" in str(e.value) and "bigint" in str(e.value)
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("INSERT INTO arr (id, ns) VALUES (9, '{{1},{2}}')")
+        assert "multi-dimensional" in str(e.value)
+        assert conn.execute("SELECT count(*) FROM arr").fetchone()[0] == 3
+
+
+@pytest.mark.parametrize("fmt", ["text", "csv", "binary"])
+def test_array_columns_copy_both_ways(server, fmt):  # noqa: F811
+    rows = [
+        (1, ["a b", None, "c,d", 'e"f', "\\g"], [1, 2], [dt.date(2024, 1, 1), None]),
+        (2, [], [], None),
+    ]
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("CREATE TABLE ca (id BIGINT PRIMARY KEY, tags TEXT[], ns BIGINT[], days DATE[])")
+        with conn.cursor() as cur:
+            with cur.copy(f"COPY ca FROM STDIN (FORMAT {fmt})") as copy:
+                if fmt == "binary":
+                    copy.set_types(["int8", "text[]", "int8[]", "date[]"])
+                if fmt == "csv":
+                    # psycopg formats rows for text and binary only.
+                    copy.write('1,"{""a b"",NULL,""c,d"",""e\\""f"",""\\\\g""}","{1,2}","{2024-01-01,NULL}"\n')
+                    copy.write('2,{},{},\n')
+                else:
+                    for r in rows:
+                        copy.write_row(r)
+            assert cur.execute("SELECT * FROM ca ORDER BY id").fetchall() == rows
+            if fmt == "csv":
+                with cur.copy("COPY ca TO STDOUT (FORMAT csv)") as copy:
+                    data = b"".join(bytes(b) for b in copy).decode()
+                assert data.splitlines()[1] == "2,{},{},", data
+                assert data.splitlines()[0].startswith('1,"{""a b"",NULL,""c,d""'), data
+                return
+            with cur.copy(f"COPY ca TO STDOUT (FORMAT {fmt})") as copy:
+                if fmt == "binary":
+                    copy.set_types(["int8", "text[]", "int8[]", "date[]"])
+                out = sorted(copy.rows())
+            if fmt == "binary":
+                assert out == rows
+            else:
+                # Text rows: each array as PostgreSQL writes it.
+                assert out[0][1] == '{"a b",NULL,"c,d","e\\"f","\\\\g"}'
+                assert out[0][2] == "{1,2}"
+                assert out[1][1] == "{}"

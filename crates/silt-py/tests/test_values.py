@@ -368,3 +368,28 @@ def test_declared_intervals_are_timedeltas(db):
     with pytest.raises(siltdb.InvalidInputError) as e:
         jobs.insert({"id": 6, "took": "3 fortnights"})
     assert e.value.field == "took"
+
+
+def test_declared_arrays_take_and_give_lists(db):
+    """An array field (`int[]`, `date[]`, `decimal(6,2)[]`) takes a list or
+    PostgreSQL's `{...}` text and gives a list, its elements typed."""
+    from decimal import Decimal
+
+    ev = db.create_dataset(
+        "tagged", primary_key="id",
+        fields={"id": "int", "ns": "int[]", "days": "date[]", "prices": "decimal(6,2)[]"},
+    )
+    ev.insert({"id": 1, "ns": [1, None, 3.0], "days": [datetime.date(2024, 2, 29), "2024-03-01"],
+               "prices": [Decimal("1.5"), 2]})
+    ev.insert({"id": 2, "ns": "{4, 5}", "days": [], "prices": None})
+    got = ev.get(1)
+    assert got["ns"] == [1, None, 3]
+    assert got["days"] == [datetime.date(2024, 2, 29), datetime.date(2024, 3, 1)]
+    assert got["prices"] == [Decimal("1.50"), Decimal("2.00")]
+    assert ev.get(2)["ns"] == [4, 5] and ev.get(2)["days"] == []
+    for bad, word in [({"ns": ["x"]}, "element 1"), ({"ns": [[1]]}, "one dimension"),
+                      ({"ns": 7}, "array of int"), ({"days": ["2024-13-01"]}, "element 1")]:
+        with pytest.raises(siltdb.InvalidInputError) as e:
+            ev.insert({"id": 3, **bad})
+        assert word in str(e.value)
+    assert ev.get(3) is None

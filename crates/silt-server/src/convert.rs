@@ -29,7 +29,7 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use pgwire::api::Type;
 use pgwire::types::ToSqlText;
-use postgres_types::{IsNull, ToSql, to_sql_checked};
+use postgres_types::{IsNull, Kind, ToSql, to_sql_checked};
 use silt::value::interval::Interval;
 use silt::value::{decimal, temporal};
 use silt_sql::pg_forms;
@@ -65,6 +65,11 @@ pub fn pg_type(dt: &DataType) -> Type {
                 Type::INT8 => Type::INT8_ARRAY,
                 Type::FLOAT8 => Type::FLOAT8_ARRAY,
                 Type::BOOL => Type::BOOL_ARRAY,
+                Type::DATE => Type::DATE_ARRAY,
+                Type::TIMESTAMP => Type::TIMESTAMP_ARRAY,
+                Type::TIMESTAMPTZ => Type::TIMESTAMPTZ_ARRAY,
+                Type::NUMERIC => Type::NUMERIC_ARRAY,
+                Type::INTERVAL => Type::INTERVAL_ARRAY,
                 _ => Type::TEXT_ARRAY,
             }
         }
@@ -201,11 +206,63 @@ impl ToSqlText for PgCell<'_> {
 }
 
 /// One array value, as the encoder takes it.
-pub enum PgList {
-    Int(Vec<Option<i64>>),
-    Float(Vec<Option<f64>>),
-    Bool(Vec<Option<bool>>),
-    Text(Vec<Option<String>>),
+pub enum PgList<'a> {
+    Int(PgArray<i64>),
+    Float(PgArray<f64>),
+    Bool(PgArray<bool>),
+    Text(PgArray<String>),
+    /// Dates, times, decimals, intervals, JSON.
+    Cells(PgArray<PgCell<'a>>),
+}
+
+/// An array's elements (`None`: null): its binary form is PostgreSQL's
+/// `array_send`, its text form `{...}` with elements quoted where
+/// PostgreSQL quotes them ([`silt::value::array::format_literal`]).
+#[derive(Debug)]
+pub struct PgArray<T>(pub Vec<Option<T>>);
+
+impl<T: ToSql> ToSql for PgArray<T> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        self.0.to_sql(ty, out)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+impl<T: ToSqlText> ToSqlText for PgArray<T> {
+    fn to_sql_text(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+        format: &pgwire::types::format::FormatOptions,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        let member = match ty.kind() {
+            Kind::Array(m) => m.clone(),
+            _ => Type::TEXT,
+        };
+        let mut texts = Vec::with_capacity(self.0.len());
+        for e in &self.0 {
+            texts.push(match e {
+                None => None,
+                Some(v) => {
+                    let mut b = BytesMut::new();
+                    v.to_sql_text(&member, &mut b, format)?;
+                    Some(String::from_utf8_lossy(&b).into_owned())
+                }
+            });
+        }
+        let text = silt::value::array::format_literal(texts.iter().map(|t| t.as_deref()));
+        out.put_slice(text.as_bytes());
+        Ok(IsNull::No)
+    }
 }
 
 fn strict() -> CastOptions<'static> {
@@ -239,11 +296,11 @@ impl PgColumn {
                     .as_binary::<i32>()
                     .clone(),
             ),
-            Type::INT8_ARRAY | Type::FLOAT8_ARRAY | Type::BOOL_ARRAY | Type::TEXT_ARRAY => {
-                let elem = match *ty {
-                    Type::INT8_ARRAY => Type::INT8,
-                    Type::FLOAT8_ARRAY => Type::FLOAT8,
-                    Type::BOOL_ARRAY => Type::BOOL,
+            // Vectors are arrays to postgres-types, but sent as text.
+            Type::INT2_VECTOR | Type::OID_VECTOR => PgColumn::Text(vector_text(array)?),
+            _ if matches!(ty.kind(), Kind::Array(_)) => {
+                let elem = match ty.kind() {
+                    Kind::Array(e) => e.clone(),
                     _ => Type::TEXT,
                 };
                 let item = match array.data_type() {
@@ -262,7 +319,6 @@ impl PgColumn {
                 let values = PgColumn::new(list.values(), &elem)?;
                 PgColumn::List(list, Box::new(values))
             }
-            Type::INT2_VECTOR | Type::OID_VECTOR => PgColumn::Text(vector_text(array)?),
             Type::DATE => PgColumn::Date(
                 cast_with_options(array, &DataType::Date32, &strict())?
                     .as_primitive::<Date32Type>()
@@ -314,7 +370,7 @@ impl PgColumn {
     }
 
     /// Row `row`'s array (`None` for null or a column that is not one).
-    pub fn list(&self, row: usize) -> Option<PgList> {
+    pub fn list(&self, row: usize) -> Option<PgList<'_>> {
         let PgColumn::List(list, values) = self else {
             return None;
         };
@@ -324,27 +380,26 @@ impl PgColumn {
         let offsets = list.value_offsets();
         let range = offsets[row] as usize..offsets[row + 1] as usize;
         Some(match values.as_ref() {
-            PgColumn::Int(a) => {
-                PgList::Int(range.map(|i| (!a.is_null(i)).then(|| a.value(i))).collect())
-            }
-            PgColumn::Float(a) => {
-                PgList::Float(range.map(|i| (!a.is_null(i)).then(|| a.value(i))).collect())
-            }
-            PgColumn::Bool(a) => {
-                PgList::Bool(range.map(|i| (!a.is_null(i)).then(|| a.value(i))).collect())
-            }
-            PgColumn::Text(a) => PgList::Text(
+            PgColumn::Int(a) => PgList::Int(PgArray(
+                range.map(|i| (!a.is_null(i)).then(|| a.value(i))).collect(),
+            )),
+            PgColumn::Float(a) => PgList::Float(PgArray(
+                range.map(|i| (!a.is_null(i)).then(|| a.value(i))).collect(),
+            )),
+            PgColumn::Bool(a) => PgList::Bool(PgArray(
+                range.map(|i| (!a.is_null(i)).then(|| a.value(i))).collect(),
+            )),
+            PgColumn::Text(a) => PgList::Text(PgArray(
                 range
                     .map(|i| (!a.is_null(i)).then(|| a.value(i).to_owned()))
                     .collect(),
-            ),
-            PgColumn::Bytes(_)
-            | PgColumn::List(..)
-            | PgColumn::Date(_)
+            )),
+            PgColumn::Date(_)
             | PgColumn::Time(..)
             | PgColumn::Numeric(..)
             | PgColumn::Interval(_)
-            | PgColumn::Json(_) => return None,
+            | PgColumn::Json(_) => PgList::Cells(PgArray(range.map(|i| values.cell(i)).collect())),
+            PgColumn::Bytes(_) | PgColumn::List(..) => return None,
         })
     }
 }
@@ -492,6 +547,11 @@ impl JsonRows {
 }
 
 fn json_column(array: &ArrayRef) -> Result<JsonColumn, ArrowError> {
+    if let DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) =
+        array.data_type()
+    {
+        return Ok(JsonColumn::Json(json_lists(array)?));
+    }
     Ok(match pg_type(array.data_type()) {
         Type::INT8 => match cast_with_options(array, &DataType::Int64, &strict()) {
             Ok(a) => JsonColumn::Int(a.as_primitive::<Int64Type>().clone()),
@@ -515,6 +575,38 @@ fn json_column(array: &ArrayRef) -> Result<JsonColumn, ArrowError> {
         ),
         _ => JsonColumn::Text(text_array(array)?),
     })
+}
+
+/// A list column as JSON arrays, each element written as a value of the
+/// element type is.
+fn json_lists(array: &ArrayRef) -> Result<StringArray, ArrowError> {
+    let item = match array.data_type() {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => f.clone(),
+        _ => Arc::new(Field::new("item", DataType::Utf8, true)),
+    };
+    let list = cast_with_options(array, &DataType::List(item), &strict())?;
+    let list = list.as_list::<i32>();
+    let values = json_column(list.values())?;
+    let offsets = list.value_offsets();
+    let mut b = StringBuilder::with_capacity(list.len(), list.len() * 16);
+    let mut s = String::new();
+    for r in 0..list.len() {
+        if list.is_null(r) {
+            b.append_null();
+            continue;
+        }
+        s.clear();
+        s.push('[');
+        for i in offsets[r] as usize..offsets[r + 1] as usize {
+            if i > offsets[r] as usize {
+                s.push(',');
+            }
+            write_json_value(&values, i, &mut s);
+        }
+        s.push(']');
+        b.append_value(&s);
+    }
+    Ok(b.finish())
 }
 
 fn write_json_value(c: &JsonColumn, row: usize, out: &mut String) {

@@ -210,7 +210,7 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
         SqlError::NotNull { .. } => "23502",
         SqlError::UniqueViolation { .. } => "23505",
         SqlError::TypeMismatch { .. } => "42804",
-        SqlError::InvalidText { .. } => "22P02",
+        SqlError::InvalidText { .. } | SqlError::MalformedArray { .. } => "22P02",
         SqlError::BadCopyData(_) => "22P04",
         SqlError::OutOfRange { .. } => "22003",
         SqlError::AffectsRowTwice { .. } => "21000",

@@ -68,7 +68,7 @@ use tokio::task::JoinSet;
 
 use crate::Shared;
 use crate::cancel::{CancelSlot, SiltCancelHandler};
-use crate::convert::{PgColumn, PgList, pg_field_type, pg_type};
+use crate::convert::{PgArray, PgColumn, PgList, pg_field_type, pg_type};
 use crate::error::QueryError;
 use crate::exec::{Prefetched, ResultCaps, Stmt};
 use crate::limits::ConnCount;
@@ -600,15 +600,13 @@ fn encode_batch(batch: &RecordBatch, fields: &Arc<Vec<FieldInfo>>) -> PgWireResu
                 | PgColumn::Numeric(..)
                 | PgColumn::Interval(_)
                 | PgColumn::Json(_) => enc.encode_field(&c.cell(r))?,
-                PgColumn::List(_, values) => match (c.list(r), values.as_ref()) {
-                    (Some(PgList::Int(v)), _) => enc.encode_field(&v)?,
-                    (Some(PgList::Float(v)), _) => enc.encode_field(&v)?,
-                    (Some(PgList::Bool(v)), _) => enc.encode_field(&v)?,
-                    (Some(PgList::Text(v)), _) => enc.encode_field(&v)?,
-                    (None, PgColumn::Int(_)) => enc.encode_field(&None::<Vec<Option<i64>>>)?,
-                    (None, PgColumn::Float(_)) => enc.encode_field(&None::<Vec<Option<f64>>>)?,
-                    (None, PgColumn::Bool(_)) => enc.encode_field(&None::<Vec<Option<bool>>>)?,
-                    (None, _) => enc.encode_field(&None::<Vec<Option<String>>>)?,
+                PgColumn::List(..) => match c.list(r) {
+                    Some(PgList::Int(v)) => enc.encode_field(&v)?,
+                    Some(PgList::Float(v)) => enc.encode_field(&v)?,
+                    Some(PgList::Bool(v)) => enc.encode_field(&v)?,
+                    Some(PgList::Text(v)) => enc.encode_field(&v)?,
+                    Some(PgList::Cells(v)) => enc.encode_field(&v)?,
+                    None => enc.encode_field(&None::<PgArray<i64>>)?,
                 },
             }
         }

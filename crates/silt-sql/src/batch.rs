@@ -8,12 +8,14 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::builder::NullBufferBuilder;
 use datafusion::arrow::array::{
     ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder,
-    Int64Builder, IntervalMonthDayNanoBuilder, RecordBatch, RecordBatchOptions, StringBuilder,
-    TimestampMicrosecondBuilder,
+    Int64Builder, IntervalMonthDayNanoBuilder, ListArray, RecordBatch, RecordBatchOptions,
+    StringBuilder, TimestampMicrosecondBuilder, new_null_array,
 };
-use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNano, SchemaRef};
+use datafusion::arrow::buffer::OffsetBuffer;
+use datafusion::arrow::datatypes::{DataType, FieldRef, IntervalMonthDayNano, SchemaRef};
 use datafusion::error::Result as DfResult;
 use silt::value::{FieldView, decimal, decode_value, to_json, visit_fields};
 use silt::{FieldType, Value};
@@ -51,6 +53,114 @@ enum Col {
         b: StringBuilder,
         declared: Arc<[String]>,
     },
+    /// An array column: the elements of every row in `items`, row `r`'s
+    /// from `offsets[r]` to `offsets[r + 1]`.
+    List {
+        field: FieldRef,
+        items: Box<Col>,
+        offsets: Vec<i32>,
+        nulls: NullBufferBuilder,
+    },
+}
+
+impl Col {
+    /// A builder for values of `c`'s Arrow type.
+    fn of(c: &ColumnInfo, capacity: usize) -> Col {
+        match c.data_type {
+            _ if c.rest.is_some() => Col::Rest {
+                b: StringBuilder::with_capacity(capacity, capacity * 16),
+                declared: c.rest.clone().unwrap_or_else(|| Arc::from(Vec::new())),
+            },
+            DataType::Int64 => Col::Int(Int64Builder::with_capacity(capacity)),
+            DataType::Float64 => Col::Double(Float64Builder::with_capacity(capacity)),
+            DataType::Boolean => Col::Bool(BooleanBuilder::with_capacity(capacity)),
+            DataType::Binary => Col::Bin(BinaryBuilder::with_capacity(capacity, 0)),
+            DataType::Date32 => Col::Date(Date32Builder::with_capacity(capacity)),
+            DataType::Timestamp(_, ref tz) => Col::Time(
+                TimestampMicrosecondBuilder::with_capacity(capacity).with_timezone_opt(tz.clone()),
+            ),
+            DataType::Interval(_) => {
+                Col::Interval(IntervalMonthDayNanoBuilder::with_capacity(capacity))
+            }
+            DataType::Decimal128(p, s) => Col::Dec(
+                Decimal128Builder::with_capacity(capacity)
+                    .with_data_type(DataType::Decimal128(p, s)),
+                s.max(0) as u8,
+            ),
+            DataType::List(ref field) => match c.element() {
+                Some(elem) => Col::List {
+                    field: field.clone(),
+                    items: Box::new(Col::of(&elem, capacity)),
+                    offsets: {
+                        let mut o = Vec::with_capacity(capacity + 1);
+                        o.push(0);
+                        o
+                    },
+                    nulls: NullBufferBuilder::new(capacity),
+                },
+                None => Col::text(c, capacity),
+            },
+            _ => Col::text(c, capacity),
+        }
+    }
+
+    fn text(c: &ColumnInfo, capacity: usize) -> Col {
+        Col::Text {
+            b: StringBuilder::with_capacity(capacity, capacity * 8),
+            any: matches!(c.ty, FieldType::Any | FieldType::Json),
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Col::Int(b) => Arc::new(b.finish()),
+            Col::Double(b) => Arc::new(b.finish()),
+            Col::Bool(b) => Arc::new(b.finish()),
+            Col::Bin(b) => Arc::new(b.finish()),
+            Col::Date(b) => Arc::new(b.finish()),
+            Col::Time(b) => Arc::new(b.finish()),
+            Col::Dec(b, _) => Arc::new(b.finish()),
+            Col::Interval(b) => Arc::new(b.finish()),
+            Col::Text { b, .. } | Col::Rest { b, .. } => Arc::new(b.finish()),
+            Col::List {
+                field,
+                items,
+                offsets,
+                nulls,
+            } => {
+                let rows = offsets.len() - 1;
+                let offsets = OffsetBuffer::new(std::mem::replace(offsets, vec![0]).into());
+                // The element builder is made from the same element type
+                // as `field`, so this does not fail; if it did, the rows
+                // would read as nulls rather than take the process down.
+                match ListArray::try_new(field.clone(), offsets, items.finish(), nulls.finish()) {
+                    Ok(a) => Arc::new(a),
+                    Err(_) => new_null_array(&DataType::List(field.clone()), rows),
+                }
+            }
+        }
+    }
+
+    /// One array: each element appended to `items` (an element that is
+    /// not of the element type is null).
+    fn append_list(&mut self, elems: &[Value]) {
+        if let Col::List {
+            items,
+            offsets,
+            nulls,
+            ..
+        } = self
+        {
+            for e in elems {
+                append_value(items, e);
+            }
+            let last = offsets.last().copied().unwrap_or(0);
+            // Arrow's i32 offsets: a batch holds far fewer elements (a
+            // record is at most a few MiB).
+            offsets.push(last.saturating_add(i32::try_from(elems.len()).unwrap_or(i32::MAX)));
+            nulls.append_non_null();
+        }
+    }
 }
 
 /// Builds one record batch of the projected columns `cols`.
@@ -66,36 +176,7 @@ pub struct BatchBuilder<'c> {
 
 impl<'c> BatchBuilder<'c> {
     pub fn new(cols: &'c [ColumnInfo], capacity: usize) -> BatchBuilder<'c> {
-        let builders = cols
-            .iter()
-            .map(|c| match c.data_type {
-                _ if c.rest.is_some() => Col::Rest {
-                    b: StringBuilder::with_capacity(capacity, capacity * 16),
-                    declared: c.rest.clone().unwrap_or_else(|| Arc::from(Vec::new())),
-                },
-                DataType::Int64 => Col::Int(Int64Builder::with_capacity(capacity)),
-                DataType::Float64 => Col::Double(Float64Builder::with_capacity(capacity)),
-                DataType::Boolean => Col::Bool(BooleanBuilder::with_capacity(capacity)),
-                DataType::Binary => Col::Bin(BinaryBuilder::with_capacity(capacity, 0)),
-                DataType::Date32 => Col::Date(Date32Builder::with_capacity(capacity)),
-                DataType::Timestamp(_, ref tz) => Col::Time(
-                    TimestampMicrosecondBuilder::with_capacity(capacity)
-                        .with_timezone_opt(tz.clone()),
-                ),
-                DataType::Interval(_) => {
-                    Col::Interval(IntervalMonthDayNanoBuilder::with_capacity(capacity))
-                }
-                DataType::Decimal128(p, s) => Col::Dec(
-                    Decimal128Builder::with_capacity(capacity)
-                        .with_data_type(DataType::Decimal128(p, s)),
-                    s.max(0) as u8,
-                ),
-                _ => Col::Text {
-                    b: StringBuilder::with_capacity(capacity, capacity * 8),
-                    any: matches!(c.ty, FieldType::Any | FieldType::Json),
-                },
-            })
-            .collect();
+        let builders = cols.iter().map(|c| Col::of(c, capacity)).collect();
         BatchBuilder {
             cols,
             builders,
@@ -177,22 +258,7 @@ impl<'c> BatchBuilder<'c> {
 
     /// The columns built, in order.
     pub fn finish_arrays(mut self) -> Vec<ArrayRef> {
-        self.builders
-            .iter_mut()
-            .map(|b| -> ArrayRef {
-                match b {
-                    Col::Int(b) => Arc::new(b.finish()),
-                    Col::Double(b) => Arc::new(b.finish()),
-                    Col::Bool(b) => Arc::new(b.finish()),
-                    Col::Bin(b) => Arc::new(b.finish()),
-                    Col::Date(b) => Arc::new(b.finish()),
-                    Col::Time(b) => Arc::new(b.finish()),
-                    Col::Dec(b, _) => Arc::new(b.finish()),
-                    Col::Interval(b) => Arc::new(b.finish()),
-                    Col::Text { b, .. } | Col::Rest { b, .. } => Arc::new(b.finish()),
-                }
-            })
-            .collect()
+        self.builders.iter_mut().map(Col::finish).collect()
     }
 
     pub fn finish(self, schema: &SchemaRef) -> DfResult<RecordBatch> {
@@ -218,6 +284,10 @@ fn append_null(b: &mut Col) {
         Col::Dec(b, _) => b.append_null(),
         Col::Interval(b) => b.append_null(),
         Col::Text { b, .. } | Col::Rest { b, .. } => b.append_null(),
+        Col::List { offsets, nulls, .. } => {
+            offsets.push(offsets.last().copied().unwrap_or(0));
+            nulls.append_null();
+        }
     }
 }
 
@@ -258,6 +328,10 @@ fn append_view(b: &mut Col, view: FieldView<'_>) -> silt::Result<()> {
         (Col::Time(b), FieldView::Int(m)) => b.append_value(m),
         (Col::Dec(b, scale), FieldView::Str(s)) => b.append_option(decimal::units(s, *scale)),
         (Col::Interval(b), FieldView::Str(s)) => b.append_option(interval_of(s)),
+        (b @ Col::List { .. }, FieldView::Encoded(e)) => match decode_value(e)? {
+            Value::Array(items) => b.append_list(&items),
+            _ => append_null(b),
+        },
         (Col::Text { b, .. }, FieldView::Null) => b.append_null(),
         (Col::Text { b, any: true }, v) => {
             let v = match v {
@@ -306,6 +380,7 @@ fn append_value(b: &mut Col, v: &Value) {
         (Col::Time(b), Value::Int(m)) => b.append_value(*m),
         (Col::Dec(b, scale), Value::String(s)) => b.append_option(decimal::units(s, *scale)),
         (Col::Interval(b), Value::String(s)) => b.append_option(interval_of(s)),
+        (b @ Col::List { .. }, Value::Array(items)) => b.append_list(items),
         (Col::Text { b, .. }, Value::Null) => b.append_null(),
         (Col::Text { b, any: true }, v) => b.append_value(to_json(v).to_string()),
         (Col::Text { b, .. }, Value::String(s)) => b.append_value(s),

@@ -23,13 +23,16 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::builder::NullBufferBuilder;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Date32Array, Decimal128Builder, Float64Array,
-    Int64Array, IntervalMonthDayNanoArray, StringArray, TimestampMicrosecondArray, new_null_array,
+    Int64Array, IntervalMonthDayNanoArray, ListArray, StringArray, StringBuilder,
+    TimestampMicrosecondArray, new_null_array,
 };
+use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::{CastOptions, cast, cast_with_options};
 use datafusion::arrow::datatypes::{
-    DataType, Float64Type, IntervalMonthDayNano, TimestampMicrosecondType,
+    DataType, Field, FieldRef, Float64Type, IntervalMonthDayNano, TimestampMicrosecondType,
 };
 use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::common::ScalarValue;
@@ -63,6 +66,10 @@ pub fn column_type_name(col: &ColumnInfo) -> String {
         FieldType::TimestampTz => "timestamp with time zone".to_owned(),
         FieldType::Decimal { precision, scale } => format!("numeric({precision},{scale})"),
         FieldType::Interval => "interval".to_owned(),
+        FieldType::Array(_) => match col.element() {
+            Some(e) => format!("{}[]", column_type_name(&e)),
+            None => col.ty.to_string(),
+        },
         other => other.to_string(),
     }
 }
@@ -162,6 +169,13 @@ pub fn check_assignable(col: &ColumnInfo, src: &DataType) -> Result<(), SqlError
         FieldType::Point | FieldType::Rectangle | FieldType::Polygon | FieldType::Geometry => {
             is_text(src)
         }
+        FieldType::Array(_) => {
+            is_text(src)
+                || list_item(src).is_some_and(|item| {
+                    col.element()
+                        .is_some_and(|e| check_assignable(&e, item).is_ok())
+                })
+        }
     };
     if ok {
         Ok(())
@@ -192,6 +206,7 @@ pub fn coerce(col: &ColumnInfo, a: &ArrayRef) -> Result<Coerced, SqlError> {
     }
     check_assignable(col, src)?;
     match col.data_type {
+        DataType::List(ref field) => coerce_list(col, field, a),
         DataType::Int64 if is_text(src) => {
             parse_each::<i64, Int64Array>(col, a, |s| s.parse::<i64>().ok())
         }
@@ -293,6 +308,95 @@ fn to_decimal(
     }
     Ok(Coerced {
         array: Arc::new(out.finish()),
+        error,
+    })
+}
+
+/// The element type of a list type.
+fn list_item(dt: &DataType) -> Option<&DataType> {
+    match dt {
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _) => Some(f.data_type()),
+        _ => None,
+    }
+}
+
+/// Lists, or PostgreSQL's array text (`'{1,2,NULL}'`), to an array
+/// column: the elements are converted as values of the element type; an
+/// element that does not convert fails its row.
+fn coerce_list(col: &ColumnInfo, field: &FieldRef, a: &ArrayRef) -> Result<Coerced, SqlError> {
+    let elem = col.element().ok_or_else(|| {
+        SqlError::Invalid(format!("column \"{}\" is not an array column", col.name))
+    })?;
+    let (offsets, values, nulls, mut error) = if is_text(a.data_type()) {
+        let text = cast(a, &DataType::Utf8).map_err(arrow_err)?;
+        let text = text.as_string::<i32>();
+        let mut offsets = Vec::with_capacity(text.len() + 1);
+        offsets.push(0i32);
+        let mut nulls = NullBufferBuilder::new(text.len());
+        let mut flat = StringBuilder::new();
+        let mut error = None;
+        for i in 0..text.len() {
+            let parts = if text.is_null(i) {
+                None
+            } else {
+                match silt::value::array::parse_literal(text.value(i)) {
+                    Ok(parts) => Some(parts),
+                    Err(reason) => {
+                        error.get_or_insert((
+                            i,
+                            SqlError::MalformedArray {
+                                column: col.name.clone(),
+                                reason,
+                            },
+                        ));
+                        None
+                    }
+                }
+            };
+            let n = parts.as_ref().map_or(0, Vec::len);
+            for p in parts.iter().flatten() {
+                flat.append_option(p.as_deref());
+            }
+            nulls.append(parts.is_some());
+            let last = offsets.last().copied().unwrap_or(0);
+            offsets.push(last.saturating_add(i32::try_from(n).unwrap_or(i32::MAX)));
+        }
+        let values: ArrayRef = Arc::new(flat.finish());
+        (
+            OffsetBuffer::new(offsets.into()),
+            values,
+            nulls.finish(),
+            error,
+        )
+    } else {
+        let item = list_item(a.data_type()).cloned().unwrap_or(DataType::Null);
+        let list = cast(a, &DataType::List(Arc::new(Field::new("item", item, true))))
+            .map_err(arrow_err)?;
+        let list = list.as_list::<i32>();
+        (
+            list.offsets().clone(),
+            list.values().clone(),
+            list.nulls().cloned(),
+            None,
+        )
+    };
+    let items = coerce(&elem, &values)?;
+    if error.is_none()
+        && let Some((i, e)) = items.error
+    {
+        // The row holding element `i`.
+        let row = offsets
+            .partition_point(|&o| o as usize <= i)
+            .saturating_sub(1);
+        error = Some((row, e));
+    }
+    let list = ListArray::try_new(field.clone(), offsets, items.array, nulls).map_err(arrow_err)?;
+    Ok(Coerced {
+        array: Arc::new(list),
         error,
     })
 }

@@ -9,7 +9,8 @@
 //! not JSON is stored as a string), `json` -> the same Utf8 JSON text,
 //! marked `jsonb` for the PostgreSQL front end (written text must be JSON),
 //! `date` -> Date32, `timestamp` -> Timestamp(µs), `timestamptz` ->
-//! Timestamp(µs, "+00:00"), `decimal(p,s)` -> Decimal128(p, s).
+//! Timestamp(µs, "+00:00"), `decimal(p,s)` -> Decimal128(p, s), an array
+//! `t[]` -> List of `t`'s type.
 //! Primary-key fields that are not declared are exposed as `any`.
 //! Undeclared fields of a record are not visible to SQL (UPDATE keeps them).
 
@@ -40,6 +41,23 @@ pub struct ColumnInfo {
     pub rest: Option<Arc<[String]>>,
 }
 
+impl ColumnInfo {
+    /// The elements of an array column, as a column of their own (same
+    /// name, so errors name the column).
+    pub fn element(&self) -> Option<ColumnInfo> {
+        let FieldType::Array(e) = self.ty else {
+            return None;
+        };
+        Some(ColumnInfo {
+            name: self.name.clone(),
+            ty: e.field_type(),
+            data_type: arrow_type(e.field_type()),
+            primary_key: false,
+            rest: None,
+        })
+    }
+}
+
 /// The schema whose tables are the document view of the datasets: the
 /// declared columns plus [`document_columns`]'s JSON column.
 pub const DOCUMENTS_SCHEMA: &str = "documents";
@@ -59,6 +77,11 @@ pub fn arrow_type(ty: FieldType) -> DataType {
         FieldType::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
         FieldType::Decimal { precision, scale } => DataType::Decimal128(precision, scale as i8),
         FieldType::Interval => DataType::Interval(IntervalUnit::MonthDayNano),
+        FieldType::Array(e) => DataType::List(Arc::new(Field::new(
+            "item",
+            arrow_type(e.field_type()),
+            true,
+        ))),
         FieldType::Int => DataType::Int64,
         FieldType::Double => DataType::Float64,
         FieldType::Bool => DataType::Boolean,
@@ -235,6 +258,17 @@ pub fn value_at(col: &ColumnInfo, array: &ArrayRef, row: usize) -> DfResult<Opti
             any_value(array.as_string::<i32>().value(row))
         }
         DataType::Utf8 => Value::String(array.as_string::<i32>().value(row).to_owned()),
+        DataType::List(_) => {
+            let elem = col.element().ok_or_else(|| {
+                DataFusionError::Internal(format!("`{}` is not an array column", col.name))
+            })?;
+            let items = array.as_list::<i32>().value(row);
+            let mut out = Vec::with_capacity(items.len());
+            for i in 0..items.len() {
+                out.push(value_at(&elem, &items, i)?.unwrap_or(Value::Null));
+            }
+            Value::Array(out)
+        }
         ref other => {
             return Err(DataFusionError::Internal(format!(
                 "unexpected column type {other} for `{}`",

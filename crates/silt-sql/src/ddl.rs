@@ -428,6 +428,22 @@ fn uses_pg_operators(sql: &str) -> bool {
 
 /// The declared type of a SQL column type.
 pub fn field_type(dt: &str) -> Result<FieldType, SqlError> {
+    if let Some(elem) = array_element(dt) {
+        let t = field_type(elem)?;
+        if matches!(t, FieldType::Array(_)) {
+            return Err(SqlError::Invalid(format!(
+                "unsupported column type `{dt}`: arrays have one dimension"
+            )));
+        }
+        return silt::value::ElementType::of(t)
+            .map(FieldType::Array)
+            .ok_or_else(|| {
+                SqlError::Invalid(format!(
+                    "unsupported column type `{dt}`: arrays hold {}",
+                    silt::value::array::ELEMENT_TYPES
+                ))
+            });
+    }
     let lower = dt.to_ascii_lowercase();
     let base = lower.split('(').next().unwrap_or("").trim();
     let t = match base {
@@ -461,6 +477,18 @@ pub fn field_type(dt: &str) -> Result<FieldType, SqlError> {
         })?,
     };
     Ok(t)
+}
+
+/// The element type of an array type: `bigint[]`, `text[3]` (a size is
+/// not enforced, as in PostgreSQL).
+fn array_element(dt: &str) -> Option<&str> {
+    let t = dt.trim();
+    let open = t.strip_suffix(']')?.rfind('[')?;
+    t[open + 1..t.len() - 1]
+        .trim()
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| &t[..open])
 }
 
 /// An option value as text.

@@ -102,6 +102,11 @@ pub enum SqlError {
         text: String,
     },
 
+    /// Text for an array column that is not PostgreSQL's array text
+    /// (SQLSTATE 22P02); `reason` starts `malformed array literal`.
+    #[error("{reason} (column \"{column}\")")]
+    MalformedArray { column: String, reason: String },
+
     /// A number outside the column type's range (SQLSTATE 22003).
     #[error("{value} is out of range for type {column_type} (column \"{column}\")")]
     OutOfRange {

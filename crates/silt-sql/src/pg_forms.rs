@@ -147,6 +147,75 @@ pub fn interval_recv(b: &[u8]) -> Option<silt::value::interval::Interval> {
     })
 }
 
+/// The header of a one-dimensional array in binary form (`array_send`):
+/// dimensions, a has-nulls flag, the element type's oid, then the length
+/// and lower bound (1) of the dimension; an empty array has no dimension.
+/// Each element follows as its length (-1 for null) and bytes.
+pub fn array_header(elem_oid: u32, len: usize, has_nulls: bool, out: &mut Vec<u8>) {
+    let ndim: i32 = if len == 0 { 0 } else { 1 };
+    out.extend_from_slice(&ndim.to_be_bytes());
+    out.extend_from_slice(&i32::from(has_nulls).to_be_bytes());
+    out.extend_from_slice(&elem_oid.to_be_bytes());
+    if len > 0 {
+        out.extend_from_slice(&i32::try_from(len).unwrap_or(i32::MAX).to_be_bytes());
+        out.extend_from_slice(&1i32.to_be_bytes());
+    }
+}
+
+/// The elements (`None` for null) of a binary array, or why it does not
+/// read: more than one dimension, a length past the end. The element
+/// type's oid is not checked (clients send `int4` elements for `int8[]`).
+pub fn array_recv(b: &[u8]) -> Result<Vec<Option<&[u8]>>, String> {
+    let mut at = 0usize;
+    let int = |b: &[u8], at: &mut usize| -> Result<i32, String> {
+        let v = b
+            .get(*at..*at + 4)
+            .and_then(|s| s.try_into().ok())
+            .map(i32::from_be_bytes)
+            .ok_or_else(|| "the binary array ends early".to_owned())?;
+        *at += 4;
+        Ok(v)
+    };
+    let ndim = int(b, &mut at)?;
+    let _has_nulls = int(b, &mut at)?;
+    let _elem = int(b, &mut at)?;
+    let len = match ndim {
+        0 => 0usize,
+        1 => {
+            let len = int(b, &mut at)?;
+            let _lower = int(b, &mut at)?;
+            usize::try_from(len).map_err(|_| format!("a binary array of length {len}"))?
+        }
+        n => return Err(format!("a binary array of {n} dimensions; arrays have one")),
+    };
+    // Each element takes at least its 4-byte length: a claimed length
+    // beyond that is refused before anything is allocated for it.
+    if len > b.len().saturating_sub(at) / 4 {
+        return Err(format!(
+            "a binary array claims {len} elements in {} bytes",
+            b.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(len);
+    for _ in 0..len {
+        let n = int(b, &mut at)?;
+        if n < 0 {
+            out.push(None);
+            continue;
+        }
+        let n = n as usize;
+        let e = b
+            .get(at..at + n)
+            .ok_or_else(|| "a binary array element runs past the end".to_owned())?;
+        at += n;
+        out.push(Some(e));
+    }
+    if at != b.len() {
+        return Err(format!("{} bytes follow the binary array", b.len() - at));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +267,39 @@ mod tests {
         assert_eq!(timestamp_recv(&timestamp_send(-5)), Some(-5));
         assert_eq!(timestamp_recv(&i64::MAX.to_be_bytes()), None);
         assert_eq!(timestamp_send(PG_EPOCH_MICROS), [0; 8]);
+    }
+
+    #[test]
+    fn binary_arrays_round_trip_and_refuse_lies() {
+        let mut b = Vec::new();
+        array_header(20, 3, true, &mut b);
+        for e in [Some(&7i64.to_be_bytes()[..]), None, Some(&[0u8; 8][..])] {
+            match e {
+                Some(x) => {
+                    b.extend_from_slice(&(x.len() as i32).to_be_bytes());
+                    b.extend_from_slice(x);
+                }
+                None => b.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        let got = array_recv(&b).expect("reads");
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], Some(&7i64.to_be_bytes()[..]));
+        assert_eq!(got[1], None);
+        let mut empty = Vec::new();
+        array_header(20, 0, false, &mut empty);
+        assert_eq!(
+            array_recv(&empty).expect("empty"),
+            Vec::<Option<&[u8]>>::new()
+        );
+        // A header claiming two billion elements is refused unallocated.
+        let mut lie = Vec::new();
+        array_header(20, 2_000_000_000, false, &mut lie);
+        assert!(array_recv(&lie).expect_err("lie").contains("claims"));
+        assert!(array_recv(&b[..b.len() - 1]).is_err());
+        let mut two = Vec::new();
+        two.extend_from_slice(&2i32.to_be_bytes());
+        two.extend_from_slice(&[0u8; 8]);
+        assert!(array_recv(&two).expect_err("2d").contains("dimensions"));
     }
 }

@@ -13,6 +13,8 @@ use rand::{Rng, SeedableRng};
 use silt::geo::sphere::haversine_m;
 use silt_sql::{SqlEngine, SqlError};
 
+#[path = "sql/arrays.rs"]
+mod arrays;
 #[path = "sql/bounds.rs"]
 mod bounds;
 #[path = "sql/column_images.rs"]

@@ -7,6 +7,8 @@
 use pgwire::api::Type;
 use postgres_types::Kind;
 
+use silt_sql::pg_forms;
+
 use super::{Literal, ParamError, err, literal};
 
 /// The element type of array type `ty`, if it is one.
@@ -67,28 +69,19 @@ fn sql_type(elem: &Type) -> &'static str {
     }
 }
 
-/// The elements of a binary array: a header (dimensions, a has-null flag,
-/// the element type's oid), each dimension's length and lower bound, then
-/// each element as a length (-1: null) and its bytes.
+/// The elements of a binary array ([`pg_forms::array_recv`]), whose
+/// element type must be `elem`'s.
 fn binary_elements(
     index: usize,
     b: &[u8],
     elem: &Type,
 ) -> Result<Vec<Option<Vec<u8>>>, ParamError> {
-    let mut r = Reader { b, at: 0, index };
-    let ndim = r.i32()?;
-    let _has_null = r.i32()?;
-    let oid = r.u32()?;
-    if ndim == 0 {
-        return Ok(Vec::new());
-    }
-    if ndim != 1 {
-        return Err(err(
-            index,
-            format!("a {ndim}-dimensional array; only one-dimensional arrays are supported"),
-        ));
-    }
-    if oid != elem.oid() {
+    let items = pg_forms::array_recv(b).map_err(|why| err(index, why))?;
+    let oid = b
+        .get(8..12)
+        .and_then(|s| s.try_into().ok())
+        .map(u32::from_be_bytes);
+    if let Some(oid) = oid.filter(|&o| !items.is_empty() && o != elem.oid()) {
         return Err(err(
             index,
             format!(
@@ -97,119 +90,13 @@ fn binary_elements(
             ),
         ));
     }
-    let len = r.i32()?;
-    let _lower = r.i32()?;
-    let len = usize::try_from(len).map_err(|_| err(index, "a negative array length"))?;
-    // Each element takes at least its 4-byte length: a length the bytes
-    // cannot hold is refused before anything is allocated for it.
-    if len > b.len() / 4 {
-        return Err(err(index, "the array is shorter than its length says"));
-    }
-    let mut out = Vec::with_capacity(len);
-    for _ in 0..len {
-        let n = r.i32()?;
-        if n < 0 {
-            out.push(None);
-        } else {
-            out.push(Some(r.take(n as usize)?.to_vec()));
-        }
-    }
-    if r.at != b.len() {
-        return Err(err(index, "bytes left over after the array's elements"));
-    }
-    Ok(out)
+    Ok(items.into_iter().map(|e| e.map(<[u8]>::to_vec)).collect())
 }
 
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-    index: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], ParamError> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&e| e <= self.b.len())
-            .ok_or_else(|| err(self.index, "the binary array ends early"))?;
-        let s = &self.b[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    fn i32(&mut self) -> Result<i32, ParamError> {
-        let s = self.take(4)?;
-        Ok(i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-    }
-    fn u32(&mut self) -> Result<u32, ParamError> {
-        let s = self.take(4)?;
-        Ok(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-    }
-}
-
-/// The elements of an array's text form, `{a,"b c",NULL}`: quoted
-/// elements with backslash escapes, unquoted ones trimmed, an unquoted
-/// `NULL` a null.
+/// The elements of an array's text form, `{a,"b c",NULL}`
+/// ([`silt::value::array::parse_literal`]).
 fn text_elements(index: usize, text: &str) -> Result<Vec<Option<String>>, ParamError> {
-    let bad = |why: &str| err(index, format!("`{text}` is not an array: {why}"));
-    let t = text.trim();
-    let inner = t
-        .strip_prefix('{')
-        .and_then(|s| s.strip_suffix('}'))
-        .ok_or_else(|| bad("it must be written {a,b,...}"))?;
-    if inner.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    let mut chars = inner.chars().peekable();
-    loop {
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        let item = match chars.peek() {
-            Some('"') => {
-                chars.next();
-                let mut s = String::new();
-                loop {
-                    match chars.next() {
-                        Some('\\') => {
-                            s.push(chars.next().ok_or_else(|| bad("an unfinished escape"))?)
-                        }
-                        Some('"') => break,
-                        Some(c) => s.push(c),
-                        None => return Err(bad("an unclosed quote")),
-                    }
-                }
-                while chars.next_if(|c| c.is_whitespace()).is_some() {}
-                Some(s)
-            }
-            Some('{') => {
-                return Err(err(
-                    index,
-                    "a multi-dimensional array; only one-dimensional arrays are supported",
-                ));
-            }
-            _ => {
-                let mut s = String::new();
-                while let Some(c) = chars.next_if(|&c| c != ',') {
-                    match c {
-                        '\\' => s.push(chars.next().ok_or_else(|| bad("an unfinished escape"))?),
-                        '"' | '{' | '}' => return Err(bad("a stray quote or brace")),
-                        c => s.push(c),
-                    }
-                }
-                let s = s.trim_end().to_owned();
-                if s.is_empty() {
-                    return Err(bad("an empty element"));
-                }
-                (!s.eq_ignore_ascii_case("null")).then_some(s)
-            }
-        };
-        out.push(item);
-        match chars.next() {
-            None => return Ok(out),
-            Some(',') => {}
-            Some(_) => return Err(bad("elements must be separated by commas")),
-        }
-    }
+    silt::value::array::parse_literal(text).map_err(|why| err(index, why))
 }
 
 #[cfg(test)]

@@ -56,6 +56,8 @@ enum Col {
     /// IntervalMonthDayNano.
     Interval(ArrayRef),
     Text(ArrayRef),
+    /// A list: its elements as a column, and their PostgreSQL type's oid.
+    List(ArrayRef, Box<Col>, u32),
 }
 
 impl Col {
@@ -88,6 +90,14 @@ impl Col {
             DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
                 Col::Bytes(to(&DataType::Binary)?)
             }
+            DataType::List(item) | DataType::LargeList(item) | DataType::FixedSizeList(item, _) => {
+                let list = to(&DataType::List(item.clone()))?;
+                let values = list.as_list::<i32>().values().clone();
+                let elems = Col::of(&values, item)?;
+                let oid = u32::try_from(crate::pg_catalog::types::of_arrow(item.data_type()))
+                    .unwrap_or(25);
+                Col::List(list, Box::new(elems), oid)
+            }
             DataType::Null => Col::Text(to(&DataType::Utf8)?),
             _ => Col::Text(to(&DataType::Utf8)?),
         })
@@ -104,6 +114,7 @@ impl Col {
             | Col::Numeric(a, _)
             | Col::Json(a)
             | Col::Interval(a)
+            | Col::List(a, ..)
             | Col::Text(a) => a,
         }
     }
@@ -151,6 +162,20 @@ impl Col {
                 out.extend_from_slice(a.as_string::<i32>().value(r).as_bytes())
             }
             Col::Interval(a) => out.extend_from_slice(interval_at(a, r).to_postgres().as_bytes()),
+            Col::List(a, elems, _) => {
+                let range = list_range(a, r);
+                let mut texts = Vec::with_capacity(range.len());
+                for i in range {
+                    let mut t = Vec::new();
+                    let null = elems.array().is_null(i);
+                    if !null {
+                        elems.text(i, &mut t);
+                    }
+                    texts.push((!null).then(|| String::from_utf8_lossy(&t).into_owned()));
+                }
+                let lit = silt::value::array::format_literal(texts.iter().map(|t| t.as_deref()));
+                out.extend_from_slice(lit.as_bytes());
+            }
         }
     }
 
@@ -185,8 +210,28 @@ impl Col {
             }
             Col::Text(a) => put(a.as_string::<i32>().value(r).as_bytes()),
             Col::Interval(a) => put(&pg_forms::interval_send(&interval_at(a, r))),
+            Col::List(a, elems, oid) => {
+                let range = list_range(a, r);
+                let has_nulls = range.clone().any(|i| elems.array().is_null(i));
+                let mut b = Vec::new();
+                pg_forms::array_header(*oid, range.len(), has_nulls, &mut b);
+                for i in range {
+                    if elems.array().is_null(i) {
+                        b.extend_from_slice(&(-1i32).to_be_bytes());
+                    } else {
+                        elems.binary(i, &mut b);
+                    }
+                }
+                put(&b);
+            }
         }
     }
+}
+
+/// The positions in a list column's values of row `r`'s elements.
+fn list_range(a: &ArrayRef, r: usize) -> std::ops::Range<usize> {
+    let offsets = a.as_list::<i32>().value_offsets();
+    offsets[r] as usize..offsets[r + 1] as usize
 }
 
 /// A double as PostgreSQL's `float8out` writes it (shortest exact digits;

@@ -1,8 +1,8 @@
 //! One field of `COPY` data as a value of its column: PostgreSQL's text
 //! input of each type (`bigint`, `double precision`, `boolean`, `bytea`,
 //! `text`, `date`, `timestamp[tz]`, `numeric`; JSON text for `any` and
-//! `jsonb`; WKT for the spatial types, which the dataset checks), or its
-//! binary (send) form.
+//! `jsonb`; WKT for the spatial types, which the dataset checks; arrays
+//! as `{...}` of their elements' text), or its binary (send) form.
 
 use silt::{FieldType, Value};
 
@@ -77,6 +77,23 @@ pub fn from_text(col: &ColumnInfo, b: &[u8]) -> Result<Value, SqlError> {
                 .map_err(|_| invalid(col, s))?
                 .to_iso(),
         ),
+        FieldType::Array(_) => {
+            let elem = element(col)?;
+            let parts = silt::value::array::parse_literal(s).map_err(|reason| {
+                SqlError::MalformedArray {
+                    column: col.name.clone(),
+                    reason,
+                }
+            })?;
+            let mut items = Vec::with_capacity(parts.len());
+            for p in parts {
+                items.push(match p {
+                    Some(t) => from_text(&elem, t.as_bytes())?,
+                    None => Value::Null,
+                });
+            }
+            Value::Array(items)
+        }
         FieldType::String
         | FieldType::Point
         | FieldType::Rectangle
@@ -135,12 +152,36 @@ pub fn from_binary(col: &ColumnInfo, b: &[u8]) -> Result<Value, SqlError> {
                 .ok_or_else(|| wrong("interval"))?
                 .to_iso(),
         ),
+        FieldType::Array(_) => {
+            let elem = element(col)?;
+            let parts = pg_forms::array_recv(b).map_err(|why| {
+                SqlError::BadCopyData(format!(
+                    "{why} (column \"{}\", {})",
+                    col.name,
+                    column_type_name(col)
+                ))
+            })?;
+            let mut items = Vec::with_capacity(parts.len());
+            for p in parts {
+                items.push(match p {
+                    Some(e) => from_binary(&elem, e)?,
+                    None => Value::Null,
+                });
+            }
+            Value::Array(items)
+        }
         FieldType::String
         | FieldType::Point
         | FieldType::Rectangle
         | FieldType::Polygon
         | FieldType::Geometry => Value::String(utf8(col, b)?.to_owned()),
     })
+}
+
+/// The element column of an array column.
+fn element(col: &ColumnInfo) -> Result<ColumnInfo, SqlError> {
+    col.element()
+        .ok_or_else(|| SqlError::Invalid(format!("column \"{}\" is not an array", col.name)))
 }
 
 /// JSON text as the document it holds.

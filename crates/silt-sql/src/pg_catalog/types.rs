@@ -248,6 +248,10 @@ pub fn of_field(ty: FieldType) -> i64 {
         FieldType::Decimal { .. } => 1700,
         FieldType::Json => 3802,
         FieldType::Interval => 1186,
+        FieldType::Array(e) => {
+            let elem = of_field(e.field_type());
+            by_oid(elem).map_or(1009, |t| if t.array == 0 { 1009 } else { t.array })
+        }
         FieldType::Point | FieldType::Rectangle | FieldType::Polygon | FieldType::Geometry => {
             GEOMETRY
         }

@@ -5,6 +5,7 @@ use std::fmt;
 use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
+use super::array::{ELEMENT_TYPES, ElementType, coerce_array};
 use super::geometry::check_geographic_reason;
 use super::{Geometry, Value, decimal, temporal};
 use crate::error::{Error, Result};
@@ -51,9 +52,12 @@ pub enum FieldType {
     /// A span of months, days and time, stored as its ISO 8601 text
     /// ([`super::interval`]).
     Interval,
+    /// A one-dimensional array of one element type (`int[]`), stored as an
+    /// array of the element's stored values ([`super::array`]).
+    Array(ElementType),
 }
 
-const TYPE_NAMES: &str = "any, bool, int, double, string, binary, point, rectangle, polygon, geometry, date, timestamp, timestamptz, interval, decimal(p,s), json";
+const TYPE_NAMES: &str = "any, bool, int, double, string, binary, point, rectangle, polygon, geometry, date, timestamp, timestamptz, interval, decimal(p,s), json, and arrays such as int[]";
 
 /// `decimal` / `numeric` without a precision: PostgreSQL's unconstrained
 /// numeric is stored with this precision and scale (DataFusion's choice).
@@ -69,8 +73,20 @@ impl FieldType {
     /// `point`, `rectangle`/`rect`, `polygon`, `geometry`, `any`, `date`,
     /// `timestamp`/`datetime`, `timestamptz`, `decimal(p,s)`/`numeric(p,s)`
     /// (`decimal(p)` is scale 0; bare `decimal` is `decimal(38,10)`),
-    /// `json`/`jsonb`.
+    /// `json`/`jsonb`; an element type followed by `[]` is an array of it
+    /// (`int[]`, `decimal(10,2)[]`).
     pub fn parse(s: &str) -> Result<FieldType> {
+        if let Some(elem) = s.trim().strip_suffix("[]") {
+            let t = FieldType::parse(elem)?;
+            return ElementType::of(t)
+                .map(FieldType::Array)
+                .ok_or_else(|| Error::Parse {
+                    what: "field type".to_owned(),
+                    reason: format!(
+                        "arrays of {t} are not supported (`{s}`); arrays hold {ELEMENT_TYPES}"
+                    ),
+                });
+        }
         let lower = s.trim().to_ascii_lowercase();
         let unknown = || Error::Parse {
             what: "field type".to_owned(),
@@ -113,11 +129,15 @@ impl FieldType {
 
     /// Whether values of this type can be key parts (all but geometries,
     /// decimals and intervals, whose stored text does not sort as their
-    /// values). `Any`
+    /// values, and arrays). `Any`
     /// and `Json` count as key types: their values are checked one by one
     /// when keys are encoded.
     pub fn is_key_type(self) -> bool {
-        !self.is_geometry() && !matches!(self, FieldType::Decimal { .. } | FieldType::Interval)
+        !self.is_geometry()
+            && !matches!(
+                self,
+                FieldType::Decimal { .. } | FieldType::Interval | FieldType::Array(_)
+            )
     }
 
     /// Whether this is `point`, `rectangle`, `polygon` or `geometry`.
@@ -132,6 +152,12 @@ impl FieldType {
     /// does). Geometry structure, the range of dates and times and the
     /// form of decimal text are not checked here.
     pub fn matches(self, v: &Value) -> bool {
+        if let (FieldType::Array(e), Value::Array(items)) = (self, v) {
+            let e = e.field_type();
+            return items
+                .iter()
+                .all(|i| !matches!(i, Value::Array(_)) && e.matches(i));
+        }
         matches!(
             (self, v),
             (_, Value::Null)
@@ -231,6 +257,7 @@ impl fmt::Display for FieldType {
             }
             FieldType::Json => "json",
             FieldType::Interval => "interval",
+            FieldType::Array(e) => return write!(f, "{e}[]"),
         };
         f.write_str(name)
     }
@@ -290,6 +317,7 @@ pub fn coerce_text(field: &str, ty: FieldType, text: &str) -> Result<Value> {
     match ty {
         FieldType::Any | FieldType::String => return Ok(Value::String(text.to_owned())),
         _ if t.is_empty() => return Ok(Value::Null),
+        FieldType::Array(_) => return coerce(field, ty, Value::String(t.to_owned())),
         _ => {}
     }
     let v = match ty {
@@ -341,12 +369,13 @@ pub fn coerce_text(field: &str, ty: FieldType, text: &str) -> Result<Value> {
     coerce(field, ty, v)
 }
 
-fn coerce_reason(ty: FieldType, v: Value) -> std::result::Result<Value, String> {
+pub(super) fn coerce_reason(ty: FieldType, v: Value) -> std::result::Result<Value, String> {
     if v.is_null() {
         return Ok(v);
     }
     match ty {
         FieldType::Any | FieldType::Json => Ok(v),
+        FieldType::Array(e) => coerce_array(e, v),
         FieldType::Interval => match v {
             Value::String(s) => super::interval::parse(&s).map(|i| Value::String(i.to_iso())),
             other => Err(mismatch(

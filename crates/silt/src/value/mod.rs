@@ -22,6 +22,7 @@
 //!   a programmatically built object with repeated names is stored as it is,
 //!   and lookups ([`Value::get`], [`decode_field`]) return the first match.
 
+pub mod array;
 mod coerce;
 pub mod decimal;
 mod encoding;
@@ -36,6 +37,7 @@ use std::hash::{Hash, Hasher};
 
 use crate::error::{Error, Result};
 
+pub use array::ElementType;
 pub use coerce::{DEFAULT_DECIMAL, FieldType, check_geographic_field, coerce, coerce_text};
 pub use encoding::{
     FieldView, decode_field, decode_value, encode_record, encode_value, visit_fields,
