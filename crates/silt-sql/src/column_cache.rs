@@ -14,12 +14,18 @@
 //!   scan starts, under the scan's read-committed check
 //!   ([`silt::Dataset::read_memtable`]), and its image is kept for its
 //!   version when it did not change while read.
-//! - **When.** Only for scans that read the whole dataset outside a
-//!   transaction, not for a write, not backwards and without a limit
-//!   (those read few records the ordinary way); never when the runs
-//!   overlap (then versions must be merged), nor when the projected
-//!   columns of the whole dataset would not fit in half the cache. A scan
-//!   that needs key order (one partition) hands out the runs in key order.
+//! - **When.** For scans of the whole dataset or of a range of its key
+//!   (one key column, `bigint` or `text`) outside a transaction, not for a
+//!   write, not backwards and without a limit (those read few records the
+//!   ordinary way); never when the runs overlap (then versions must be
+//!   merged), nor when the projected columns of what the scan reads would
+//!   not fit in half the cache. A scan that needs key order (one
+//!   partition) hands out the runs in key order.
+//! - **Key ranges.** A range reads the chunks whose blocks' keys (from the
+//!   block index) can fall in it. A chunk wholly inside is read as it is;
+//!   one at an end of the range is cut: the key column's image (kept like
+//!   any other column's) is sorted, so a binary search finds the rows in
+//!   the range, and the chunk's arrays are sliced to them.
 //! - **Parts.** The decision is made once per run of the plan, shared by
 //!   the partitions of a split scan ([`crate::meta_count::RunDecisions`]);
 //!   partition `p` of `n` then takes the units `p`, `p + n`, ...
@@ -29,18 +35,20 @@
 //!   --column-cache`). Batches handed to a statement share the cached
 //!   arrays; a statement builds at most its own units' images at a time.
 
-use std::ops::Range;
+use std::cmp::Ordering as Cmp;
+use std::ops::{Bound, Range};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use datafusion::arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use parking_lot::RwLock;
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 use silt::storage::{ComponentReader, EntryKind};
-use silt::{Dataset, FieldType};
+use silt::{Dataset, FieldType, Value};
 
 use crate::batch::BatchBuilder;
 use crate::convert::ColumnInfo;
@@ -51,6 +59,115 @@ pub const CHUNK_ROWS: usize = 8192;
 
 /// The cache's capacity unless set.
 pub const DEFAULT_BYTES: u64 = 256 << 20;
+
+/// A range of a dataset's key that a scan reads: its encoded bounds (to
+/// pick chunks by the block index) and the key column with the bounds as
+/// its values (to cut the chunks at the range's ends).
+#[derive(Clone, Debug)]
+pub struct ImageRange {
+    pub enc: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    /// The dataset's only key column, `bigint` or `text`.
+    pub key: ColumnInfo,
+    pub lo: Bound<Value>,
+    pub hi: Bound<Value>,
+}
+
+impl ImageRange {
+    /// Whether images can serve this range: a `bigint` key with int
+    /// bounds, or a `text` key with text bounds.
+    fn usable(&self) -> bool {
+        let fits = |b: &Bound<Value>| match (b, &self.key.data_type) {
+            (Bound::Unbounded, _) => true,
+            (Bound::Included(v) | Bound::Excluded(v), DataType::Int64) => {
+                matches!(v, Value::Int(_))
+            }
+            (Bound::Included(v) | Bound::Excluded(v), DataType::Utf8) => {
+                matches!(v, Value::String(_))
+            }
+            _ => false,
+        };
+        matches!(
+            (self.key.ty, &self.key.data_type),
+            (FieldType::Int, DataType::Int64) | (FieldType::String, DataType::Utf8)
+        ) && fits(&self.lo)
+            && fits(&self.hi)
+    }
+
+    fn above_lo(&self, k: &[u8]) -> bool {
+        match &self.enc.0 {
+            Bound::Included(l) => k >= l.as_slice(),
+            Bound::Excluded(l) => k > l.as_slice(),
+            Bound::Unbounded => true,
+        }
+    }
+
+    fn below_hi(&self, k: &[u8]) -> bool {
+        match &self.enc.1 {
+            Bound::Included(h) => k <= h.as_slice(),
+            Bound::Excluded(h) => k < h.as_slice(),
+            Bound::Unbounded => true,
+        }
+    }
+
+    /// The rows of a chunk whose key column is `key` (sorted) that are in
+    /// the range.
+    fn rows(&self, key: &ArrayRef) -> DfResult<Range<usize>> {
+        let n = key.len();
+        // The first row whose key is not before `v` (`strict`: not at or
+        // before it).
+        let first_past = |v: &Value, strict: bool| -> DfResult<usize> {
+            let cmp: Box<dyn Fn(usize) -> Cmp> = match (v, key.data_type()) {
+                (Value::Int(v), DataType::Int64) => {
+                    let a = key.as_primitive::<Int64Type>().clone();
+                    let v = *v;
+                    Box::new(move |i| a.value(i).cmp(&v))
+                }
+                (Value::String(v), DataType::Utf8) => {
+                    let a = key.as_string::<i32>().clone();
+                    let v = v.clone();
+                    Box::new(move |i| a.value(i).cmp(v.as_str()))
+                }
+                _ => {
+                    return Err(DataFusionError::Internal(format!(
+                        "a key bound {v:?} for a key image of {}",
+                        key.data_type()
+                    )));
+                }
+            };
+            Ok(partition_point(n, |i| match cmp(i) {
+                Cmp::Less => true,
+                Cmp::Equal => strict,
+                Cmp::Greater => false,
+            }))
+        };
+        let start = match &self.lo {
+            Bound::Included(v) => first_past(v, false)?,
+            Bound::Excluded(v) => first_past(v, true)?,
+            Bound::Unbounded => 0,
+        };
+        let end = match &self.hi {
+            Bound::Included(v) => first_past(v, true)?,
+            Bound::Excluded(v) => first_past(v, false)?,
+            Bound::Unbounded => n,
+        };
+        Ok(start..end.max(start))
+    }
+}
+
+/// The first of `0..n` for which `before` is false (`before` is true for
+/// a prefix).
+fn partition_point(n: usize, before: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
 
 /// Which run an image is of.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -174,11 +291,18 @@ impl ColumnCache {
         self.cache.read().clone()
     }
 
-    /// The units of a full scan of `ds` projecting `cols` from images,
-    /// or `None` when the scan must read records (see the module doc).
-    /// `ordered`: the scan hands out rows in key order.
-    pub fn plan(&self, ds: &Dataset, cols: &[ColumnInfo], ordered: bool) -> Option<Arc<Units>> {
-        let units = self.plan_inner(ds, cols, ordered);
+    /// The units of a scan of `ds` (all of it, or the key range `range`)
+    /// projecting `cols` from images, or `None` when the scan must read
+    /// records (see the module doc). `ordered`: the scan hands out rows in
+    /// key order.
+    pub fn plan(
+        &self,
+        ds: &Dataset,
+        cols: &[ColumnInfo],
+        ordered: bool,
+        range: Option<&ImageRange>,
+    ) -> Option<Arc<Units>> {
+        let units = self.plan_inner(ds, cols, ordered, range);
         match &units {
             Some(_) => self.scans.fetch_add(1, Ordering::Relaxed),
             None => self.fallbacks.fetch_add(1, Ordering::Relaxed),
@@ -186,67 +310,63 @@ impl ColumnCache {
         units.map(Arc::new)
     }
 
-    fn plan_inner(&self, ds: &Dataset, cols: &[ColumnInfo], ordered: bool) -> Option<Units> {
+    fn plan_inner(
+        &self,
+        ds: &Dataset,
+        cols: &[ColumnInfo],
+        ordered: bool,
+        range: Option<&ImageRange>,
+    ) -> Option<Units> {
         let capacity = self.capacity.load(Ordering::Relaxed);
         // The document column decodes whole records: not worth images.
         if cols.is_empty() || capacity == 0 || cols.iter().any(|c| c.rest.is_some()) {
+            return None;
+        }
+        if range.is_some_and(|r| !r.usable()) {
             return None;
         }
         let parts = ds.primary_runs()?;
         if ordered && parts.len() > 1 {
             return None;
         }
-        // Will the images fit? Fixed-width columns take about 9 bytes a
-        // record; others about their share of a stored record (its size
-        // over its declared fields) and an offset.
-        let (mut records, mut bytes) = (0u64, 0u64);
-        for p in &parts {
-            for c in &p.disk {
-                let m = c.meta();
-                records += m.entries;
-                bytes += m.raw_bytes.max(m.entries);
-            }
-            for m in &p.mems {
-                records += m.len() as u64;
-                bytes += m.bytes();
-            }
-        }
-        let fields = (ds.def().fields.len() as u64).max(1);
-        let per_field = bytes / records.max(1) / fields;
-        let estimate: u64 = cols
+        // The chunks the scan reads, from the components' metadata.
+        let picked: Vec<Vec<(Arc<ComponentReader>, Vec<Picked>)>> = parts
             .iter()
-            .map(|c| {
-                let w = if c.data_type.is_primitive() {
-                    9
-                } else {
-                    per_field + 5
-                };
-                w.saturating_mul(records)
+            .map(|p| {
+                p.disk
+                    .iter()
+                    .filter(|c| c.meta().entries > 0)
+                    .map(|c| (c.clone(), pick_chunks(c, range)))
+                    .collect()
             })
-            .sum();
-        if estimate > capacity / 2 {
+            .collect();
+        if !self.fits(ds, cols, &parts, &picked, capacity) {
             return None;
         }
+        // The key column comes along where chunks are cut.
+        let mut with_key = cols.to_vec();
+        let key_at = range.map(|r| match cols.iter().position(|c| c.name == r.key.name) {
+            Some(i) => i,
+            None => {
+                with_key.push(r.key.clone());
+                with_key.len() - 1
+            }
+        });
         let map = self.map();
         let mut units: Vec<(Vec<u8>, Unit)> = Vec::new();
-        for p in parts {
+        for (p, picked) in parts.iter().zip(picked) {
             let mut ranges: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
             let mut mem_units = Vec::new();
             for m in &p.mems {
-                let (range, batches) = self.mem_image(&map, ds, m, cols)?;
-                if let Some(r) = range {
+                let (mem_range, batches) = self.mem_image(&map, ds, m, &with_key)?;
+                if let Some(r) = mem_range {
                     ranges.push(r.clone());
                     mem_units.push((r.0, batches));
                 }
             }
-            let mut disk_units = Vec::new();
-            for c in &p.disk {
+            for (c, _) in &picked {
                 let m = c.meta();
-                if m.entries == 0 {
-                    continue;
-                }
                 ranges.push((m.min_key.clone(), m.max_key.clone()));
-                disk_units.push(c.clone());
             }
             let mut r: Vec<(&[u8], &[u8])> = ranges
                 .iter()
@@ -259,18 +379,30 @@ impl ColumnCache {
             // sort by the run's first key.
             for (first, batches) in mem_units {
                 for b in batches {
-                    units.push((first.clone(), b));
+                    let Unit::Ready(arrays) = b else { continue };
+                    let arrays = match (range, key_at) {
+                        (Some(r), Some(k)) => cut(arrays, k, cols.len(), r).ok()?,
+                        _ => arrays,
+                    };
+                    if arrays.first().is_some_and(|a| !a.is_empty()) {
+                        units.push((first.clone(), Unit::Ready(arrays)));
+                    }
                 }
             }
-            for c in disk_units {
+            for (c, chunks) in picked {
                 let first = c.meta().min_key.clone();
-                for (chunk, blocks) in chunks_of(&c).into_iter().enumerate() {
+                for ch in chunks {
                     units.push((
                         first.clone(),
                         Unit::Disk {
                             comp: c.clone(),
-                            chunk: chunk as u32,
-                            blocks,
+                            chunk: ch.chunk,
+                            blocks: ch.blocks,
+                            cut: if ch.whole {
+                                None
+                            } else {
+                                range.cloned().map(Arc::new)
+                            },
                         },
                     ));
                 }
@@ -282,6 +414,49 @@ impl ColumnCache {
         Some(Units {
             units: units.into_iter().map(|(_, u)| u).collect(),
         })
+    }
+
+    /// Whether the images the scan reads would fit in half the cache:
+    /// fixed-width columns take about 9 bytes a record, others about their
+    /// share of a stored record (its size over its declared fields) and an
+    /// offset.
+    fn fits(
+        &self,
+        ds: &Dataset,
+        cols: &[ColumnInfo],
+        parts: &[silt::dataset::PartitionRuns],
+        picked: &[Vec<(Arc<ComponentReader>, Vec<Picked>)>],
+        capacity: u64,
+    ) -> bool {
+        let (mut records, mut bytes, mut read) = (0u64, 0u64, 0u64);
+        for (p, picked) in parts.iter().zip(picked) {
+            for (c, chunks) in picked {
+                let m = c.meta();
+                records += m.entries;
+                bytes += m.raw_bytes.max(m.entries);
+                let blocks: usize = chunks.iter().map(|ch| ch.blocks.len()).sum();
+                read += m.entries * blocks as u64 / c.num_blocks().max(1) as u64;
+            }
+            for m in &p.mems {
+                records += m.len() as u64;
+                bytes += m.bytes();
+                read += m.len() as u64;
+            }
+        }
+        let fields = (ds.def().fields.len() as u64).max(1);
+        let per_field = bytes / records.max(1) / fields;
+        let estimate: u64 = cols
+            .iter()
+            .map(|c| {
+                let w = if c.data_type.is_primitive() {
+                    9
+                } else {
+                    per_field + 5
+                };
+                w.saturating_mul(read)
+            })
+            .sum();
+        estimate <= capacity / 2
     }
 
     /// The image of a memtable: its key range and its batches; `None` when
@@ -351,52 +526,10 @@ impl ColumnCache {
         cols: &[ColumnInfo],
         schema: &SchemaRef,
     ) -> DfResult<Option<RecordBatch>> {
-        match unit {
-            Unit::Ready(parts) => batch_of(schema, parts.clone()),
-            Unit::Disk {
-                comp,
-                chunk,
-                blocks,
-            } => {
-                let map = self.map();
-                let run = RunId::Disk {
-                    uid: comp.uid(),
-                    chunk: *chunk,
-                };
-                let mut arrays: Vec<Option<ArrayRef>> = cols
-                    .iter()
-                    .map(|c| {
-                        map.get(&ImageKey::new(run.clone(), c))
-                            .and_then(|i| i.arrays.first().cloned())
-                    })
-                    .collect();
-                let missing: Vec<usize> =
-                    (0..cols.len()).filter(|i| arrays[*i].is_none()).collect();
-                self.hits
-                    .fetch_add((cols.len() - missing.len()) as u64, Ordering::Relaxed);
-                if !missing.is_empty() {
-                    self.misses
-                        .fetch_add(missing.len() as u64, Ordering::Relaxed);
-                    let want: Vec<ColumnInfo> = missing.iter().map(|i| cols[*i].clone()).collect();
-                    let built = build_chunk(comp, blocks.clone(), &want)?;
-                    for ((i, c), a) in missing.iter().zip(&want).zip(built) {
-                        map.insert(
-                            ImageKey::new(run.clone(), c),
-                            Image {
-                                arrays: Arc::from(vec![a.clone()]),
-                                range: None,
-                            },
-                        );
-                        arrays[*i] = Some(a);
-                    }
-                }
-                let arrays: Option<Vec<ArrayRef>> = arrays.into_iter().collect();
-                let arrays = arrays.ok_or_else(|| {
-                    DataFusionError::Internal("a column image was not built".to_owned())
-                })?;
-                batch_of(schema, arrays)
-            }
-        }
+        let arrays = self
+            .unit_arrays(unit, cols, true)?
+            .ok_or_else(|| DataFusionError::Internal("a column image was not built".to_owned()))?;
+        batch_of(schema, arrays)
     }
 
     /// The batch of a unit when every column of it is in the cache.
@@ -406,30 +539,188 @@ impl ColumnCache {
         cols: &[ColumnInfo],
         schema: &SchemaRef,
     ) -> DfResult<Option<Option<RecordBatch>>> {
-        match unit {
-            Unit::Ready(parts) => batch_of(schema, parts.clone()).map(Some),
-            Unit::Disk { comp, chunk, .. } => {
-                let map = self.map();
-                let run = RunId::Disk {
-                    uid: comp.uid(),
-                    chunk: *chunk,
-                };
-                let arrays: Option<Vec<ArrayRef>> = cols
-                    .iter()
-                    .map(|c| {
-                        map.get(&ImageKey::new(run.clone(), c))
-                            .and_then(|i| i.arrays.first().cloned())
-                    })
-                    .collect();
-                match arrays {
-                    Some(a) => {
-                        self.hits.fetch_add(cols.len() as u64, Ordering::Relaxed);
-                        batch_of(schema, a).map(Some)
-                    }
-                    None => Ok(None),
-                }
+        match self.unit_arrays(unit, cols, false)? {
+            Some(arrays) => batch_of(schema, arrays).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The arrays of a unit, cut to its key range; `None` when some column
+    /// is not in the cache and `build` is false.
+    fn unit_arrays(
+        &self,
+        unit: &Unit,
+        cols: &[ColumnInfo],
+        build: bool,
+    ) -> DfResult<Option<Vec<ArrayRef>>> {
+        let Unit::Disk {
+            comp,
+            chunk,
+            blocks,
+            cut: range,
+        } = unit
+        else {
+            let Unit::Ready(arrays) = unit else {
+                return Ok(None);
+            };
+            return Ok(Some(arrays.clone()));
+        };
+        let Some(range) = range else {
+            return self.disk_arrays(comp, *chunk, blocks, cols, build);
+        };
+        let mut with_key = cols.to_vec();
+        let k = match cols.iter().position(|c| c.name == range.key.name) {
+            Some(k) => k,
+            None => {
+                with_key.push(range.key.clone());
+                cols.len()
+            }
+        };
+        match self.disk_arrays(comp, *chunk, blocks, &with_key, build)? {
+            Some(arrays) => cut(arrays, k, cols.len(), range).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The arrays of columns `cols` of a disk chunk, from the cache or (if
+    /// `build`) built and kept; `None` when one is missing and not built.
+    fn disk_arrays(
+        &self,
+        comp: &ComponentReader,
+        chunk: u32,
+        blocks: &Range<usize>,
+        cols: &[ColumnInfo],
+        build: bool,
+    ) -> DfResult<Option<Vec<ArrayRef>>> {
+        let map = self.map();
+        let run = RunId::Disk {
+            uid: comp.uid(),
+            chunk,
+        };
+        let mut arrays: Vec<Option<ArrayRef>> = cols
+            .iter()
+            .map(|c| {
+                map.get(&ImageKey::new(run.clone(), c))
+                    .and_then(|i| i.arrays.first().cloned())
+            })
+            .collect();
+        let missing: Vec<usize> = (0..cols.len()).filter(|i| arrays[*i].is_none()).collect();
+        if !missing.is_empty() && !build {
+            return Ok(None);
+        }
+        self.hits
+            .fetch_add((cols.len() - missing.len()) as u64, Ordering::Relaxed);
+        if !missing.is_empty() {
+            self.misses
+                .fetch_add(missing.len() as u64, Ordering::Relaxed);
+            let want: Vec<ColumnInfo> = missing.iter().map(|i| cols[*i].clone()).collect();
+            let built = build_chunk(comp, blocks.clone(), &want)?;
+            for ((i, c), a) in missing.iter().zip(&want).zip(built) {
+                map.insert(
+                    ImageKey::new(run.clone(), c),
+                    Image {
+                        arrays: Arc::from(vec![a.clone()]),
+                        range: None,
+                    },
+                );
+                arrays[*i] = Some(a);
             }
         }
+        let arrays: Option<Vec<ArrayRef>> = arrays.into_iter().collect();
+        arrays
+            .map(Some)
+            .ok_or_else(|| DataFusionError::Internal("a column image was not built".to_owned()))
+    }
+}
+
+/// The arrays of a chunk (its key column at `key`) sliced to the rows in
+/// `range`, and only the first `keep` of them (the key column goes when it
+/// only came along for the cut).
+fn cut(
+    arrays: Vec<ArrayRef>,
+    key: usize,
+    keep: usize,
+    range: &ImageRange,
+) -> DfResult<Vec<ArrayRef>> {
+    let k = arrays.get(key).ok_or_else(|| {
+        DataFusionError::Internal("a cut chunk without its key column".to_owned())
+    })?;
+    let rows = range.rows(k)?;
+    Ok(arrays
+        .iter()
+        .take(keep)
+        .map(|a| a.slice(rows.start, rows.len()))
+        .collect())
+}
+
+/// A chunk a scan reads.
+struct Picked {
+    chunk: u32,
+    blocks: Range<usize>,
+    /// Every key of the chunk is in the scan's range.
+    whole: bool,
+}
+
+/// The chunks of a component whose keys can be in `range` (all of them
+/// without one), from the block index: block `i`'s keys are above block
+/// `i - 1`'s last key (at least the component's smallest for block 0) and
+/// at most its own last key.
+fn pick_chunks(c: &ComponentReader, range: Option<&ImageRange>) -> Vec<Picked> {
+    let min_key = c.meta().min_key.as_slice();
+    chunks_of(c)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, blocks)| {
+            let whole = Picked {
+                chunk: i as u32,
+                blocks: blocks.clone(),
+                whole: true,
+            };
+            let Some(r) = range else {
+                return Some(whole);
+            };
+            let last = c.block_last_key(blocks.end.checked_sub(1)?);
+            // Keys are at least `min_key` (block 0), or above the last key
+            // of the block before.
+            let (floor, floor_in) = match blocks.start {
+                0 => (min_key, true),
+                s => (c.block_last_key(s - 1), false),
+            };
+            if !r.above_lo(last) {
+                return None;
+            }
+            // No key is below the range's end: at or past it when the
+            // floor is (an inclusive floor), or when it reaches it (an
+            // exclusive one: the keys are above it).
+            let past_hi = match (&r.enc.1, floor_in) {
+                (Bound::Unbounded, _) => false,
+                (_, true) => !r.below_hi(floor),
+                (Bound::Included(h) | Bound::Excluded(h), false) => floor >= h.as_slice(),
+            };
+            if past_hi {
+                return None;
+            }
+            let inside = r.below_hi(last)
+                && if floor_in {
+                    r.above_lo(floor)
+                } else {
+                    floor_meets(r, floor)
+                };
+            Some(Picked {
+                whole: inside,
+                ..whole
+            })
+        })
+        .collect()
+}
+
+/// Whether every key above `floor` (exclusive) satisfies the range's lower
+/// bound: `floor` is at least an inclusive bound, or at least an
+/// exclusive one.
+fn floor_meets(r: &ImageRange, floor: &[u8]) -> bool {
+    match &r.enc.0 {
+        Bound::Included(l) | Bound::Excluded(l) => floor >= l.as_slice(),
+        Bound::Unbounded => true,
     }
 }
 
@@ -449,11 +740,13 @@ impl Units {
 pub enum Unit {
     /// A chunk of a memtable's image: its arrays, in column order.
     Ready(Vec<ArrayRef>),
-    /// The blocks `blocks` of a disk component: chunk `chunk`.
+    /// The blocks `blocks` of a disk component: chunk `chunk`, cut to
+    /// the key range `cut` when it reaches past it.
     Disk {
         comp: Arc<ComponentReader>,
         chunk: u32,
         blocks: Range<usize>,
+        cut: Option<Arc<ImageRange>>,
     },
 }
 

@@ -27,7 +27,7 @@ use silt::{Dataset, Query, QueryOptions, Value};
 
 use crate::StatementControl;
 use crate::batch::{BatchBuilder, Rec};
-use crate::column_cache::{ColumnCache, Units};
+use crate::column_cache::{ColumnCache, ImageRange, Units};
 use crate::convert::{self, ColumnInfo};
 use crate::error::silt_err;
 use crate::meta_count::{self, CountDecisions, RunDecisions};
@@ -394,11 +394,17 @@ impl ExecutionPlan for SiltScanExec {
             && !self.for_write
             && !self.rev
             && self.limit.is_none()
-            && matches!(self.access, Access::Full)
+            && matches!(self.access, Access::Full | Access::PkRange { .. })
             && let Some(cache) = context.session_config().get_extension::<ColumnCache>()
             && let Some(units) = self.images.decide(&context, || {
                 let ordered = key_ordering(&self.ds, &cols, &self.access, false).is_some();
-                cache.plan(&self.ds, &cols, ordered)
+                match &self.access {
+                    Access::PkRange { column, lo, hi } => {
+                        let range = image_range(&self.ds, column, lo, hi)?;
+                        cache.plan(&self.ds, &cols, ordered, Some(&range))
+                    }
+                    _ => cache.plan(&self.ds, &cols, ordered, None),
+                }
             })
         {
             let n = self.parts.as_ref().map_or(1, |p| p.len());
@@ -792,6 +798,30 @@ fn keep_hit(
         Ok(None) => None,
         Err(e) => Some(Err(e)),
     }
+}
+
+/// The key range of a scan of a range of the key, for column images:
+/// `None` unless the key is that one column.
+fn image_range(
+    ds: &Arc<Dataset>,
+    column: &str,
+    lo: &Bound<Value>,
+    hi: &Bound<Value>,
+) -> Option<ImageRange> {
+    let pk = &ds.def().primary_key;
+    if pk.len() != 1 || pk[0] != column {
+        return None;
+    }
+    let key = crate::convert::columns(&ds.def())
+        .into_iter()
+        .find(|c| c.name == column)?;
+    let enc = pk_bounds(ds, lo, hi).ok()?;
+    Some(ImageRange {
+        enc,
+        key,
+        lo: lo.clone(),
+        hi: hi.clone(),
+    })
 }
 
 /// Encoded primary-key bounds of a range on the first key column.

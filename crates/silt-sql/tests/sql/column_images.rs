@@ -49,6 +49,54 @@ fn check(e: &silt_sql::SqlEngine, m: &Model, ordered: bool, what: &str) {
     }
 }
 
+/// Aggregates and rows over random key ranges (both bound kinds, one
+/// side open) against the model.
+fn check_ranges(e: &silt_sql::SqlEngine, m: &Model, seed: u64, ordered: bool, what: &str) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let top = m.keys().next_back().copied().unwrap_or(0) + 10;
+    for _ in 0..6 {
+        let a = rng.random_range(-5..top);
+        let b = a + rng.random_range(0..12_000);
+        let (lo_op, hi_op, cond) = match rng.random_range(0..4) {
+            0 => (">=", "<", format!("id >= {a} AND id < {b}")),
+            1 => (">", "<=", format!("id > {a} AND id <= {b}")),
+            2 => (">=", "<=", format!("id BETWEEN {a} AND {b}")),
+            _ => (">", "", format!("id > {a}")),
+        };
+        let inside = |k: i64| {
+            (if lo_op == ">=" { k >= a } else { k > a })
+                && match hi_op {
+                    "<" => k < b,
+                    "<=" => k <= b,
+                    _ => true,
+                }
+        };
+        let want: Vec<(i64, i64)> = m
+            .iter()
+            .filter(|(k, _)| inside(**k))
+            .map(|(k, (_, q))| (*k, *q))
+            .collect();
+        let got = run(
+            e,
+            &format!("SELECT CAST(count(*) AS BIGINT), COALESCE(sum(qty), 0) FROM f WHERE {cond}"),
+        );
+        let sum: i64 = want.iter().map(|(_, q)| q).sum();
+        assert_eq!(
+            (ints(&got, 0), ints(&got, 1)),
+            (vec![want.len() as i64], vec![sum]),
+            "{cond} after {what}"
+        );
+        if ordered {
+            let b = run(
+                e,
+                &format!("SELECT id, qty FROM f WHERE {cond} ORDER BY id"),
+            );
+            let rows: Vec<(i64, i64)> = ints(&b, 0).into_iter().zip(ints(&b, 1)).collect();
+            assert_eq!(rows, want, "rows of {cond} after {what}");
+        }
+    }
+}
+
 fn random_history(partitions: u32, seed: u64) {
     let (_d, e) = engine();
     run(
@@ -108,6 +156,13 @@ fn random_history(partitions: u32, seed: u64) {
             _ => "nothing",
         };
         check(&e, &model, ordered, &format!("step {step}: {what}"));
+        check_ranges(
+            &e,
+            &model,
+            seed + step,
+            ordered,
+            &format!("step {step}: {what}"),
+        );
     }
     // And once more from a full merge, where the images must serve.
     ds.compact().expect("compact");
@@ -117,10 +172,15 @@ fn random_history(partitions: u32, seed: u64) {
     let after = e.column_cache_stats();
     assert!(after.scans > before.scans, "{before:?} -> {after:?}");
     assert!(after.hits > before.hits, "{before:?} -> {after:?}");
+    // Key ranges read the images too, cut at their ends.
+    check_ranges(&e, &model, seed, ordered, "the last merge");
+    let ranged = e.column_cache_stats();
+    assert!(ranged.scans > after.scans, "{after:?} -> {ranged:?}");
     // Off, the ordinary scan gives the same.
     e.set_column_cache_bytes(0);
     check(&e, &model, ordered, "the cache off");
-    assert_eq!(e.column_cache_stats().scans, after.scans);
+    check_ranges(&e, &model, seed, ordered, "the cache off");
+    assert_eq!(e.column_cache_stats().scans, ranged.scans);
 }
 
 #[test]
@@ -202,4 +262,65 @@ fn images_follow_column_changes() {
         (ints(&off, 0), ints(&off, 1)),
         "a dropped and re-added column reads the same from images"
     );
+}
+
+#[test]
+fn text_key_ranges_cut_chunks_at_their_ends() {
+    let (_d, e) = engine();
+    run(&e, "CREATE TABLE s (k VARCHAR PRIMARY KEY, qty BIGINT)");
+    let ds = e.database().dataset("s").expect("dataset");
+    let keys: Vec<String> = (0..30_000).map(|i| format!("k{i:06}")).collect();
+    for chunk in keys.chunks(5000) {
+        let rows: Vec<String> = chunk
+            .iter()
+            .map(|k| format!("('{k}', {})", k[1..].parse::<i64>().unwrap_or(0) % 10))
+            .collect();
+        run(&e, &format!("INSERT INTO s VALUES {}", rows.join(", ")));
+    }
+    ds.flush().expect("flush");
+    ds.compact().expect("compact");
+    // Memtable rows past the component's keys keep the runs disjoint.
+    run(&e, "INSERT INTO s VALUES ('z1', 5), ('z2', 6)");
+    for (cond, want) in [
+        ("k >= 'k010000' AND k < 'k020000'", 10_000),
+        ("k > 'k010000' AND k <= 'k020000'", 10_000),
+        ("k >= 'k0123' AND k < 'k0124'", 100),
+        ("k >= 'k029990'", 12),
+        ("k < 'k000005'", 5),
+        ("k > 'y'", 2),
+        ("k >= 'k1'", 2),
+        ("k >= 'a' AND k < 'b'", 0),
+    ] {
+        let before = e.column_cache_stats();
+        let b = run(
+            &e,
+            &format!("SELECT CAST(count(*) AS BIGINT) FROM s WHERE {cond}"),
+        );
+        assert_eq!(ints(&b, 0), [want], "{cond}");
+        let b = run(&e, &format!("SELECT k FROM s WHERE {cond} ORDER BY k"));
+        let got: Vec<String> = strings(&b, 0).into_iter().flatten().collect();
+        let mut all: Vec<String> = keys.clone();
+        all.extend(["z1".to_owned(), "z2".to_owned()]);
+        let expect: Vec<String> = all
+            .into_iter()
+            .filter(|k| {
+                let k = k.as_str();
+                match cond {
+                    "k >= 'k010000' AND k < 'k020000'" => ("k010000".."k020000").contains(&k),
+                    "k > 'k010000' AND k <= 'k020000'" => k > "k010000" && k <= "k020000",
+                    "k >= 'k0123' AND k < 'k0124'" => ("k0123".."k0124").contains(&k),
+                    "k >= 'k029990'" => k >= "k029990",
+                    "k < 'k000005'" => k < "k000005",
+                    "k > 'y'" => k > "y",
+                    "k >= 'k1'" => k >= "k1",
+                    _ => false,
+                }
+            })
+            .collect();
+        assert_eq!(got, expect, "{cond}");
+        assert!(
+            e.column_cache_stats().scans > before.scans,
+            "{cond} read images"
+        );
+    }
 }

@@ -734,6 +734,13 @@ impl ComponentReader {
             .collect()
     }
 
+    /// The last key of data block `i` (as the block index has it). The
+    /// keys of block `i` are above block `i - 1`'s last key and at most
+    /// its own.
+    pub fn block_last_key(&self, i: usize) -> &[u8] {
+        self.index_key(i)
+    }
+
     fn index_key(&self, i: usize) -> &[u8] {
         let start = if i == 0 {
             0
