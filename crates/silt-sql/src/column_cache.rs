@@ -25,7 +25,9 @@
 //!   block index) can fall in it. A chunk wholly inside is read as it is;
 //!   one at an end of the range is cut: the key column's image (kept like
 //!   any other column's) is sorted, so a binary search finds the rows in
-//!   the range, and the chunk's arrays are sliced to them.
+//!   the range, and the chunk's arrays are sliced to them. A memtable is
+//!   read only within the range, under the same check, and not kept: a
+//!   table taking inserts is not read whole for a few of its keys.
 //! - **Parts.** The decision is made once per run of the plan, shared by
 //!   the partitions of a split scan ([`crate::meta_count::RunDecisions`]);
 //!   partition `p` of `n` then takes the units `p`, `p + n`, ...
@@ -343,22 +345,18 @@ impl ColumnCache {
         if !self.fits(ds, cols, &parts, &picked, capacity) {
             return None;
         }
-        // The key column comes along where chunks are cut.
-        let mut with_key = cols.to_vec();
-        let key_at = range.map(|r| match cols.iter().position(|c| c.name == r.key.name) {
-            Some(i) => i,
-            None => {
-                with_key.push(r.key.clone());
-                with_key.len() - 1
-            }
-        });
         let map = self.map();
         let mut units: Vec<(Vec<u8>, Unit)> = Vec::new();
         for (p, picked) in parts.iter().zip(picked) {
             let mut ranges: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
             let mut mem_units = Vec::new();
             for m in &p.mems {
-                let (mem_range, batches) = self.mem_image(&map, ds, m, &with_key)?;
+                let (mem_range, batches) = match range {
+                    // A range reads only its part of the table, uncached:
+                    // a changing table is not read whole for a few keys.
+                    Some(r) => mem_slice(ds, m, r, cols)?,
+                    None => self.mem_image(&map, ds, m, cols)?,
+                };
                 if let Some(r) = mem_range {
                     ranges.push(r.clone());
                     mem_units.push((r.0, batches));
@@ -379,14 +377,7 @@ impl ColumnCache {
             // sort by the run's first key.
             for (first, batches) in mem_units {
                 for b in batches {
-                    let Unit::Ready(arrays) = b else { continue };
-                    let arrays = match (range, key_at) {
-                        (Some(r), Some(k)) => cut(arrays, k, cols.len(), r).ok()?,
-                        _ => arrays,
-                    };
-                    if arrays.first().is_some_and(|a| !a.is_empty()) {
-                        units.push((first.clone(), Unit::Ready(arrays)));
-                    }
+                    units.push((first.clone(), b));
                 }
             }
             for (c, chunks) in picked {
@@ -631,6 +622,39 @@ impl ColumnCache {
             .map(Some)
             .ok_or_else(|| DataFusionError::Internal("a column image was not built".to_owned()))
     }
+}
+
+/// The part of a memtable in a scan's key range, read now (and not kept),
+/// as units: the range of the keys read (antimatter included) and the
+/// rows; `None` when it could not be read committed.
+#[allow(clippy::type_complexity)]
+fn mem_slice(
+    ds: &Dataset,
+    m: &Arc<silt::lsm::MemTable>,
+    range: &ImageRange,
+    cols: &[ColumnInfo],
+) -> Option<(Option<(Vec<u8>, Vec<u8>)>, Vec<Unit>)> {
+    let bounds = (
+        range.enc.0.as_ref().map(Vec::as_slice),
+        range.enc.1.as_ref().map(Vec::as_slice),
+    );
+    let mut units = Vec::new();
+    let mut b = BatchBuilder::new(cols, CHUNK_ROWS);
+    let read = ds.read_memtable_in(m, bounds, |_, rec| {
+        b.push_encoded(rec)?;
+        if b.rows() >= CHUNK_ROWS {
+            let full = std::mem::replace(&mut b, BatchBuilder::new(cols, CHUNK_ROWS));
+            units.push(Unit::Ready(full.finish_arrays()));
+        }
+        Ok(())
+    });
+    let Ok(Some(read)) = read else {
+        return None;
+    };
+    if b.rows() > 0 {
+        units.push(Unit::Ready(b.finish_arrays()));
+    }
+    Some((read.range, units))
 }
 
 /// The arrays of a chunk (its key column at `key`) sliced to the rows in

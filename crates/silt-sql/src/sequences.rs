@@ -24,6 +24,8 @@ use datafusion::logical_expr::{
 use parking_lot::Mutex;
 use silt::{Database, Dataset, FieldDefault};
 
+use crate::pg_catalog::functions;
+
 /// What a session's `nextval` calls returned.
 #[derive(Debug, Default)]
 pub struct SessionSequences {
@@ -205,7 +207,7 @@ impl SeqFn {
         vals: &[ScalarValue],
         session: Option<&SessionSequences>,
     ) -> DfResult<ScalarValue> {
-        let text = |i: usize| scalar_text_of(vals.get(i));
+        let text = |i: usize| vals.get(i).and_then(functions::text);
         Ok(match self.kind {
             Kind::Next => {
                 let Some(name) = text(0) else {
@@ -223,7 +225,7 @@ impl SeqFn {
                 ScalarValue::Int64(Some(v))
             }
             Kind::Set => {
-                let (Some(name), Some(v)) = (text(0), vals.get(1).and_then(int_of)) else {
+                let (Some(name), Some(v)) = (text(0), vals.get(1).and_then(functions::int)) else {
                     return Ok(ScalarValue::Int64(None));
                 };
                 let called = match vals.get(2) {
@@ -340,25 +342,10 @@ fn fold_ident(name: &str) -> String {
 
 fn scalar_text(args: &[ColumnarValue], i: usize) -> DfResult<Option<String>> {
     match args.get(i) {
-        Some(ColumnarValue::Scalar(s)) => Ok(scalar_text_of(Some(s))),
+        Some(ColumnarValue::Scalar(s)) => Ok(functions::text(s)),
         _ => Err(DataFusionError::Internal(
             "a sequence function's argument is missing".to_owned(),
         )),
-    }
-}
-
-fn scalar_text_of(v: Option<&ScalarValue>) -> Option<String> {
-    match v? {
-        ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => s.clone(),
-        other if other.is_null() => None,
-        other => Some(other.to_string()),
-    }
-}
-
-fn int_of(v: &ScalarValue) -> Option<i64> {
-    match v.cast_to(&DataType::Int64).ok()? {
-        ScalarValue::Int64(i) => i,
-        _ => None,
     }
 }
 

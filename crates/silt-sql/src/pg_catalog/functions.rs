@@ -169,7 +169,7 @@ fn fit(v: ScalarValue, ret: &DataType) -> DfResult<ScalarValue> {
 }
 
 /// An argument as an integer (oids arrive as numbers or as text).
-fn int(v: &ScalarValue) -> Option<i64> {
+pub(crate) fn int(v: &ScalarValue) -> Option<i64> {
     match v {
         ScalarValue::Utf8(Some(s))
         | ScalarValue::LargeUtf8(Some(s))
@@ -183,7 +183,7 @@ fn int(v: &ScalarValue) -> Option<i64> {
 }
 
 /// An argument as text.
-fn text(v: &ScalarValue) -> Option<String> {
+pub(crate) fn text(v: &ScalarValue) -> Option<String> {
     match v {
         ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => s.clone(),
         other if other.is_null() => None,

@@ -80,13 +80,32 @@ impl Dataset {
     pub fn read_memtable(
         &self,
         mem: &Arc<MemTable>,
+        f: impl FnMut(&[u8], &[u8]) -> Result<()>,
+    ) -> Result<Option<MemRead>> {
+        self.read_memtable_in(mem, (Bound::Unbounded, Bound::Unbounded), f)
+    }
+
+    /// [`Dataset::read_memtable`] of the keys within `bounds` only; the
+    /// range it reports is that of the keys read.
+    pub fn read_memtable_in(
+        &self,
+        mem: &Arc<MemTable>,
+        bounds: (Bound<&[u8]>, Bound<&[u8]>),
         mut f: impl FnMut(&[u8], &[u8]) -> Result<()>,
     ) -> Result<Option<MemRead>> {
         let epoch = self.txn.abort_epoch();
         let version = mem.version();
-        let mut it = MemIter::new(mem.clone(), Bound::Unbounded);
+        let mut it = MemIter::new(mem.clone(), bounds.0);
         let mut range: Option<(Vec<u8>, Vec<u8>)> = None;
         while let Some((key, e)) = it.next_entry() {
+            let past = match bounds.1 {
+                Bound::Included(h) => key.as_slice() > h,
+                Bound::Excluded(h) => key.as_slice() >= h,
+                Bound::Unbounded => false,
+            };
+            if past {
+                break;
+            }
             if !self
                 .txn
                 .locks
