@@ -91,7 +91,7 @@ def panel(ax, rows, title, log, colors, targets=False):
                 t = float(r["target"])
                 x0 = j - 0.4 + width * i
                 ax.hlines(t, x0, x0 + width, colors="red", linestyles="dashed")
-                ax.annotate(f"target {t:g}", (x0, t), fontsize=7, color="red",
+                ax.annotate(f"target {t:.2g}", (x0, t), fontsize=7, color="red",
                             ha="left", va="top", xytext=(0, -2), textcoords="offset points")
     ax.set_xticks(range(len(metrics)))
     ax.set_xticklabels(metrics, fontsize=8)
@@ -221,6 +221,46 @@ def spatial_rtree(header, rows, out, log):
     return 0
 
 
+def sql_ordinary(header, rows, out):
+    """Issue 20's queries: warm medians per system (log scale), Silt's first
+    runs beside its warm ones, and the ratios against the targets, each with
+    its query names slanted so that they stay readable."""
+    measures = [r for r in rows if r["kind"] == "measure" and r["unit"] == "ms"]
+    warm = [dict(r, metric=r["metric"].removesuffix(" p50")) for r in measures
+            if r["metric"].endswith(" p50")]
+    firsts = [r for r in measures if r["metric"].endswith(" first run")]
+    silt_warm = [r for r in warm if r["system"].startswith("silt")]
+    first = [dict(r, system="silt, first run", metric=r["metric"].removesuffix(" first run"))
+             for r in firsts]
+    ratios = [r for r in rows if r["kind"] == "ratio" and " vs " in r["metric"]]
+    for r in ratios:
+        q, _, peer = r["metric"].partition(" vs ")
+        r["system"] = "DuckDB / Silt" if peer.startswith("DuckDB") else "PostgreSQL / Silt"
+        r["metric"] = q
+    fig, axes = plt.subplots(3, 1, figsize=(11, 13))
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    names = ordered([r["system"] for r in warm] + ["silt, first run"]
+                    + [r["system"] for r in ratios])
+    colors = {s: cycle[i % len(cycle)] for i, s in enumerate(names)}
+    panel(axes[0], warm, "warm median (ms, log scale; lower is better)", True, colors)
+    panel(axes[1], silt_warm + first, "Silt: first run (builds column images) and warm "
+          "(ms, log scale)", True, colors)
+    panel(axes[2], ratios, "peer time / Silt time (x, log scale; higher is better; "
+          "dashed: the targets)", True, colors, targets=True)
+    for ax in axes:
+        ax.set_xticklabels([textwrap.fill(t.get_text(), 18) for t in ax.get_xticklabels()],
+                           fontsize=8, rotation=20, ha="right")
+        ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"sql-ordinary ({rows[0]['scale']}): median with min..max", fontsize=11)
+    machine = header.get("machine", "")
+    if machine:
+        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(machine, 200)[:2]), fontsize=6,
+                 color="gray")
+    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    fig.savefig(out, dpi=110)
+    return 0
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("csv")
@@ -231,6 +271,8 @@ def main(argv):
     header, rows = read(args.csv)
     if rows and rows[0]["workload"] == "spatial-rtree":
         return spatial_rtree(header, rows, args.png, args.log)
+    if rows and rows[0]["workload"] == "sql-ordinary":
+        return sql_ordinary(header, rows, args.png)
     if rows and rows[0]["workload"].startswith("leveldbpp"):
         # The LevelDB++ reproduction has its own figures (bench/py/plot_leveldbpp.py).
         import os
