@@ -57,6 +57,17 @@ def ordered(values):
     return seen
 
 
+def finish(fig, header, out, top=0.96):
+    """The machine line at the foot of the figure, then the PNG."""
+    machine = header.get("machine", "")
+    if machine:
+        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(machine, 230)[:2]), fontsize=6,
+                 color="gray")
+    fig.tight_layout(rect=(0, 0.03, 1, top))
+    fig.savefig(out, dpi=110)
+    return 0
+
+
 def panel(ax, rows, title, log, colors, targets=False):
     metrics = ordered(r["metric"] for r in rows)
     systems = ordered(r["system"] for r in rows)
@@ -212,13 +223,7 @@ def spatial_rtree(header, rows, out, log):
     scale = rows[0]["scale"] if rows else ""
     fig.suptitle(f"{name} ({scale}): latency per query by selectivity (solid mean, dotted p50, "
                  f"dashed p99; medians over runs)", fontsize=11)
-    machine = header.get("machine", "")
-    if machine:
-        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(machine, 230)[:2]), fontsize=6,
-                 color="gray")
-    fig.tight_layout(rect=(0, 0.03, 1, 0.96))
-    fig.savefig(out, dpi=110)
-    return 0
+    return finish(fig, header, out)
 
 
 def sql_ordinary(header, rows, out):
@@ -252,13 +257,7 @@ def sql_ordinary(header, rows, out):
                            fontsize=8, rotation=20, ha="right")
         ax.legend(fontsize=8, loc="upper left")
     fig.suptitle(f"sql-ordinary ({rows[0]['scale']}): median with min..max", fontsize=11)
-    machine = header.get("machine", "")
-    if machine:
-        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(machine, 200)[:2]), fontsize=6,
-                 color="gray")
-    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
-    fig.savefig(out, dpi=110)
-    return 0
+    return finish(fig, header, out, top=0.97)
 
 
 def main(argv):
@@ -326,13 +325,7 @@ def main(argv):
     name = rows[0]["workload"] if rows else args.csv
     scale = rows[0]["scale"] if rows else ""
     fig.suptitle(f"{name} ({scale}): median with min..max", fontsize=11)
-    machine = header.get("machine", "")
-    if machine:
-        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(machine, 230)[:2]), fontsize=6,
-                 color="gray")
-    fig.tight_layout(rect=(0, 0.03, 1, 0.96))
-    fig.savefig(args.png, dpi=110)
-    return 0
+    return finish(fig, header, args.png)
 
 
 if __name__ == "__main__":
