@@ -440,7 +440,7 @@ pub fn field_type(dt: &str) -> Result<FieldType, SqlError> {
             .ok_or_else(|| {
                 SqlError::Invalid(format!(
                     "unsupported column type `{dt}`: arrays hold {}",
-                    silt::value::array::ELEMENT_TYPES
+                    silt::value::ELEMENT_TYPES
                 ))
             });
     }

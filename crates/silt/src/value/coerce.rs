@@ -5,7 +5,6 @@ use std::fmt;
 use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
-use super::array::{ELEMENT_TYPES, ElementType, coerce_array};
 use super::geometry::check_geographic_reason;
 use super::{Geometry, Value, decimal, temporal};
 use crate::error::{Error, Result};
@@ -184,6 +183,160 @@ impl FieldType {
                 )
                 | (FieldType::Geometry, Value::Geometry(_))
         )
+    }
+}
+
+/// The element type of an array field: the scalar types an array can hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElementType {
+    Bool,
+    Int,
+    Double,
+    String,
+    Date,
+    Timestamp,
+    TimestampTz,
+    Decimal { precision: u8, scale: u8 },
+}
+
+/// The element types, as errors list them.
+pub const ELEMENT_TYPES: &str =
+    "bool, int, double, string, date, timestamp, timestamptz and decimal(p,s)";
+
+impl ElementType {
+    /// The element type of arrays of `t`, if arrays of it are supported.
+    pub fn of(t: FieldType) -> Option<ElementType> {
+        Some(match t {
+            FieldType::Bool => ElementType::Bool,
+            FieldType::Int => ElementType::Int,
+            FieldType::Double => ElementType::Double,
+            FieldType::String => ElementType::String,
+            FieldType::Date => ElementType::Date,
+            FieldType::Timestamp => ElementType::Timestamp,
+            FieldType::TimestampTz => ElementType::TimestampTz,
+            FieldType::Decimal { precision, scale } => ElementType::Decimal { precision, scale },
+            _ => return None,
+        })
+    }
+
+    /// The field type of one element.
+    pub fn field_type(self) -> FieldType {
+        match self {
+            ElementType::Bool => FieldType::Bool,
+            ElementType::Int => FieldType::Int,
+            ElementType::Double => FieldType::Double,
+            ElementType::String => FieldType::String,
+            ElementType::Date => FieldType::Date,
+            ElementType::Timestamp => FieldType::Timestamp,
+            ElementType::TimestampTz => FieldType::TimestampTz,
+            ElementType::Decimal { precision, scale } => FieldType::Decimal { precision, scale },
+        }
+    }
+}
+
+impl fmt::Display for ElementType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.field_type().fmt(f)
+    }
+}
+
+/// Convert `v` to an array of `elem`: an array (each element converted as
+/// a field of the element type would be), PostgreSQL's array text
+/// (`{1,2,NULL}`), or JSON array text (`[1, 2, null]`). The error says
+/// which element failed and why.
+fn coerce_array(elem: ElementType, v: Value) -> Result<Value, String> {
+    let items = match v {
+        Value::Array(items) => items,
+        Value::String(s) => return array_of_text(elem, &s),
+        other => {
+            return Err(format!(
+                "expected an array of {elem} (a list, or text such as '{{1,2,3}}'), found {}",
+                short_value(&other)
+            ));
+        }
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        if matches!(item, Value::Array(_)) {
+            return Err(format!(
+                "element {} is an array; arrays have one dimension",
+                i + 1
+            ));
+        }
+        out.push(
+            coerce_reason(elem.field_type(), item)
+                .map_err(|e| format!("element {}: {e}", i + 1))?,
+        );
+    }
+    Ok(Value::Array(out))
+}
+
+fn array_of_text(elem: ElementType, s: &str) -> Result<Value, String> {
+    let t = s.trim();
+    if t.starts_with('[') {
+        let j: serde_json::Value = serde_json::from_str(t).map_err(|e| {
+            format!(
+                "array text {} is not valid JSON: {e}",
+                super::array::shown(t)
+            )
+        })?;
+        return coerce_array(elem, super::from_json(&j));
+    }
+    let parts = super::array::parse_literal(t)?;
+    let mut out = Vec::with_capacity(parts.len());
+    for (i, p) in parts.into_iter().enumerate() {
+        let v = match p {
+            None => Value::Null,
+            Some(text) => {
+                element_of_text(elem, &text).map_err(|e| format!("element {}: {e}", i + 1))?
+            }
+        };
+        out.push(v);
+    }
+    Ok(Value::Array(out))
+}
+
+/// One element's text as a value of the element type.
+pub fn element_of_text(elem: ElementType, text: &str) -> Result<Value, String> {
+    let t = text.trim();
+    let v = match elem {
+        ElementType::String => return Ok(Value::String(text.to_owned())),
+        ElementType::Bool => match t.to_ascii_lowercase().as_str() {
+            "t" | "true" | "y" | "yes" | "on" | "1" => Value::Bool(true),
+            "f" | "false" | "n" | "no" | "off" | "0" => Value::Bool(false),
+            _ => {
+                return Err(format!(
+                    "invalid input syntax for type boolean: {}",
+                    super::array::shown(t)
+                ));
+            }
+        },
+        ElementType::Int => Value::Int(t.parse::<i64>().map_err(|_| {
+            format!(
+                "invalid input syntax for type bigint: {}",
+                super::array::shown(t)
+            )
+        })?),
+        ElementType::Double => Value::Double(t.parse::<f64>().map_err(|_| {
+            format!(
+                "invalid input syntax for type double precision: {}",
+                super::array::shown(t)
+            )
+        })?),
+        _ => Value::String(t.to_owned()),
+    };
+    coerce_reason(elem.field_type(), v)
+}
+
+fn short_value(v: &Value) -> String {
+    match v {
+        Value::Bool(b) => format!("bool {b}"),
+        Value::Int(i) => format!("int {i}"),
+        Value::Double(d) => format!("double {d:?}"),
+        Value::Binary(b) => format!("binary of {} bytes", b.len()),
+        Value::Object(_) => "an object".to_owned(),
+        Value::Geometry(g) => g.type_name().to_owned(),
+        Value::Null | Value::String(_) | Value::Array(_) => "another value".to_owned(),
     }
 }
 
@@ -1209,5 +1362,67 @@ mod tests {
         }
         assert_eq!(out[1].1, pt(10.0, 20.0));
         assert_eq!(out[2].1, Value::Double(3.0));
+    }
+    #[test]
+    fn arrays_coerce_element_by_element() {
+        let int = ElementType::Int;
+        assert_eq!(
+            coerce_array(int, Value::String("{1, NULL, 3}".into())),
+            Ok(Value::Array(vec![
+                Value::Int(1),
+                Value::Null,
+                Value::Int(3)
+            ]))
+        );
+        assert_eq!(
+            coerce_array(int, Value::String("[1, 2.0]".into())),
+            Ok(Value::Array(vec![Value::Int(1), Value::Int(2)]))
+        );
+        let e = coerce_array(int, Value::String("{1,x}".into())).expect_err("x");
+        assert!(e.contains("element 2") && e.contains("bigint"), "{e}");
+        let e = coerce_array(int, Value::Array(vec![Value::Array(vec![])])).expect_err("nested");
+        assert!(e.contains("one dimension"), "{e}");
+        let e = coerce_array(int, Value::Int(3)).expect_err("scalar");
+        assert!(e.contains("expected an array of int"), "{e}");
+        assert_eq!(
+            coerce_array(ElementType::Date, Value::String("{2024-02-29}".into())),
+            Ok(Value::Array(vec![Value::Int(19_782)]))
+        );
+        let d = ElementType::Decimal {
+            precision: 5,
+            scale: 2,
+        };
+        assert_eq!(
+            coerce_array(d, Value::Array(vec![Value::Int(3)])),
+            Ok(Value::Array(vec![Value::String("3.00".into())]))
+        );
+    }
+
+    #[test]
+    fn array_types_parse_and_print() {
+        for (text, shown) in [
+            ("int[]", "int[]"),
+            ("BIGINT[]", "int[]"),
+            ("decimal(10,2)[]", "decimal(10,2)[]"),
+            ("timestamptz[]", "timestamptz[]"),
+        ] {
+            let t = FieldType::parse(text).expect(text);
+            assert!(matches!(t, FieldType::Array(_)), "{text}");
+            assert_eq!(t.to_string(), shown);
+            assert_eq!(FieldType::parse(shown).expect(shown), t);
+            assert!(!t.is_key_type());
+        }
+        for bad in ["geometry[]", "json[]", "int[][]", "interval[]"] {
+            let e = FieldType::parse(bad).expect_err(bad).to_string();
+            assert!(
+                e.contains("not supported") || e.contains("unknown"),
+                "{bad}: {e}"
+            );
+        }
+        assert!(FieldType::Array(ElementType::Int).matches(&Value::Array(vec![Value::Int(1)])));
+        assert!(
+            !FieldType::Array(ElementType::Int)
+                .matches(&Value::Array(vec![Value::Null, Value::Double(1.0)]))
+        );
     }
 }

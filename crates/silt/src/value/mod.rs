@@ -37,8 +37,10 @@ use std::hash::{Hash, Hasher};
 
 use crate::error::{Error, Result};
 
-pub use array::ElementType;
-pub use coerce::{DEFAULT_DECIMAL, FieldType, check_geographic_field, coerce, coerce_text};
+pub use coerce::{
+    DEFAULT_DECIMAL, ELEMENT_TYPES, ElementType, FieldType, check_geographic_field, coerce,
+    coerce_text,
+};
 pub use encoding::{
     FieldView, decode_field, decode_value, encode_record, encode_value, visit_fields,
 };
