@@ -186,7 +186,11 @@ pub fn array_recv(b: &[u8]) -> Result<Vec<Option<&[u8]>>, String> {
             let _lower = int(b, &mut at)?;
             usize::try_from(len).map_err(|_| format!("a binary array of length {len}"))?
         }
-        n => return Err(format!("a binary array of {n} dimensions; arrays have one")),
+        n => {
+            return Err(format!(
+                "a binary array of {n} dimensions; only one-dimensional arrays are supported"
+            ));
+        }
     };
     // Each element takes at least its 4-byte length: a claimed length
     // beyond that is refused before anything is allocated for it.

@@ -49,7 +49,7 @@ pub fn parse_literal(text: &str) -> Result<Vec<Option<String>>, String> {
                 Some(',') => break,
                 Some('{') | Some('}') => {
                     return Err(bad(
-                        "nested braces: multi-dimensional arrays are not supported",
+                        "nested braces: multi-dimensional arrays are not supported, only one-dimensional ones",
                     ));
                 }
                 Some('"') => {
