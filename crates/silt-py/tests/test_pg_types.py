@@ -219,6 +219,43 @@ def test_sequence_functions_through_psycopg(server):  # noqa: F811
         assert "not yet defined" in str(e.value)
 
 
+def test_identity_columns_through_psycopg(server):  # noqa: F811
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE ident (id BIGINT GENERATED ALWAYS AS IDENTITY "
+            "(START WITH 100 INCREMENT BY 10) PRIMARY KEY, v TEXT)"
+        )
+        rows = conn.execute("INSERT INTO ident (v) VALUES ('a'), ('b') RETURNING id").fetchall()
+        assert [r[0] for r in rows] == [100, 110]
+        # The defaults' values are the session's currval.
+        assert conn.execute("SELECT currval('ident_id_seq')").fetchone()[0] == 110
+        # GENERATED ALWAYS: PostgreSQL's error and SQLSTATE, nothing written.
+        with pytest.raises(psycopg.errors.GeneratedAlways) as e:
+            conn.execute("INSERT INTO ident (id, v) VALUES (%s, %s)", (5, "x"))
+        assert "OVERRIDING SYSTEM VALUE" in str(e.value)
+        with pytest.raises(psycopg.errors.GeneratedAlways):
+            conn.execute("UPDATE ident SET id = 7 WHERE v = 'a'")
+        conn.execute(
+            "INSERT INTO ident (id, v) OVERRIDING SYSTEM VALUE VALUES (%s, %s)", (5, "x")
+        )
+        # COPY writes the values it is given, as PostgreSQL's COPY does.
+        with conn.cursor().copy("COPY ident (id, v) FROM STDIN") as cp:
+            cp.write_row((7, "y"))
+        got = conn.execute("SELECT id, v FROM ident ORDER BY id").fetchall()
+        assert got == [(5, "x"), (7, "y"), (100, "a"), (110, "b")]
+        # What tools read to show the column.
+        row = conn.execute(
+            "SELECT is_identity, identity_generation, identity_start, identity_increment "
+            "FROM information_schema.columns WHERE table_name = 'ident' AND column_name = 'id'"
+        ).fetchone()
+        assert row == ("YES", "ALWAYS", "100", "10")
+        att = conn.execute(
+            "SELECT attidentity FROM pg_attribute "
+            "WHERE attrelid = 'ident'::regclass AND attname = 'id'"
+        ).fetchone()[0]
+        assert att == "a"
+
+
 def test_document_view_shows_undeclared_fields(server):  # noqa: F811
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute("CREATE TABLE d (id BIGINT PRIMARY KEY, name TEXT)")

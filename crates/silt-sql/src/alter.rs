@@ -21,7 +21,7 @@ use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, TableConstraint,
 };
 use silt::RecordCheck;
-use silt::{Database, Dataset, FieldDefault, FieldType, Value};
+use silt::{Database, Dataset, FieldDefault, FieldType, SequenceDef, Value};
 
 use crate::checks::SqlChecks;
 use crate::ddl::{self, ident};
@@ -42,6 +42,8 @@ enum Op {
         ty: FieldType,
         not_null: bool,
         default: Option<FieldDefault>,
+        /// An identity column's sequence options.
+        sequence: Option<SequenceDef>,
         if_not_exists: bool,
     },
     Drop {
@@ -93,6 +95,7 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
                 };
                 let mut not_null = serial;
                 let mut default = serial.then_some(FieldDefault::Sequence);
+                let mut sequence = None;
                 for o in &column_def.options {
                     match &o.option {
                         ColumnOption::NotNull => not_null = true,
@@ -100,10 +103,16 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
                         ColumnOption::Default(e) => default = ddl::field_default(&name, e)?,
                         ColumnOption::Generated {
                             generation_expr: None,
+                            generated_as,
                             sequence_options,
                             ..
                         } => {
-                            ddl::identity_column(&name, ty, sequence_options.as_deref())?;
+                            sequence = Some(crate::identity::column(
+                                &name,
+                                ty,
+                                generated_as,
+                                sequence_options.as_deref(),
+                            )?);
                             not_null = true;
                             default = Some(FieldDefault::Sequence);
                         }
@@ -119,6 +128,7 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
                     ty,
                     not_null,
                     default,
+                    sequence,
                     if_not_exists: *if_not_exists,
                 });
             }
@@ -253,6 +263,7 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
             ty,
             not_null,
             default,
+            sequence,
             if_not_exists,
         } => {
             if declared(name) {
@@ -263,8 +274,30 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                     "column `{name}` of table `{table}` already exists"
                 )));
             }
+            let add = {
+                let (name, ty, not_null) = (name.clone(), *ty, *not_null);
+                let (default, sequence) = (default.clone(), *sequence);
+                move |d: &mut silt::DatasetDef| {
+                    d.fields.push((name.clone(), ty));
+                    if not_null {
+                        d.not_null.push(name.clone());
+                    }
+                    if let Some(x) = default {
+                        d.defaults.push((name.clone(), x));
+                    }
+                    if let Some(s) = sequence {
+                        d.sequences.push((name, s));
+                    }
+                    Ok(())
+                }
+            };
+            if *default == Some(FieldDefault::Sequence) {
+                // The catalog first: the sequence runs as its options there
+                // say, and rows written meanwhile take values from it.
+                db.alter_dataset(&table, add)?;
+                return number_rows(db, ds, name);
+            }
             match default {
-                Some(FieldDefault::Sequence) => number_rows(db, ds, name)?,
                 Some(d) => {
                     let v = d.value(name, *ty)?;
                     rewrite(db, ds, |r| {
@@ -289,17 +322,7 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                 }
                 None => {}
             }
-            let (name, ty, not_null, default) = (name.clone(), *ty, *not_null, default.clone());
-            db.alter_dataset(&table, move |d| {
-                d.fields.push((name.clone(), ty));
-                if not_null {
-                    d.not_null.push(name.clone());
-                }
-                if let Some(x) = default {
-                    d.defaults.push((name, x));
-                }
-                Ok(())
-            })?;
+            db.alter_dataset(&table, add)?;
         }
         Op::Drop { name, if_exists } => {
             if !declared(name) {
@@ -320,6 +343,7 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                 d.fields.retain(|(n, _)| *n != name);
                 d.not_null.retain(|n| *n != name);
                 d.defaults.retain(|(n, _)| *n != name);
+                d.sequences.retain(|(n, _)| *n != name);
                 Ok(())
             })?;
         }
@@ -359,6 +383,11 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                     }
                 }
                 for (n, _) in &mut d.defaults {
+                    if *n == from {
+                        n.clone_from(&to);
+                    }
+                }
+                for (n, _) in &mut d.sequences {
                     if *n == from {
                         n.clone_from(&to);
                     }
@@ -438,9 +467,15 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
             if !declared(c) {
                 return Err(no_column(ds, c));
             }
+            if def.sequence_def(c).identity.is_some() {
+                return Err(SqlError::Invalid(format!(
+                    "column `{c}` of table `{table}` is an identity column: its default is its sequence; drop the column and add one with the default wanted"
+                )));
+            }
             let (c, d) = (c.clone(), d.clone());
             db.alter_dataset(&table, move |def| {
                 def.defaults.retain(|(n, _)| *n != c);
+                def.sequences.retain(|(n, _)| *n != c);
                 if let Some(d) = d {
                     def.defaults.push((c, d));
                 }
@@ -504,8 +539,9 @@ fn number_rows(db: &Database, ds: &Arc<Dataset>, field: &str) -> Result<(), SqlE
     if keys.is_empty() {
         return Ok(());
     }
-    let first = ds.next_sequence(field, keys.len() as u64)?;
-    let numbers: std::collections::HashMap<Vec<u8>, i64> = keys.into_iter().zip(first..).collect();
+    let taken = ds.next_sequence(field, keys.len() as u64)?;
+    let numbers: std::collections::HashMap<Vec<u8>, i64> =
+        keys.into_iter().zip(taken.values()).collect();
     rewrite(db, ds, |r| {
         if r.get(field).is_some() {
             return None;

@@ -128,10 +128,10 @@ fn single(sql: &str) -> Option<Vec<Segment>> {
 }
 
 /// Byte offsets of line starts, to turn token locations into slices.
-struct LineOffsets(Vec<usize>);
+pub(crate) struct LineOffsets(Vec<usize>);
 
 impl LineOffsets {
-    fn new(s: &str) -> LineOffsets {
+    pub(crate) fn new(s: &str) -> LineOffsets {
         let mut v = vec![0];
         for (i, b) in s.bytes().enumerate() {
             if b == b'\n' {
@@ -142,7 +142,7 @@ impl LineOffsets {
     }
 
     /// Byte offset of a 1-based (line, column-in-chars) location.
-    fn byte(&self, s: &str, line: u64, column: u64) -> usize {
+    pub(crate) fn byte(&self, s: &str, line: u64, column: u64) -> usize {
         let Some(&start) = usize::try_from(line.saturating_sub(1))
             .ok()
             .and_then(|l| self.0.get(l))
@@ -276,10 +276,20 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
     if let Some(r) = crate::access::parse_text(&w, &seg.text)? {
         return Ok(Parsed::Role(Box::new(r)));
     }
+    let mut overriding = None;
     let text = if w.first() == Some(&"UPSERT") {
         // `UPSERT INTO t ...` = `INSERT OR REPLACE INTO t ...`
         let body = seg.text.trim_start();
         format!("INSERT OR REPLACE{}", body.get(6..).unwrap_or(""))
+    } else if w.first() == Some(&"INSERT")
+        && let Some((text, o)) = crate::identity::strip_overriding(&seg.text)
+    {
+        overriding = Some(o);
+        text
+    } else if matches!(w.first(), Some(&"CREATE" | &"ALTER"))
+        && let Some(text) = crate::identity::order_options(&seg.text)
+    {
+        text
     } else {
         seg.text.clone()
     };
@@ -369,7 +379,7 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
                 if_exists,
             })
         }
-        Statement::Insert(ins) => insert::parse(ins),
+        Statement::Insert(ins) => insert::parse(ins, overriding),
         Statement::Update(u) => match crate::dml::parse_update(&u)? {
             Some(p) => Ok(p),
             None => Ok(Parsed::DataFusion(Box::new(DFStatement::Statement(
@@ -657,28 +667,6 @@ pub fn is_serial(type_name: &str) -> bool {
     )
 }
 
-/// Check an identity column (`GENERATED { ALWAYS | BY DEFAULT } AS
-/// IDENTITY`): an int, its sequence counting from 1 by 1. `ALWAYS` is kept
-/// as `BY DEFAULT`: a value given explicitly is taken (and the sequence
-/// moves past it).
-pub fn identity_column(
-    column: &str,
-    ty: FieldType,
-    options: Option<&[datafusion::sql::sqlparser::ast::SequenceOptions]>,
-) -> Result<(), SqlError> {
-    if ty != FieldType::Int {
-        return Err(SqlError::Invalid(format!(
-            "identity column `{column}` must be an integer type (smallint, integer or bigint), not {ty}"
-        )));
-    }
-    if options.is_some_and(|o| !o.is_empty()) {
-        return Err(SqlError::Unsupported(format!(
-            "sequence options on identity column `{column}`: its sequence counts 1, 2, 3, ... (and past any value inserted explicitly); leave out START WITH, INCREMENT BY and the rest"
-        )));
-    }
-    Ok(())
-}
-
 /// Build the dataset definition of a `CREATE TABLE`.
 pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     if ct.query.is_some() {
@@ -690,6 +678,7 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     let mut pk: Vec<String> = Vec::new();
     let mut not_null: Vec<String> = Vec::new();
     let mut defaults: Vec<(String, FieldDefault)> = Vec::new();
+    let mut sequences: Vec<(String, silt::SequenceDef)> = Vec::new();
     let mut checks: Vec<(Option<String>, String, String)> = Vec::new();
     let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
     let mut fields = Vec::new();
@@ -708,12 +697,18 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
                 ColumnOption::PrimaryKey(_) => pk.push(cname.clone()),
                 ColumnOption::Generated {
                     generation_expr: None,
+                    generated_as,
                     sequence_options,
                     ..
                 } => {
-                    identity_column(&cname, ty, sequence_options.as_deref())?;
+                    let s = crate::identity::column(
+                        &cname,
+                        ty,
+                        generated_as,
+                        sequence_options.as_deref(),
+                    )?;
                     not_null.push(cname.clone());
-                    defaults.push((cname.clone(), FieldDefault::Sequence));
+                    sequences.push((cname.clone(), s));
                 }
                 ColumnOption::NotNull => not_null.push(cname.clone()),
                 ColumnOption::Default(e) => {
@@ -829,6 +824,14 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     }
     for (n, d) in defaults {
         def = def.default_value(&n, d);
+    }
+    for (n, s) in sequences {
+        if def.defaults.iter().any(|(f, _)| *f == n) {
+            return Err(SqlError::Invalid(format!(
+                "both a DEFAULT and an identity are given for column `{n}`; keep one"
+            )));
+        }
+        def = def.sequence(&n, s);
     }
     // PostgreSQL's names: `<table>_<column>_check`, `<table>_check`, then
     // numbered when taken.

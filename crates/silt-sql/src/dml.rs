@@ -155,6 +155,16 @@ impl DmlStmt {
         let mut items: Vec<String> = Vec::new();
         match &self.op {
             Op::Update(sets) => {
+                let def = table.ds.def();
+                if let Some((c, _)) = sets
+                    .iter()
+                    .find(|(c, _)| crate::identity::always(&def).contains(&c.as_str()))
+                {
+                    return Err(SqlError::GeneratedAlways {
+                        column: c.clone(),
+                        update: true,
+                    });
+                }
                 for &k in &table.pk {
                     items.push(format!("{q}.{}", quoted(&table.cols[k].name)));
                 }

@@ -132,6 +132,11 @@ pub enum SqlError {
         primary_key: Vec<String>,
     },
 
+    /// A value for a `GENERATED ALWAYS` identity column (SQLSTATE 428C9):
+    /// an `INSERT` without `OVERRIDING SYSTEM VALUE`, or an `UPDATE`.
+    #[error("{}", generated_always_text(.column, *.update))]
+    GeneratedAlways { column: String, update: bool },
+
     /// `COPY` data that does not follow its format: a row with too few
     /// or too many fields, a bad binary header, invalid UTF-8 (SQLSTATE
     /// 22P04).
@@ -156,6 +161,18 @@ pub enum SqlError {
         #[source]
         source: Box<SqlError>,
     },
+}
+
+fn generated_always_text(column: &str, update: bool) -> String {
+    if update {
+        format!(
+            "column \"{column}\" is an identity column defined as GENERATED ALWAYS: an UPDATE cannot set it"
+        )
+    } else {
+        format!(
+            "cannot insert a non-DEFAULT value into column \"{column}\": it is an identity column defined as GENERATED ALWAYS; leave it out, write DEFAULT, or say INSERT ... OVERRIDING SYSTEM VALUE"
+        )
+    }
 }
 
 /// PostgreSQL's DETAIL of a unique violation: `Key (id)=(1) already exists.`

@@ -65,7 +65,9 @@ use crate::coerce;
 use crate::convert::{self, ColumnInfo};
 use crate::ddl::{self, Parsed};
 use crate::error::SqlError;
+use crate::identity::{self, Overriding};
 use crate::returning::Returning;
+use crate::sequences::{SequencesExt, SessionSequences};
 use crate::session::TxnSlot;
 use crate::target::{Table, Target, key_text, last_part};
 
@@ -98,6 +100,8 @@ pub struct InsertStmt {
     columns: Vec<ObjectName>,
     source: Box<Query>,
     pub on_conflict: OnConflict,
+    /// `OVERRIDING { SYSTEM | USER } VALUE` (see `identity`).
+    overriding: Option<Overriding>,
     /// `RETURNING` items.
     pub returning: Option<Vec<SelectItem>>,
     /// The statement as DataFusion plans it (without its `ON CONFLICT`
@@ -120,7 +124,7 @@ impl InsertStmt {
 
 /// Recognize an `INSERT`: the SQL layer's own, or (forms it leaves to
 /// DataFusion, which plans or refuses them) a DataFusion statement.
-pub fn parse(mut ins: Insert) -> Result<Parsed, SqlError> {
+pub fn parse(mut ins: Insert, overriding: Option<Overriding>) -> Result<Parsed, SqlError> {
     let returning = ins.returning.take();
     let on = ins.on.take();
     let on_conflict = match (ins.or, ins.replace_into, on) {
@@ -176,9 +180,12 @@ pub fn parse(mut ins: Insert) -> Result<Parsed, SqlError> {
         && ins.output.is_none()
         && ins.multi_table_insert_type.is_none();
     let (TableObject::TableName(table), Some(source), true) = (&ins.table, &ins.source, own) else {
-        if !matches!(on_conflict, OnConflict::Fail | OnConflict::Replace) || returning.is_some() {
+        if !matches!(on_conflict, OnConflict::Fail | OnConflict::Replace)
+            || returning.is_some()
+            || overriding.is_some()
+        {
             return Err(SqlError::Unsupported(format!(
-                "this form of INSERT with ON CONFLICT or RETURNING: `{}`",
+                "this form of INSERT with ON CONFLICT, RETURNING or OVERRIDING: `{}`",
                 shorten(&plain.to_string())
             )));
         }
@@ -190,6 +197,7 @@ pub fn parse(mut ins: Insert) -> Result<Parsed, SqlError> {
         columns: ins.columns.clone(),
         source: source.clone(),
         on_conflict,
+        overriding,
         returning,
         plain,
     })))
@@ -216,9 +224,10 @@ pub async fn run(
     ds: Arc<Dataset>,
     stmt: InsertStmt,
     txn: Option<Arc<TxnSlot>>,
+    sequences: Option<Arc<SessionSequences>>,
 ) -> Result<Vec<RecordBatch>, SqlError> {
     let in_block = txn.is_some();
-    let r = run_in(ctx, ds, stmt, txn).await;
+    let r = run_in(ctx, ds, stmt, txn, sequences).await;
     match r {
         Err(SqlError::PartialWrite { source, .. }) if in_block => Err(*source),
         r => r,
@@ -230,11 +239,22 @@ async fn run_in(
     ds: Arc<Dataset>,
     stmt: InsertStmt,
     txn: Option<Arc<TxnSlot>>,
+    sequences: Option<Arc<SessionSequences>>,
 ) -> Result<Vec<RecordBatch>, SqlError> {
     let mut state = ctx.state();
     if let Some(slot) = &txn {
         state.config_mut().set_extension(slot.clone());
     }
+    // `nextval` in the statement and the columns' sequence defaults are
+    // the session's (`currval`, `lastval`).
+    state
+        .config_mut()
+        .options_mut()
+        .extensions
+        .insert(SequencesExt(sequences.clone()));
+    // ... seen by the functions of the values evaluated here (`eval_value`).
+    let options = state.config_options().clone();
+    state.execution_props_mut().mark_start_execution(options);
     let table = Table::new(ds.clone());
     let targets = table.target_columns(&stmt.columns)?;
     let returning = match &stmt.returning {
@@ -255,14 +275,17 @@ async fn run_in(
             targets.len()
         ))
     };
+    let ignored;
     let mut rows = match values_list(&stmt.source) {
         Some(list) => {
             if let Some(row) = list.iter().find(|r| r.len() != targets.len()) {
                 return Err(width_error(row.len()));
             }
+            ignored = identity_targets(&table, &targets, stmt.overriding, Some(&list))?;
             Rows::Values(list.into_iter())
         }
         None => {
+            ignored = identity_targets(&table, &targets, stmt.overriding, None)?;
             let mut query = DFStatement::Statement(Box::new(Statement::Query(stmt.source)));
             // `SELECT v, v`: columns are matched by position, so a repeated
             // name is fine (as in PostgreSQL).
@@ -292,6 +315,8 @@ async fn run_in(
         },
         table,
         targets,
+        ignored,
+        sequences,
         mode,
         state,
         seen: Mutex::new(HashSet::new()),
@@ -339,6 +364,48 @@ async fn run_in(
         Some(_) => Ok(returned),
         None => count_batch(done.committed),
     }
+}
+
+/// Which source columns are not taken: identity columns under `OVERRIDING
+/// USER VALUE` (their sequence fills them). Refuses values for `GENERATED
+/// ALWAYS` columns without `OVERRIDING SYSTEM VALUE`, but for the `DEFAULT`s
+/// of a `VALUES` list (`rows`). See `identity`.
+fn identity_targets(
+    table: &Table,
+    targets: &[usize],
+    overriding: Option<Overriding>,
+    rows: Option<&[Vec<SqlExpr>]>,
+) -> Result<Vec<bool>, SqlError> {
+    let def = table.ds.def();
+    let always = identity::always(&def);
+    let identities = identity::identities(&def);
+    let mut ignored = vec![false; targets.len()];
+    for (s, &j) in targets.iter().enumerate() {
+        let name = table.cols[j].name.as_str();
+        match overriding {
+            Some(Overriding::User) => ignored[s] = identities.contains(&name),
+            Some(Overriding::System) => {}
+            None if always.contains(&name) => {
+                let defaults = rows.is_some_and(|rows| {
+                    rows.iter()
+                        .all(|r| r.get(s).is_some_and(is_default_keyword))
+                });
+                if !defaults {
+                    return Err(SqlError::GeneratedAlways {
+                        column: name.to_owned(),
+                        update: false,
+                    });
+                }
+            }
+            None => {}
+        }
+    }
+    Ok(ignored)
+}
+
+/// The keyword `DEFAULT` as a value of a `VALUES` list.
+fn is_default_keyword(e: &SqlExpr) -> bool {
+    matches!(e, SqlExpr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"))
 }
 
 /// The rows a statement inserts.
@@ -780,6 +847,11 @@ struct Writer {
     table: Table,
     /// The table column each source column fills.
     targets: Vec<usize>,
+    /// Source columns not taken (see [`identity_targets`]).
+    ignored: Vec<bool>,
+    /// The session's sequence state: values the columns' defaults take
+    /// are its `currval`.
+    sequences: Option<Arc<SessionSequences>>,
     mode: Mode,
     /// Evaluates the values of a `VALUES` list.
     state: SessionState,
@@ -828,6 +900,9 @@ impl Writer {
         let mut arrays: Vec<ArrayRef> = self.initial_columns(n)?;
         let mut failure = None;
         for (s, &j) in self.targets.iter().enumerate() {
+            if self.ignored[s] {
+                continue;
+            }
             let c = coerce::coerce(&self.table.cols[j], batch.column(s))?;
             keep_first(&mut failure, c.error);
             arrays[j] = c.array;
@@ -844,6 +919,10 @@ impl Writer {
         let mut columns: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(n); self.targets.len()];
         for (r, row) in rows.into_iter().enumerate() {
             for (s, e) in row.into_iter().enumerate() {
+                if self.ignored[s] {
+                    columns[s].push(ScalarValue::Null);
+                    continue;
+                }
                 let v = match self.eval_or_default(e, s) {
                     Ok(v) => v,
                     Err(err) => {
@@ -855,7 +934,10 @@ impl Writer {
             }
         }
         let mut arrays = self.initial_columns(n)?;
-        for (values, &j) in columns.into_iter().zip(&self.targets) {
+        for ((values, &j), &ignored) in columns.into_iter().zip(&self.targets).zip(&self.ignored) {
+            if ignored {
+                continue;
+            }
             let (a, err) = assign_scalars(&self.table.cols[j], values)?;
             keep_first(&mut failure, err);
             arrays[j] = a;
@@ -868,10 +950,11 @@ impl Writer {
     fn initial_columns(&self, n: usize) -> Result<Vec<ArrayRef>, SqlError> {
         (0..self.table.cols.len())
             .map(|j| {
-                if self.targets.contains(&j) {
+                let given = (self.targets.iter().zip(&self.ignored)).any(|(&t, &i)| t == j && !i);
+                if given {
                     Ok(new_null_array(&self.table.cols[j].data_type, n))
                 } else {
-                    self.table.default_column(j, n)
+                    self.table.default_column(j, n, self.sequences.as_deref())
                 }
             })
             .collect()
@@ -880,15 +963,13 @@ impl Writer {
     /// The value of one expression of a `VALUES` list for source column
     /// `s`, where the keyword `DEFAULT` is the column's default.
     fn eval_or_default(&self, e: SqlExpr, s: usize) -> Result<ScalarValue, SqlError> {
-        match &e {
-            SqlExpr::Identifier(i)
-                if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default") =>
-            {
-                let a = self.table.default_column(self.targets[s], 1)?;
-                Ok(ScalarValue::try_from_array(&a, 0)?)
-            }
-            _ => self.eval_value(e),
+        if is_default_keyword(&e) {
+            let a = self
+                .table
+                .default_column(self.targets[s], 1, self.sequences.as_deref())?;
+            return Ok(ScalarValue::try_from_array(&a, 0)?);
         }
+        self.eval_value(e)
     }
 
     /// The value of one expression of a `VALUES` list: literals directly,

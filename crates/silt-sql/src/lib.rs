@@ -58,6 +58,7 @@ pub mod deferred;
 pub mod dml;
 pub mod error;
 pub mod geom;
+pub mod identity;
 pub mod insert;
 pub mod json;
 mod meta_count;
@@ -640,7 +641,14 @@ impl SqlEngine {
     ) -> Result<Output, SqlError> {
         match self.silt_dataset(&ins.table)? {
             Some(ds) => Ok(Output::Batches(
-                insert::run(&self.ctx, ds, ins, session.slot()).await?,
+                insert::run(
+                    &self.ctx,
+                    ds,
+                    ins,
+                    session.slot(),
+                    Some(session.sequences.clone()),
+                )
+                .await?,
             )),
             None => {
                 if !matches!(

@@ -5,11 +5,11 @@
 //! ([`silt::sequence_name`]), optionally schema-qualified (`public.`);
 //! unquoted names fold to lower case, as PostgreSQL folds them.
 //!
-//! `currval` and `lastval` are per session: the values this session's
-//! `nextval` calls returned. Values a column's default takes for a row
-//! (an `INSERT` that leaves a `SERIAL` column out) are taken inside the
-//! storage engine and are not seen here: `INSERT ... RETURNING id` gives
-//! them.
+//! `currval` and `lastval` are per session: the last values this
+//! session's `nextval` calls and its `INSERT`s' sequence defaults (a
+//! `SERIAL` or identity column left out, or given as `DEFAULT`) took, as in
+//! PostgreSQL. Values taken by `COPY` or through the record API are not
+//! seen here.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,6 +37,15 @@ struct SeqState {
     /// The last value per sequence name.
     current: HashMap<String, i64>,
     last: Option<i64>,
+}
+
+impl SessionSequences {
+    /// Sequence `name` (as `<table>_<column>_seq`) handed out `last` last.
+    pub fn taken(&self, name: &str, last: i64) {
+        let mut st = self.inner.lock();
+        st.current.insert(name.to_owned(), last);
+        st.last = Some(last);
+    }
 }
 
 /// A session's [`SessionSequences`] in a statement's config options, where
@@ -161,14 +170,12 @@ impl ScalarUDFImpl for SeqFn {
                 return Ok(ColumnarValue::Scalar(ScalarValue::Int64(None)));
             };
             let (ds, field, key) = self.resolve(&name)?;
-            let first = ds
+            let taken = ds
                 .next_sequence(&field, rows as u64)
                 .map_err(|e| DataFusionError::Execution(e.to_string()))?;
-            let values: Vec<i64> = (0..rows as i64).map(|i| first + i).collect();
-            if let (Some(s), Some(last)) = (&session, values.last()) {
-                let mut st = s.inner.lock();
-                st.current.insert(key, *last);
-                st.last = Some(*last);
+            let values: Vec<i64> = taken.values().collect();
+            if let Some(s) = &session {
+                s.taken(&key, taken.last());
             }
             if args.number_rows <= 1 && all_scalar {
                 return Ok(ColumnarValue::Scalar(ScalarValue::Int64(
@@ -216,11 +223,10 @@ impl SeqFn {
                 let (ds, field, key) = self.resolve(&name)?;
                 let v = ds
                     .next_sequence(&field, 1)
-                    .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+                    .map_err(|e| DataFusionError::Execution(e.to_string()))?
+                    .first;
                 if let Some(s) = session {
-                    let mut st = s.inner.lock();
-                    st.current.insert(key, v);
-                    st.last = Some(v);
+                    s.taken(&key, v);
                 }
                 ScalarValue::Int64(Some(v))
             }
@@ -238,18 +244,7 @@ impl SeqFn {
                     }
                 };
                 let (ds, field, _) = self.resolve(&name)?;
-                if v < 1 {
-                    return Err(DataFusionError::Execution(format!(
-                        "setval: value {v} is out of bounds for sequence \"{name}\" (1..9223372036854775807)"
-                    )));
-                }
-                let next = if called { v.checked_add(1) } else { Some(v) };
-                let next = next.ok_or_else(|| {
-                    DataFusionError::Execution(format!(
-                        "setval: sequence \"{name}\" would pass its largest value"
-                    ))
-                })?;
-                ds.set_sequence(&field, next)
+                ds.set_sequence(&field, v, called)
                     .map_err(|e| DataFusionError::Execution(e.to_string()))?;
                 ScalarValue::Int64(Some(v))
             }
@@ -263,7 +258,7 @@ impl SeqFn {
                     Some(v) => ScalarValue::Int64(Some(v)),
                     None => {
                         return Err(DataFusionError::Execution(format!(
-                            "currval of sequence \"{key}\" is not yet defined in this session (call nextval first; a SERIAL column's default is not seen here: use INSERT ... RETURNING)"
+                            "currval of sequence \"{key}\" is not yet defined in this session (call nextval, or INSERT a row that takes the column's default, first)"
                         )));
                     }
                 }
@@ -272,7 +267,7 @@ impl SeqFn {
                 Some(v) => ScalarValue::Int64(Some(v)),
                 None => {
                     return Err(DataFusionError::Execution(
-                        "lastval is not yet defined in this session (call nextval first; a SERIAL column's default is not seen here: use INSERT ... RETURNING)"
+                        "lastval is not yet defined in this session (call nextval, or INSERT a row that takes a SERIAL or identity column's default, first)"
                             .to_owned(),
                     ));
                 }

@@ -1193,8 +1193,18 @@ impl TableProvider for SiltTable {
         filters: Vec<Expr>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         self.writable()?;
-        let pk = self.ds.def().primary_key.clone();
+        let def = self.ds.def();
+        let pk = def.primary_key.clone();
+        let always = crate::identity::always(&def);
         for (c, _) in &assignments {
+            if always.contains(&c.as_str()) {
+                return Err(DataFusionError::External(Box::new(
+                    crate::error::SqlError::GeneratedAlways {
+                        column: c.clone(),
+                        update: true,
+                    },
+                )));
+            }
             if pk.contains(c) {
                 return Err(DataFusionError::NotImplemented(format!(
                     "UPDATE of the primary-key column `{c}`; DELETE the row and INSERT it with the new key"

@@ -151,15 +151,25 @@ impl Table {
     }
 
     /// Column `j`'s default for `n` rows (all null when it has none).
-    pub(crate) fn default_column(&self, j: usize, n: usize) -> Result<ArrayRef, SqlError> {
+    pub(crate) fn default_column(
+        &self,
+        j: usize,
+        n: usize,
+        session: Option<&crate::sequences::SessionSequences>,
+    ) -> Result<ArrayRef, SqlError> {
         let c = &self.cols[j];
         let Some(d) = &self.defaults[j] else {
             return Ok(datafusion::arrow::array::new_null_array(&c.data_type, n));
         };
         if *d == silt::FieldDefault::Sequence {
-            // n distinct values, taken at once.
-            let first = self.ds.next_sequence(&c.name, n as u64)?;
-            let values: Vec<i64> = (first..).take(n).collect();
+            // n distinct values, taken at once; the session's `currval`.
+            let taken = self.ds.next_sequence(&c.name, n as u64)?;
+            if let Some(s) = session
+                && n > 0
+            {
+                s.taken(&silt::sequence_name(self.ds.name(), &c.name), taken.last());
+            }
+            let values: Vec<i64> = taken.values().collect();
             return Ok(Arc::new(datafusion::arrow::array::Int64Array::from(values)));
         }
         let v = d.value(&c.name, c.ty)?;

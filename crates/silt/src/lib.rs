@@ -21,7 +21,7 @@ pub mod workload;
 pub use dataset::{
     BatchOptions, BatchReport, CommitInfo, Dataset, DatasetScan, DatasetStats, IndexHit,
     JoinPredicate, PreparedRecord, Query, QueryHit, QueryOptions, QueryResults, QueryStats,
-    Transaction, TxnLimits, TxnQuery, TxnScan, WriteMode,
+    SequenceValues, Transaction, TxnLimits, TxnQuery, TxnScan, WriteMode,
 };
 pub use db::roles::{Privileges, Role};
 pub use db::views::ViewDef;
@@ -30,6 +30,8 @@ pub use error::{Error, Result};
 /// The LevelDB++ recency indexes (now `index::recency`).
 pub use index::recency;
 pub use index::{IndexDef, IndexKind, IndexOptions, ReconcileOption};
-pub use schema::{CheckDef, DatasetDef, FieldDefault, RecordCheck, sequence_name};
+pub use schema::{
+    CheckDef, DatasetDef, FieldDefault, Identity, RecordCheck, SequenceDef, sequence_name,
+};
 pub use txn::Durability;
 pub use value::{FieldType, Geometry, Value};

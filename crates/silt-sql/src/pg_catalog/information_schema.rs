@@ -231,6 +231,9 @@ fn column_rows(db: &str, r: &Relation) -> Vec<Row> {
                 ),
                 _ => (Cell::Null, Cell::Null, Cell::Null),
             };
+            let identity = |f: fn(&silt::SequenceDef) -> String| {
+                c.identity.as_ref().map_or(Cell::Null, |s| f(s).into())
+            };
             vec![
                 ("table_catalog", db.into()),
                 ("table_schema", r.schema.clone().into()),
@@ -262,7 +265,22 @@ fn column_rows(db: &str, r: &Relation) -> Vec<Row> {
                 ),
                 ("dtd_identifier", (i + 1).to_string().into()),
                 ("is_self_referencing", yes(false)),
-                ("is_identity", yes(false)),
+                ("is_identity", yes(c.identity.is_some())),
+                (
+                    "identity_generation",
+                    identity(|s| {
+                        if s.identity == Some(silt::Identity::Always) {
+                            "ALWAYS".to_owned()
+                        } else {
+                            "BY DEFAULT".to_owned()
+                        }
+                    }),
+                ),
+                ("identity_start", identity(|s| s.start.to_string())),
+                ("identity_increment", identity(|s| s.increment.to_string())),
+                ("identity_maximum", identity(|s| s.max.to_string())),
+                ("identity_minimum", identity(|s| s.min.to_string())),
+                ("identity_cycle", identity(|_| "NO".to_owned())),
                 ("is_generated", "NEVER".into()),
                 ("is_updatable", yes(r.kind == 'r')),
             ]

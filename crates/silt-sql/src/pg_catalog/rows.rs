@@ -208,7 +208,15 @@ fn attribute_rows(r: &Relation) -> Vec<Row> {
                 ("attstorage", if len > 0 { 'p' } else { 'x' }.into()),
                 ("attnotnull", c.not_null.into()),
                 ("atthasdef", c.default.is_some().into()),
-                ("attidentity", "".into()),
+                (
+                    "attidentity",
+                    match c.identity.and_then(|s| s.identity) {
+                        Some(silt::Identity::Always) => "a",
+                        Some(silt::Identity::ByDefault) => "d",
+                        None => "",
+                    }
+                    .into(),
+                ),
                 ("attgenerated", "".into()),
                 ("attislocal", true.into()),
                 ("attstattarget", Cell::Int(-1)),

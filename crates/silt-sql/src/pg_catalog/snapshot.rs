@@ -68,8 +68,11 @@ pub struct Column {
     /// -1 for none.
     pub typmod: i64,
     pub not_null: bool,
-    /// The `DEFAULT`, as SQL text.
+    /// The `DEFAULT`, as SQL text (none for an identity column, as in
+    /// PostgreSQL).
     pub default: Option<String>,
+    /// An identity column's sequence.
+    pub identity: Option<silt::SequenceDef>,
 }
 
 /// What an index is over, for `pg_index`.
@@ -351,6 +354,7 @@ impl Source {
                     typmod: types::typmod_of_arrow(f.data_type()),
                     not_null: !f.is_nullable(),
                     default: None,
+                    identity: None,
                 })
                 .collect();
             out.push(Relation {
@@ -388,7 +392,9 @@ fn add_dataset(out: &mut Vec<Relation>, schema: &str, ns: i64, ds: Arc<Dataset>)
                 .defaults
                 .iter()
                 .find(|(n, _)| *n == c.name)
+                .filter(|_| def.sequence_def(&c.name).identity.is_none())
                 .map(|(_, d)| d.sql(&name, &c.name, c.ty)),
+            identity: Some(def.sequence_def(&c.name)).filter(|s| s.identity.is_some()),
         })
         .collect();
     let attnum = |field: &str| {
@@ -497,6 +503,7 @@ fn fixed(schema: &str, ns: i64, name: &str, kind: char, cols: &'static str) -> R
                 typmod: -1,
                 not_null: false,
                 default: None,
+                identity: None,
             })
             .collect(),
         definition: None,

@@ -38,6 +38,7 @@ pub use query::{
 };
 pub use read::DatasetScan;
 pub use runs::{MemRead, PartitionRuns, runs_disjoint};
+pub use sequence::SequenceValues;
 pub use transaction::{CommitInfo, Transaction, TxnLimits, TxnQuery, TxnScan};
 use write::TxnWork;
 pub use write::{BatchOptions, BatchReport, PreparedRecord, WriteMode};
@@ -291,27 +292,32 @@ impl Dataset {
     }
 
     /// Take `n` consecutive values of the sequence of field `field` (the
-    /// default of a `SERIAL` column, [`FieldDefault::Sequence`]); the first
-    /// is returned. Never the same value twice, even across a crash.
-    pub fn next_sequence(&self, field: &str, n: u64) -> Result<i64> {
-        self.sequences.take(field, n)
+    /// default of a `SERIAL` or identity column, [`FieldDefault::Sequence`]),
+    /// as its options in the catalog say. Never the same value twice, even
+    /// across a crash.
+    pub fn next_sequence(&self, field: &str, n: u64) -> Result<SequenceValues> {
+        self.sequences
+            .take(field, &self.def().sequence_def(field), n)
     }
 
-    /// Make `next` the next value of `field`'s counter (SQL's `setval`;
-    /// see `sequence.rs` for what a restart then does).
-    pub fn set_sequence(&self, field: &str, next: i64) -> Result<()> {
-        self.sequences.set(field, next)
+    /// SQL's `setval(seq, value, called)` on `field`'s counter: the next
+    /// value is `value` (`called` false) or the one after it (see
+    /// `sequence.rs` for what a restart then does).
+    pub fn set_sequence(&self, field: &str, value: i64, called: bool) -> Result<()> {
+        self.sequences
+            .set(field, &self.def().sequence_def(field), value, called)
     }
 
-    /// The next value `field`'s counter would hand out (1 before any).
+    /// The next value `field`'s counter would hand out.
     pub fn peek_sequence(&self, field: &str) -> i64 {
-        self.sequences.peek(field)
+        self.sequences.peek(field, &self.def().sequence_def(field))
     }
 
     /// Field `to` continues the sequence of field `from` (a column being
-    /// renamed).
+    /// renamed; both have `from`'s options).
     pub fn copy_sequence(&self, from: &str, to: &str) -> Result<()> {
-        self.sequences.copy(from, to)
+        self.sequences
+            .copy(from, to, &self.def().sequence_def(from))
     }
 
     /// A truncated dataset's successor continues its sequences.
@@ -376,11 +382,13 @@ impl Dataset {
         for (name, d) in &def.defaults {
             let given = out_fields.iter().find(|(n, _)| n == name).map(|(_, v)| v);
             match (given, d) {
-                (Some(Value::Int(v)), FieldDefault::Sequence) => self.sequences.seen(name, *v)?,
+                (Some(Value::Int(v)), FieldDefault::Sequence) => {
+                    self.sequences.seen(name, &def.sequence_def(name), *v)?;
+                }
                 (Some(_), _) => {}
                 (None, FieldDefault::Sequence) => {
-                    let v = self.sequences.take(name, 1)?;
-                    out_fields.push((name.clone(), Value::Int(v)));
+                    let v = self.sequences.take(name, &def.sequence_def(name), 1)?;
+                    out_fields.push((name.clone(), Value::Int(v.first)));
                 }
                 (None, _) => {
                     if let Some(t) = def.field_type(name) {

@@ -37,10 +37,11 @@ impl Database {
         rest.fields = old.fields.clone();
         rest.not_null = old.not_null.clone();
         rest.defaults = old.defaults.clone();
+        rest.sequences = old.sequences.clone();
         rest.checks = old.checks.clone();
         if rest != old {
             return Err(Error::Config(format!(
-                "altering `{name}` may change its fields, NOT NULL, defaults and CHECK constraints only"
+                "altering `{name}` may change its fields, NOT NULL, defaults (sequences included) and CHECK constraints only"
             )));
         }
         for idx in ds.index_defs() {

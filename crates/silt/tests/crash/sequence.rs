@@ -55,7 +55,7 @@ fn seq_crash_child() {
                     // Thread 1 writes an explicit key far ahead every 50th
                     // record: the sequence must jump past it.
                     if t == 1 && n % 50 == 49 {
-                        let ahead = ds.next_sequence("id", 1).expect("peek") + 5_000;
+                        let ahead = ds.next_sequence("id", 1).expect("peek").first + 5_000;
                         rec.push(("id".to_owned(), Value::Int(ahead)));
                     }
                     let say = |s: String| {
