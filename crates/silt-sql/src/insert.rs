@@ -615,6 +615,12 @@ impl Mode {
                     "ON CONFLICT DO UPDATE SET of the primary-key column `{name}`; the key stays the conflicting row's"
                 )));
             }
+            if identity::always(&table.ds.def()).contains(&name.as_str()) {
+                return Err(SqlError::GeneratedAlways {
+                    column: name,
+                    update: true,
+                });
+            }
             if sets.iter().any(|(k, _)| *k == j) {
                 return Err(SqlError::Invalid(format!(
                     "column `{name}` is assigned twice"

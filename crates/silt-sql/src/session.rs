@@ -59,11 +59,18 @@ impl TxnSlot {
         }
     }
 
-    /// Run `f` on the transaction (briefly: the lock is held while it runs).
+    /// Run `f` on the transaction (briefly: the lock is held while it
+    /// runs). The writes `f` made are then checked against the unique
+    /// indexes (`Transaction::check_unique`): a duplicate fails the
+    /// statement that wrote it, as in PostgreSQL, not the COMMIT.
     pub fn with<R>(&self, f: impl FnOnce(&mut Transaction) -> silt::Result<R>) -> silt::Result<R> {
         let mut g = self.tx.lock();
         match g.as_mut() {
-            Some(t) => f(t),
+            Some(t) => {
+                let r = f(t)?;
+                t.check_unique()?;
+                Ok(r)
+            }
             None => Err(silt::Error::Txn("the transaction has ended".to_owned())),
         }
     }

@@ -346,6 +346,14 @@ fn generated_always_refuses_values_unless_overridden() {
         matches!(err.root(), SqlError::GeneratedAlways { update: true, .. }),
         "{err:?}"
     );
+    let err = super::fail_err(
+        &e,
+        "INSERT INTO t (v) VALUES ('a') ON CONFLICT (id) DO UPDATE SET n = 4",
+    );
+    assert!(
+        matches!(err.root(), SqlError::GeneratedAlways { update: true, .. }),
+        "{err:?}"
+    );
     // Its default cannot be replaced.
     let err = fail(&e, "ALTER TABLE t ALTER COLUMN n SET DEFAULT 3");
     assert!(err.contains("identity column"), "{err}");

@@ -97,6 +97,11 @@ pub struct Transaction {
     reads: HashMap<Slot, Option<u64>>,
     /// Each write's slot and what the slot held before it (for savepoints).
     journal: Vec<(Slot, Option<Pending>)>,
+    /// How much of `journal` [`Transaction::check_unique`] has checked.
+    unique_checked: usize,
+    /// The record of this transaction last found on each unique value
+    /// ((dataset, index id, encoded value) → key), by `check_unique`.
+    unique_seen: HashMap<(u32, u32, Vec<u8>), Vec<u8>>,
     savepoints: Vec<(String, usize)>,
     bytes: u64,
     limits: TxnLimits,
@@ -129,6 +134,8 @@ impl Transaction {
             writes: BTreeMap::new(),
             reads: HashMap::new(),
             journal: Vec::new(),
+            unique_checked: 0,
+            unique_seen: HashMap::new(),
             savepoints: Vec::new(),
             bytes: 0,
             limits,
@@ -298,6 +305,7 @@ impl Transaction {
         };
         let mark = self.savepoints[i].1;
         self.savepoints.truncate(i + 1);
+        self.unique_checked = self.unique_checked.min(mark);
         while self.journal.len() > mark {
             let Some((slot, old)) = self.journal.pop() else {
                 break;
@@ -310,6 +318,90 @@ impl Transaction {
                 .saturating_sub(Self::cost(&slot.1, cur.as_ref()));
         }
         Ok(())
+    }
+
+    /// Check the unique indexes against the writes made since the last
+    /// check, as this transaction sees the data: a value another record
+    /// holds is [`Error::DuplicateValue`]. SQL calls it after each batch of
+    /// writes in a transaction block, so a duplicate fails its statement,
+    /// as in PostgreSQL, rather than the COMMIT. Takes no lock: the commit
+    /// checks again under the values' locks.
+    pub fn check_unique(&mut self) -> Result<()> {
+        let from = self.unique_checked.min(self.journal.len());
+        if from == self.journal.len() {
+            return Ok(());
+        }
+        self.unique_checked = self.journal.len();
+        let slots: Vec<Slot> = self.journal[from..]
+            .iter()
+            .map(|(s, _)| s.clone())
+            .collect();
+        let mut uniques: HashMap<u32, Vec<IndexDef>> = HashMap::new();
+        for slot in slots {
+            let Some(ds) = self.datasets.get(&slot.0).cloned() else {
+                continue;
+            };
+            let defs = uniques.entry(ds.id).or_insert_with(|| {
+                let mut d = ds.index_defs();
+                d.retain(|d| d.options.unique);
+                d
+            });
+            if defs.is_empty() {
+                continue;
+            }
+            let Some(bytes) = self.writes.get(&slot).and_then(Pending::value) else {
+                continue;
+            };
+            let rec = decode_stored(bytes)?;
+            for d in defs.iter() {
+                let (Some(vals), Some(want)) = (d.key_values(&rec)?, d.value_key(&rec)?) else {
+                    continue;
+                };
+                let seen = (ds.id, d.id, want.clone());
+                // Another of this transaction's records on the value.
+                if let Some(other) = self.unique_seen.get(&seen)
+                    && *other != slot.1
+                    && self.pending_holds(ds.id, d, other, &want)? == Some(true)
+                {
+                    return Err(ds.duplicate_value(d, &vals));
+                }
+                // A committed record on it that this transaction left there.
+                let q = Query::Range {
+                    lo: Bound::Included(vals.clone()),
+                    hi: Bound::Included(vals.clone()),
+                };
+                let opts = QueryOptions {
+                    index_only: true,
+                    limit: None,
+                };
+                for h in ds.query(&d.name, &q, opts)? {
+                    let pk = ds.encode_pk(&h?.pk)?;
+                    if pk != slot.1 && self.pending_holds(ds.id, d, &pk, &want)? != Some(false) {
+                        return Err(ds.duplicate_value(d, &vals));
+                    }
+                }
+                self.unique_seen.insert(seen, slot.1.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this transaction's write of `key` holds encoded value
+    /// `want` of `d`'s fields; `None` when it did not write the key.
+    fn pending_holds(
+        &self,
+        ds: u32,
+        d: &IndexDef,
+        key: &[u8],
+        want: &[u8],
+    ) -> Result<Option<bool>> {
+        let Some(p) = self.writes.get(&(ds, key.to_vec())) else {
+            return Ok(None);
+        };
+        Ok(Some(match p.value() {
+            None => false,
+            Some(b) => d.value_key(&decode_stored(b)?)?.as_deref() == Some(want),
+        }))
     }
 
     /// Forget savepoint `name` and the ones after it (their writes stay).

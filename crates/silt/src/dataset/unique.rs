@@ -97,15 +97,20 @@ impl Dataset {
         for e in self.index_entries(idx, i, &lo, &hi)? {
             let pk = d.entry_pk(&e)?;
             if pk != key && self.holds_value(d, pk, &want)? {
-                return Err(Error::DuplicateValue {
-                    dataset: self.name.clone(),
-                    index: d.name.clone(),
-                    fields: d.fields.clone(),
-                    values: vals.iter().map(shown).collect(),
-                });
+                return Err(self.duplicate_value(d, vals));
             }
         }
         Ok(())
+    }
+
+    /// The error of a second record on unique index `d`'s values `vals`.
+    pub(super) fn duplicate_value(&self, d: &IndexDef, vals: &[Value]) -> Error {
+        Error::DuplicateValue {
+            dataset: self.name.clone(),
+            index: d.name.clone(),
+            fields: d.fields.clone(),
+            values: vals.iter().map(shown).collect(),
+        }
     }
 
     /// Whether the record of `pk` holds encoded value `want` of `d`'s
