@@ -301,17 +301,21 @@ impl Target {
 
     /// [`Target::insert_atomic`] of records prepared for the dataset
     /// (outside a block only).
+    /// Insert prepared `rows` as one atomic batch, returning before its
+    /// acknowledgment (see `Dataset::write_prepared_unacknowledged`):
+    /// `written` rows are durable once the [`silt::PendingAck`] is waited.
     pub(crate) fn insert_prepared(
         &self,
         rows: Vec<silt::PreparedRecord>,
-    ) -> Result<Written, SqlError> {
-        let report = self
+    ) -> Result<(Written, Option<silt::PendingAck>), SqlError> {
+        let (report, ack) = self
             .ds
-            .write_prepared(rows, BatchOptions::atomic(WriteMode::Insert))?;
-        Ok(Written {
+            .write_prepared_unacknowledged(rows, WriteMode::Insert)?;
+        let w = Written {
             written: report.committed as u64,
             failed: report.failed.into_iter().next(),
-        })
+        };
+        Ok((w, ack))
     }
 
     /// Write rows in order, stopping at the first failure; consecutive

@@ -34,7 +34,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
-use silt::{Dataset, PreparedRecord, Value};
+use silt::{Dataset, PendingAck, PreparedRecord, Value};
 use tokio::task::JoinHandle;
 
 use crate::ddl;
@@ -384,7 +384,19 @@ impl Batch {
 }
 
 /// One write of decoded rows, running on a blocking thread.
-type Pending = JoinHandle<Result<(Written, Vec<Vec<Value>>), SqlError>>;
+type Pending = JoinHandle<Result<Wrote, SqlError>>;
+
+/// What a write of decoded rows did.
+struct Wrote {
+    written: Written,
+    /// The rows' keys (for errors).
+    keys: Vec<Vec<Value>>,
+    /// The batch's acknowledgment, still to come.
+    ack: Option<PendingAck>,
+    /// The previous batch's acknowledgment, waited for after this batch
+    /// was applied: how many rows it made durable.
+    earlier: Option<Result<u64, silt::Error>>,
+}
 
 /// A `COPY ... FROM STDIN` being loaded: hand it the client's data as it
 /// comes ([`CopyIn::data`]), then [`CopyIn::finish`].
@@ -413,6 +425,10 @@ pub struct CopyIn {
     sent: u64,
     committed: u64,
     pending: Option<(Pending, u64)>,
+    /// The last write's acknowledgment and its rows: the next write waits
+    /// for it once it has applied its own rows (so the log flush of one
+    /// batch overlaps the work on the next), or `settle` does.
+    unacked: Option<(PendingAck, u64)>,
     /// The end-of-data marker was read: what follows is ignored.
     ended: bool,
     in_block: bool,
@@ -476,6 +492,7 @@ impl CopyIn {
             read: 0,
             sent: 0,
             committed: 0,
+            unacked: None,
             pending: None,
             ended: false,
             in_block: txn.is_some(),
@@ -522,6 +539,7 @@ impl CopyIn {
         }
         self.write().await?;
         self.wait().await?;
+        self.settle().await?;
         Ok(self.committed)
     }
 
@@ -578,6 +596,7 @@ impl CopyIn {
                 self.ended = true;
                 self.write().await?;
                 self.wait().await?;
+                self.settle().await?;
                 Err(self.failed(row, e))
             }
         }
@@ -642,14 +661,34 @@ impl CopyIn {
         let first = self.sent;
         self.sent += rows.len() as u64;
         let target = self.target.clone();
+        let earlier = self.unacked.take();
         let job = tokio::task::spawn_blocking(move || {
-            let w = match rows {
-                Batch::Values(v) => target.insert_atomic(v)?,
+            let (written, ack) = match rows {
+                Batch::Values(v) => (target.insert_atomic(v)?, None),
                 Batch::Prepared(v) => target.insert_prepared(v)?,
             };
-            Ok((w, keys))
+            let earlier = earlier.map(|(a, n)| a.wait().map(|()| n));
+            Ok(Wrote {
+                written,
+                keys,
+                ack,
+                earlier,
+            })
         });
         self.pending = Some((job, first));
+        Ok(())
+    }
+
+    /// Wait for the last write's acknowledgment (its rows are then
+    /// committed as the durability mode promises).
+    async fn settle(&mut self) -> Result<(), SqlError> {
+        let Some((ack, n)) = self.unacked.take() else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || ack.wait())
+            .await
+            .map_err(|e| SqlError::Runtime(format!("a COPY write failed: {e}")))??;
+        self.committed += n;
         Ok(())
     }
 
@@ -658,10 +697,21 @@ impl CopyIn {
         let Some((job, first)) = self.pending.take() else {
             return Ok(());
         };
-        let (w, keys) = job
+        let Wrote {
+            written: w,
+            keys,
+            ack,
+            earlier,
+        } = job
             .await
             .map_err(|e| SqlError::Runtime(format!("a COPY write failed: {e}")))??;
-        self.committed += w.written;
+        if let Some(r) = earlier {
+            self.committed += r?;
+        }
+        match ack {
+            Some(a) => self.unacked = Some((a, w.written)),
+            None => self.committed += w.written,
+        }
         if let Some((i, e)) = w.failed {
             let e = match keys.get(i) {
                 Some(k) => self.table.row_error(k, e),

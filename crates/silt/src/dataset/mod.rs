@@ -41,7 +41,7 @@ pub use runs::{MemRead, PartitionRuns, runs_disjoint};
 pub use sequence::SequenceValues;
 pub use transaction::{CommitInfo, Transaction, TxnLimits, TxnQuery, TxnScan};
 use write::TxnWork;
-pub use write::{BatchOptions, BatchReport, PreparedRecord, WriteMode};
+pub use write::{BatchOptions, BatchReport, PendingAck, PreparedRecord, WriteMode};
 
 struct Partition {
     primary: Arc<LsmTree>,

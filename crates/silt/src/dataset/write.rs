@@ -52,6 +52,29 @@ impl Default for BatchOptions {
     }
 }
 
+/// An atomic batch applied and committed whose acknowledgment is still to
+/// come (under `sync` durability, the log flush of its COMMIT): see
+/// [`Dataset::write_prepared_unacknowledged`]. Dropping it without
+/// [`PendingAck::wait`] forgets whether the batch became durable.
+pub struct PendingAck {
+    handle: crate::txn::ctx::CommitHandle,
+    durability: crate::txn::Durability,
+}
+
+impl std::fmt::Debug for PendingAck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PendingAck({})", self.durability)
+    }
+}
+
+impl PendingAck {
+    /// Wait until the batch is durable as the durability mode promises
+    /// (or report why it never will be).
+    pub fn wait(self) -> Result<()> {
+        self.handle.acknowledge(self.durability)
+    }
+}
+
 /// What a batch write did, record by record.
 #[derive(Debug, Default)]
 pub struct BatchReport {
@@ -518,9 +541,18 @@ impl Dataset {
         records: Vec<PreparedRecord>,
         opts: BatchOptions,
     ) -> Result<BatchReport> {
-        let (mode, id) = (opts.mode, self.id);
-        let ops = records.into_iter().map(|r| {
-            if r.dataset != id {
+        self.write_ops(self.prepared_ops(records, opts.mode), opts)
+    }
+
+    /// The operations writing prepared records in `mode` (a record
+    /// prepared for another dataset fails).
+    fn prepared_ops(
+        &self,
+        records: Vec<PreparedRecord>,
+        mode: WriteMode,
+    ) -> impl ExactSizeIterator<Item = Result<WriteOp>> + '_ {
+        records.into_iter().map(move |r| {
+            if r.dataset != self.id {
                 return Err(Error::invalid(
                     None,
                     format!(
@@ -530,8 +562,7 @@ impl Dataset {
                 ));
             }
             Ok(WriteOp::of(mode, r.key, r.bytes))
-        });
-        self.write_ops(ops, opts)
+        })
     }
 
     fn write_ops(
@@ -604,6 +635,31 @@ impl Dataset {
         &self,
         prepared: impl ExactSizeIterator<Item = Result<WriteOp>>,
     ) -> Result<BatchReport> {
+        let (report, ack) = self.write_ops_atomic_unacked(prepared)?;
+        if let Some(a) = ack {
+            a.wait()?;
+        }
+        Ok(report)
+    }
+
+    /// [`Dataset::write_prepared`] of one atomic batch in `mode`, returning
+    /// before its acknowledgment: the caller waits for the [`PendingAck`]
+    /// (given when the batch committed) before it counts the records as
+    /// durable, and may apply its next batch meanwhile, overlapping that
+    /// work with this batch's log flush. The batch's keys stay locked until
+    /// its COMMIT is written.
+    pub fn write_prepared_unacknowledged(
+        &self,
+        records: Vec<PreparedRecord>,
+        mode: WriteMode,
+    ) -> Result<(BatchReport, Option<PendingAck>)> {
+        self.write_ops_atomic_unacked(self.prepared_ops(records, mode))
+    }
+
+    fn write_ops_atomic_unacked(
+        &self,
+        prepared: impl ExactSizeIterator<Item = Result<WriteOp>>,
+    ) -> Result<(BatchReport, Option<PendingAck>)> {
         let ctx = &self.txn;
         let mut report = BatchReport::default();
         let total = prepared.len();
@@ -614,7 +670,7 @@ impl Dataset {
                 Err(e) => {
                     report.failed.push((i, e));
                     report.not_attempted = total - report.failed.len();
-                    return Ok(report);
+                    return Ok((report, None));
                 }
             }
         }
@@ -626,10 +682,17 @@ impl Dataset {
             .collect();
         names.sort_unstable();
         names.dedup();
+        ctx.locks.reserve(txn, names.len());
         for n in names {
             ctx.locks.lock_x(txn, n);
         }
-        let mut work = TxnWork::default();
+        // Sized for the batch: grown record by record, these lists were
+        // reallocated into fresh (page-faulting) memory batch after batch.
+        let mut work = TxnWork {
+            mems: Vec::with_capacity(ops.len()),
+            undo: Vec::with_capacity(ops.len()),
+            ..TxnWork::default()
+        };
         let mut written = 0;
         for (i, op) in ops.iter().enumerate() {
             let applied = self.apply(txn, op, &mut work, true);
@@ -643,13 +706,16 @@ impl Dataset {
                 }
                 report.failed.push((i, e));
                 report.not_attempted = total - 1;
-                return Ok(report);
+                return Ok((report, None));
             }
         }
-        let h = ctx.commit(txn, &work.mems);
+        let handle = ctx.commit(txn, &work.mems);
         self.group.charge(work.cost)?;
-        h.acknowledge(ctx.durability)?;
         report.committed = written;
-        Ok(report)
+        let ack = PendingAck {
+            handle,
+            durability: ctx.durability,
+        };
+        Ok((report, Some(ack)))
     }
 }

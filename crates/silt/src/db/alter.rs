@@ -97,11 +97,9 @@ mod tests {
             d.partitions = 4;
             Ok(())
         });
-        assert!(
-            e.unwrap_err()
-                .to_string()
-                .contains("fields, NOT NULL, defaults and CHECK constraints only")
-        );
+        assert!(e.unwrap_err().to_string().contains(
+            "fields, NOT NULL, defaults (sequences included) and CHECK constraints only"
+        ));
         let e = db.alter_dataset("t", |d| {
             d.fields.retain(|(n, _)| n != "n");
             Ok(())

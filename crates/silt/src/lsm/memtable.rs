@@ -167,6 +167,10 @@ const SPATIAL_OVERHEAD: u64 = 96;
 #[derive(Debug, Default)]
 struct Inner {
     map: BTreeMap<MemKey, Slot>,
+    /// No key of `map` is greater (an upper bound: a removal leaves it).
+    /// A lookup past it answers without a descent: keys written in order
+    /// (a bulk load's existence checks) are all past it.
+    max: Option<MemKey>,
     chunks: Vec<Vec<u8>>,
     /// Spatial trees only: an R-tree over every entry's bounds (antimatter included).
     spatial: Option<MemRTree>,
@@ -419,6 +423,9 @@ impl MemTable {
                     len: e.value.len() as u32,
                 }
             };
+            if inner.max.as_ref().is_none_or(|m| mk > *m) {
+                inner.max = Some(mk.clone());
+            }
             // One traversal: the prior version (if any) and the insert.
             // (written, replaced slot)
             let (written, old) = match inner.map.entry(mk) {
@@ -504,6 +511,9 @@ impl MemTable {
                 }
                 let (chunk, off) = inner.store(&e.value);
                 count(&mut inner.deletes, e.kind, 1);
+                if inner.max.as_ref().is_none_or(|m| mk > *m) {
+                    inner.max = Some(mk.clone());
+                }
                 inner.map.insert(
                     mk,
                     Slot {
@@ -563,8 +573,12 @@ impl MemTable {
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        let mk = MemKey::new(key);
         let g = self.inner.read();
-        g.map.get(&MemKey::new(key)).map(|s| g.entry(s))
+        if g.max.as_ref().is_none_or(|m| mk > *m) {
+            return None;
+        }
+        g.map.get(&mk).map(|s| g.entry(s))
     }
 
     pub fn bytes(&self) -> u64 {

@@ -144,6 +144,16 @@ impl LockManager {
         &self.owners[(txn % SHARDS as u64) as usize]
     }
 
+    /// Room for `n` more locks of `txn` (a batch about to take them), so
+    /// that its list of held locks is not regrown lock by lock.
+    pub fn reserve(&self, txn: u64, n: usize) {
+        self.owner_shard(txn)
+            .lock()
+            .entry(txn)
+            .or_default()
+            .reserve(n);
+    }
+
     fn record_owned(&self, txn: u64, name: u64) {
         self.owner_shard(txn)
             .lock()

@@ -114,9 +114,25 @@ impl LsmTree {
 
     /// A lookup the engine makes for itself (uniqueness check, old-record
     /// fetch): counted in `key_checks`, not in the user's read amplification.
+    /// The memtables are read under the tree's state lock, so that a lookup
+    /// answered in memory (or past every memtable's largest key and every
+    /// component's range, as a bulk load's keys in order are) copies no
+    /// snapshot.
     pub fn check_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
         self.counters.key_checks.fetch_add(1, Ordering::Relaxed);
-        self.get_in(&self.snapshot(), key, false)
+        let disk = {
+            let st = self.state.read();
+            if let Some(e) = st.active.get(key) {
+                return Ok(Some(e));
+            }
+            for m in &st.immutables {
+                if let Some(e) = m.get(key) {
+                    return Ok(Some(e));
+                }
+            }
+            st.disk.clone()
+        };
+        self.probe_disk(&disk, key, false)
     }
 
     pub fn get_in(&self, snap: &Snapshot, key: &[u8], user: bool) -> Result<Option<Entry>> {
@@ -125,10 +141,21 @@ impl LsmTree {
                 return Ok(Some(e));
             }
         }
+        self.probe_disk(&snap.disk, key, user)
+    }
+
+    /// The newest version of `key` in disk components `disk` (newest
+    /// first), counting the probes.
+    fn probe_disk(
+        &self,
+        disk: &[Arc<ComponentReader>],
+        key: &[u8],
+        user: bool,
+    ) -> Result<Option<Entry>> {
         let h = key_hash(key);
         let (mut probed, mut negatives, mut false_pos) = (0u64, 0u64, 0u64);
         let mut found = None;
-        for c in snap.disk.iter() {
+        for c in disk.iter() {
             let meta = c.meta();
             if key < meta.min_key.as_slice() || key > meta.max_key.as_slice() {
                 continue;
@@ -147,9 +174,13 @@ impl LsmTree {
         if user {
             c.components_probed.fetch_add(probed, Ordering::Relaxed);
         }
-        c.bloom_negatives.fetch_add(negatives, Ordering::Relaxed);
-        c.bloom_false_positives
-            .fetch_add(false_pos, Ordering::Relaxed);
+        if negatives > 0 {
+            c.bloom_negatives.fetch_add(negatives, Ordering::Relaxed);
+        }
+        if false_pos > 0 {
+            c.bloom_false_positives
+                .fetch_add(false_pos, Ordering::Relaxed);
+        }
         Ok(found)
     }
 
