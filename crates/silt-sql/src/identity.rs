@@ -220,9 +220,7 @@ pub fn order_options(sql: &str) -> Option<String> {
             continue;
         }
         let open = w + 1;
-        let Some(close) = (open + 1..words.len()).find(|&k| words[k].1 == ")") else {
-            return None;
-        };
+        let close = (open + 1..words.len()).find(|&k| words[k].1 == ")")?;
         // Options: (rank, first token, the token after the option).
         let mut starts: Vec<(u8, usize)> = Vec::new();
         for k in open + 1..close {
