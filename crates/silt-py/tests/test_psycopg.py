@@ -76,6 +76,25 @@ def test_transaction_block_with_a_duplicate_leaves_nothing(server):
         assert ids(conn, "SELECT id FROM log") == []
 
 
+def test_prepared_statements_survive_rollback_and_deallocate(server):
+    """psycopg prepares a statement it runs often, and after a ROLLBACK
+    (or DROP, ALTER) sends DEALLOCATE ALL and prepares again."""
+    with psycopg.connect(server, autocommit=True, prepare_threshold=0) as conn:
+        for i in range(3):
+            conn.execute("INSERT INTO log VALUES (%s, %s)", (i, "a"))
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            with conn.transaction():
+                conn.execute("INSERT INTO log VALUES (%s, %s)", (10, "b"))
+                conn.execute("INSERT INTO log VALUES (%s, %s)", (0, "dup"))
+        # The statement is prepared again after psycopg's DEALLOCATE ALL.
+        conn.execute("INSERT INTO log VALUES (%s, %s)", (3, "c"))
+        assert ids(conn, "SELECT id FROM log ORDER BY id") == [0, 1, 2, 3]
+        assert conn.execute("DEALLOCATE ALL").statusmessage == "DEALLOCATE ALL"
+        conn.execute("DEALLOCATE PREPARE nothing_here")
+        conn.execute("INSERT INTO log VALUES (%s, %s)", (4, "d"))
+        assert ids(conn, "SELECT count(*) FROM log") == [5]
+
+
 def test_status_rollback_and_commit(server):
     from psycopg.pq import TransactionStatus as TS
 

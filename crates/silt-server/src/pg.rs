@@ -51,13 +51,13 @@ use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler, send_describe
 use pgwire::api::results::{
     DataRowEncoder, DescribePortalResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag,
 };
-use pgwire::api::stmt::QueryParser;
+use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::data::DataRow;
-use pgwire::messages::extendedquery::{Describe, Sync as PgSync};
+use pgwire::messages::extendedquery::{Describe, Parse, ParseComplete, Sync as PgSync};
 use pgwire::messages::response::{ReadyForQuery, TransactionStatus};
 use silt_sql::SqlError;
 use silt_sql::ddl::{self, Parsed};
@@ -137,6 +137,8 @@ pub(crate) async fn accept_loop(
                             cancel_slot: Arc::new(CancelSlot::default()),
                             registered: parking_lot::Mutex::new(None),
                             copy: CopySlot::default(),
+                            deallocated: parking_lot::Mutex::new(Vec::new()),
+                            named: parking_lot::Mutex::new(Default::default()),
                         }),
                         login,
                         cancel: cancel.clone(),
@@ -211,6 +213,64 @@ pub struct PgHandler {
     registered: parking_lot::Mutex<Option<i32>>,
     /// Its `COPY ... FROM STDIN` in progress.
     copy: CopySlot,
+    /// Prepared statements a `DEALLOCATE` dropped (`None`: all of them),
+    /// taken out of the connection's statement store at the next `Sync`
+    /// (the simple-query handler cannot reach the store).
+    deallocated: parking_lot::Mutex<Vec<Option<String>>>,
+    /// Names of the statements `Parse`d with a name (the store cannot list
+    /// them), for `DEALLOCATE ALL`.
+    named: parking_lot::Mutex<std::collections::BTreeSet<String>>,
+}
+
+/// Past this many names, [`PgHandler::named`] keeps only those the
+/// statement store still holds (a client may `Close` its statements).
+const NAMED_PRUNE: usize = 4096;
+
+/// `DEALLOCATE [PREPARE] { name | ALL }`: the statement's name (`None`
+/// for all). psycopg sends `DEALLOCATE ALL` after a `ROLLBACK`, `DROP` or
+/// `ALTER` once it has prepared statements of its own.
+fn deallocate(sql: &str) -> Option<Option<String>> {
+    let mut words = sql.split_whitespace();
+    if !words.next()?.eq_ignore_ascii_case("deallocate") {
+        return None;
+    }
+    let mut name = words.next()?;
+    if name.eq_ignore_ascii_case("prepare") {
+        name = words.next()?;
+    }
+    if words.next().is_some() {
+        return None;
+    }
+    let name = name.trim_end_matches(';');
+    if name.eq_ignore_ascii_case("all") {
+        return Some(None);
+    }
+    let name = match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+        Some(q) => q.replace("\"\"", "\""),
+        None => name.to_lowercase(),
+    };
+    Some(Some(name))
+}
+
+impl PgHandler {
+    /// Take the statements `DEALLOCATE` dropped out of the connection's
+    /// store.
+    fn apply_deallocations<S: PortalStore + ?Sized>(&self, store: &S) {
+        for d in std::mem::take(&mut *self.deallocated.lock()) {
+            let mut named = self.named.lock();
+            match d {
+                Some(name) => {
+                    store.rm_statement(&name);
+                    named.remove(&name);
+                }
+                None => {
+                    for name in std::mem::take(&mut *named) {
+                        store.rm_statement(&name);
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl Drop for PgHandler {
@@ -770,6 +830,23 @@ impl PgHandler {
             return Ok(r);
         }
         let engine = &self.shared.engine;
+        if let Some(d) = deallocate(sql) {
+            // A statement `PREPARE`d in SQL is the engine's; one `Parse`d
+            // over the protocol is the connection's (dropped at its next
+            // `Parse` or `Sync`).
+            let tag = if d.is_none() {
+                "DEALLOCATE ALL"
+            } else {
+                if let Err(e) = engine.execute_in(&self.session, sql).await
+                    && !e.to_string().contains("does not exist")
+                {
+                    return Err(e.into());
+                }
+                "DEALLOCATE"
+            };
+            self.deallocated.lock().push(d);
+            return Ok(Response::Execution(Tag::new(tag)));
+        }
         let stmt = match (kind.needs_engine(), stmt) {
             (true, Some(s)) => Some(s),
             (true, None) => {
@@ -994,6 +1071,38 @@ impl ExtendedQueryHandler for PgHandler {
         self.parser.clone()
     }
 
+    /// As pgwire's own, noting the statement's name (see `named`).
+    async fn on_parse<C>(&self, client: &mut C, message: Parse) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        // A `DEALLOCATE` sent before this `Parse` goes first.
+        self.apply_deallocations(client.portal_store());
+        let name = message
+            .name
+            .clone()
+            .unwrap_or_else(|| pgwire::api::DEFAULT_NAME.to_owned());
+        match StoredStatement::parse(client, &message, self.query_parser()).await? {
+            Some(stmt) => client.portal_store().put_statement(Arc::new(stmt)),
+            None => client.portal_store().put_empty_statement(&name),
+        }
+        if name != pgwire::api::DEFAULT_NAME {
+            let mut named = self.named.lock();
+            if named.len() >= NAMED_PRUNE {
+                let store = client.portal_store();
+                named.retain(|n| store.get_statement(n).is_some());
+            }
+            named.insert(name);
+        }
+        client
+            .send(PgWireBackendMessage::ParseComplete(ParseComplete::new()))
+            .await?;
+        Ok(())
+    }
+
     /// ReadyForQuery with the session's own status (the session knows when
     /// `ROLLBACK TO SAVEPOINT` left a failed block).
     async fn on_sync<C>(&self, client: &mut C, _message: PgSync) -> PgWireResult<()>
@@ -1003,7 +1112,9 @@ impl ExtendedQueryHandler for PgHandler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
+        let store = client.portal_store();
+        store.rm_portal(pgwire::api::DEFAULT_NAME);
+        self.apply_deallocations(store);
         let status = match self.session.status() {
             TxnStatus::Idle => TransactionStatus::Idle,
             TxnStatus::InTransaction => TransactionStatus::Transaction,
