@@ -294,8 +294,21 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
             if *default == Some(FieldDefault::Sequence) {
                 // The catalog first: the sequence runs as its options there
                 // say, and rows written meanwhile take values from it.
+                // If the rows cannot be numbered (nothing of that is
+                // written), the column goes again.
                 db.alter_dataset(&table, add)?;
-                return number_rows(db, ds, name);
+                let numbered = number_rows(db, ds, name);
+                if numbered.is_err() {
+                    let name = name.clone();
+                    db.alter_dataset(&table, move |d| {
+                        d.fields.retain(|(n, _)| *n != name);
+                        d.not_null.retain(|n| *n != name);
+                        d.defaults.retain(|(n, _)| *n != name);
+                        d.sequences.retain(|(n, _)| *n != name);
+                        Ok(())
+                    })?;
+                }
+                return numbered;
             }
             match default {
                 Some(d) => {

@@ -296,6 +296,18 @@ fn identity_options_start_step_and_bound_the_values() {
         "ALTER TABLE u ADD COLUMN n BIGINT GENERATED ALWAYS AS IDENTITY (START 100 INCREMENT 100)",
     );
     assert_eq!(ints(&run(&e, "SELECT n FROM u ORDER BY k"), 0), [100, 200]);
+    // Rows it cannot number (past MAXVALUE): the column is not added.
+    let err = fail(
+        &e,
+        "ALTER TABLE u ADD COLUMN m BIGINT GENERATED ALWAYS AS IDENTITY (START 5 MAXVALUE 5)",
+    );
+    assert!(err.contains("maximum value (5)"), "{err}");
+    let b = run(
+        &e,
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'u' AND column_name = 'm'",
+    );
+    assert_eq!(ints(&b, 0), [0]);
+    run(&e, "INSERT INTO u (k) VALUES ('c')");
 }
 
 #[test]
