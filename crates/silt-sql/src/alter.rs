@@ -301,10 +301,7 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                 if numbered.is_err() {
                     let name = name.clone();
                     db.alter_dataset(&table, move |d| {
-                        d.fields.retain(|(n, _)| *n != name);
-                        d.not_null.retain(|n| *n != name);
-                        d.defaults.retain(|(n, _)| *n != name);
-                        d.sequences.retain(|(n, _)| *n != name);
+                        forget_column(d, &name);
                         Ok(())
                     })?;
                 }
@@ -353,10 +350,7 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
             })?;
             let name = name.clone();
             db.alter_dataset(&table, move |d| {
-                d.fields.retain(|(n, _)| *n != name);
-                d.not_null.retain(|n| *n != name);
-                d.defaults.retain(|(n, _)| *n != name);
-                d.sequences.retain(|(n, _)| *n != name);
+                forget_column(d, &name);
                 Ok(())
             })?;
         }
@@ -528,6 +522,15 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
         }
     }
     Ok(())
+}
+
+/// Take column `name` out of a table's definition: its type, NOT NULL,
+/// default and sequence options.
+fn forget_column(d: &mut silt::DatasetDef, name: &str) {
+    d.fields.retain(|(n, _)| n != name);
+    d.not_null.retain(|n| n != name);
+    d.defaults.retain(|(n, _)| n != name);
+    d.sequences.retain(|(n, _)| n != name);
 }
 
 /// Give every row a value of the sequence of `field`, a column being

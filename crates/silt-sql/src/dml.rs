@@ -156,10 +156,8 @@ impl DmlStmt {
         match &self.op {
             Op::Update(sets) => {
                 let def = table.ds.def();
-                if let Some((c, _)) = sets
-                    .iter()
-                    .find(|(c, _)| crate::identity::always(&def).contains(&c.as_str()))
-                {
+                let always = crate::identity::always(&def);
+                if let Some((c, _)) = sets.iter().find(|(c, _)| always.contains(&c.as_str())) {
                     return Err(SqlError::GeneratedAlways {
                         column: c.clone(),
                         update: true,

@@ -598,6 +598,8 @@ impl Mode {
             Ok(state.create_physical_expr(logical, &df_schema)?)
         };
         let mut sets: Vec<(usize, Arc<dyn PhysicalExpr>)> = Vec::new();
+        let def = table.ds.def();
+        let always = identity::always(&def);
         for (t, e) in assignments {
             let name = match &t {
                 AssignmentTarget::ColumnName(n) => last_part(n)?,
@@ -615,7 +617,7 @@ impl Mode {
                     "ON CONFLICT DO UPDATE SET of the primary-key column `{name}`; the key stays the conflicting row's"
                 )));
             }
-            if identity::always(&table.ds.def()).contains(&name.as_str()) {
+            if always.contains(&name.as_str()) {
                 return Err(SqlError::GeneratedAlways {
                     column: name,
                     update: true,
