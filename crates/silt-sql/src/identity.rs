@@ -145,6 +145,10 @@ pub fn identities(def: &DatasetDef) -> Vec<&str> {
 /// `INSERT` text without its `OVERRIDING { SYSTEM | USER } VALUE` clause,
 /// and the clause; `None` when the text has none.
 pub fn strip_overriding(sql: &str) -> Option<(String, Overriding)> {
+    // Every INSERT comes here: tokenize only a text that may hold it.
+    if !contains_word(sql, "overriding") {
+        return None;
+    }
     let tokens = Tokenizer::new(&GenericDialect {}, sql)
         .tokenize_with_location()
         .ok()?;
@@ -173,6 +177,14 @@ pub fn strip_overriding(sql: &str) -> Option<(String, Overriding)> {
     Some((text, which))
 }
 
+/// Whether `sql` holds `word` (ASCII, any case) anywhere: a cheap test
+/// before tokenizing.
+fn contains_word(sql: &str, word: &str) -> bool {
+    sql.as_bytes()
+        .windows(word.len())
+        .any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
+}
+
 /// The rank of a sequence option in the parser's order, by its first
 /// word(s); `None` for a word that does not start an option.
 fn option_rank(word: &str, next: &str) -> Option<u8> {
@@ -192,6 +204,9 @@ fn option_rank(word: &str, next: &str) -> Option<u8> {
 /// `INCREMENT BY 5 START WITH 10`); `None` when nothing moves. Options it
 /// does not know are left where they are (the parser then names them).
 pub fn order_options(sql: &str) -> Option<String> {
+    if !contains_word(sql, "identity") {
+        return None;
+    }
     let tokens = Tokenizer::new(&GenericDialect {}, sql)
         .tokenize_with_location()
         .ok()?;
