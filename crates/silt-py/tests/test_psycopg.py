@@ -90,9 +90,22 @@ def test_prepared_statements_survive_rollback_and_deallocate(server):
         conn.execute("INSERT INTO log VALUES (%s, %s)", (3, "c"))
         assert ids(conn, "SELECT id FROM log ORDER BY id") == [0, 1, 2, 3]
         assert conn.execute("DEALLOCATE ALL").statusmessage == "DEALLOCATE ALL"
-        conn.execute("DEALLOCATE PREPARE nothing_here")
+        # A name nobody prepared is PostgreSQL's error 26000, for
+        # DEALLOCATE and EXECUTE alike.
+        with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+            conn.execute("DEALLOCATE PREPARE nothing_here")
+        conn.execute("PREPARE q AS SELECT 1")
+        assert ids(conn, "EXECUTE q") == [1]
+        assert conn.execute("DEALLOCATE q").statusmessage == "DEALLOCATE"
+        with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+            conn.execute("EXECUTE q")
         conn.execute("INSERT INTO log VALUES (%s, %s)", (4, "d"))
         assert ids(conn, "SELECT count(*) FROM log") == [5]
+    # A statement prepared over the protocol is dropped by its name.
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("SELECT 1", prepare=True)
+        name = next(iter(conn._prepared._names.values())).decode()
+        assert conn.execute(f'DEALLOCATE "{name}"').statusmessage == "DEALLOCATE"
 
 
 def test_status_rollback_and_commit(server):

@@ -313,6 +313,11 @@ fn df_state(e: &DataFusionError) -> &'static str {
                 "XX000"
             }
         }
+        DataFusionError::Execution(msg)
+            if msg.starts_with("Prepared statement") && msg.ends_with("does not exist") =>
+        {
+            "26000"
+        }
         DataFusionError::Context(_, inner) => df_state(inner),
         DataFusionError::Diagnostic(_, inner) => df_state(inner),
         DataFusionError::Shared(inner) => df_state(inner),
@@ -328,6 +333,8 @@ mod tests {
     #[test]
     fn codes() {
         assert_eq!(sqlstate(&SqlError::Parse("x".into())), "42601");
+        let unknown = DataFusionError::Execution("Prepared statement 'q' does not exist".into());
+        assert_eq!(sqlstate(&SqlError::DataFusion(unknown)), "26000");
         assert_eq!(
             sqlstate(&SqlError::Silt(silt::Error::NoSuchDataset("t".into()))),
             "42P01"

@@ -834,15 +834,21 @@ impl PgHandler {
             // A statement `PREPARE`d in SQL is the engine's; one `Parse`d
             // over the protocol is the connection's (dropped at its next
             // `Parse` or `Sync`).
-            let tag = if d.is_none() {
-                "DEALLOCATE ALL"
-            } else {
-                if let Err(e) = engine.execute_in(&self.session, sql).await
-                    && !e.to_string().contains("does not exist")
-                {
-                    return Err(e.into());
+            let tag = match &d {
+                None => "DEALLOCATE ALL",
+                Some(name) => {
+                    if let Err(e) = engine.execute_in(&self.session, sql).await {
+                        // Not `PREPARE`d in SQL: one `Parse`d under the
+                        // name, or PostgreSQL's error.
+                        if !e.to_string().contains("does not exist") {
+                            return Err(e.into());
+                        }
+                        if !self.named.lock().contains(name) {
+                            return Err(e.into());
+                        }
+                    }
+                    "DEALLOCATE"
                 }
-                "DEALLOCATE"
             };
             self.deallocated.lock().push(d);
             return Ok(Response::Execution(Tag::new(tag)));

@@ -21,7 +21,7 @@ pub mod workload;
 pub use dataset::{
     BatchOptions, BatchReport, CommitInfo, Dataset, DatasetScan, DatasetStats, IndexHit,
     JoinPredicate, PendingAck, PreparedRecord, Query, QueryHit, QueryOptions, QueryResults,
-    QueryStats, SequenceValues, Transaction, TxnLimits, TxnQuery, TxnScan, WriteMode,
+    QueryStats, RowShape, SequenceValues, Transaction, TxnLimits, TxnQuery, TxnScan, WriteMode,
 };
 pub use db::roles::{Privileges, Role};
 pub use db::views::ViewDef;

@@ -19,6 +19,8 @@ mod oracle;
 mod recency;
 #[path = "engine/roles.rs"]
 mod roles;
+#[path = "engine/row_shape.rs"]
+mod row_shape;
 #[path = "engine/secondary.rs"]
 mod secondary;
 #[path = "engine/spatial.rs"]

@@ -34,7 +34,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
-use silt::{Dataset, PendingAck, PreparedRecord, Value};
+use silt::{Dataset, PendingAck, PreparedRecord, RowShape, Value};
 use tokio::task::JoinHandle;
 
 use crate::ddl;
@@ -389,8 +389,8 @@ type Pending = JoinHandle<Result<Wrote, SqlError>>;
 /// What a write of decoded rows did.
 struct Wrote {
     written: Written,
-    /// The rows' keys (for errors).
-    keys: Vec<Vec<Value>>,
+    /// The rows' keys (for errors), one after another.
+    keys: Vec<Value>,
     /// The batch's acknowledgment, still to come.
     ack: Option<PendingAck>,
     /// The previous batch's acknowledgment, waited for after this batch
@@ -415,9 +415,15 @@ pub struct CopyIn {
     /// An incomplete long row is decoded again only once `buf` has grown
     /// to this size (so that a long row is not scanned once per message).
     wait_for: usize,
-    /// Decoded rows not written yet, their keys (for errors) and size.
+    /// The fields of the row being decoded, in `shape`'s order (`None`:
+    /// absent), and where the primary key's fields are among them.
+    row: Vec<Option<Value>>,
+    shape: RowShape,
+    key_fields: Vec<Option<usize>>,
+    /// Decoded rows not written yet, their keys (for errors: the key
+    /// fields of each row, one row after another) and size.
     rows: Batch,
-    keys: Vec<Vec<Value>>,
+    keys: Vec<Value>,
     row_bytes: usize,
     /// Data rows decoded (the next row is `read + 1`).
     read: u64,
@@ -475,7 +481,21 @@ impl CopyIn {
         let force_not_null = flags(&o.force_not_null, "FORCE_NOT_NULL")?;
         let force_null = flags(&o.force_null, "FORCE_NULL")?;
         let decoder = Decoder::new(o, targets.len()).with_forced(force_not_null, force_null);
+        let names: Vec<String> = targets
+            .iter()
+            .map(|&j| table.cols[j].name.clone())
+            .collect();
+        let shape = ds.row_shape(&names);
+        let key_fields = table
+            .pk
+            .iter()
+            .map(|j| targets.iter().position(|t| t == j))
+            .collect();
+        let key_room = ROWS_PER_WRITE * table.pk.len();
         Ok(CopyIn {
+            row: vec![None; targets.len()],
+            shape,
+            key_fields,
             target: Arc::new(Target {
                 ds,
                 txn: txn.clone(),
@@ -487,7 +507,7 @@ impl CopyIn {
             buf: Vec::new(),
             wait_for: 0,
             rows: Batch::new(txn.is_some()),
-            keys: Vec::with_capacity(ROWS_PER_WRITE),
+            keys: Vec::with_capacity(key_room),
             row_bytes: 0,
             read: 0,
             sent: 0,
@@ -605,33 +625,35 @@ impl CopyIn {
     /// Add the decoded row to the batch: its record, prepared for the
     /// dataset here (checked and encoded) unless it goes into a block.
     fn record(&mut self) -> Result<(), SqlError> {
-        let mut fields = Vec::with_capacity(self.targets.len());
-        for (f, &j) in self.decoder.fields().zip(&self.targets) {
+        let fields = self.decoder.fields().zip(&self.targets);
+        for (slot, (f, &j)) in self.row.iter_mut().zip(fields) {
             let col = &self.table.cols[j];
-            match f {
+            *slot = match f {
                 None if self.table.required.contains(&j) => return Err(self.table.not_null(j)),
                 // A null given for a column with a default stays null.
-                None if self.table.defaults[j].is_some() => {
-                    fields.push((col.name.clone(), Value::Null));
-                }
-                None => {}
+                None if self.table.defaults[j].is_some() => Some(Value::Null),
+                None => None,
                 Some(b) => {
                     self.row_bytes += b.len();
-                    let v = match self.format {
+                    Some(match self.format {
                         CopyFormat::Binary => field::from_binary(col, b)?,
                         _ => field::from_text(col, b)?,
-                    };
-                    fields.push((col.name.clone(), v));
+                    })
                 }
-            }
+            };
         }
-        let record = Value::Object(fields);
-        let key = self.table.key_of(&record);
+        let key = self.key_fields.iter();
+        let key = key.map(|i| i.and_then(|i| self.row[i].clone()).unwrap_or(Value::Null));
+        self.keys.extend(key);
         match &mut self.rows {
-            Batch::Values(v) => v.push(record),
-            Batch::Prepared(v) => v.push(self.target.ds.prepare_record(record)?),
+            Batch::Values(v) => {
+                let names = self.shape.names().iter();
+                let fields = names.zip(self.row.iter_mut());
+                let fields = fields.filter_map(|(n, v)| v.take().map(|v| (n.clone(), v)));
+                v.push(Value::Object(fields.collect()));
+            }
+            Batch::Prepared(v) => v.push(self.target.ds.prepare_row(&self.shape, &mut self.row)?),
         }
-        self.keys.push(key);
         Ok(())
     }
 
@@ -656,7 +678,8 @@ impl CopyIn {
             return Ok(());
         }
         let rows = std::mem::replace(&mut self.rows, Batch::new(self.in_block));
-        let keys = std::mem::replace(&mut self.keys, Vec::with_capacity(ROWS_PER_WRITE));
+        let room = ROWS_PER_WRITE * self.key_fields.len();
+        let keys = std::mem::replace(&mut self.keys, Vec::with_capacity(room));
         self.row_bytes = 0;
         let first = self.sent;
         self.sent += rows.len() as u64;
@@ -713,7 +736,8 @@ impl CopyIn {
             None => self.committed += w.written,
         }
         if let Some((i, e)) = w.failed {
-            let e = match keys.get(i) {
+            let n = self.key_fields.len();
+            let e = match keys.get(i * n..(i + 1) * n) {
                 Some(k) => self.table.row_error(k, e),
                 None => e.into(),
             };

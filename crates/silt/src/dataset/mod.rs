@@ -9,9 +9,9 @@ use crate::lsm::memtable::MemTable;
 use crate::lsm::tree::{Scheduler, TreeScan};
 use crate::lsm::{LsmTree, MemoryGroup, TreeConfig, TreeKind, TreeStats};
 use crate::schema::{DatasetDef, FieldDefault, MAX_RECORD_BYTES};
-use crate::storage::{BlockCache, Entry, WriterOptions};
+use crate::storage::{BlockCache, Entry, EntryKind, EntryRef, WriterOptions};
 use crate::txn::ctx::TxnContext;
-use crate::txn::{LockManager, LogEntry, LogOp, LogRecord};
+use crate::txn::{LockManager, LogEntry, LogOp, LogRecord, UpdateRef};
 use crate::value::{self, Value};
 use serde::Serialize;
 use std::cmp::Ordering as CmpOrdering;
@@ -27,6 +27,7 @@ mod index_read;
 mod query;
 mod read;
 mod recency;
+mod row;
 mod runs;
 mod sequence;
 mod transaction;
@@ -37,6 +38,7 @@ pub use query::{
     JoinPredicate, JoinResults, Query, QueryHit, QueryOptions, QueryResults, QueryStats,
 };
 pub use read::DatasetScan;
+pub use row::RowShape;
 pub use runs::{MemRead, PartitionRuns, runs_disjoint};
 pub use sequence::SequenceValues;
 pub use transaction::{CommitInfo, Transaction, TxnLimits, TxnQuery, TxnScan};

@@ -629,11 +629,7 @@ impl Transaction {
             .chain(reads.keys())
             .map(|(id, k)| LockManager::name(*id, k))
             .collect();
-        names.sort_unstable();
-        names.dedup();
-        for n in names {
-            ctx.locks.lock_x(txn, n);
-        }
+        ctx.locks.lock_x_all(txn, &mut names);
         // Validate: every key read still has the version read.
         for ((id, key), seen) in &reads {
             let Some(ds) = datasets.get(id) else { continue };

@@ -120,9 +120,22 @@ pub struct PreparedRecord {
 }
 
 impl PreparedRecord {
+    pub(super) fn new(dataset: u32, key: Vec<u8>, bytes: Vec<u8>) -> PreparedRecord {
+        PreparedRecord {
+            dataset,
+            key,
+            bytes,
+        }
+    }
+
     /// The encoded primary key.
     pub fn key(&self) -> &[u8] {
         &self.key
+    }
+
+    /// The encoded record.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 }
 
@@ -131,11 +144,7 @@ impl Dataset {
     /// of [`Dataset::prepare`], which a caller may do on another thread).
     pub fn prepare_record(&self, record: Value) -> Result<PreparedRecord> {
         let (key, bytes) = self.prepare(record)?;
-        Ok(PreparedRecord {
-            dataset: self.id,
-            key,
-            bytes,
-        })
+        Ok(PreparedRecord::new(self.id, key, bytes))
     }
 }
 
@@ -165,6 +174,21 @@ pub(super) struct TxnWork {
     /// the checks in `unique_checks` (see `unique`).
     pub(super) defer_unique: bool,
     pub(super) unique_checks: Vec<super::unique::UniqueCheck>,
+}
+
+impl TxnWork {
+    /// Note that a write of the transaction went into `mem`, which the
+    /// write entered. A memtable the transaction already holds (the last
+    /// one noted: a batch writes into one memtable until it rotates) is
+    /// left again at once, so the transaction stays entered once and
+    /// `mems` lists each memtable once, not once per record.
+    pub(super) fn note_mem(&mut self, mem: &Arc<MemTable>) {
+        if self.mems.last().is_some_and(|m| Arc::ptr_eq(m, mem)) {
+            mem.leave();
+        } else {
+            self.mems.push(mem.clone());
+        }
+    }
 }
 
 impl Dataset {
@@ -273,31 +297,27 @@ impl Dataset {
             rec_ops = self.recency_prepare(txn, &idx, old_rec.as_ref(), new_rec.as_ref(), work)?;
         }
         let seq = self.next_seq();
-        let (entry, log_op) = match op {
+        let (kind, log_op, value): (_, _, &[u8]) = match op {
             WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v) => {
-                (Entry::put(seq, v.clone()), LogOp::Put)
+                (EntryKind::Put, LogOp::Put, v)
             }
-            WriteOp::Delete(_) => (Entry::delete(seq), LogOp::Delete),
+            WriteOp::Delete(_) => (EntryKind::Delete, LogOp::Delete, &[]),
         };
         let wal = &self.txn.wal;
+        let entry = EntryRef { seq, kind, value };
         let (mem, cost) = tree.put_logged(key, entry, || {
-            wal.append(&LogRecord::Update {
+            wal.append_update(&UpdateRef {
                 txn,
                 dataset: self.id,
                 partition: pidx as u32,
                 index: 0,
                 op: log_op,
-                key: key.to_vec(),
+                key,
                 seq,
-                value: match op {
-                    WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v) => {
-                        v.clone()
-                    }
-                    WriteOp::Delete(_) => Vec::new(),
-                },
+                value,
             })
         })?;
-        work.mems.push(mem.clone());
+        work.note_mem(&mem);
         work.cost += cost;
         if track_undo || has_sec {
             work.undo.push(Undo {
@@ -346,21 +366,20 @@ impl Dataset {
         } else {
             LogOp::Put
         };
-        let (seq, logged) = (e.seq, e.value.clone());
         let wal = &self.txn.wal;
-        let (mem, cost, prior) = tree.put_logged_prior(&key, e, || {
-            wal.append(&LogRecord::Update {
+        let (mem, cost, prior) = tree.put_logged_prior(&key, e.as_ref(), || {
+            wal.append_update(&UpdateRef {
                 txn,
                 dataset: self.id,
                 partition: pidx as u32,
                 index: index_id,
                 op,
-                key: key.clone(),
-                seq,
-                value: logged,
+                key: &key,
+                seq: e.seq,
+                value: &e.value,
             })
         })?;
-        work.mems.push(mem.clone());
+        work.note_mem(&mem);
         work.cost += cost;
         work.undo.push(Undo {
             mem,
@@ -422,7 +441,7 @@ impl Dataset {
                 let back = rec.into_entries().into_iter();
                 Ok((lsn, back.map(|op| op.into_entry(seq)).collect()))
             })?;
-            work.mems.push(mem.clone());
+            work.note_mem(&mem);
             work.cost += cost;
             for (key, prior) in priors {
                 work.undo.push(Undo {
@@ -680,16 +699,10 @@ impl Dataset {
             .iter()
             .map(|o| LockManager::name(self.id, o.key()))
             .collect();
-        names.sort_unstable();
-        names.dedup();
-        ctx.locks.reserve(txn, names.len());
-        for n in names {
-            ctx.locks.lock_x(txn, n);
-        }
-        // Sized for the batch: grown record by record, these lists were
+        ctx.locks.lock_x_all(txn, &mut names);
+        // Sized for the batch: grown record by record, the undo list was
         // reallocated into fresh (page-faulting) memory batch after batch.
         let mut work = TxnWork {
-            mems: Vec::with_capacity(ops.len()),
             undo: Vec::with_capacity(ops.len()),
             ..TxnWork::default()
         };

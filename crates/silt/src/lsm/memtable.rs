@@ -10,7 +10,7 @@
 
 use super::kind::{BoundsKind, decode_bounds_kind};
 use crate::geo::Rect;
-use crate::storage::{Entry, EntryKind};
+use crate::storage::{Entry, EntryKind, EntryRef};
 use parking_lot::RwLock;
 use rstar::primitives::{GeomWithData, Rectangle};
 use rstar::{AABB, RStarInsertionStrategy, RTree, RTreeNode, RTreeObject, RTreeParams};
@@ -383,19 +383,25 @@ impl MemTable {
 
     /// Insert; returns the number of bytes accounted to the memory budget.
     pub fn insert(&self, key: &[u8], e: Entry, lsn: u64) -> u64 {
+        self.insert_inner(key, e.as_ref(), lsn, false).0
+    }
+
+    /// [`insert`](Self::insert) of an entry whose value is borrowed (the
+    /// memtable copies it into its arena either way).
+    pub fn insert_ref(&self, key: &[u8], e: EntryRef<'_>, lsn: u64) -> u64 {
         self.insert_inner(key, e, lsn, false).0
     }
 
     /// [`insert`](Self::insert) that also returns what the memtable held at
     /// `key` before (for exact undo), found by the same traversal of the map.
-    pub fn insert_prior(&self, key: &[u8], e: Entry, lsn: u64) -> (u64, Option<Entry>) {
+    pub fn insert_prior(&self, key: &[u8], e: EntryRef<'_>, lsn: u64) -> (u64, Option<Entry>) {
         self.insert_inner(key, e, lsn, true)
     }
 
     fn insert_inner(
         &self,
         key: &[u8],
-        e: Entry,
+        e: EntryRef<'_>,
         lsn: u64,
         want_prior: bool,
     ) -> (u64, Option<Entry>) {
@@ -407,14 +413,14 @@ impl MemTable {
         if let Some(h) = self.secondary.get()
             && e.kind == EntryKind::Put
         {
-            h.keys(key, &e, &mut sec_keys);
+            h.keys(key, &e.to_owned(), &mut sec_keys);
         }
         let mut prior = None;
         {
             let mut g = self.inner.write();
             let inner = &mut *g;
             let new_slot = |chunks: &mut Vec<Vec<u8>>| {
-                let (chunk, off) = store(chunks, &e.value);
+                let (chunk, off) = store(chunks, e.value);
                 Slot {
                     seq,
                     kind: e.kind,
@@ -460,7 +466,7 @@ impl MemTable {
                     cost += SPATIAL_OVERHEAD + key.len() as u64;
                     let old_geom =
                         old.and_then(|o| mem_geom(key, o.kind, slot_value(&inner.chunks, &o)));
-                    let new_geom = mem_geom(key, e.kind, &e.value);
+                    let new_geom = mem_geom(key, e.kind, e.value);
                     if let Some(t) = inner.spatial.as_mut() {
                         if let Some(og) = old_geom {
                             t.remove(&og);

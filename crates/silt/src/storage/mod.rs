@@ -76,6 +76,35 @@ impl Entry {
     pub fn is_delete(&self) -> bool {
         self.kind == EntryKind::Delete
     }
+
+    /// The entry with its value borrowed.
+    pub fn as_ref(&self) -> EntryRef<'_> {
+        EntryRef {
+            seq: self.seq,
+            kind: self.kind,
+            value: &self.value,
+        }
+    }
+}
+
+/// An [`Entry`] whose value is borrowed (a write whose bytes are copied
+/// where they go, so it need not own them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryRef<'a> {
+    pub seq: u64,
+    pub kind: EntryKind,
+    pub value: &'a [u8],
+}
+
+impl EntryRef<'_> {
+    /// The entry with its value copied.
+    pub fn to_owned(self) -> Entry {
+        Entry {
+            seq: self.seq,
+            kind: self.kind,
+            value: self.value.to_vec(),
+        }
+    }
 }
 
 /// LEB128 varints (one implementation for the crate: [`crate::varint`]).

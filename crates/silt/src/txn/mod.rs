@@ -29,7 +29,7 @@ pub use fault::FaultInjector;
 pub use lock::{LockManager, LockStats};
 pub use wal::{
     Checkpoint, Durability, DurableCallback, LogEntry, LogOp, LogReader, LogRecord, OpenSummary,
-    Wal, WalOptions, WalStats, read_checkpoint, read_from, write_checkpoint,
+    UpdateRef, Wal, WalOptions, WalStats, read_checkpoint, read_from, write_checkpoint,
 };
 
 #[cfg(test)]

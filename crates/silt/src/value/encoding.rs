@@ -126,6 +126,34 @@ pub fn encode_record(v: &Value, out: &mut Vec<u8>) -> Result<()> {
     Ok(())
 }
 
+/// [`encode_record`] of the object whose `count` fields are `fields`
+/// (name, value), without building it.
+pub fn encode_fields<'a>(
+    fields: impl Iterator<Item = (&'a str, &'a Value)> + Clone,
+    count: usize,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let depth = 1 + fields
+        .clone()
+        .filter(|(_, v)| matches!(v, Value::Array(_) | Value::Object(_)))
+        .map(|(_, v)| v.depth())
+        .max()
+        .unwrap_or(0);
+    if depth > MAX_DEPTH {
+        return Err(Error::invalid(
+            None,
+            format!("value is nested {depth} levels deep; the limit is {MAX_DEPTH}"),
+        ));
+    }
+    out.push(T_OBJECT);
+    put_varint(out, count as u64);
+    for (name, value) in fields {
+        put_bytes(out, name.as_bytes());
+        encode_value(value, out);
+    }
+    Ok(())
+}
+
 /// Decode one value that must span all of `bytes`.
 pub fn decode_value(bytes: &[u8]) -> Result<Value> {
     let mut r = Reader::new(bytes);

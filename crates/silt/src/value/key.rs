@@ -82,10 +82,10 @@ const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
 /// Fails, leaving `out` unchanged, if a part is an array, object or geometry
 /// (not key types) or if the encoding would exceed [`MAX_KEY_BYTES`]
 /// ([`Error::KeyTooLarge`]).
-pub fn encode_key(parts: &[Value], out: &mut Vec<u8>) -> Result<()> {
+pub fn encode_key<V: std::borrow::Borrow<Value>>(parts: &[V], out: &mut Vec<u8>) -> Result<()> {
     let start = out.len();
     for (i, p) in parts.iter().enumerate() {
-        if let Err(e) = encode_part(p, out) {
+        if let Err(e) = encode_part(p.borrow(), out) {
             out.truncate(start);
             let which = if parts.len() == 1 {
                 "a key".to_owned()

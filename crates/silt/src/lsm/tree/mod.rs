@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
 use crate::storage::fsutil::{create_dir_all, write_atomic};
-use crate::storage::{BlockCache, ComponentMeta, ComponentReader, Entry, WriterOptions};
+use crate::storage::{BlockCache, ComponentMeta, ComponentReader, Entry, EntryRef, WriterOptions};
 use parking_lot::{Condvar, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use std::ops::Bound;
@@ -336,7 +336,7 @@ impl LsmTree {
     pub fn put_logged(
         &self,
         key: &[u8],
-        entry: Entry,
+        entry: EntryRef<'_>,
         log: impl FnOnce() -> Result<u64>,
     ) -> Result<(Arc<MemTable>, u64)> {
         self.put_logged_inner(key, entry, log, false)
@@ -348,7 +348,7 @@ impl LsmTree {
     pub fn put_logged_prior(
         &self,
         key: &[u8],
-        entry: Entry,
+        entry: EntryRef<'_>,
         log: impl FnOnce() -> Result<u64>,
     ) -> Result<(Arc<MemTable>, u64, Option<Entry>)> {
         self.put_logged_inner(key, entry, log, true)
@@ -357,7 +357,7 @@ impl LsmTree {
     fn put_logged_inner(
         &self,
         key: &[u8],
-        entry: Entry,
+        entry: EntryRef<'_>,
         log: impl FnOnce() -> Result<u64>,
         want_prior: bool,
     ) -> Result<(Arc<MemTable>, u64, Option<Entry>)> {
@@ -371,7 +371,7 @@ impl LsmTree {
         let (cost, prior) = if want_prior {
             st.active.insert_prior(key, entry, lsn + 1)
         } else {
-            (st.active.insert(key, entry, lsn + 1), None)
+            (st.active.insert_ref(key, entry, lsn + 1), None)
         };
         Ok((st.active.clone(), cost, prior))
     }
@@ -399,7 +399,7 @@ impl LsmTree {
         let mut cost = 0;
         let mut priors = Vec::with_capacity(entries.len());
         for (key, entry) in entries {
-            let (c, prior) = st.active.insert_prior(&key, entry, lsn + 1);
+            let (c, prior) = st.active.insert_prior(&key, entry.as_ref(), lsn + 1);
             cost += c;
             priors.push((key, prior));
         }

@@ -156,7 +156,7 @@ impl Shared {
     /// handed back, not run.
     pub(super) fn enqueue(
         &self,
-        frame: Vec<u8>,
+        frame: &[u8],
         cb: Option<DurableCallback>,
     ) -> std::result::Result<u64, (Error, Option<DurableCallback>)> {
         let shared = self;
@@ -179,7 +179,7 @@ impl Shared {
         }
         let lsn = tail.next_lsn;
         let was_empty = tail.buf.is_empty();
-        tail.buf.extend_from_slice(&frame);
+        tail.buf.extend_from_slice(frame);
         tail.buf_records += 1;
         tail.next_lsn += frame.len() as u64;
         shared.end_lsn.store(tail.next_lsn, Ordering::Release);

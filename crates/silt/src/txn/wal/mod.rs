@@ -74,7 +74,7 @@ pub use options::{
     WalOptions,
 };
 pub use reader::{LogReader, read_from};
-pub use record::{FRAME_HEADER_BYTES, LogEntry, LogOp, LogRecord, MAX_PAYLOAD_BYTES};
+pub use record::{FRAME_HEADER_BYTES, LogEntry, LogOp, LogRecord, MAX_PAYLOAD_BYTES, UpdateRef};
 
 use crate::error::{Error, Result};
 use crate::storage::fsutil::{create_dir_all, sync_dir};
@@ -273,8 +273,19 @@ impl Wal {
     /// [`close`](Self::close) or a failure, [`Error::ValueTooLarge`] for a
     /// record over [`MAX_PAYLOAD_BYTES`].
     pub fn append(&self, rec: &LogRecord) -> Result<u64> {
-        let frame = rec.encode_frame()?;
-        self.shared.enqueue(frame, None).map_err(|(e, _)| e)
+        with_frame(
+            |out| rec.encode_frame_into(out),
+            |frame| self.shared.enqueue(frame, None).map_err(|(e, _)| e),
+        )
+    }
+
+    /// [`append`](Self::append) of an UPDATE whose key and value are
+    /// borrowed (the same record as [`LogRecord::Update`]).
+    pub fn append_update(&self, rec: &UpdateRef<'_>) -> Result<u64> {
+        with_frame(
+            |out| rec.encode_frame_into(out),
+            |frame| self.shared.enqueue(frame, None).map_err(|(e, _)| e),
+        )
     }
 
     /// Append `rec` and call `on_durable` from the flusher thread once it is
@@ -287,17 +298,15 @@ impl Wal {
         rec: &LogRecord,
         on_durable: DurableCallback,
     ) -> Result<u64> {
-        let frame = match rec.encode_frame() {
-            Ok(f) => f,
-            Err(e) => {
-                run_callback(
-                    on_durable,
-                    Err(Error::Closed(format!("record not logged: {e}"))),
-                );
-                return Err(e);
-            }
-        };
-        match self.shared.enqueue(frame, Some(on_durable)) {
+        let mut frame = Vec::new();
+        if let Err(e) = rec.encode_frame_into(&mut frame) {
+            run_callback(
+                on_durable,
+                Err(Error::Closed(format!("record not logged: {e}"))),
+            );
+            return Err(e);
+        }
+        match self.shared.enqueue(&frame, Some(on_durable)) {
             Ok(lsn) => {
                 match rec {
                     LogRecord::Commit { .. } => &self.shared.stats.commits,
@@ -467,4 +476,36 @@ impl Drop for Wal {
             tracing::warn!("closing write-ahead log {}: {e}", self.shared.dir.display());
         }
     }
+}
+
+/// Frames larger than this are not kept in a thread's frame buffer.
+const FRAME_BUFFER_KEEP: usize = 64 << 10;
+
+thread_local! {
+    /// Each thread's buffer for the frame it is appending (a record is
+    /// framed here and copied into the log tail, so appending allocates
+    /// nothing per record).
+    static FRAME: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Frame a record with `encode` into this thread's frame buffer and hand
+/// the frame to `enqueue`.
+fn with_frame(
+    encode: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+    enqueue: impl FnOnce(&[u8]) -> Result<u64>,
+) -> Result<u64> {
+    FRAME.with(|cell| {
+        // A re-entrant append (none exists) would get a buffer of its own.
+        let Ok(mut buf) = cell.try_borrow_mut() else {
+            let mut own = Vec::new();
+            encode(&mut own)?;
+            return enqueue(&own);
+        };
+        encode(&mut buf)?;
+        let r = enqueue(&buf);
+        if buf.capacity() > FRAME_BUFFER_KEEP {
+            *buf = Vec::new();
+        }
+        r
+    })
 }

@@ -499,11 +499,7 @@ impl LogRecord {
     /// Write the payload (version, tag, fields) to `s`.
     fn put_payload(&self, s: &mut impl Sink) {
         let (tag, f) = self.to_fields();
-        s.byte(FORMAT_VERSION);
-        s.byte(tag);
-        if let Some(fields) = layout(tag) {
-            put_fields(s, fields, &f);
-        }
+        put_tagged(s, tag, &f);
     }
 
     fn payload_len(&self) -> usize {
@@ -519,6 +515,7 @@ impl LogRecord {
     }
 
     /// Append the payload (without the frame header) to `out`.
+    #[cfg(test)]
     pub(super) fn encode_payload(&self, out: &mut Vec<u8>) {
         self.put_payload(out);
     }
@@ -549,23 +546,76 @@ impl LogRecord {
     }
 
     /// The framed record: header and payload.
+    #[cfg(test)]
     pub(super) fn encode_frame(&self) -> Result<Vec<u8>> {
-        let payload_len = self.payload_len();
-        if payload_len > MAX_PAYLOAD_BYTES {
-            return Err(Error::ValueTooLarge {
-                size: payload_len,
-                limit: MAX_PAYLOAD_BYTES,
-            });
-        }
-        let mut out = Vec::with_capacity(FRAME_HEADER_BYTES + payload_len);
-        out.extend_from_slice(&[0u8; FRAME_HEADER_BYTES]);
-        self.encode_payload(&mut out);
-        debug_assert_eq!(out.len(), FRAME_HEADER_BYTES + payload_len);
-        let crc = crc32c::crc32c(&out[FRAME_HEADER_BYTES..]);
-        out[0..4].copy_from_slice(&(payload_len as u32).to_le_bytes());
-        out[4..8].copy_from_slice(&crc.to_le_bytes());
+        let mut out = Vec::new();
+        self.encode_frame_into(&mut out)?;
         Ok(out)
     }
+
+    /// Replace `out`'s content with the framed record.
+    pub(super) fn encode_frame_into(&self, out: &mut Vec<u8>) -> Result<()> {
+        let (tag, f) = self.to_fields();
+        frame_into(tag, &f, out)
+    }
+}
+
+/// An UPDATE record whose key and value are borrowed: the same frame as
+/// [`LogRecord::Update`], written without copying the record's bytes into
+/// an owned record first (the write path logs every record this way).
+#[derive(Clone, Copy, Debug)]
+pub struct UpdateRef<'a> {
+    pub txn: u64,
+    pub dataset: u32,
+    pub partition: u32,
+    pub index: u32,
+    pub op: LogOp,
+    pub key: &'a [u8],
+    pub seq: u64,
+    pub value: &'a [u8],
+}
+
+impl UpdateRef<'_> {
+    /// Replace `out`'s content with the framed record.
+    pub(super) fn encode_frame_into(&self, out: &mut Vec<u8>) -> Result<()> {
+        let mut f = Fields::empty();
+        (f.txn, f.dataset, f.partition, f.index) =
+            (self.txn, self.dataset, self.partition, self.index);
+        (f.op, f.key, f.seq, f.value) = (self.op, self.key, self.seq, self.value);
+        frame_into(TAG_UPDATE, &f, out)
+    }
+}
+
+/// The payload of a record with `tag` and fields `f`.
+fn put_tagged(s: &mut impl Sink, tag: u8, f: &Fields<'_>) {
+    s.byte(FORMAT_VERSION);
+    s.byte(tag);
+    if let Some(fields) = layout(tag) {
+        put_fields(s, fields, f);
+    }
+}
+
+/// Replace `out`'s content with the frame (header and payload) of a
+/// record with `tag` and fields `f`.
+fn frame_into(tag: u8, f: &Fields<'_>, out: &mut Vec<u8>) -> Result<()> {
+    let mut len = Len(0);
+    put_tagged(&mut len, tag, f);
+    let payload_len = len.0;
+    if payload_len > MAX_PAYLOAD_BYTES {
+        return Err(Error::ValueTooLarge {
+            size: payload_len,
+            limit: MAX_PAYLOAD_BYTES,
+        });
+    }
+    out.clear();
+    out.reserve(FRAME_HEADER_BYTES + payload_len);
+    out.extend_from_slice(&[0u8; FRAME_HEADER_BYTES]);
+    put_tagged(out, tag, f);
+    debug_assert_eq!(out.len(), FRAME_HEADER_BYTES + payload_len);
+    let crc = crc32c::crc32c(&out[FRAME_HEADER_BYTES..]);
+    out[0..4].copy_from_slice(&(payload_len as u32).to_le_bytes());
+    out[4..8].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
 }
 
 /// A frame header: payload length and the payload's CRC32C.

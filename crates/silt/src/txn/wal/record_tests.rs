@@ -74,6 +74,28 @@ proptest! {
         prop_assert_eq!(LogRecord::decode_payload(&frame[8..]).unwrap(), rec);
     }
 
+    /// The borrowed UPDATE the write path logs frames exactly as the
+    /// owned record (recovery reads it back as one).
+    #[test]
+    fn borrowed_update_frames_as_the_owned_record(rec in arb_record()) {
+        let LogRecord::Update { txn, dataset, partition, index, op, key, seq, value } = &rec else {
+            return Ok(());
+        };
+        let borrowed = UpdateRef {
+            txn: *txn,
+            dataset: *dataset,
+            partition: *partition,
+            index: *index,
+            op: *op,
+            key,
+            seq: *seq,
+            value,
+        };
+        let mut frame = vec![7u8; 3];
+        borrowed.encode_frame_into(&mut frame).unwrap();
+        prop_assert_eq!(frame, rec.encode_frame().unwrap());
+    }
+
     #[test]
     fn decoding_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
         let _ = LogRecord::decode_payload(&bytes);

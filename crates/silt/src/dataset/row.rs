@@ -1,0 +1,231 @@
+//! Rows of one shape: records that give the same fields in the same order
+//! (a `COPY`'s column list), prepared without building a record object.
+//!
+//! [`Dataset::row_shape`] works out once per load what
+//! [`Dataset::prepare`] works out per record: each field's declared type,
+//! what the dataset's defaults do for the rows, and where the primary key
+//! and the NOT NULL fields are. [`Dataset::prepare_row`] then coerces,
+//! checks and encodes one row straight into the record encoding: no field
+//! name is copied, no object built, no field looked up by name. The record,
+//! its key and its errors are those `prepare` makes of the same object
+//! (tested against it).
+
+use super::*;
+use crate::value::FieldType;
+use write::PreparedRecord;
+
+/// Where a primary-key or NOT NULL field's value is in a prepared row.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// The row's field at this position.
+    Given(usize),
+    /// The default filled in at this position of the filled fields.
+    Filled(usize),
+    /// Neither: the field is missing from every row.
+    Missing,
+}
+
+/// What one default of the dataset does for a row, in the definition's order.
+#[derive(Clone, Debug)]
+enum DefaultStep {
+    /// A counter's field given by the row: an integer moves the counter past it.
+    Seen(usize),
+    /// A counter's field the rows leave out: its next value.
+    Take,
+    /// A field the rows leave out: its default, read as its type.
+    Value(FieldDefault, FieldType),
+}
+
+/// The shape of rows for [`Dataset::prepare_row`]: see the module
+/// documentation. Made by [`Dataset::row_shape`] for one definition of the
+/// dataset; after a change of definition, rows are prepared as records.
+#[derive(Clone, Debug)]
+pub struct RowShape {
+    def: Arc<DatasetDef>,
+    names: Vec<String>,
+    types: Vec<Option<FieldType>>,
+    /// (field, step) per default of the definition that does something.
+    defaults: Vec<(String, DefaultStep)>,
+    /// Names of the filled-in fields, in the order they are appended.
+    filled: Vec<String>,
+    pk: Vec<Source>,
+    not_null: Vec<(String, Source)>,
+    /// Positions of given fields that have a default: a row leaving one
+    /// out (`None`) gets the default, so it is prepared as a record.
+    defaulted: Vec<usize>,
+    /// Whether rows are prepared directly: not with CHECK constraints
+    /// (evaluated on a record object), nor with a key or NOT NULL field
+    /// named by a path into a field.
+    direct: bool,
+}
+
+impl RowShape {
+    /// The fields each row gives, in order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+impl Dataset {
+    /// The shape of rows giving the fields `names`, in this order (see
+    /// [`Dataset::prepare_row`]).
+    pub fn row_shape(&self, names: &[String]) -> RowShape {
+        let def = self.def();
+        let types = names.iter().map(|n| def.field_type(n)).collect();
+        let given = |f: &str| names.iter().position(|n| n == f);
+        let mut defaults = Vec::new();
+        let mut filled = Vec::new();
+        let defaulted = names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| def.defaults.iter().any(|(d, _)| d == *n))
+            .map(|(i, _)| i)
+            .collect();
+        for (name, d) in &def.defaults {
+            let step = match (given(name), d) {
+                (Some(i), FieldDefault::Sequence) => DefaultStep::Seen(i),
+                (Some(_), _) => continue,
+                (None, FieldDefault::Sequence) => DefaultStep::Take,
+                (None, d) => match def.field_type(name) {
+                    Some(t) => DefaultStep::Value(d.clone(), t),
+                    None => continue,
+                },
+            };
+            if !matches!(step, DefaultStep::Seen(_)) {
+                filled.push(name.clone());
+            }
+            defaults.push((name.clone(), step));
+        }
+        let mut direct = def.checks.is_empty();
+        let mut source = |f: &str| match (given(f), filled.iter().position(|n| n == f)) {
+            (Some(i), _) => Source::Given(i),
+            (None, Some(j)) => Source::Filled(j),
+            (None, None) => {
+                // `prepare` would look the path up inside a field.
+                direct &= !f.contains('.');
+                Source::Missing
+            }
+        };
+        let pk = def.primary_key.iter().map(|k| source(k)).collect();
+        let not_null = def
+            .not_null
+            .iter()
+            .map(|f| (f.clone(), source(f)))
+            .collect();
+        RowShape {
+            names: names.to_vec(),
+            types,
+            defaults,
+            filled,
+            pk,
+            not_null,
+            defaulted,
+            direct,
+            def,
+        }
+    }
+
+    /// [`Dataset::prepare_record`] of the record whose fields are `row`'s
+    /// values under `shape`'s names (`None`: the field is absent). The
+    /// values are taken out of `row`, which the caller refills for the next
+    /// row.
+    pub fn prepare_row(
+        &self,
+        shape: &RowShape,
+        row: &mut [Option<Value>],
+    ) -> Result<PreparedRecord> {
+        if row.len() != shape.names.len() {
+            return Err(Error::invalid(
+                None,
+                format!(
+                    "a row of {} fields for a shape of {}",
+                    row.len(),
+                    shape.names.len()
+                ),
+            ));
+        }
+        let def = self.def();
+        if !shape.direct
+            || !Arc::ptr_eq(&def, &shape.def)
+            || shape.defaulted.iter().any(|&i| row[i].is_none())
+        {
+            let fields = shape
+                .names
+                .iter()
+                .zip(row.iter_mut())
+                .filter_map(|(n, v)| v.take().map(|v| (n.clone(), v)))
+                .collect();
+            return self.prepare_record(Value::Object(fields));
+        }
+        for ((slot, name), ty) in row.iter_mut().zip(&shape.names).zip(&shape.types) {
+            if let (Some(v), Some(t)) = (slot.as_mut(), ty) {
+                let given = std::mem::replace(v, Value::Null);
+                *v = value::coerce(name, *t, given)?;
+            }
+        }
+        let mut filled = Vec::with_capacity(shape.filled.len());
+        for (name, step) in &shape.defaults {
+            match step {
+                DefaultStep::Seen(i) => {
+                    if let Some(Value::Int(v)) = &row[*i] {
+                        self.sequences.seen(name, &def.sequence_def(name), *v)?;
+                    }
+                }
+                DefaultStep::Take => {
+                    let v = self.sequences.take(name, &def.sequence_def(name), 1)?;
+                    filled.push(Value::Int(v.first));
+                }
+                DefaultStep::Value(d, t) => filled.push(d.value(name, *t)?),
+            }
+        }
+        let at = |s: Source| match s {
+            Source::Given(i) => row[i].as_ref(),
+            Source::Filled(j) => filled.get(j),
+            Source::Missing => None,
+        };
+        for (f, s) in &shape.not_null {
+            if matches!(at(*s), None | Some(Value::Null)) {
+                return Err(Error::invalid(
+                    Some(f),
+                    "null value violates the NOT NULL constraint",
+                ));
+            }
+        }
+        let part = |(k, s): (&String, &Source)| match at(*s) {
+            None | Some(Value::Null) => Err(Error::invalid(
+                Some(k),
+                "the primary key field is missing or null",
+            )),
+            Some(v) => Ok(v),
+        };
+        let mut key = Vec::new();
+        if let ([k], [s]) = (&def.primary_key[..], &shape.pk[..]) {
+            // One key field (the usual case): no list of parts.
+            value::encode_key(&[part((k, s))?], &mut key)?;
+        } else {
+            let parts = def.primary_key.iter().zip(&shape.pk).map(part);
+            value::encode_key(&parts.collect::<Result<Vec<_>>>()?, &mut key)?;
+        }
+        let fields = shape
+            .names
+            .iter()
+            .zip(row.iter())
+            .filter_map(|(n, v)| v.as_ref().map(|v| (n.as_str(), v)))
+            .chain(shape.filled.iter().map(String::as_str).zip(&filled));
+        let count = row.iter().filter(|v| v.is_some()).count() + filled.len();
+        let hint = 16
+            + fields
+                .clone()
+                .map(|(n, v)| n.len() + 5 + v.encoded_len_hint())
+                .sum::<usize>();
+        let mut bytes = Vec::with_capacity(hint);
+        value::encode_fields(fields, count, &mut bytes)?;
+        if bytes.len() > MAX_RECORD_BYTES {
+            return Err(Error::ValueTooLarge {
+                size: bytes.len(),
+                limit: MAX_RECORD_BYTES,
+            });
+        }
+        Ok(PreparedRecord::new(self.id, key, bytes))
+    }
+}
