@@ -190,6 +190,7 @@ fn init_logging() {
 pub fn serve_until_signal(db: Database, cfg: ServerConfig) -> Result<(), ServerError> {
     init_logging();
     limit_malloc_arenas();
+    no_transparent_huge_pages();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .thread_name("silt-serve")
         .enable_all()
@@ -289,6 +290,30 @@ fn limit_malloc_arenas() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn limit_malloc_arenas() {}
+
+/// Transparent huge pages off for the server's process, unless the
+/// operator set mimalloc's `MIMALLOC_ALLOW_THP`. mimalloc asks for huge
+/// pages for its arenas, so the first touch of memory clears 2 MiB at a
+/// time, and memory freed (a flushed memtable, a written batch) goes back
+/// to the kernel in pieces and is cleared again when touched anew: a `COPY`
+/// of 1 M rows spent 15-19% of the server's CPU in the kernel's
+/// `clear_page`. With huge pages off, the server's CPU for that load went
+/// from 1.93-1.99 s to 1.59-1.62 s and the load from 1.25-1.33 s to
+/// 1.03-1.04 s (psql `\copy`, quiet machine).
+#[cfg(target_os = "linux")]
+fn no_transparent_huge_pages() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+        // SAFETY: prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) takes integers only
+        // and sets a flag of the calling process, touching no memory of
+        // ours; a kernel without it returns an error and nothing changes.
+        unsafe {
+            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn no_transparent_huge_pages() {}
 
 #[cfg(test)]
 mod tests {

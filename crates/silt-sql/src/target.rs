@@ -306,7 +306,7 @@ impl Target {
     /// `written` rows are durable once the [`silt::PendingAck`] is waited.
     pub(crate) fn insert_prepared(
         &self,
-        rows: Vec<silt::PreparedRecord>,
+        rows: &silt::PreparedBatch,
     ) -> Result<(Written, Option<silt::PendingAck>), SqlError> {
         let (report, ack) = self
             .ds

@@ -20,7 +20,7 @@ pub mod workload;
 
 pub use dataset::{
     BatchOptions, BatchReport, CommitInfo, Dataset, DatasetScan, DatasetStats, IndexHit,
-    JoinPredicate, PendingAck, PreparedRecord, Query, QueryHit, QueryOptions, QueryResults,
+    JoinPredicate, PendingAck, PreparedBatch, Query, QueryHit, QueryOptions, QueryResults,
     QueryStats, RowShape, SequenceValues, Transaction, TxnLimits, TxnQuery, TxnScan, WriteMode,
 };
 pub use db::roles::{Privileges, Role};

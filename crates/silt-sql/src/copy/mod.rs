@@ -34,7 +34,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
-use silt::{Dataset, PendingAck, PreparedRecord, RowShape, Value};
+use silt::{Dataset, PendingAck, PreparedBatch, RowShape, Value};
 use tokio::task::JoinHandle;
 
 use crate::ddl;
@@ -359,7 +359,7 @@ const MAX_ROW_BYTES: usize = 64 << 20;
 /// else prepared for the dataset (so that the writing thread only writes).
 enum Batch {
     Values(Vec<Value>),
-    Prepared(Vec<PreparedRecord>),
+    Prepared(PreparedBatch),
 }
 
 impl Batch {
@@ -367,7 +367,7 @@ impl Batch {
         if in_block {
             Batch::Values(Vec::with_capacity(ROWS_PER_WRITE))
         } else {
-            Batch::Prepared(Vec::with_capacity(ROWS_PER_WRITE))
+            Batch::Prepared(PreparedBatch::new())
         }
     }
 
@@ -396,6 +396,9 @@ struct Wrote {
     /// The previous batch's acknowledgment, waited for after this batch
     /// was applied: how many rows it made durable.
     earlier: Option<Result<u64, silt::Error>>,
+    /// The emptied batch, to fill again (a prepared batch keeps its
+    /// buffer: a load allocates nothing per row for it).
+    spare: Option<Batch>,
 }
 
 /// A `COPY ... FROM STDIN` being loaded: hand it the client's data as it
@@ -431,6 +434,8 @@ pub struct CopyIn {
     sent: u64,
     committed: u64,
     pending: Option<(Pending, u64)>,
+    /// An emptied batch and key list to decode the next rows into.
+    spare: Option<(Batch, Vec<Value>)>,
     /// The last write's acknowledgment and its rows: the next write waits
     /// for it once it has applied its own rows (so the log flush of one
     /// batch overlaps the work on the next), or `settle` does.
@@ -514,6 +519,7 @@ impl CopyIn {
             committed: 0,
             unacked: None,
             pending: None,
+            spare: None,
             ended: false,
             in_block: txn.is_some(),
             progress,
@@ -652,7 +658,10 @@ impl CopyIn {
                 let fields = fields.filter_map(|(n, v)| v.take().map(|v| (n.clone(), v)));
                 v.push(Value::Object(fields.collect()));
             }
-            Batch::Prepared(v) => v.push(self.target.ds.prepare_row(&self.shape, &mut self.row)?),
+            Batch::Prepared(b) => {
+                let ds = &self.target.ds;
+                ds.prepare_row_into(&self.shape, &mut self.row, b)?;
+            }
         }
         Ok(())
     }
@@ -677,18 +686,25 @@ impl CopyIn {
         if self.rows.is_empty() {
             return Ok(());
         }
-        let rows = std::mem::replace(&mut self.rows, Batch::new(self.in_block));
-        let room = ROWS_PER_WRITE * self.key_fields.len();
-        let keys = std::mem::replace(&mut self.keys, Vec::with_capacity(room));
+        let (next, next_keys) = self.spare.take().unwrap_or_else(|| {
+            let room = ROWS_PER_WRITE * self.key_fields.len();
+            (Batch::new(self.in_block), Vec::with_capacity(room))
+        });
+        let rows = std::mem::replace(&mut self.rows, next);
+        let keys = std::mem::replace(&mut self.keys, next_keys);
         self.row_bytes = 0;
         let first = self.sent;
         self.sent += rows.len() as u64;
         let target = self.target.clone();
         let earlier = self.unacked.take();
         let job = tokio::task::spawn_blocking(move || {
-            let (written, ack) = match rows {
-                Batch::Values(v) => (target.insert_atomic(v)?, None),
-                Batch::Prepared(v) => target.insert_prepared(v)?,
+            let (written, ack, spare) = match rows {
+                Batch::Values(v) => (target.insert_atomic(v)?, None, None),
+                Batch::Prepared(mut b) => {
+                    let (written, ack) = target.insert_prepared(&b)?;
+                    b.clear();
+                    (written, ack, Some(Batch::Prepared(b)))
+                }
             };
             let earlier = earlier.map(|(a, n)| a.wait().map(|()| n));
             Ok(Wrote {
@@ -696,6 +712,7 @@ impl CopyIn {
                 keys,
                 ack,
                 earlier,
+                spare,
             })
         });
         self.pending = Some((job, first));
@@ -722,9 +739,10 @@ impl CopyIn {
         };
         let Wrote {
             written: w,
-            keys,
+            mut keys,
             ack,
             earlier,
+            spare,
         } = job
             .await
             .map_err(|e| SqlError::Runtime(format!("a COPY write failed: {e}")))??;
@@ -743,6 +761,10 @@ impl CopyIn {
             };
             self.ended = true;
             return Err(self.failed(first + i as u64 + 1, e));
+        }
+        if let Some(batch) = spare {
+            keys.clear();
+            self.spare = Some((batch, keys));
         }
         Ok(())
     }

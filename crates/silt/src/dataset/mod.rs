@@ -24,6 +24,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 mod ddl;
 mod index_read;
+mod prepared;
 mod query;
 mod read;
 mod recency;
@@ -34,6 +35,7 @@ mod transaction;
 mod unique;
 mod write;
 pub use index_read::IndexHit;
+pub use prepared::PreparedBatch;
 pub use query::{
     JoinPredicate, JoinResults, Query, QueryHit, QueryOptions, QueryResults, QueryStats,
 };
@@ -43,7 +45,7 @@ pub use runs::{MemRead, PartitionRuns, runs_disjoint};
 pub use sequence::SequenceValues;
 pub use transaction::{CommitInfo, Transaction, TxnLimits, TxnQuery, TxnScan};
 use write::TxnWork;
-pub use write::{BatchOptions, BatchReport, PendingAck, PreparedRecord, WriteMode};
+pub use write::{BatchOptions, BatchReport, PendingAck, WriteMode};
 
 struct Partition {
     primary: Arc<LsmTree>,
@@ -366,6 +368,15 @@ impl Dataset {
 
     /// Validate and coerce a record; return (encoded key, encoded record).
     pub fn prepare(&self, record: Value) -> Result<(Vec<u8>, Vec<u8>)> {
+        let mut key = Vec::new();
+        let key_len = self.prepare_to(record, &mut key)?;
+        let bytes = key.split_off(key_len);
+        Ok((key, bytes))
+    }
+
+    /// [`Dataset::prepare`] appending the encoded key and then the encoded
+    /// record to `out`; returns the key's length.
+    pub(super) fn prepare_to(&self, record: Value, out: &mut Vec<u8>) -> Result<usize> {
         let def = self.def();
         let Value::Object(fields) = record else {
             return Err(Error::invalid(
@@ -437,17 +448,13 @@ impl Dataset {
                 Some(v) => parts.push(v.clone()),
             }
         }
-        let mut key = Vec::new();
-        value::encode_key(&parts, &mut key)?;
-        let mut bytes = Vec::with_capacity(record.encoded_len_hint());
-        value::encode_record(&record, &mut bytes)?;
-        if bytes.len() > MAX_RECORD_BYTES {
-            return Err(Error::ValueTooLarge {
-                size: bytes.len(),
-                limit: MAX_RECORD_BYTES,
-            });
-        }
-        Ok((key, bytes))
+        let start = out.len();
+        value::encode_key(&parts, out)?;
+        let key_len = out.len() - start;
+        out.reserve(record.encoded_len_hint());
+        value::encode_record(&record, out)?;
+        check_record_size(out.len() - start - key_len)?;
+        Ok(key_len)
     }
 
     /// Merge every index of every partition down to one component.
@@ -495,4 +502,15 @@ pub(crate) fn shown_key(key: &[u8]) -> String {
 /// Decode a stored record, naming the problem if it is corrupt.
 pub fn decode_stored(bytes: &[u8]) -> Result<Value> {
     value::decode_value(bytes)
+}
+
+/// Refuse an encoded record over [`MAX_RECORD_BYTES`].
+fn check_record_size(size: usize) -> Result<()> {
+    if size > MAX_RECORD_BYTES {
+        return Err(Error::ValueTooLarge {
+            size,
+            limit: MAX_RECORD_BYTES,
+        });
+    }
+    Ok(())
 }

@@ -4,7 +4,7 @@
 //! [`Dataset::row_shape`] works out once per load what
 //! [`Dataset::prepare`] works out per record: each field's declared type,
 //! what the dataset's defaults do for the rows, and where the primary key
-//! and the NOT NULL fields are. [`Dataset::prepare_row`] then coerces,
+//! and the NOT NULL fields are. [`Dataset::prepare_row_into`] then coerces,
 //! checks and encodes one row straight into the record encoding: no field
 //! name is copied, no object built, no field looked up by name. The record,
 //! its key and its errors are those `prepare` makes of the same object
@@ -12,7 +12,6 @@
 
 use super::*;
 use crate::value::FieldType;
-use write::PreparedRecord;
 
 /// Where a primary-key or NOT NULL field's value is in a prepared row.
 #[derive(Clone, Copy, Debug)]
@@ -36,7 +35,7 @@ enum DefaultStep {
     Value(FieldDefault, FieldType),
 }
 
-/// The shape of rows for [`Dataset::prepare_row`]: see the module
+/// The shape of rows for [`Dataset::prepare_row_into`]: see the module
 /// documentation. Made by [`Dataset::row_shape`] for one definition of the
 /// dataset; after a change of definition, rows are prepared as records.
 #[derive(Clone, Debug)]
@@ -68,7 +67,7 @@ impl RowShape {
 
 impl Dataset {
     /// The shape of rows giving the fields `names`, in this order (see
-    /// [`Dataset::prepare_row`]).
+    /// [`Dataset::prepare_row_into`]).
     pub fn row_shape(&self, names: &[String]) -> RowShape {
         let def = self.def();
         let types = names.iter().map(|n| def.field_type(n)).collect();
@@ -125,15 +124,27 @@ impl Dataset {
         }
     }
 
-    /// [`Dataset::prepare_record`] of the record whose fields are `row`'s
+    /// [`Dataset::prepare_into`] of the record whose fields are `row`'s
     /// values under `shape`'s names (`None`: the field is absent). The
     /// values are taken out of `row`, which the caller refills for the next
     /// row.
-    pub fn prepare_row(
+    pub fn prepare_row_into(
         &self,
         shape: &RowShape,
         row: &mut [Option<Value>],
-    ) -> Result<PreparedRecord> {
+        batch: &mut PreparedBatch,
+    ) -> Result<()> {
+        batch.push_with(self, |out| self.prepare_row_to(shape, row, out))
+    }
+
+    /// [`Dataset::prepare_row_into`] appending the encoded key and then
+    /// the encoded record to `out`; returns the key's length.
+    fn prepare_row_to(
+        &self,
+        shape: &RowShape,
+        row: &mut [Option<Value>],
+        out: &mut Vec<u8>,
+    ) -> Result<usize> {
         if row.len() != shape.names.len() {
             return Err(Error::invalid(
                 None,
@@ -155,7 +166,7 @@ impl Dataset {
                 .zip(row.iter_mut())
                 .filter_map(|(n, v)| v.take().map(|v| (n.clone(), v)))
                 .collect();
-            return self.prepare_record(Value::Object(fields));
+            return self.prepare_to(Value::Object(fields), out);
         }
         for ((slot, name), ty) in row.iter_mut().zip(&shape.names).zip(&shape.types) {
             if let (Some(v), Some(t)) = (slot.as_mut(), ty) {
@@ -198,14 +209,15 @@ impl Dataset {
             )),
             Some(v) => Ok(v),
         };
-        let mut key = Vec::new();
+        let start = out.len();
         if let ([k], [s]) = (&def.primary_key[..], &shape.pk[..]) {
             // One key field (the usual case): no list of parts.
-            value::encode_key(&[part((k, s))?], &mut key)?;
+            value::encode_key(&[part((k, s))?], out)?;
         } else {
             let parts = def.primary_key.iter().zip(&shape.pk).map(part);
-            value::encode_key(&parts.collect::<Result<Vec<_>>>()?, &mut key)?;
+            value::encode_key(&parts.collect::<Result<Vec<_>>>()?, out)?;
         }
+        let key_len = out.len() - start;
         let fields = shape
             .names
             .iter()
@@ -218,14 +230,9 @@ impl Dataset {
                 .clone()
                 .map(|(n, v)| n.len() + 5 + v.encoded_len_hint())
                 .sum::<usize>();
-        let mut bytes = Vec::with_capacity(hint);
-        value::encode_fields(fields, count, &mut bytes)?;
-        if bytes.len() > MAX_RECORD_BYTES {
-            return Err(Error::ValueTooLarge {
-                size: bytes.len(),
-                limit: MAX_RECORD_BYTES,
-            });
-        }
-        Ok(PreparedRecord::new(self.id, key, bytes))
+        out.reserve(hint);
+        value::encode_fields(fields, count, out)?;
+        check_record_size(out.len() - start - key_len)?;
+        Ok(key_len)
     }
 }

@@ -669,10 +669,10 @@ impl Transaction {
             let Some((_, work)) = works.last_mut() else {
                 break;
             };
-            let op = match p {
-                Pending::Insert(v) => WriteOp::Insert(key, v),
-                Pending::Upsert(v) => WriteOp::Upsert(key, v),
-                Pending::Delete => WriteOp::Delete(key),
+            let op = match &p {
+                Pending::Insert(v) => WriteOp::Insert(&key, v),
+                Pending::Upsert(v) => WriteOp::Upsert(&key, v),
+                Pending::Delete => WriteOp::Delete(&key),
             };
             match ds.apply(txn, &op, work, true) {
                 Ok(did) => applied += usize::from(did),

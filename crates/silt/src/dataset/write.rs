@@ -86,22 +86,25 @@ pub struct BatchReport {
     pub not_attempted: usize,
 }
 
-pub(super) enum WriteOp {
-    Insert(Vec<u8>, Vec<u8>),
-    Upsert(Vec<u8>, Vec<u8>),
-    Delete(Vec<u8>),
-    InsertIgnore(Vec<u8>, Vec<u8>),
+/// One record operation; its key and value are borrowed from wherever
+/// the caller keeps them (a record's own buffers, a [`PreparedBatch`]).
+#[derive(Clone, Copy)]
+pub(super) enum WriteOp<'a> {
+    Insert(&'a [u8], &'a [u8]),
+    Upsert(&'a [u8], &'a [u8]),
+    Delete(&'a [u8]),
+    InsertIgnore(&'a [u8], &'a [u8]),
 }
 
-impl WriteOp {
-    fn key(&self) -> &[u8] {
-        match self {
+impl<'a> WriteOp<'a> {
+    fn key(&self) -> &'a [u8] {
+        match *self {
             WriteOp::Insert(k, _) | WriteOp::Upsert(k, _) | WriteOp::Delete(k) => k,
             WriteOp::InsertIgnore(k, _) => k,
         }
     }
 
-    fn of(mode: WriteMode, key: Vec<u8>, value: Vec<u8>) -> WriteOp {
+    fn of(mode: WriteMode, key: &'a [u8], value: &'a [u8]) -> WriteOp<'a> {
         match mode {
             WriteMode::Insert => WriteOp::Insert(key, value),
             WriteMode::Upsert => WriteOp::Upsert(key, value),
@@ -110,41 +113,21 @@ impl WriteOp {
     }
 }
 
-/// A record checked and encoded by [`Dataset::prepare_record`], for
-/// [`Dataset::write_prepared`].
-#[derive(Debug, Clone)]
-pub struct PreparedRecord {
-    dataset: u32,
-    key: Vec<u8>,
-    bytes: Vec<u8>,
+/// A record's encoded key and value in a batch write, wherever they are
+/// kept: its own buffers ([`Dataset::prepare`]) or a [`PreparedBatch`].
+pub(super) trait KeyValue {
+    fn kv(&self) -> (&[u8], &[u8]);
 }
 
-impl PreparedRecord {
-    pub(super) fn new(dataset: u32, key: Vec<u8>, bytes: Vec<u8>) -> PreparedRecord {
-        PreparedRecord {
-            dataset,
-            key,
-            bytes,
-        }
-    }
-
-    /// The encoded primary key.
-    pub fn key(&self) -> &[u8] {
-        &self.key
-    }
-
-    /// The encoded record.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+impl KeyValue for (Vec<u8>, Vec<u8>) {
+    fn kv(&self) -> (&[u8], &[u8]) {
+        (&self.0, &self.1)
     }
 }
 
-impl Dataset {
-    /// Check and encode `record` for [`Dataset::write_prepared`] (the work
-    /// of [`Dataset::prepare`], which a caller may do on another thread).
-    pub fn prepare_record(&self, record: Value) -> Result<PreparedRecord> {
-        let (key, bytes) = self.prepare(record)?;
-        Ok(PreparedRecord::new(self.id, key, bytes))
+impl KeyValue for (&[u8], &[u8]) {
+    fn kv(&self) -> (&[u8], &[u8]) {
+        (self.0, self.1)
     }
 }
 
@@ -210,7 +193,7 @@ impl Dataset {
     pub(super) fn apply(
         &self,
         txn: u64,
-        op: &WriteOp,
+        op: &WriteOp<'_>,
         work: &mut TxnWork,
         track_undo: bool,
     ) -> Result<bool> {
@@ -299,7 +282,7 @@ impl Dataset {
         let seq = self.next_seq();
         let (kind, log_op, value): (_, _, &[u8]) = match op {
             WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v) => {
-                (EntryKind::Put, LogOp::Put, v)
+                (EntryKind::Put, LogOp::Put, *v)
             }
             WriteOp::Delete(_) => (EntryKind::Delete, LogOp::Delete, &[]),
         };
@@ -489,7 +472,7 @@ impl Dataset {
 
     /// One record, one transaction: X lock, log + apply, COMMIT, acknowledge
     /// per the durability mode (`sync`: once the COMMIT is fsynced).
-    pub(super) fn write_one(&self, op: WriteOp) -> Result<bool> {
+    pub(super) fn write_one(&self, op: WriteOp<'_>) -> Result<bool> {
         let _ddl = self.ddl.read();
         let ctx = &self.txn;
         let txn = ctx.begin();
@@ -522,19 +505,19 @@ impl Dataset {
     /// key exists (checked newest to oldest component through bloom filters).
     pub fn insert(&self, record: Value) -> Result<()> {
         let (key, bytes) = self.prepare(record)?;
-        self.write_one(WriteOp::Insert(key, bytes)).map(|_| ())
+        self.write_one(WriteOp::Insert(&key, &bytes)).map(|_| ())
     }
 
     /// Insert or replace a record.
     pub fn upsert(&self, record: Value) -> Result<()> {
         let (key, bytes) = self.prepare(record)?;
-        self.write_one(WriteOp::Upsert(key, bytes)).map(|_| ())
+        self.write_one(WriteOp::Upsert(&key, &bytes)).map(|_| ())
     }
 
     /// Delete the record with this primary key; returns whether it existed.
     pub fn delete(&self, pk: &[Value]) -> Result<bool> {
         let key = self.encode_pk(pk)?;
-        self.write_one(WriteOp::Delete(key))
+        self.write_one(WriteOp::Delete(&key))
     }
 
     /// Write many records. Non-atomic batches make each record its own
@@ -545,60 +528,27 @@ impl Dataset {
     /// a batch shares fsyncs (group commit). Atomic batches lock every key in
     /// sorted lock-name order and commit once, or undo everything.
     pub fn write_batch(&self, records: Vec<Value>, opts: BatchOptions) -> Result<BatchReport> {
-        let mode = opts.mode;
-        let ops = records
-            .into_iter()
-            .map(|r| self.prepare(r).map(|(k, v)| WriteOp::of(mode, k, v)));
-        self.write_ops(ops, opts)
+        let prepared = records.into_iter().map(|r| self.prepare(r));
+        self.write_ops(opts, prepared)
     }
 
-    /// [`Dataset::write_batch`] of records prepared with
-    /// [`Dataset::prepare_record`] (possibly on other threads, while this
-    /// one writes). A record prepared for another dataset fails.
-    pub fn write_prepared(
+    /// Write a batch of records prepared (encoded) by the caller in
+    /// `opts.mode`; a record that failed to prepare fails in its place.
+    pub(super) fn write_ops<T: KeyValue>(
         &self,
-        records: Vec<PreparedRecord>,
         opts: BatchOptions,
-    ) -> Result<BatchReport> {
-        self.write_ops(self.prepared_ops(records, opts.mode), opts)
-    }
-
-    /// The operations writing prepared records in `mode` (a record
-    /// prepared for another dataset fails).
-    fn prepared_ops(
-        &self,
-        records: Vec<PreparedRecord>,
-        mode: WriteMode,
-    ) -> impl ExactSizeIterator<Item = Result<WriteOp>> + '_ {
-        records.into_iter().map(move |r| {
-            if r.dataset != self.id {
-                return Err(Error::invalid(
-                    None,
-                    format!(
-                        "a record prepared for dataset id {} written to `{}`",
-                        r.dataset, self.name
-                    ),
-                ));
-            }
-            Ok(WriteOp::of(mode, r.key, r.bytes))
-        })
-    }
-
-    fn write_ops(
-        &self,
-        ops: impl ExactSizeIterator<Item = Result<WriteOp>>,
-        opts: BatchOptions,
+        ops: impl ExactSizeIterator<Item = Result<T>>,
     ) -> Result<BatchReport> {
         if opts.atomic {
-            return self.write_ops_atomic(ops);
+            return self.write_ops_atomic(opts.mode, ops);
         }
         let ctx = &self.txn;
         let mut report = BatchReport::default();
         let mut handles = Vec::new();
         let total = ops.len();
         for (i, op) in ops.enumerate() {
-            let op = match op {
-                Ok(op) => op,
+            let item = match op {
+                Ok(item) => item,
                 Err(e) => {
                     report.failed.push((i, e));
                     if opts.stop_on_error {
@@ -608,6 +558,8 @@ impl Dataset {
                     continue;
                 }
             };
+            let (key, value) = item.kv();
+            let op = WriteOp::of(opts.mode, key, value);
             let _ddl = self.ddl.read();
             let txn = ctx.begin();
             let name = LockManager::name(self.id, op.key());
@@ -650,42 +602,33 @@ impl Dataset {
         Ok(report)
     }
 
-    fn write_ops_atomic(
+    fn write_ops_atomic<T: KeyValue>(
         &self,
-        prepared: impl ExactSizeIterator<Item = Result<WriteOp>>,
+        mode: WriteMode,
+        prepared: impl ExactSizeIterator<Item = Result<T>>,
     ) -> Result<BatchReport> {
-        let (report, ack) = self.write_ops_atomic_unacked(prepared)?;
+        let (report, ack) = self.write_ops_atomic_unacked(mode, prepared)?;
         if let Some(a) = ack {
             a.wait()?;
         }
         Ok(report)
     }
 
-    /// [`Dataset::write_prepared`] of one atomic batch in `mode`, returning
-    /// before its acknowledgment: the caller waits for the [`PendingAck`]
-    /// (given when the batch committed) before it counts the records as
-    /// durable, and may apply its next batch meanwhile, overlapping that
-    /// work with this batch's log flush. The batch's keys stay locked until
-    /// its COMMIT is written.
-    pub fn write_prepared_unacknowledged(
+    /// One transaction writing every record of `prepared` in `mode`, or
+    /// (at the first failure) none; returns before the acknowledgment (see
+    /// [`Dataset::write_prepared_unacknowledged`]).
+    pub(super) fn write_ops_atomic_unacked<T: KeyValue>(
         &self,
-        records: Vec<PreparedRecord>,
         mode: WriteMode,
-    ) -> Result<(BatchReport, Option<PendingAck>)> {
-        self.write_ops_atomic_unacked(self.prepared_ops(records, mode))
-    }
-
-    fn write_ops_atomic_unacked(
-        &self,
-        prepared: impl ExactSizeIterator<Item = Result<WriteOp>>,
+        prepared: impl ExactSizeIterator<Item = Result<T>>,
     ) -> Result<(BatchReport, Option<PendingAck>)> {
         let ctx = &self.txn;
         let mut report = BatchReport::default();
         let total = prepared.len();
-        let mut ops = Vec::with_capacity(total);
-        for (i, op) in prepared.enumerate() {
-            match op {
-                Ok(op) => ops.push(op),
+        let mut items = Vec::with_capacity(total);
+        for (i, item) in prepared.enumerate() {
+            match item {
+                Ok(item) => items.push(item),
                 Err(e) => {
                     report.failed.push((i, e));
                     report.not_attempted = total - report.failed.len();
@@ -693,6 +636,13 @@ impl Dataset {
                 }
             }
         }
+        let ops: Vec<WriteOp<'_>> = items
+            .iter()
+            .map(|item| {
+                let (key, value) = item.kv();
+                WriteOp::of(mode, key, value)
+            })
+            .collect();
         let _ddl = self.ddl.read();
         let txn = ctx.begin();
         let mut names: Vec<u64> = ops
