@@ -433,6 +433,14 @@ impl SiltParser {
         }
         let state = self.shared.engine.session().state();
         let plan = state.statement_to_plan(*stmt).await.ok()?;
+        // `EXECUTE name`: the columns of the statement prepared as `name`.
+        if let datafusion::logical_expr::LogicalPlan::Statement(
+            datafusion::logical_expr::Statement::Execute(e),
+        ) = &plan
+        {
+            let schema = self.shared.engine.prepared_schema(&e.name)?;
+            return Some((fields_of(&schema), vec![]));
+        }
         let fields = fields_of(plan.schema());
         // A placeholder standing for a `jsonb` column's value carries the
         // column's field, whose metadata says `jsonb`.

@@ -18,7 +18,8 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, TableConstraint,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, GeneratedAs,
+    TableConstraint,
 };
 use silt::RecordCheck;
 use silt::{Database, Dataset, FieldDefault, FieldType, SequenceDef, Value};
@@ -26,6 +27,7 @@ use silt::{Database, Dataset, FieldDefault, FieldType, SequenceDef, Value};
 use crate::checks::SqlChecks;
 use crate::ddl::{self, ident};
 use crate::error::SqlError;
+use crate::identity::alter::Change as IdentityChange;
 
 /// An `ALTER TABLE` the SQL layer runs.
 #[derive(Debug, Clone)]
@@ -71,6 +73,28 @@ enum Op {
         name: String,
         if_exists: bool,
     },
+    /// A change of an identity column (`crate::identity::alter`).
+    Identity {
+        column: String,
+        change: IdentityChange,
+    },
+}
+
+impl AlterStmt {
+    /// An `ALTER TABLE` changing the identity of `column` (read from text
+    /// the parser does not know: `crate::identity::alter::parse`).
+    pub fn identity(
+        table: String,
+        if_exists: bool,
+        column: String,
+        change: IdentityChange,
+    ) -> Self {
+        AlterStmt {
+            table,
+            if_exists,
+            ops: vec![Op::Identity { column, change }],
+        }
+    }
 }
 
 pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
@@ -161,6 +185,25 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
                         Op::Default(c, d)
                     }
                     AlterColumnOperation::DropDefault => Op::Default(c, None),
+                    AlterColumnOperation::AddGenerated {
+                        generated_as,
+                        sequence_options,
+                    } => {
+                        let always = match generated_as {
+                            Some(GeneratedAs::Always) => true,
+                            Some(GeneratedAs::ByDefault) => false,
+                            _ => {
+                                return Err(SqlError::Parse(format!(
+                                    "ALTER COLUMN {c} ADD GENERATED takes ALWAYS or BY DEFAULT, then AS IDENTITY"
+                                )));
+                            }
+                        };
+                        let options = sequence_options.clone().unwrap_or_default();
+                        Op::Identity {
+                            column: c,
+                            change: IdentityChange::Add { always, options },
+                        }
+                    }
                     other => {
                         return Err(SqlError::Unsupported(format!(
                             "ALTER COLUMN {c} {other}; to change a column's type, add a column of the new type, UPDATE it from the old one and drop the old one"
@@ -447,6 +490,9 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                 Ok(())
             })?;
         }
+        Op::Identity { column, change } => {
+            crate::identity::alter::apply(db, ds, column, change)?;
+        }
         Op::DropConstraint { name, if_exists } => {
             if def.checks.iter().any(|c| c.name == *name) {
                 let name = name.clone();
@@ -476,7 +522,7 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
             }
             if def.sequence_def(c).identity.is_some() {
                 return Err(SqlError::Invalid(format!(
-                    "column `{c}` of table `{table}` is an identity column: its default is its sequence; drop the column and add one with the default wanted"
+                    "column `{c}` of table `{table}` is an identity column: its default is its sequence; ALTER COLUMN {c} DROP IDENTITY first"
                 )));
             }
             let (c, d) = (c.clone(), d.clone());

@@ -276,6 +276,12 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
     if let Some(r) = crate::access::parse_text(&w, &seg.text)? {
         return Ok(Parsed::Role(Box::new(r)));
     }
+    if w.first() == Some(&"ALTER")
+        && let Some((table, if_exists, column, change)) = crate::identity::alter::parse(&seg.text)?
+    {
+        let stmt = crate::alter::AlterStmt::identity(table, if_exists, column, change);
+        return Ok(Parsed::Alter(Box::new(stmt)));
+    }
     let mut overriding = None;
     let text = if w.first() == Some(&"UPSERT") {
         // `UPSERT INTO t ...` = `INSERT OR REPLACE INTO t ...`

@@ -134,6 +134,9 @@ pub struct SqlEngine {
     checks: Arc<checks::SqlChecks>,
     /// Column images of the datasets' components (see [`column_cache`]).
     columns: Arc<column_cache::ColumnCache>,
+    /// The result columns of the statements `PREPARE`d in SQL, by name,
+    /// which an `EXECUTE` sent over the extended protocol is described by.
+    prepared: Mutex<HashMap<String, datafusion::common::DFSchemaRef>>,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -371,6 +374,7 @@ impl SqlEngine {
             copies,
             checks,
             columns,
+            prepared: Mutex::new(HashMap::new()),
         })
     }
 
@@ -432,6 +436,11 @@ impl SqlEngine {
     /// resolved a name differently).
     pub fn session(&self) -> &SessionContext {
         &self.ctx
+    }
+
+    /// The result columns of the statement `PREPARE`d in SQL as `name`.
+    pub fn prepared_schema(&self, name: &str) -> Option<datafusion::common::DFSchemaRef> {
+        self.prepared.lock().get(name).cloned()
     }
 
     /// Forget every cached plan (see [`plan_cache`]). Changes made through
@@ -1179,8 +1188,18 @@ impl SqlEngine {
                         // Views, external tables, settings: plans made
                         // before may resolve differently now.
                         let recorded = self.record_view(&plan).await?;
+                        let prepared = prepared_change(&plan);
                         let r = self.ctx.execute_logical_plan(plan).await;
                         self.plans.invalidate();
+                        if r.is_ok()
+                            && let Some((name, schema)) = prepared
+                        {
+                            let mut known = self.prepared.lock();
+                            match schema {
+                                Some(s) => known.insert(name, s),
+                                None => known.remove(&name),
+                            };
+                        }
                         if r.is_err()
                             && let Some((view, earlier)) = recorded
                         {
@@ -1423,5 +1442,20 @@ impl Drop for SqlEngine {
         {
             rt.shutdown_background();
         }
+    }
+}
+
+/// What a `PREPARE` (name, its result columns) or a `DEALLOCATE` (name,
+/// `None`) changes in the statements prepared in SQL.
+fn prepared_change(
+    plan: &LogicalPlan,
+) -> Option<(String, Option<datafusion::common::DFSchemaRef>)> {
+    use datafusion::logical_expr::Statement as S;
+    match plan {
+        LogicalPlan::Statement(S::Prepare(p)) => {
+            Some((p.name.clone(), Some(p.input.schema().clone())))
+        }
+        LogicalPlan::Statement(S::Deallocate(d)) => Some((d.name.clone(), None)),
+        _ => None,
     }
 }

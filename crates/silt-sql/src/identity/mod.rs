@@ -26,6 +26,8 @@ use silt::{DatasetDef, FieldType, Identity, SequenceDef};
 use crate::ddl::LineOffsets;
 use crate::error::SqlError;
 
+pub mod alter;
+
 /// An `INSERT`'s `OVERRIDING ... VALUE` clause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Overriding {
