@@ -213,6 +213,7 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
         SqlError::InvalidText { .. } | SqlError::MalformedArray { .. } => "22P02",
         SqlError::BadCopyData(_) => "22P04",
         SqlError::GeneratedAlways { .. } => "428C9",
+        SqlError::NotInPrerequisiteState(_) => "55000",
         SqlError::OutOfRange { .. } => "22003",
         SqlError::AffectsRowTwice { .. } => "21000",
         SqlError::ConflictTarget { .. } => "42P10",

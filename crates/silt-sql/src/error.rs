@@ -137,6 +137,12 @@ pub enum SqlError {
     #[error("{}", generated_always_text(.column, *.update))]
     GeneratedAlways { column: String, update: bool },
 
+    /// An object not in the state a statement needs (SQLSTATE 55000): an
+    /// identity change of a column that is not, or is already, an
+    /// identity column, or one that is nullable or has a default.
+    #[error("{0}")]
+    NotInPrerequisiteState(String),
+
     /// `COPY` data that does not follow its format: a row with too few
     /// or too many fields, a bad binary header, invalid UTF-8 (SQLSTATE
     /// 22P04).

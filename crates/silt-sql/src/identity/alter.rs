@@ -270,7 +270,7 @@ impl Reader<'_> {
 
 /// PostgreSQL's words for a column that is not in the state a change needs.
 fn state(column: &str, table: &str, what: &str) -> SqlError {
-    SqlError::Invalid(format!(
+    SqlError::NotInPrerequisiteState(format!(
         "column \"{column}\" of relation \"{table}\" {what}"
     ))
 }
