@@ -383,6 +383,11 @@ impl Batch {
     }
 }
 
+/// An empty list for the keys (of `key_fields` fields each) of a batch's rows.
+fn key_list(key_fields: usize) -> Vec<Value> {
+    Vec::with_capacity(ROWS_PER_WRITE * key_fields)
+}
+
 /// One write of decoded rows, running on a blocking thread.
 type Pending = JoinHandle<Result<Wrote, SqlError>>;
 
@@ -496,7 +501,7 @@ impl CopyIn {
             .iter()
             .map(|j| targets.iter().position(|t| t == j))
             .collect();
-        let key_room = ROWS_PER_WRITE * table.pk.len();
+        let keys = key_list(table.pk.len());
         Ok(CopyIn {
             row: vec![None; targets.len()],
             shape,
@@ -512,7 +517,7 @@ impl CopyIn {
             buf: Vec::new(),
             wait_for: 0,
             rows: Batch::new(txn.is_some()),
-            keys: Vec::with_capacity(key_room),
+            keys,
             row_bytes: 0,
             read: 0,
             sent: 0,
@@ -686,10 +691,10 @@ impl CopyIn {
         if self.rows.is_empty() {
             return Ok(());
         }
-        let (next, next_keys) = self.spare.take().unwrap_or_else(|| {
-            let room = ROWS_PER_WRITE * self.key_fields.len();
-            (Batch::new(self.in_block), Vec::with_capacity(room))
-        });
+        let (next, next_keys) = self
+            .spare
+            .take()
+            .unwrap_or_else(|| (Batch::new(self.in_block), key_list(self.key_fields.len())));
         let rows = std::mem::replace(&mut self.rows, next);
         let keys = std::mem::replace(&mut self.keys, next_keys);
         self.row_bytes = 0;

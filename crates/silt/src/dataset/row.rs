@@ -225,12 +225,7 @@ impl Dataset {
             .filter_map(|(n, v)| v.as_ref().map(|v| (n.as_str(), v)))
             .chain(shape.filled.iter().map(String::as_str).zip(&filled));
         let count = row.iter().filter(|v| v.is_some()).count() + filled.len();
-        let hint = 16
-            + fields
-                .clone()
-                .map(|(n, v)| n.len() + 5 + v.encoded_len_hint())
-                .sum::<usize>();
-        out.reserve(hint);
+        // `out` is a batch's buffer, reused batch after batch: no size hint.
         value::encode_fields(fields, count, out)?;
         check_record_size(out.len() - start - key_len)?;
         Ok(key_len)

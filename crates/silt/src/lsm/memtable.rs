@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// memtable. Keys are opaque to the memtable (sorted bytes).
 pub trait MemSecondary: Send + Sync + std::fmt::Debug {
     /// Append the secondary keys of `(key, e)` (a live entry) to `out`.
-    fn keys(&self, key: &[u8], e: &Entry, out: &mut Vec<Vec<u8>>);
+    fn keys(&self, key: &[u8], e: EntryRef<'_>, out: &mut Vec<Vec<u8>>);
 }
 
 /// A memtable key: the first 32 bytes inline as two zero-padded big-endian
@@ -413,7 +413,7 @@ impl MemTable {
         if let Some(h) = self.secondary.get()
             && e.kind == EntryKind::Put
         {
-            h.keys(key, &e.to_owned(), &mut sec_keys);
+            h.keys(key, e, &mut sec_keys);
         }
         let mut prior = None;
         {
@@ -512,7 +512,7 @@ impl MemTable {
                     && e.kind == EntryKind::Put
                 {
                     let mut keys = Vec::new();
-                    h.keys(key, &e, &mut keys);
+                    h.keys(key, e.as_ref(), &mut keys);
                     inner.sec.extend(keys);
                 }
                 let (chunk, off) = inner.store(&e.value);
@@ -633,7 +633,12 @@ impl MemTable {
                 continue;
             }
             k.write_to(&mut key);
-            h.keys(&key, &inner.entry(s), &mut keys);
+            let e = EntryRef {
+                seq: s.seq,
+                kind: s.kind,
+                value: inner.value(s),
+            };
+            h.keys(&key, e, &mut keys);
         }
         for k in keys {
             added += k.len() as u64 + SEC_OVERHEAD;

@@ -17,7 +17,7 @@ use crate::index::kind::{IndexOption, IndexType, RecentPath};
 use crate::index::query::{KeyRange, Query, Recheck};
 use crate::lsm::hooks::{BlockObserver, MemSecondary, ObserverFactory};
 use crate::lsm::kind::PkSplit;
-use crate::storage::Entry;
+use crate::storage::EntryRef;
 use crate::storage::block_filters::{FilterBuilder, FilterSpec, attr_key};
 use crate::value::{self, Value};
 use parking_lot::RwLock;
@@ -122,10 +122,10 @@ impl ObserverFactory for EmbeddedFields {
 }
 
 impl MemSecondary for EmbeddedFields {
-    fn keys(&self, key: &[u8], e: &Entry, out: &mut Vec<Vec<u8>>) {
+    fn keys(&self, key: &[u8], e: EntryRef<'_>, out: &mut Vec<Vec<u8>>) {
         let spec = self.spec.read();
         for (f, _) in &spec.fields {
-            if let Some(a) = attr_key(&e.value, f) {
+            if let Some(a) = attr_key(e.value, f) {
                 let mut k = field_prefix(f);
                 k.extend_from_slice(&a);
                 k.extend_from_slice(&(!e.seq).to_be_bytes());
@@ -194,6 +194,7 @@ pub fn parse_mem_key(rest: &[u8]) -> Result<(&[u8], u64, &[u8])> {
 mod tests {
     use super::*;
     use crate::lsm::memtable::MemTable;
+    use crate::storage::Entry;
     use std::sync::Arc;
 
     fn rec(id: i64, user: &str) -> Vec<u8> {
