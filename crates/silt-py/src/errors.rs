@@ -198,6 +198,12 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
             &msg,
             &[("dataset", text(py, dataset)), ("key", text(py, key))],
         ),
+        E::Altered { dataset } => make_error(
+            py,
+            "ConflictError",
+            &msg,
+            &[("dataset", text(py, dataset)), ("key", py.None())],
+        ),
         E::TxnTooLarge { .. } => make_error(py, "TooLargeError", &msg, &[]),
         E::Txn(_) => make_error(py, "TransactionError", &msg, &[]),
     }

@@ -101,6 +101,22 @@ def test_prepared_statements_survive_rollback_and_deallocate(server):
             conn.execute("EXECUTE q")
         conn.execute("INSERT INTO log VALUES (%s, %s)", (4, "d"))
         assert ids(conn, "SELECT count(*) FROM log") == [5]
+    # Names prepared in SQL are each connection's own, as in PostgreSQL:
+    # two connections prepare the same name for different statements, and
+    # a connection's DEALLOCATE ALL drops only its own.
+    with psycopg.connect(server, autocommit=True) as a, psycopg.connect(
+        server, autocommit=True
+    ) as b:
+        a.execute("PREPARE q (bigint) AS SELECT id FROM log WHERE id = $1")
+        b.execute("PREPARE q AS SELECT count(*) FROM log")
+        assert ids(a, "EXECUTE q (3)") == [3]
+        assert ids(b, "EXECUTE q") == [5]
+        with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
+            a.execute("PREPARE q AS SELECT 1")
+        a.execute("DEALLOCATE ALL")
+        with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+            a.execute("EXECUTE q (3)")
+        assert ids(b, "EXECUTE q") == [5]
     # A statement prepared over the protocol is dropped by its name.
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute("SELECT 1", prepare=True)

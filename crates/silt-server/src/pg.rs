@@ -89,9 +89,6 @@ pub(crate) async fn accept_loop(
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) -> Connections {
-    let parser = Arc::new(SiltParser {
-        shared: shared.clone(),
-    });
     let mut conns = JoinSet::new();
     let count = Arc::new(ConnCount::default());
     let refusing = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -128,10 +125,14 @@ pub(crate) async fn accept_loop(
                             continue;
                         }
                     };
+                    let parser = Arc::new(SiltParser {
+                        shared: shared.clone(),
+                        session: session.clone(),
+                    });
                     let f = Arc::new(Factory {
                         handler: Arc::new(PgHandler {
                             shared: shared.clone(),
-                            parser: parser.clone(),
+                            parser,
                             session: session.clone(),
                             settings: Settings::default(),
                             cancel_slot: Arc::new(CancelSlot::default()),
@@ -402,9 +403,12 @@ pub struct PgStatement {
     pub fields: Option<Vec<(String, Type)>>,
 }
 
-/// Parses and describes statements for the extended protocol.
+/// Parses and describes statements for the extended protocol, for one
+/// connection (whose session's `PREPARE`d statements an `EXECUTE` is
+/// described by).
 pub struct SiltParser {
     shared: Arc<Shared>,
+    session: Arc<SqlSession>,
 }
 
 impl SiltParser {
@@ -438,7 +442,7 @@ impl SiltParser {
             datafusion::logical_expr::Statement::Execute(e),
         ) = &plan
         {
-            let schema = self.shared.engine.prepared_schema(&e.name)?;
+            let schema = self.shared.engine.prepared_schema(&self.session, &e.name)?;
             return Some((fields_of(&schema), vec![]));
         }
         let fields = fields_of(plan.schema());
@@ -839,11 +843,14 @@ impl PgHandler {
         }
         let engine = &self.shared.engine;
         if let Some(d) = deallocate(sql) {
-            // A statement `PREPARE`d in SQL is the engine's; one `Parse`d
+            // A statement `PREPARE`d in SQL is the session's; one `Parse`d
             // over the protocol is the connection's (dropped at its next
             // `Parse` or `Sync`).
             let tag = match &d {
-                None => "DEALLOCATE ALL",
+                None => {
+                    self.session.deallocate_all();
+                    "DEALLOCATE ALL"
+                }
                 Some(name) => {
                     if let Err(e) = engine.execute_in(&self.session, sql).await {
                         // Not `PREPARE`d in SQL: one `Parse`d under the

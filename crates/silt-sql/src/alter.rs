@@ -4,25 +4,26 @@
 //! `SET/DROP NOT NULL`, and `ADD/DROP CONSTRAINT` of UNIQUE (a unique
 //! index) and CHECK (the rows there are checked first).
 //!
-//! A change that existing records must follow rewrites them first, in one
-//! transaction (so at most `TxnLimits`' million rows): `ADD COLUMN ...
-//! DEFAULT` gives rows without the field the default (taken once, as
-//! PostgreSQL does), `DROP COLUMN` removes the field from every row (a
-//! column added again later starts empty), `RENAME COLUMN` moves it. Then
-//! the definition changes (`Database::alter_dataset`, one catalog write).
-//! A crash between the two leaves the rows rewritten and the definition
-//! as it was; running the statement again completes it. Operations of one
-//! statement run one after another, each on its own.
+//! A statement is one [`silt::Alteration`]: writes to the table wait until
+//! it ends, its operations run in order, each seeing the definition and
+//! the rows as the ones before it left them, and it takes effect whole or
+//! not at all. A change that existing records must follow rewrites them in
+//! the alteration's transaction (so at most `TxnLimits`' million rows):
+//! `ADD COLUMN ... DEFAULT` gives rows without the field the default
+//! (taken once, as PostgreSQL does), `DROP COLUMN` removes the field from
+//! every row (a column added again later starts empty), `RENAME COLUMN`
+//! moves it. A crash between the rewrite's commit and the catalog write
+//! leaves the rows rewritten and the definition as it was; running the
+//! statement again completes it.
 
 use std::ops::Bound;
-use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, GeneratedAs,
     TableConstraint,
 };
 use silt::RecordCheck;
-use silt::{Database, Dataset, FieldDefault, FieldType, SequenceDef, Value};
+use silt::{Alteration, Database, FieldDefault, FieldType, SequenceDef, Value};
 
 use crate::checks::SqlChecks;
 use crate::ddl::{self, ident};
@@ -260,18 +261,47 @@ pub(crate) fn run(db: &Database, checks: &SqlChecks, stmt: &AlterStmt) -> Result
         Err(silt::Error::NoSuchDataset(_)) if stmt.if_exists => return Ok(()),
         Err(e) => return Err(e.into()),
     };
+    let mut alt = db.alter(&ds)?;
     for op in &stmt.ops {
-        apply(db, checks, &ds, op)?;
+        apply(checks, &mut alt, op)?;
     }
+    alt.finish().map_err(|e| too_large(&ds, e))?;
     Ok(())
 }
 
-fn no_column(ds: &Dataset, c: &str) -> SqlError {
-    SqlError::Invalid(format!("table `{}` has no column `{c}`", ds.name()))
+/// The error of a rewrite past the transaction's bounds, saying what to do.
+fn too_large(ds: &silt::Dataset, e: silt::Error) -> SqlError {
+    match e {
+        silt::Error::TxnTooLarge { what, limit } => SqlError::Unsupported(format!(
+            "ALTER TABLE {} rewrites more rows than one transaction holds ({what}, limit {limit}); add the column without a DEFAULT and UPDATE it in batches",
+            ds.name()
+        )),
+        other => other.into(),
+    }
 }
 
-fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Result<(), SqlError> {
-    let def = ds.def();
+fn no_column(table: &str, c: &str) -> SqlError {
+    SqlError::Invalid(format!("table `{table}` has no column `{c}`"))
+}
+
+/// Whether some row, as the alteration sees it, makes `f` true.
+fn any_row(
+    alt: &mut Alteration<'_>,
+    mut f: impl FnMut(&Value) -> Result<bool, SqlError>,
+) -> Result<bool, SqlError> {
+    let ds = alt.dataset().clone();
+    let t = alt.transaction()?;
+    for r in t.scan(&ds, Bound::Unbounded, Bound::Unbounded)? {
+        if f(&r?)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn apply(checks: &SqlChecks, alt: &mut Alteration<'_>, op: &Op) -> Result<(), SqlError> {
+    let def = alt.def();
+    let ds = alt.dataset().clone();
     let table = ds.name().to_owned();
     let declared = |c: &str| def.field_type(c).is_some();
     let key_or_indexed = |c: &str, what: &str| -> Result<(), SqlError> {
@@ -317,43 +347,32 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                     "column `{name}` of table `{table}` already exists"
                 )));
             }
-            let add = {
-                let (name, ty, not_null) = (name.clone(), *ty, *not_null);
-                let (default, sequence) = (default.clone(), *sequence);
-                move |d: &mut silt::DatasetDef| {
-                    d.fields.push((name.clone(), ty));
-                    if not_null {
-                        d.not_null.push(name.clone());
-                    }
-                    if let Some(x) = default {
-                        d.defaults.push((name.clone(), x));
-                    }
-                    if let Some(s) = sequence {
-                        d.sequences.push((name, s));
-                    }
-                    Ok(())
-                }
-            };
-            if *default == Some(FieldDefault::Sequence) {
-                // The catalog first: the sequence runs as its options there
-                // say, and rows written meanwhile take values from it.
-                // If the rows cannot be numbered (nothing of that is
-                // written), the column goes again.
-                db.alter_dataset(&table, add)?;
-                let numbered = number_rows(db, ds, name);
-                if numbered.is_err() {
-                    let name = name.clone();
-                    db.alter_dataset(&table, move |d| {
-                        forget_column(d, &name);
-                        Ok(())
-                    })?;
-                }
-                return numbered;
+            if default.is_none() && *not_null && any_row(alt, |_| Ok(true))? {
+                return Err(SqlError::NotNull {
+                    table,
+                    column: name.clone(),
+                });
             }
+            let (n, t, nn) = (name.clone(), *ty, *not_null);
+            let (d, seq) = (default.clone(), *sequence);
+            alt.change(move |def| {
+                def.fields.push((n.clone(), t));
+                if nn {
+                    def.not_null.push(n.clone());
+                }
+                if let Some(x) = d {
+                    def.defaults.push((n.clone(), x));
+                }
+                if let Some(s) = seq {
+                    def.sequences.push((n, s));
+                }
+                Ok(())
+            })?;
             match default {
+                Some(FieldDefault::Sequence) => number_rows(alt, name)?,
                 Some(d) => {
                     let v = d.value(name, *ty)?;
-                    rewrite(db, ds, |r| {
+                    rewrite(alt, |r| {
                         if r.get(name).is_some() {
                             return None;
                         }
@@ -364,42 +383,32 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                         Some(Value::Object(f))
                     })?;
                 }
-                None if *not_null => {
-                    let mut scan = ds.scan(Bound::Unbounded, Bound::Unbounded)?;
-                    if scan.next().transpose()?.is_some() {
-                        return Err(SqlError::NotNull {
-                            table,
-                            column: name.clone(),
-                        });
-                    }
-                }
                 None => {}
             }
-            db.alter_dataset(&table, add)?;
         }
         Op::Drop { name, if_exists } => {
             if !declared(name) {
                 if *if_exists {
                     return Ok(());
                 }
-                return Err(no_column(ds, name));
+                return Err(no_column(&table, name));
             }
             key_or_indexed(name, "dropping")?;
-            rewrite(db, ds, |r| {
+            let n = name.clone();
+            alt.change(move |d| {
+                forget_column(d, &n);
+                Ok(())
+            })?;
+            rewrite(alt, |r| {
                 let Value::Object(f) = r else { return None };
                 f.iter()
                     .any(|(n, _)| n == name)
                     .then(|| Value::Object(f.iter().filter(|(n, _)| n != name).cloned().collect()))
             })?;
-            let name = name.clone();
-            db.alter_dataset(&table, move |d| {
-                forget_column(d, &name);
-                Ok(())
-            })?;
         }
         Op::Rename { from, to } => {
             if !declared(from) {
-                return Err(no_column(ds, from));
+                return Err(no_column(&table, from));
             }
             if declared(to) {
                 return Err(SqlError::Invalid(format!(
@@ -408,7 +417,20 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
             }
             key_or_indexed(from, "renaming")?;
             ds.copy_sequence(from, to)?;
-            rewrite(db, ds, |r| {
+            let (f, t) = (from.clone(), to.clone());
+            alt.change(move |d| {
+                let renamed = |n: &mut String| {
+                    if *n == f {
+                        n.clone_from(&t);
+                    }
+                };
+                d.fields.iter_mut().for_each(|(n, _)| renamed(n));
+                d.not_null.iter_mut().for_each(renamed);
+                d.defaults.iter_mut().for_each(|(n, _)| renamed(n));
+                d.sequences.iter_mut().for_each(|(n, _)| renamed(n));
+                Ok(())
+            })?;
+            rewrite(alt, |r| {
                 let Value::Object(f) = r else { return None };
                 let moved: Vec<(String, Value)> = f
                     .iter()
@@ -420,38 +442,14 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                     .collect();
                 (f.iter().any(|(n, _)| n == from || n == to)).then_some(Value::Object(moved))
             })?;
-            let (from, to) = (from.clone(), to.clone());
-            db.alter_dataset(&table, move |d| {
-                for (n, _) in &mut d.fields {
-                    if *n == from {
-                        n.clone_from(&to);
-                    }
-                }
-                for n in &mut d.not_null {
-                    if *n == from {
-                        n.clone_from(&to);
-                    }
-                }
-                for (n, _) in &mut d.defaults {
-                    if *n == from {
-                        n.clone_from(&to);
-                    }
-                }
-                for (n, _) in &mut d.sequences {
-                    if *n == from {
-                        n.clone_from(&to);
-                    }
-                }
-                Ok(())
-            })?;
         }
         Op::AddUnique { name, cols } => {
             for c in cols {
                 if !declared(c) {
-                    return Err(no_column(ds, c));
+                    return Err(no_column(&table, c));
                 }
             }
-            db.create_index(&table, ddl::unique_index(&table, name.clone(), cols))?;
+            alt.create_index(ddl::unique_index(&table, name.clone(), cols))?;
         }
         Op::AddCheck { name, expr } => {
             let mut trial = (*def).clone();
@@ -471,32 +469,31 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
             checks.validate(&trial)?;
             // PostgreSQL checks the rows there are before it adds the
             // constraint.
-            for r in ds.scan(Bound::Unbounded, Bound::Unbounded)? {
-                let r = r?;
-                if checks
-                    .violated(&trial, &r)
+            let violated = any_row(alt, |r| {
+                Ok(checks
+                    .violated(&trial, r)
                     .map_err(SqlError::Runtime)?
-                    .is_some()
-                {
-                    return Err(SqlError::Silt(silt::Error::CheckViolation {
-                        dataset: table,
-                        constraint: cname,
-                    }));
-                }
+                    .is_some())
+            })?;
+            if violated {
+                return Err(SqlError::Silt(silt::Error::CheckViolation {
+                    dataset: table,
+                    constraint: cname,
+                }));
             }
-            let (cname, expr) = (cname.clone(), expr.clone());
-            db.alter_dataset(&table, move |d| {
+            let expr = expr.clone();
+            alt.change(move |d| {
                 d.checks.push(silt::CheckDef { name: cname, expr });
                 Ok(())
             })?;
         }
         Op::Identity { column, change } => {
-            crate::identity::alter::apply(db, ds, column, change)?;
+            crate::identity::alter::apply(alt, column, change)?;
         }
         Op::DropConstraint { name, if_exists } => {
             if def.checks.iter().any(|c| c.name == *name) {
                 let name = name.clone();
-                db.alter_dataset(&table, move |d| {
+                alt.change(move |d| {
                     d.checks.retain(|c| c.name != name);
                     Ok(())
                 })?;
@@ -505,7 +502,7 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                 .iter()
                 .any(|d| d.name == *name && d.options.unique)
             {
-                db.drop_index(&table, name)?;
+                alt.drop_index(name)?;
             } else if *name == format!("{table}_pkey") {
                 return Err(SqlError::Unsupported(format!(
                     "dropping the primary key `{name}`: a Silt table is stored in its key's order, so its key is fixed"
@@ -518,7 +515,7 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
         }
         Op::Default(c, d) => {
             if !declared(c) {
-                return Err(no_column(ds, c));
+                return Err(no_column(&table, c));
             }
             if def.sequence_def(c).identity.is_some() {
                 return Err(SqlError::Invalid(format!(
@@ -526,7 +523,7 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                 )));
             }
             let (c, d) = (c.clone(), d.clone());
-            db.alter_dataset(&table, move |def| {
+            alt.change(move |def| {
                 def.defaults.retain(|(n, _)| *n != c);
                 def.sequences.retain(|(n, _)| *n != c);
                 if let Some(d) = d {
@@ -537,7 +534,7 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
         }
         Op::NotNull(c, on) => {
             if !declared(c) {
-                return Err(no_column(ds, c));
+                return Err(no_column(&table, c));
             }
             if def.primary_key.contains(c) {
                 if *on {
@@ -547,18 +544,14 @@ fn apply(db: &Database, checks: &SqlChecks, ds: &Arc<Dataset>, op: &Op) -> Resul
                     "column `{c}` is in the primary key, which is never null"
                 )));
             }
-            if *on {
-                for r in ds.scan(Bound::Unbounded, Bound::Unbounded)? {
-                    if matches!(r?.get(c), None | Some(Value::Null)) {
-                        return Err(SqlError::NotNull {
-                            table,
-                            column: c.clone(),
-                        });
-                    }
-                }
+            if *on && any_row(alt, |r| Ok(matches!(r.get(c), None | Some(Value::Null))))? {
+                return Err(SqlError::NotNull {
+                    table,
+                    column: c.clone(),
+                });
             }
             let (c, on) = (c.clone(), *on);
-            db.alter_dataset(&table, move |d| {
+            alt.change(move |d| {
                 d.not_null.retain(|n| *n != c);
                 if on {
                     d.not_null.push(c);
@@ -582,29 +575,31 @@ fn forget_column(d: &mut silt::DatasetDef, name: &str) {
 /// Give every row a value of the sequence of `field`, a column being
 /// added (as PostgreSQL fills an added `SERIAL` column): the values are
 /// taken at once, before any row changes, then handed out in key order.
-fn number_rows(db: &Database, ds: &Arc<Dataset>, field: &str) -> Result<(), SqlError> {
-    let pk = ds.def().primary_key.clone();
+fn number_rows(alt: &mut Alteration<'_>, field: &str) -> Result<(), SqlError> {
+    let ds = alt.dataset().clone();
+    let def = alt.def();
     let key_of = |r: &Value| -> Result<Vec<u8>, SqlError> {
-        let parts: Vec<Value> = pk
+        let parts: Vec<Value> = def
+            .primary_key
             .iter()
             .map(|k| r.get(k).cloned().unwrap_or(Value::Null))
             .collect();
         Ok(ds.encode_pk(&parts)?)
     };
     let mut keys = Vec::new();
-    for r in ds.scan(Bound::Unbounded, Bound::Unbounded)? {
-        let r = r?;
+    any_row(alt, |r| {
         if r.get(field).is_none() {
-            keys.push(key_of(&r)?);
+            keys.push(key_of(r)?);
         }
-    }
+        Ok(false)
+    })?;
     if keys.is_empty() {
         return Ok(());
     }
     let taken = ds.next_sequence(field, keys.len() as u64)?;
     let numbers: std::collections::HashMap<Vec<u8>, i64> =
         keys.into_iter().zip(taken.values()).collect();
-    rewrite(db, ds, |r| {
+    rewrite(alt, |r| {
         if r.get(field).is_some() {
             return None;
         }
@@ -617,45 +612,30 @@ fn number_rows(db: &Database, ds: &Arc<Dataset>, field: &str) -> Result<(), SqlE
     })
 }
 
-/// Replace every record `f` changes, in one transaction: each record is
-/// read again through the transaction, so a concurrent change makes the
-/// commit fail (retry the statement) rather than be lost.
-fn rewrite(
-    db: &Database,
-    ds: &Arc<Dataset>,
-    f: impl Fn(&Value) -> Option<Value>,
-) -> Result<(), SqlError> {
-    let mut keys: Vec<Vec<Value>> = Vec::new();
-    for r in ds.scan(Bound::Unbounded, Bound::Unbounded)? {
-        let r = r?;
-        if f(&r).is_some() {
-            keys.push(
-                ds.def()
-                    .primary_key
-                    .iter()
-                    .map(|k| r.get(k).cloned().unwrap_or(Value::Null))
-                    .collect(),
-            );
+/// Replace every record `f` changes, in the alteration's transaction
+/// (which sees the rewrites of the statement's earlier operations).
+fn rewrite(alt: &mut Alteration<'_>, f: impl Fn(&Value) -> Option<Value>) -> Result<(), SqlError> {
+    let ds = alt.dataset().clone();
+    let limit = silt::TxnLimits::default().max_writes;
+    let mut changed: Vec<Value> = Vec::new();
+    any_row(alt, |r| {
+        if let Some(new) = f(r) {
+            if changed.len() as u64 >= limit {
+                return Err(too_large(
+                    &ds,
+                    silt::Error::TxnTooLarge {
+                        what: format!("more than {limit} writes"),
+                        limit,
+                    },
+                ));
+            }
+            changed.push(new);
         }
+        Ok(false)
+    })?;
+    let t = alt.transaction()?;
+    for new in changed {
+        t.upsert(&ds, new).map_err(|e| too_large(&ds, e))?;
     }
-    if keys.is_empty() {
-        return Ok(());
-    }
-    let mut t = db.begin()?;
-    let too_large = |e: silt::Error| match e {
-        silt::Error::TxnTooLarge { what, limit } => SqlError::Unsupported(format!(
-            "ALTER TABLE {} rewrites {} rows in one transaction, past its limit ({what}, limit {limit}); add the column without a DEFAULT and UPDATE it in batches",
-            ds.name(),
-            keys.len()
-        )),
-        other => other.into(),
-    };
-    for k in &keys {
-        let Some(r) = t.get(ds, k)? else { continue };
-        if let Some(new) = f(&r) {
-            t.upsert(ds, new).map_err(too_large)?;
-        }
-    }
-    t.commit()?;
     Ok(())
 }

@@ -250,7 +250,11 @@ pub async fn run(
         Op::Delete => Vec::new(),
     };
     let changer = Arc::new(Changer {
-        target: Target { ds, txn },
+        target: Target {
+            ds,
+            def: table.def.clone(),
+            txn,
+        },
         table,
         seen: parking_lot::Mutex::new(HashSet::new()),
         keep: returning.is_some(),

@@ -132,6 +132,15 @@ pub enum SqlError {
         primary_key: Vec<String>,
     },
 
+    /// `PREPARE` of a name the session already prepared (SQLSTATE 42P05).
+    #[error("prepared statement \"{0}\" already exists; DEALLOCATE {0} first")]
+    DuplicatePrepared(String),
+
+    /// `EXECUTE` or `DEALLOCATE` of a name the session has not prepared
+    /// (SQLSTATE 26000).
+    #[error("prepared statement \"{0}\" does not exist in this session")]
+    NoSuchPrepared(String),
+
     /// A value for a `GENERATED ALWAYS` identity column (SQLSTATE 428C9):
     /// an `INSERT` without `OVERRIDING SYSTEM VALUE`, or an `UPDATE`.
     #[error("{}", generated_always_text(.column, *.update))]

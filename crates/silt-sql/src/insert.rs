@@ -311,6 +311,7 @@ async fn run_in(
     let writer = Arc::new(Writer {
         target: Target {
             ds: table.ds.clone(),
+            def: table.def.clone(),
             txn,
         },
         table,

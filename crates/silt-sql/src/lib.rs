@@ -65,6 +65,7 @@ mod meta_count;
 pub mod pg_catalog;
 pub mod pg_forms;
 pub mod plan_cache;
+mod prepared;
 mod returning;
 pub mod rules;
 pub mod scan;
@@ -134,9 +135,6 @@ pub struct SqlEngine {
     checks: Arc<checks::SqlChecks>,
     /// Column images of the datasets' components (see [`column_cache`]).
     columns: Arc<column_cache::ColumnCache>,
-    /// The result columns of the statements `PREPARE`d in SQL, by name,
-    /// which an `EXECUTE` sent over the extended protocol is described by.
-    prepared: Mutex<HashMap<String, datafusion::common::DFSchemaRef>>,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -374,7 +372,6 @@ impl SqlEngine {
             copies,
             checks,
             columns,
-            prepared: Mutex::new(HashMap::new()),
         })
     }
 
@@ -438,9 +435,15 @@ impl SqlEngine {
         &self.ctx
     }
 
-    /// The result columns of the statement `PREPARE`d in SQL as `name`.
-    pub fn prepared_schema(&self, name: &str) -> Option<datafusion::common::DFSchemaRef> {
-        self.prepared.lock().get(name).cloned()
+    /// The result columns of the statement `session` `PREPARE`d in SQL as
+    /// `name` (what an `EXECUTE` sent over the extended protocol is
+    /// described by).
+    pub fn prepared_schema(
+        &self,
+        session: &SqlSession,
+        name: &str,
+    ) -> Option<datafusion::common::DFSchemaRef> {
+        session.prepared.schema(name)
     }
 
     /// Forget every cached plan (see [`plan_cache`]). Changes made through
@@ -1180,26 +1183,22 @@ impl SqlEngine {
                     }
                     None => {}
                 }
+                let text = prepared::Prepared::is_prepare(&stmt).then(|| (*stmt).clone());
                 let plan = state.statement_to_plan(*stmt).await?;
                 access::check_plan(who.as_ref(), &files, &plan)?;
+                let versions = (self.db.schema_version(), self.plans.epoch());
+                let plan = match session.prepared.step(&state, plan, text, versions).await? {
+                    prepared::Step::Done => return empty(),
+                    prepared::Step::Run(plan) => plan,
+                };
                 let plan = coerce::check_update(plan)?;
                 let df = match &plan {
                     LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) => {
                         // Views, external tables, settings: plans made
                         // before may resolve differently now.
                         let recorded = self.record_view(&plan).await?;
-                        let prepared = prepared_change(&plan);
                         let r = self.ctx.execute_logical_plan(plan).await;
                         self.plans.invalidate();
-                        if r.is_ok()
-                            && let Some((name, schema)) = prepared
-                        {
-                            let mut known = self.prepared.lock();
-                            match schema {
-                                Some(s) => known.insert(name, s),
-                                None => known.remove(&name),
-                            };
-                        }
                         if r.is_err()
                             && let Some((view, earlier)) = recorded
                         {
@@ -1442,20 +1441,5 @@ impl Drop for SqlEngine {
         {
             rt.shutdown_background();
         }
-    }
-}
-
-/// What a `PREPARE` (name, its result columns) or a `DEALLOCATE` (name,
-/// `None`) changes in the statements prepared in SQL.
-fn prepared_change(
-    plan: &LogicalPlan,
-) -> Option<(String, Option<datafusion::common::DFSchemaRef>)> {
-    use datafusion::logical_expr::Statement as S;
-    match plan {
-        LogicalPlan::Statement(S::Prepare(p)) => {
-            Some((p.name.clone(), Some(p.input.schema().clone())))
-        }
-        LogicalPlan::Statement(S::Deallocate(d)) => Some((d.name.clone(), None)),
-        _ => None,
     }
 }

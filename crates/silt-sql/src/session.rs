@@ -101,6 +101,8 @@ pub struct SqlSession {
     pub(crate) cursors: Mutex<crate::cursors::Cursors>,
     /// What this session's `nextval` calls returned (`currval`, `lastval`).
     pub(crate) sequences: Arc<crate::sequences::SessionSequences>,
+    /// Statements prepared with SQL's `PREPARE`.
+    pub(crate) prepared: crate::prepared::Prepared,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -112,6 +114,12 @@ impl std::fmt::Debug for SqlSession {
 impl SqlSession {
     pub fn new() -> SqlSession {
         SqlSession::default()
+    }
+
+    /// Forget the statements the session prepared with SQL's `PREPARE`
+    /// (`DEALLOCATE ALL`).
+    pub fn deallocate_all(&self) {
+        self.prepared.clear();
     }
 
     pub fn status(&self) -> TxnStatus {

@@ -14,7 +14,7 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 use futures::StreamExt;
-use silt::{BatchOptions, Dataset, Value, WriteMode};
+use silt::{BatchOptions, Dataset, DatasetDef, Value, WriteMode};
 
 use crate::convert::{self, ColumnInfo};
 use crate::error::{SqlError, silt_err, sql_err};
@@ -38,6 +38,9 @@ pub(crate) enum SinkOp {
 /// block's transaction.
 pub(crate) struct SiltSink {
     pub(crate) ds: Arc<Dataset>,
+    /// The definition the statement was planned against: its rows are
+    /// refused once an `ALTER` has replaced it.
+    pub(crate) def: Arc<DatasetDef>,
     pub(crate) cols: Vec<ColumnInfo>,
     pub(crate) schema: SchemaRef,
     pub(crate) op: SinkOp,
@@ -82,14 +85,14 @@ impl DataSink for SiltSink {
             let batch: RecordBatch = batch?;
             if let SinkOp::Update { n_pk } = self.op {
                 let changes = update_rows(&batch, &self.cols, n_pk)?;
-                let ds = self.ds.clone();
-                count += tokio::task::spawn_blocking(move || apply_updates(&ds, changes))
+                let (ds, def) = (self.ds.clone(), self.def.clone());
+                count += tokio::task::spawn_blocking(move || apply_updates(&ds, &def, changes))
                     .await
                     .map_err(|e| DataFusionError::Execution(format!("write task failed: {e}")))??;
                 continue;
             }
             let records = convert::batch_to_records(&batch, &self.cols)?;
-            let ds = self.ds.clone();
+            let (ds, def) = (self.ds.clone(), self.def.clone());
             let op = self.op;
             let pk_cols: Vec<String> = self.ds.def().primary_key.clone();
             let before = count;
@@ -104,7 +107,8 @@ impl DataSink for SiltSink {
                         };
                         let keys: Vec<Vec<Value>> = records.iter().map(key).collect();
                         let report = ds
-                            .write_batch(
+                            .write_batch_under(
+                                &def,
                                 records,
                                 BatchOptions {
                                     mode,
@@ -164,11 +168,15 @@ impl SiltSink {
         while let Some(batch) = data.next().await {
             let batch: RecordBatch = batch?;
             let (ds, slot, op) = (self.ds.clone(), slot.clone(), self.op);
+            let def = self.def.clone();
+            let expect = move |t: &mut silt::Transaction| t.expect_def(&ds, &def);
+            let ds = self.ds.clone();
             let work: Box<dyn FnOnce() -> silt::Result<u64> + Send> = match op {
                 SinkOp::Update { n_pk } => {
                     let changes = update_rows(&batch, &self.cols, n_pk)?;
                     Box::new(move || {
                         slot.with(|t| {
+                            expect(t)?;
                             let mut n = 0;
                             for (pk, set) in changes {
                                 let Some(rec) = t.get(&ds, &pk)? else {
@@ -185,6 +193,7 @@ impl SiltSink {
                     let records = convert::batch_to_records(&batch, &self.cols)?;
                     Box::new(move || {
                         slot.with(|t| {
+                            expect(t)?;
                             let mut n = 0;
                             for r in &records {
                                 match mode {
@@ -209,6 +218,7 @@ impl SiltSink {
                     let pk_cols = self.ds.def().primary_key.clone();
                     Box::new(move || {
                         slot.with(|t| {
+                            expect(t)?;
                             let mut n = 0;
                             for r in records {
                                 let pk: Vec<Value> = pk_cols
@@ -287,7 +297,7 @@ pub(crate) fn update_rows(
 
 /// Read each record, replace the assigned fields (keeping every other
 /// field, undeclared ones included) and write it back.
-fn apply_updates(ds: &Arc<Dataset>, changes: Changes) -> DfResult<u64> {
+fn apply_updates(ds: &Arc<Dataset>, def: &Arc<DatasetDef>, changes: Changes) -> DfResult<u64> {
     let mut n = 0;
     for (pk, set) in changes {
         let Some(rec @ Value::Object(_)) = ds.get(&pk).map_err(silt_err)? else {
@@ -295,14 +305,29 @@ fn apply_updates(ds: &Arc<Dataset>, changes: Changes) -> DfResult<u64> {
         };
         if let Some((name, _)) = set
             .iter()
-            .find(|(name, v)| *v == Value::Null && ds.def().not_null.contains(name))
+            .find(|(name, v)| *v == Value::Null && def.not_null.contains(name))
         {
             return Err(sql_err(SqlError::NotNull {
                 table: ds.name().to_owned(),
                 column: name.clone(),
             }));
         }
-        ds.upsert(assign(rec, set)).map_err(silt_err)?;
+        // Written under the definition the statement was planned against
+        // (refused, with nothing of the row written, after an ALTER).
+        let report = ds
+            .write_batch_under(
+                def,
+                vec![assign(rec, set)],
+                BatchOptions {
+                    mode: WriteMode::Upsert,
+                    atomic: false,
+                    stop_on_error: true,
+                },
+            )
+            .map_err(silt_err)?;
+        if let Some((_, e)) = report.failed.into_iter().next() {
+            return Err(silt_err(e));
+        }
         n += 1;
     }
     Ok(n)

@@ -96,6 +96,9 @@ impl KnnSpec {
 /// A Silt dataset exposed to DataFusion.
 pub struct SiltTable {
     ds: Arc<Dataset>,
+    /// The definition its columns were read from (its writes are refused
+    /// once an `ALTER` has replaced it).
+    def: Arc<silt::DatasetDef>,
     cols: Vec<ColumnInfo>,
     schema: SchemaRef,
     knn: Option<KnnSpec>,
@@ -109,14 +112,20 @@ impl fmt::Debug for SiltTable {
 
 impl SiltTable {
     pub fn new(ds: Arc<Dataset>) -> SiltTable {
-        let cols = convert::columns(&ds.def());
-        Self::with_columns(ds, cols)
+        let def = ds.def();
+        let cols = convert::columns(&def);
+        Self::with_columns(ds, def, cols)
     }
 
-    fn with_columns(ds: Arc<Dataset>, cols: Vec<ColumnInfo>) -> SiltTable {
+    fn with_columns(
+        ds: Arc<Dataset>,
+        def: Arc<silt::DatasetDef>,
+        cols: Vec<ColumnInfo>,
+    ) -> SiltTable {
         let schema = convert::schema_of(&cols);
         SiltTable {
             ds,
+            def,
             cols,
             schema,
             knn: None,
@@ -127,8 +136,9 @@ impl SiltTable {
     /// plus the JSON object of each record's undeclared fields
     /// ([`convert::document_columns`]). Read-only.
     pub fn documents(ds: Arc<Dataset>) -> SiltTable {
-        let cols = convert::document_columns(&ds.def());
-        Self::with_columns(ds, cols)
+        let def = ds.def();
+        let cols = convert::document_columns(&def);
+        Self::with_columns(ds, def, cols)
     }
 
     /// Refuse a write through the document view.
@@ -148,10 +158,8 @@ impl SiltTable {
     /// The same table, scanned by the R-tree kNN path.
     pub fn with_knn(&self, knn: KnnSpec) -> SiltTable {
         SiltTable {
-            ds: self.ds.clone(),
-            cols: self.cols.clone(),
-            schema: self.schema.clone(),
             knn: Some(knn),
+            ..self.duplicate()
         }
     }
 
@@ -718,6 +726,7 @@ impl SiltTable {
     pub(crate) fn duplicate(&self) -> SiltTable {
         SiltTable {
             ds: self.ds.clone(),
+            def: self.def.clone(),
             cols: self.cols.clone(),
             schema: self.schema.clone(),
             knn: self.knn.clone(),
@@ -1152,6 +1161,7 @@ impl TableProvider for SiltTable {
         };
         let sink = SiltSink {
             ds: self.ds.clone(),
+            def: self.def.clone(),
             cols: self.cols.clone(),
             schema: self.schema.clone(),
             op: SinkOp::Write(mode),
@@ -1178,6 +1188,7 @@ impl TableProvider for SiltTable {
         let cols: Vec<ColumnInfo> = idx.iter().map(|i| self.cols[*i].clone()).collect();
         let sink = SiltSink {
             ds: self.ds.clone(),
+            def: self.def.clone(),
             schema: convert::schema_of(&cols),
             cols,
             op: SinkOp::Delete,
@@ -1247,6 +1258,7 @@ impl TableProvider for SiltTable {
         let proj = ProjectionExec::try_new(exprs, scan)?;
         let sink = SiltSink {
             ds: self.ds.clone(),
+            def: self.def.clone(),
             schema: convert::schema_of(&out_cols),
             cols: out_cols,
             op: SinkOp::Update { n_pk: pk.len() },

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::sql::sqlparser::ast::ObjectName;
-use silt::{BatchOptions, Dataset, Value, WriteMode};
+use silt::{BatchOptions, Dataset, DatasetDef, Value, WriteMode};
 
 use crate::convert::{self, ColumnInfo};
 use crate::ddl;
@@ -17,6 +17,9 @@ use crate::session::TxnSlot;
 /// A table's columns and constraints.
 pub(crate) struct Table {
     pub(crate) ds: Arc<Dataset>,
+    /// The definition the columns are read from (writes of rows made
+    /// against it are refused once an `ALTER` has replaced it).
+    pub(crate) def: Arc<DatasetDef>,
     pub(crate) name: String,
     pub(crate) cols: Vec<ColumnInfo>,
     /// Positions of the primary-key columns, in key order.
@@ -30,8 +33,8 @@ pub(crate) struct Table {
 
 impl Table {
     pub(crate) fn new(ds: Arc<Dataset>) -> Table {
-        let cols = convert::columns(&ds.def());
         let def = ds.def();
+        let cols = convert::columns(&def);
         let pos = |n: &String| cols.iter().position(|c| c.name == *n);
         let pk: Vec<usize> = def.primary_key.iter().filter_map(pos).collect();
         let mut required = pk.clone();
@@ -54,6 +57,7 @@ impl Table {
         Table {
             name: ds.name().to_owned(),
             ds,
+            def,
             cols,
             pk,
             required,
@@ -210,10 +214,11 @@ pub(crate) fn last_part(n: &ObjectName) -> Result<String, SqlError> {
 }
 
 /// Where rows are written: the dataset, each row its own record-level
-/// transaction. (Multi-statement transactions will route these writes
-/// through their transaction object.)
+/// transaction, or the session's transaction block.
 pub(crate) struct Target {
     pub(crate) ds: Arc<Dataset>,
+    /// The definition the statement's rows are made against.
+    pub(crate) def: Arc<DatasetDef>,
     /// The session's transaction block, if any: reads and writes go
     /// through it.
     pub(crate) txn: Option<Arc<TxnSlot>>,
@@ -252,6 +257,7 @@ impl Target {
         };
         let ds = &self.ds;
         let r = slot.with(|t| {
+            t.expect_def(ds, &self.def)?;
             for (i, (mode, v)) in rows.into_iter().enumerate() {
                 let r = match mode {
                     WriteMode::Insert => t.insert(ds, v).map(|_| true),
@@ -290,9 +296,9 @@ impl Target {
                 rows.into_iter().map(|r| (WriteMode::Insert, r)).collect(),
             ));
         }
-        let report = self
-            .ds
-            .write_batch(rows, BatchOptions::atomic(WriteMode::Insert))?;
+        let report =
+            self.ds
+                .write_batch_under(&self.def, rows, BatchOptions::atomic(WriteMode::Insert))?;
         Ok(Written {
             written: report.committed as u64,
             failed: report.failed.into_iter().next(),
@@ -337,7 +343,8 @@ impl Target {
                 run.push(v);
             }
             let n = run.len();
-            let report = self.ds.write_batch(
+            let report = self.ds.write_batch_under(
+                &self.def,
                 run,
                 BatchOptions {
                     mode,

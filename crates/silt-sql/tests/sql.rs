@@ -13,6 +13,8 @@ use rand::{Rng, SeedableRng};
 use silt::geo::sphere::haversine_m;
 use silt_sql::{SqlEngine, SqlError};
 
+#[path = "sql/alter.rs"]
+mod alter;
 #[path = "sql/arrays.rs"]
 mod arrays;
 #[path = "sql/bounds.rs"]
@@ -28,6 +30,8 @@ mod documents;
 mod key_order;
 #[path = "sql/plan_cache.rs"]
 mod plan_cache;
+#[path = "sql/prepare.rs"]
+mod prepare;
 #[path = "sql/serial.rs"]
 mod serial;
 #[path = "sql/split_scan.rs"]

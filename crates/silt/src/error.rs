@@ -121,6 +121,15 @@ pub enum Error {
     )]
     Conflict { dataset: String, key: String },
 
+    /// Records were checked and encoded under a definition of the dataset
+    /// that `ALTER TABLE` has since replaced; nothing of them was written.
+    /// Running the statement (or transaction) again prepares them under
+    /// the new definition.
+    #[error(
+        "dataset `{dataset}` was altered after these records were prepared; nothing of them was written, run the statement (or transaction) again"
+    )]
+    Altered { dataset: String },
+
     /// A transaction grew past its bound (buffered bytes or writes).
     #[error(
         "transaction too large: {what} would exceed the limit of {limit}; nothing more was buffered, commit in smaller transactions or raise the limit"

@@ -25,7 +25,7 @@ pub use dataset::{
 };
 pub use db::roles::{Privileges, Role};
 pub use db::views::ViewDef;
-pub use db::{Database, DbOptions, DbStats, RecoverySummary};
+pub use db::{Alteration, Database, DbOptions, DbStats, RecoverySummary};
 pub use error::{Error, Result};
 /// The LevelDB++ recency indexes (now `index::recency`).
 pub use index::recency;

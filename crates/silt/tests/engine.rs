@@ -5,6 +5,8 @@
 
 #[path = "engine/abort_same_key_twice.rs"]
 mod abort_same_key_twice;
+#[path = "engine/alter.rs"]
+mod alter;
 #[path = "engine/concurrent_queries.rs"]
 mod concurrent_queries;
 #[path = "engine/corruption.rs"]

@@ -508,6 +508,7 @@ impl CopyIn {
             key_fields,
             target: Arc::new(Target {
                 ds,
+                def: table.def.clone(),
                 txn: txn.clone(),
             }),
             table: Arc::new(table),

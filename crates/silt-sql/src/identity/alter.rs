@@ -14,12 +14,10 @@
 //! The parser knows neither the `SET` forms nor `RESTART` nor `DROP
 //! IDENTITY`: [`parse`] reads them from the statement's text.
 
-use std::sync::Arc;
-
 use datafusion::sql::sqlparser::ast::{GeneratedAs, SequenceOptions};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-use silt::{Database, Dataset, FieldDefault, Identity, SequenceDef};
+use silt::{Alteration, FieldDefault, Identity, SequenceDef};
 
 use crate::error::SqlError;
 
@@ -276,13 +274,9 @@ fn state(column: &str, table: &str, what: &str) -> SqlError {
 }
 
 /// Apply `change` to `column` of `ds`.
-pub fn apply(
-    db: &Database,
-    ds: &Arc<Dataset>,
-    column: &str,
-    change: &Change,
-) -> Result<(), SqlError> {
-    let def = ds.def();
+pub fn apply(alt: &mut Alteration<'_>, column: &str, change: &Change) -> Result<(), SqlError> {
+    let ds = alt.dataset().clone();
+    let def = alt.def();
     let table = ds.name().to_owned();
     let Some(ty) = def.field_type(column) else {
         return Err(SqlError::Invalid(format!(
@@ -321,7 +315,7 @@ pub fn apply(
             };
             let seq = super::column(column, ty, &generated, Some(options))?;
             let name = column.to_owned();
-            db.alter_dataset(&table, move |d| {
+            alt.change(move |d| {
                 d.defaults.push((name.clone(), FieldDefault::Sequence));
                 d.sequences.retain(|(f, _)| *f != name);
                 d.sequences.push((name, seq));
@@ -336,7 +330,7 @@ pub fn apply(
         (_, None) => Err(state(column, &table, "is not an identity column")),
         (Change::Drop { .. }, Some(_)) => {
             let name = column.to_owned();
-            db.alter_dataset(&table, move |d| {
+            alt.change(move |d| {
                 d.defaults
                     .retain(|(f, x)| !(*f == name && *x == FieldDefault::Sequence));
                 d.sequences.retain(|(f, _)| *f != name);
@@ -348,7 +342,7 @@ pub fn apply(
             let seq = changed(column, old, steps)?;
             if seq != old {
                 let name = column.to_owned();
-                db.alter_dataset(&table, move |d| {
+                alt.change(move |d| {
                     for (f, s) in d.sequences.iter_mut() {
                         if *f == name {
                             *s = seq;

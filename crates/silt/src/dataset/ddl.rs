@@ -5,15 +5,14 @@ use super::*;
 
 impl Dataset {
     /// Build a new secondary index over the existing records (bulk load of
-    /// sorted entries) and start maintaining it. Writers are paused for the
-    /// duration (they hold the DDL lock shared). Returns the definition with
+    /// sorted entries) and start maintaining it. The caller holds the DDL lock
+    /// exclusively (writers hold it shared): writers wait. Returns the definition with
     /// its assigned id; the caller records it in the catalog.
     pub(crate) fn add_index(&self, mut def: IndexDef) -> Result<IndexDef> {
         def.validate()?;
         if !def.kind.imp().has_tree() {
             return self.add_embedded_index(def);
         }
-        let _ddl = self.ddl.write();
         let cur = self.indexes.read().clone();
         if cur.defs.iter().any(|d| d.name == def.name) {
             return Err(Error::IndexExists {
@@ -92,9 +91,9 @@ impl Dataset {
         Ok(def)
     }
 
-    /// Stop maintaining a secondary index and delete its files.
+    /// Stop maintaining a secondary index and delete its files (the
+    /// caller holds the DDL lock exclusively).
     pub(crate) fn remove_index(&self, name: &str) -> Result<()> {
-        let _ddl = self.ddl.write();
         let cur = self.indexes.read().clone();
         let Some(i) = cur.defs.iter().position(|d| d.name == name) else {
             return Err(Error::NoSuchIndex {

@@ -73,7 +73,8 @@ pub struct Dataset {
     bg: Arc<Background>,
     seq: Arc<AtomicU64>,
     indexes: parking_lot::RwLock<Arc<IndexSet>>,
-    /// Writers hold it shared for the whole transaction; index DDL exclusive.
+    /// Writers hold it shared from checking their records' definition to
+    /// their commit; index DDL and `ALTER` ([`crate::Alteration`]) exclusive.
     ddl: parking_lot::RwLock<()>,
     cache: Arc<BlockCache>,
     sync: bool,
@@ -270,8 +271,27 @@ impl Dataset {
     /// Replace the declared fields, `NOT NULL` and defaults (the caller,
     /// [`crate::Database::alter_dataset`], has checked nothing else
     /// changes and recorded it in the catalog).
-    pub(crate) fn redefine(&self, def: DatasetDef) {
-        *self.def.write() = Arc::new(def);
+    pub(crate) fn redefine(&self, def: Arc<DatasetDef>) {
+        *self.def.write() = def;
+    }
+
+    /// Hold off every write to the dataset (and wait for those under way):
+    /// index DDL and [`crate::Alteration`].
+    pub(crate) fn ddl_write(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
+        self.ddl.write()
+    }
+
+    /// Refuse records prepared under a definition `ALTER TABLE` has since
+    /// replaced ([`Error::Altered`]). The caller holds the DDL lock shared,
+    /// so the definition cannot change before its records are applied.
+    pub(super) fn check_shape(&self, prepared_under: &Arc<DatasetDef>) -> Result<()> {
+        if Arc::ptr_eq(prepared_under, &self.def.read()) {
+            Ok(())
+        } else {
+            Err(Error::Altered {
+                dataset: self.name.clone(),
+            })
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -368,16 +388,29 @@ impl Dataset {
 
     /// Validate and coerce a record; return (encoded key, encoded record).
     pub fn prepare(&self, record: Value) -> Result<(Vec<u8>, Vec<u8>)> {
+        self.prepare_under(&self.def(), record)
+    }
+
+    /// [`Dataset::prepare`] under definition `def`.
+    pub(super) fn prepare_under(
+        &self,
+        def: &DatasetDef,
+        record: Value,
+    ) -> Result<(Vec<u8>, Vec<u8>)> {
         let mut key = Vec::new();
-        let key_len = self.prepare_to(record, &mut key)?;
+        let key_len = self.prepare_to(def, record, &mut key)?;
         let bytes = key.split_off(key_len);
         Ok((key, bytes))
     }
 
     /// [`Dataset::prepare`] appending the encoded key and then the encoded
     /// record to `out`; returns the key's length.
-    pub(super) fn prepare_to(&self, record: Value, out: &mut Vec<u8>) -> Result<usize> {
-        let def = self.def();
+    pub(super) fn prepare_to(
+        &self,
+        def: &DatasetDef,
+        record: Value,
+        out: &mut Vec<u8>,
+    ) -> Result<usize> {
         let Value::Object(fields) = record else {
             return Err(Error::invalid(
                 None,
@@ -427,7 +460,7 @@ impl Dataset {
                 )));
             };
             if let Some(constraint) = check
-                .violated(&def, &record)
+                .violated(def, &record)
                 .map_err(|e| Error::Config(format!("checking `{}`: {e}", self.name)))?
             {
                 return Err(Error::CheckViolation {

@@ -11,6 +11,7 @@
 //! one, the allocator kept handing out fresh pages: the kernel's clearing
 //! of them was as much of a bulk load's time as the memtable's inserts.)
 
+use super::write::PreparedUnder;
 use super::*;
 
 /// A batch keeps at most this much memory when it is emptied (a batch
@@ -22,6 +23,12 @@ const KEEP_BYTES: usize = 16 << 20;
 pub struct PreparedBatch {
     /// The dataset the records are prepared for (`None` while empty).
     dataset: Option<u32>,
+    /// The definition the first record was prepared under (`None` while
+    /// empty).
+    def: Option<Arc<DatasetDef>>,
+    /// A later record was prepared under another definition (an `ALTER
+    /// TABLE` came between): the batch is refused as a whole.
+    mixed: bool,
     /// Each record's encoded key, then its encoded record, record after record.
     data: Vec<u8>,
     /// Per record: where its key ends and where its record ends in `data`.
@@ -46,6 +53,8 @@ impl PreparedBatch {
     /// Empty the batch, keeping its memory for the next one.
     pub fn clear(&mut self) {
         self.dataset = None;
+        self.def = None;
+        self.mixed = false;
         self.data.clear();
         self.ends.clear();
         if self.data.capacity() > KEEP_BYTES {
@@ -86,17 +95,23 @@ impl PreparedBatch {
     }
 
     /// Append one record for dataset `ds`: `write` appends its key and
-    /// then its record to the buffer and returns the key's length. On an
-    /// error nothing of it stays.
+    /// then its record, prepared under the definition it is given, to the
+    /// buffer and returns the key's length. On an error nothing of it
+    /// stays.
     pub(super) fn push_with(
         &mut self,
         ds: &Dataset,
-        write: impl FnOnce(&mut Vec<u8>) -> Result<usize>,
+        def: Arc<DatasetDef>,
+        write: impl FnOnce(&Arc<DatasetDef>, &mut Vec<u8>) -> Result<usize>,
     ) -> Result<()> {
         ds.check_batch(self)?;
         let start = self.data.len();
-        match write(&mut self.data) {
+        match write(&def, &mut self.data) {
             Ok(key_len) => {
+                match &self.def {
+                    Some(d) => self.mixed |= !Arc::ptr_eq(d, &def),
+                    None => self.def = Some(def),
+                }
                 self.dataset = Some(ds.id);
                 self.ends.push((start + key_len, self.data.len()));
                 Ok(())
@@ -115,7 +130,22 @@ impl Dataset {
     /// which a caller may do on another thread). A batch holds records of
     /// one dataset.
     pub fn prepare_into(&self, record: Value, batch: &mut PreparedBatch) -> Result<()> {
-        batch.push_with(self, |out| self.prepare_to(record, out))
+        batch.push_with(self, self.def(), |def, out| {
+            self.prepare_to(def, record, out)
+        })
+    }
+
+    /// Refuse `batch` if its records were not all prepared under the
+    /// definition the dataset has now (the caller holds the DDL lock
+    /// shared).
+    pub(super) fn check_batch_shape(&self, batch: &PreparedBatch) -> Result<()> {
+        match &batch.def {
+            Some(_) if batch.mixed => Err(Error::Altered {
+                dataset: self.name.clone(),
+            }),
+            Some(d) => self.check_shape(d),
+            None => Ok(()),
+        }
     }
 
     /// Refuse a batch prepared for another dataset.
@@ -136,7 +166,7 @@ impl Dataset {
     /// (possibly on another thread, while this one writes).
     pub fn write_prepared(&self, batch: &PreparedBatch, opts: BatchOptions) -> Result<BatchReport> {
         self.check_batch(batch)?;
-        self.write_ops(opts, batch.rows().map(Ok))
+        self.write_ops(opts, batch.rows().map(Ok), PreparedUnder::Batch(batch))
     }
 
     /// [`Dataset::write_prepared`] of one atomic batch in `mode`, returning
@@ -151,6 +181,6 @@ impl Dataset {
         mode: WriteMode,
     ) -> Result<(BatchReport, Option<PendingAck>)> {
         self.check_batch(batch)?;
-        self.write_ops_atomic_unacked(mode, batch.rows().map(Ok))
+        self.write_ops_atomic_unacked(mode, batch.rows().map(Ok), PreparedUnder::Batch(batch))
     }
 }

@@ -312,7 +312,6 @@ impl Dataset {
     /// indexes it; the components already on disk are rewritten with them
     /// (the bulk build), checking that every record's field can be indexed.
     pub(super) fn add_embedded_index(&self, mut def: IndexDef) -> Result<IndexDef> {
-        let _ddl = self.ddl.write();
         let cur = self.indexes.read().clone();
         if cur.defs.iter().any(|d| d.name == def.name) {
             return Err(Error::IndexExists {

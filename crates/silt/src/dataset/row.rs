@@ -37,7 +37,9 @@ enum DefaultStep {
 
 /// The shape of rows for [`Dataset::prepare_row_into`]: see the module
 /// documentation. Made by [`Dataset::row_shape`] for one definition of the
-/// dataset; after a change of definition, rows are prepared as records.
+/// dataset, under which its rows are prepared: once an `ALTER` has
+/// replaced it, a batch of them is refused at its write
+/// ([`Error::Altered`]); a new shape is made for the new definition.
 #[derive(Clone, Debug)]
 pub struct RowShape {
     def: Arc<DatasetDef>,
@@ -134,13 +136,16 @@ impl Dataset {
         row: &mut [Option<Value>],
         batch: &mut PreparedBatch,
     ) -> Result<()> {
-        batch.push_with(self, |out| self.prepare_row_to(shape, row, out))
+        batch.push_with(self, shape.def.clone(), |def, out| {
+            self.prepare_row_to(def, shape, row, out)
+        })
     }
 
     /// [`Dataset::prepare_row_into`] appending the encoded key and then
     /// the encoded record to `out`; returns the key's length.
     fn prepare_row_to(
         &self,
+        def: &Arc<DatasetDef>,
         shape: &RowShape,
         row: &mut [Option<Value>],
         out: &mut Vec<u8>,
@@ -155,18 +160,14 @@ impl Dataset {
                 ),
             ));
         }
-        let def = self.def();
-        if !shape.direct
-            || !Arc::ptr_eq(&def, &shape.def)
-            || shape.defaulted.iter().any(|&i| row[i].is_none())
-        {
+        if !shape.direct || shape.defaulted.iter().any(|&i| row[i].is_none()) {
             let fields = shape
                 .names
                 .iter()
                 .zip(row.iter_mut())
                 .filter_map(|(n, v)| v.take().map(|v| (n.clone(), v)))
                 .collect();
-            return self.prepare_to(Value::Object(fields), out);
+            return self.prepare_to(def, Value::Object(fields), out);
         }
         for ((slot, name), ty) in row.iter_mut().zip(&shape.names).zip(&shape.types) {
             if let (Some(v), Some(t)) = (slot.as_mut(), ty) {

@@ -105,6 +105,13 @@ pub struct Transaction {
     savepoints: Vec<(String, usize)>,
     bytes: u64,
     limits: TxnLimits,
+    /// The definition each dataset's records were prepared under (an
+    /// `ALTER TABLE` replacing it fails the transaction: [`Error::Altered`]).
+    shapes: HashMap<u32, Arc<DatasetDef>>,
+    /// The dataset whose [`crate::Alteration`] this transaction rewrites:
+    /// its DDL lock is held by the alteration, its definition changes under
+    /// the transaction, and only [`crate::Alteration::finish`] commits it.
+    altering: Option<u32>,
 }
 
 impl std::fmt::Debug for Transaction {
@@ -139,7 +146,56 @@ impl Transaction {
             savepoints: Vec::new(),
             bytes: 0,
             limits,
+            shapes: HashMap::new(),
+            altering: None,
         }
+    }
+
+    /// A transaction rewriting the records of dataset `id` for its
+    /// [`crate::Alteration`].
+    pub(crate) fn altering(mut self, id: u32) -> Transaction {
+        self.altering = Some(id);
+        self
+    }
+
+    /// Declare that the records this transaction writes to `ds` next were
+    /// built against definition `def` (SQL's statement planned against
+    /// it): [`Error::Altered`] if that is not the definition the
+    /// transaction's records of `ds` are prepared under, now and at commit.
+    pub fn expect_def(&mut self, ds: &Arc<Dataset>, def: &Arc<DatasetDef>) -> Result<()> {
+        self.enlist(ds)?;
+        if self.altering == Some(ds.id) {
+            return Ok(());
+        }
+        let now = self.shapes.entry(ds.id).or_insert_with(|| def.clone());
+        if Arc::ptr_eq(now, def) && Arc::ptr_eq(def, &ds.def()) {
+            Ok(())
+        } else {
+            Err(Error::Altered {
+                dataset: ds.name().to_owned(),
+            })
+        }
+    }
+
+    /// Check and encode `record` for `ds` under its definition now, which
+    /// must be the one the transaction's earlier records of `ds` were
+    /// prepared under.
+    fn prepare(&mut self, ds: &Arc<Dataset>, record: Value) -> Result<(Vec<u8>, Vec<u8>)> {
+        let def = ds.def();
+        if self.altering != Some(ds.id) {
+            match self.shapes.get(&ds.id) {
+                Some(d) if !Arc::ptr_eq(d, &def) => {
+                    return Err(Error::Altered {
+                        dataset: ds.name().to_owned(),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    self.shapes.insert(ds.id, def.clone());
+                }
+            }
+        }
+        ds.prepare_under(&def, record)
     }
 
     /// Buffered writes.
@@ -244,7 +300,7 @@ impl Transaction {
     /// nothing) if the key exists as this transaction sees it.
     pub fn insert(&mut self, ds: &Arc<Dataset>, record: Value) -> Result<()> {
         self.enlist(ds)?;
-        let (key, bytes) = ds.prepare(record)?;
+        let (key, bytes) = self.prepare(ds, record)?;
         let slot = (ds.id, key);
         let p = match self.writes.get(&slot) {
             Some(Pending::Insert(_) | Pending::Upsert(_)) => return Err(ds.duplicate(&slot.1)),
@@ -264,7 +320,7 @@ impl Transaction {
     /// Insert or replace a record.
     pub fn upsert(&mut self, ds: &Arc<Dataset>, record: Value) -> Result<()> {
         self.enlist(ds)?;
-        let (key, bytes) = ds.prepare(record)?;
+        let (key, bytes) = self.prepare(ds, record)?;
         let slot = (ds.id, key);
         let p = match self.writes.get(&slot) {
             // Still a fresh key (validated absent at commit).
@@ -612,16 +668,38 @@ impl Transaction {
 
     /// Apply the transaction atomically (see the module doc). On
     /// [`Error::Conflict`] (or any other error) nothing was applied.
-    pub fn commit(mut self) -> Result<CommitInfo> {
+    pub fn commit(self) -> Result<CommitInfo> {
+        if self.altering.is_some() {
+            return Err(Error::Txn(
+                "a transaction of an ALTER commits with the alteration (Alteration::finish)"
+                    .to_owned(),
+            ));
+        }
+        self.commit_locked()
+    }
+
+    /// [`Transaction::commit`]; for a transaction of an alteration, the
+    /// caller holds the altered dataset's DDL lock exclusively.
+    pub(crate) fn commit_locked(mut self) -> Result<CommitInfo> {
         let writes = std::mem::take(&mut self.writes);
         let reads = std::mem::take(&mut self.reads);
         if writes.is_empty() {
             return self.validate_read_only(&reads);
         }
         let datasets = std::mem::take(&mut self.datasets);
-        // Index DDL waits for writers: hold every dataset's DDL lock shared
-        // (in dataset-id order) for the whole commit.
-        let _ddl: Vec<RwLockReadGuard<'_, ()>> = datasets.values().map(|d| d.ddl.read()).collect();
+        // Index DDL and ALTER wait for writers: hold every dataset's DDL
+        // lock shared (in dataset-id order) for the whole commit, then check
+        // that no ALTER replaced a definition records were prepared under.
+        let _ddl: Vec<RwLockReadGuard<'_, ()>> = datasets
+            .values()
+            .filter(|d| self.altering != Some(d.id))
+            .map(|d| d.ddl.read())
+            .collect();
+        for (id, def) in &self.shapes {
+            if let Some(ds) = datasets.get(id) {
+                ds.check_shape(def)?;
+            }
+        }
         let ctx = &self.ctx;
         let txn = ctx.begin();
         let mut names: Vec<u64> = writes

@@ -113,6 +113,18 @@ impl<'a> WriteOp<'a> {
     }
 }
 
+/// Under which definition a batch's records were prepared, checked under
+/// the DDL lock before they are written.
+#[derive(Clone, Copy)]
+pub(super) enum PreparedUnder<'a> {
+    /// As each is written (always the current one).
+    Now,
+    /// Under this one, which a caller planned against.
+    Def(&'a Arc<DatasetDef>),
+    /// Ahead of the write, into this batch.
+    Batch(&'a PreparedBatch),
+}
+
 /// A record's encoded key and value in a batch write, wherever they are
 /// kept: its own buffers ([`Dataset::prepare`]) or a [`PreparedBatch`].
 pub(super) trait KeyValue {
@@ -474,6 +486,12 @@ impl Dataset {
     /// per the durability mode (`sync`: once the COMMIT is fsynced).
     pub(super) fn write_one(&self, op: WriteOp<'_>) -> Result<bool> {
         let _ddl = self.ddl.read();
+        self.write_one_locked(op)
+    }
+
+    /// [`Dataset::write_one`] for a caller holding the DDL lock shared
+    /// (since it prepared the record).
+    fn write_one_locked(&self, op: WriteOp<'_>) -> Result<bool> {
         let ctx = &self.txn;
         let txn = ctx.begin();
         ctx.locks.lock_x(txn, LockManager::name(self.id, op.key()));
@@ -504,14 +522,20 @@ impl Dataset {
     /// Insert a new record; fails with [`Error::DuplicateKey`] if its primary
     /// key exists (checked newest to oldest component through bloom filters).
     pub fn insert(&self, record: Value) -> Result<()> {
+        // Prepared under the lock: no `ALTER` comes between the record's
+        // checks and its write.
+        let _ddl = self.ddl.read();
         let (key, bytes) = self.prepare(record)?;
-        self.write_one(WriteOp::Insert(&key, &bytes)).map(|_| ())
+        self.write_one_locked(WriteOp::Insert(&key, &bytes))
+            .map(|_| ())
     }
 
     /// Insert or replace a record.
     pub fn upsert(&self, record: Value) -> Result<()> {
+        let _ddl = self.ddl.read();
         let (key, bytes) = self.prepare(record)?;
-        self.write_one(WriteOp::Upsert(&key, &bytes)).map(|_| ())
+        self.write_one_locked(WriteOp::Upsert(&key, &bytes))
+            .map(|_| ())
     }
 
     /// Delete the record with this primary key; returns whether it existed.
@@ -528,25 +552,60 @@ impl Dataset {
     /// a batch shares fsyncs (group commit). Atomic batches lock every key in
     /// sorted lock-name order and commit once, or undo everything.
     pub fn write_batch(&self, records: Vec<Value>, opts: BatchOptions) -> Result<BatchReport> {
+        // Each record is prepared when the write pulls it, under the DDL
+        // lock.
         let prepared = records.into_iter().map(|r| self.prepare(r));
-        self.write_ops(opts, prepared)
+        self.write_ops(opts, prepared, PreparedUnder::Now)
     }
 
-    /// Write a batch of records prepared (encoded) by the caller in
-    /// `opts.mode`; a record that failed to prepare fails in its place.
+    /// [`Dataset::write_batch`] of records a caller built against
+    /// definition `def` (SQL's statement planned against it): prepared
+    /// under it, and refused with [`Error::Altered`] (nothing written) if
+    /// an `ALTER` has replaced it.
+    pub fn write_batch_under(
+        &self,
+        def: &Arc<DatasetDef>,
+        records: Vec<Value>,
+        opts: BatchOptions,
+    ) -> Result<BatchReport> {
+        let prepared = records.into_iter().map(|r| self.prepare_under(def, r));
+        self.write_ops(opts, prepared, PreparedUnder::Def(def))
+    }
+
+    /// Refuse records prepared under a definition an `ALTER` has replaced
+    /// (the caller holds the DDL lock shared).
+    fn check_prepared(&self, under: PreparedUnder<'_>) -> Result<()> {
+        match under {
+            PreparedUnder::Now => Ok(()),
+            PreparedUnder::Def(d) => self.check_shape(d),
+            PreparedUnder::Batch(b) => self.check_batch_shape(b),
+        }
+    }
+
+    /// Write a batch of records in `opts.mode`, prepared (encoded) as
+    /// `under` says (refused if an `ALTER` replaced that definition); a
+    /// record that failed to prepare fails in its place.
     pub(super) fn write_ops<T: KeyValue>(
         &self,
         opts: BatchOptions,
         ops: impl ExactSizeIterator<Item = Result<T>>,
+        under: PreparedUnder<'_>,
     ) -> Result<BatchReport> {
         if opts.atomic {
-            return self.write_ops_atomic(opts.mode, ops);
+            return self.write_ops_atomic(opts.mode, ops, under);
         }
         let ctx = &self.txn;
         let mut report = BatchReport::default();
         let mut handles = Vec::new();
         let total = ops.len();
-        for (i, op) in ops.enumerate() {
+        let mut ops = ops.enumerate();
+        loop {
+            let _ddl = self.ddl.read();
+            let Some((i, op)) = ops.next() else { break };
+            let op = op.and_then(|item| {
+                self.check_prepared(under)?;
+                Ok(item)
+            });
             let item = match op {
                 Ok(item) => item,
                 Err(e) => {
@@ -560,7 +619,6 @@ impl Dataset {
             };
             let (key, value) = item.kv();
             let op = WriteOp::of(opts.mode, key, value);
-            let _ddl = self.ddl.read();
             let txn = ctx.begin();
             let name = LockManager::name(self.id, op.key());
             if !ctx.locks.try_lock_x(txn, name) {
@@ -606,8 +664,9 @@ impl Dataset {
         &self,
         mode: WriteMode,
         prepared: impl ExactSizeIterator<Item = Result<T>>,
+        under: PreparedUnder<'_>,
     ) -> Result<BatchReport> {
-        let (report, ack) = self.write_ops_atomic_unacked(mode, prepared)?;
+        let (report, ack) = self.write_ops_atomic_unacked(mode, prepared, under)?;
         if let Some(a) = ack {
             a.wait()?;
         }
@@ -621,10 +680,13 @@ impl Dataset {
         &self,
         mode: WriteMode,
         prepared: impl ExactSizeIterator<Item = Result<T>>,
+        under: PreparedUnder<'_>,
     ) -> Result<(BatchReport, Option<PendingAck>)> {
         let ctx = &self.txn;
         let mut report = BatchReport::default();
         let total = prepared.len();
+        let _ddl = self.ddl.read();
+        self.check_prepared(under)?;
         let mut items = Vec::with_capacity(total);
         for (i, item) in prepared.enumerate() {
             match item {
@@ -643,7 +705,6 @@ impl Dataset {
                 WriteOp::of(mode, key, value)
             })
             .collect();
-        let _ddl = self.ddl.read();
         let txn = ctx.begin();
         let mut names: Vec<u64> = ops
             .iter()

@@ -1,37 +1,106 @@
 //! Changing a dataset's declared fields (SQL's `ALTER TABLE ... ADD / DROP
 //! / RENAME COLUMN`, `SET / DROP DEFAULT`, `SET / DROP NOT NULL`, `ADD /
-//! DROP CONSTRAINT ... CHECK`): one
-//! catalog write, after which every write is checked against the new
-//! definition. Records are not rewritten here: the caller moves or removes
-//! their values first (see `silt-sql`'s `alter`), in a transaction.
+//! DROP CONSTRAINT`): an [`Alteration`].
+//!
+//! An alteration holds the dataset's DDL lock exclusively from its start
+//! to its end, so no write to the dataset commits meanwhile: the records
+//! it checks (a `SET NOT NULL`, an added CHECK) and rewrites (an added
+//! column's default, a dropped or renamed column) are all there are, and
+//! no record prepared under the old definition is applied after the new
+//! one is in place (a transaction that prepared one fails with
+//! [`Error::Altered`] and can be run again). Its definition changes take
+//! effect at once for its own rewrites; its rewrites are one transaction,
+//! committed at [`Alteration::finish`] with one catalog write; an
+//! alteration dropped or failed before that leaves the definition, the
+//! indexes and the records as they were.
+//!
+//! A crash between the rewrite's commit and the catalog write leaves the
+//! records rewritten and the definition as it was; running the `ALTER`
+//! again completes it.
 
 use std::sync::Arc;
 
+use parking_lot::RwLockWriteGuard;
+
 use super::Database;
+use crate::dataset::{Dataset, Transaction};
 use crate::error::{Error, Result};
+use crate::index::IndexDef;
 use crate::schema::DatasetDef;
 
+/// A change of one dataset's definition under way: see the module doc.
+pub struct Alteration<'a> {
+    db: &'a Database,
+    ds: &'a Arc<Dataset>,
+    _ddl: RwLockWriteGuard<'a, ()>,
+    /// The definition before the alteration, restored if it fails.
+    before: Arc<DatasetDef>,
+    /// The rewrites, one transaction.
+    txn: Option<Transaction>,
+    /// Indexes built by the alteration (dropped again if it fails).
+    created: Vec<String>,
+    /// Indexes it drops when it finishes.
+    dropped: Vec<String>,
+    done: bool,
+}
+
 impl Database {
+    /// Start changing `ds`'s definition: waits for the writes to it under
+    /// way and holds off new ones until the alteration ends.
+    pub fn alter<'a>(&'a self, ds: &'a Arc<Dataset>) -> Result<Alteration<'a>> {
+        self.check_open()?;
+        let ddl = ds.ddl_write();
+        // A dataset dropped or truncated meanwhile is another object now.
+        match self.datasets.read().get(ds.name()) {
+            Some(cur) if Arc::ptr_eq(cur, ds) => {}
+            _ => return Err(Error::NoSuchDataset(ds.name().to_owned())),
+        }
+        Ok(Alteration {
+            db: self,
+            ds,
+            _ddl: ddl,
+            before: ds.def(),
+            txn: None,
+            created: Vec::new(),
+            dropped: Vec::new(),
+            done: false,
+        })
+    }
+
     /// Change dataset `name`'s declared fields, `NOT NULL` fields, defaults
-    /// and CHECK constraints with `f` (the caller has checked the records
-    /// against added constraints); anything else `f` changes is refused, as is
-    /// undeclaring a field an index reads. Returns the new definition.
+    /// and CHECK constraints with `f` (an [`Alteration`] of one change that
+    /// rewrites nothing: the caller has checked the records against added
+    /// constraints). Returns the new definition.
     pub fn alter_dataset(
         &self,
         name: &str,
         f: impl FnOnce(&mut DatasetDef) -> Result<()>,
     ) -> Result<Arc<DatasetDef>> {
-        self.check_open()?;
-        let mut cat = self.catalog.lock();
-        let i = cat.dataset_position(name)?;
-        let ds = self
-            .datasets
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::NoSuchDataset(name.to_owned()))?;
-        let old = cat.datasets[i].clone();
-        let mut def = old.clone();
+        let ds = self.dataset(name)?;
+        let mut alt = self.alter(&ds)?;
+        alt.change(f)?;
+        alt.finish()
+    }
+}
+
+impl Alteration<'_> {
+    pub fn dataset(&self) -> &Arc<Dataset> {
+        self.ds
+    }
+
+    /// The definition with the alteration's changes so far.
+    pub fn def(&self) -> Arc<DatasetDef> {
+        self.ds.def()
+    }
+
+    /// Change the declared fields, `NOT NULL` fields, defaults (sequences
+    /// included) and CHECK constraints with `f`; anything else `f` changes
+    /// is refused, as is undeclaring a field an index reads. The change
+    /// holds at once for the alteration's rewrites, and is recorded at
+    /// [`Alteration::finish`].
+    pub fn change(&mut self, f: impl FnOnce(&mut DatasetDef) -> Result<()>) -> Result<()> {
+        let old = self.ds.def();
+        let mut def = (*old).clone();
         f(&mut def)?;
         let mut rest = def.clone();
         rest.fields = old.fields.clone();
@@ -39,12 +108,13 @@ impl Database {
         rest.defaults = old.defaults.clone();
         rest.sequences = old.sequences.clone();
         rest.checks = old.checks.clone();
-        if rest != old {
+        if rest != *old {
             return Err(Error::Config(format!(
-                "altering `{name}` may change its fields, NOT NULL, defaults (sequences included) and CHECK constraints only"
+                "altering `{}` may change its fields, NOT NULL, defaults (sequences included) and CHECK constraints only",
+                self.ds.name()
             )));
         }
-        for idx in ds.index_defs() {
+        for idx in self.ds.index_defs() {
             for f in &idx.fields {
                 if old.field_type(f).is_some() && def.field_type(f).is_none() {
                     return Err(Error::Config(format!(
@@ -55,17 +125,88 @@ impl Database {
             }
         }
         def.validate()?;
-        cat.datasets[i] = def.clone();
-        if let Err(e) = self.save_catalog(&cat) {
-            cat.datasets[i] = old;
-            return Err(e);
+        self.ds.redefine(Arc::new(def));
+        self.db.schema_changed();
+        Ok(())
+    }
+
+    /// The transaction of the alteration's rewrites: it reads the records
+    /// as rewritten so far and prepares them under the definition as
+    /// changed so far; [`Alteration::finish`] commits it.
+    pub fn transaction(&mut self) -> Result<&mut Transaction> {
+        match &mut self.txn {
+            Some(t) => Ok(t),
+            slot => Ok(slot.insert(self.db.begin()?.altering(self.ds.id()))),
         }
-        ds.redefine(def);
-        self.schema_changed();
-        Ok(ds.def())
+    }
+
+    /// Build index `def` over the records committed (the alteration's
+    /// rewrites update it when they commit; a unique index refuses them
+    /// then if they repeat a value). Dropped again if the alteration fails.
+    pub fn create_index(&mut self, def: IndexDef) -> Result<IndexDef> {
+        let def = self.db.create_index_locked(self.ds, def)?;
+        self.created.push(def.name.clone());
+        Ok(def)
+    }
+
+    /// Drop index `name` when the alteration finishes.
+    pub fn drop_index(&mut self, name: &str) -> Result<()> {
+        if !self.ds.index_defs().iter().any(|d| d.name == name) {
+            return Err(Error::NoSuchIndex {
+                dataset: self.ds.name().to_owned(),
+                index: name.to_owned(),
+            });
+        }
+        self.dropped.push(name.to_owned());
+        Ok(())
+    }
+
+    /// Commit the rewrites, record the definition in the catalog and drop
+    /// the indexes to drop. Returns the new definition.
+    pub fn finish(mut self) -> Result<Arc<DatasetDef>> {
+        if let Some(t) = self.txn.take() {
+            t.commit_locked()?;
+        }
+        let def = self.ds.def();
+        {
+            let mut cat = self.db.catalog.lock();
+            let i = cat.dataset_position(self.ds.name())?;
+            let old = cat.datasets[i].clone();
+            let d = &mut cat.datasets[i];
+            d.fields.clone_from(&def.fields);
+            d.not_null.clone_from(&def.not_null);
+            d.defaults.clone_from(&def.defaults);
+            d.sequences.clone_from(&def.sequences);
+            d.checks.clone_from(&def.checks);
+            if let Err(e) = self.db.save_catalog(&cat) {
+                cat.datasets[i] = old;
+                return Err(e);
+            }
+        }
+        self.done = true;
+        for name in std::mem::take(&mut self.dropped) {
+            self.db.drop_index_locked(self.ds, &name)?;
+        }
+        self.db.schema_changed();
+        Ok(def)
     }
 }
 
+impl Drop for Alteration<'_> {
+    /// An alteration that did not finish leaves everything as it was.
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.txn = None;
+        for name in std::mem::take(&mut self.created).into_iter().rev() {
+            // Best effort: an index left behind is still a correct index.
+            let _ = self.db.drop_index_locked(self.ds, &name);
+        }
+        self.ds.redefine(self.before.clone());
+        self.db.schema_changed();
+    }
+}
 #[cfg(test)]
 mod tests {
     use crate::value::{FieldType, Value};

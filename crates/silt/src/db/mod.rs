@@ -16,6 +16,7 @@ pub mod roles;
 mod truncate;
 pub mod views;
 
+pub use alter::Alteration;
 use catalog::Catalog;
 use checkpoint::checkpoint;
 pub use recovery::RecoverySummary;
@@ -416,7 +417,8 @@ impl Database {
     }
 
     /// Create a secondary index on a dataset; existing records are indexed by
-    /// a bulk build. Recorded in the catalog.
+    /// a bulk build (writers to the dataset wait meanwhile). Recorded in the
+    /// catalog.
     pub fn create_index(
         &self,
         dataset: &str,
@@ -424,23 +426,30 @@ impl Database {
     ) -> Result<crate::index::IndexDef> {
         self.check_open()?;
         let ds = self.dataset(dataset)?;
+        let _ddl = ds.ddl_write();
+        self.create_index_locked(&ds, def)
+    }
+
+    /// [`Database::create_index`] for a caller holding the dataset's DDL
+    /// lock exclusively (taken before the catalog's: always in that order).
+    fn create_index_locked(
+        &self,
+        ds: &Arc<Dataset>,
+        def: crate::index::IndexDef,
+    ) -> Result<crate::index::IndexDef> {
         let mut cat = self.catalog.lock();
+        let i = cat.dataset_position(ds.name())?;
         let mut def = def;
-        def.id = cat
-            .datasets
-            .iter()
-            .find(|d| d.name == dataset)
-            .map_or(0, |d| {
-                d.index_ids_used
-                    .max(d.indexes.iter().map(|i| i.id).max().unwrap_or(0))
-            });
+        let d = &cat.datasets[i];
+        def.id = d
+            .index_ids_used
+            .max(d.indexes.iter().map(|i| i.id).max().unwrap_or(0));
         let added = ds.add_index(def);
         self.schema_changed();
         let def = added?;
-        if let Some(d) = cat.datasets.iter_mut().find(|d| d.name == dataset) {
-            d.indexes.push(def.clone());
-            d.index_ids_used = d.index_ids_used.max(def.id);
-        }
+        let d = &mut cat.datasets[i];
+        d.indexes.push(def.clone());
+        d.index_ids_used = d.index_ids_used.max(def.id);
         self.save_catalog(&cat)?;
         Ok(def)
     }
@@ -449,11 +458,18 @@ impl Database {
     pub fn drop_index(&self, dataset: &str, index: &str) -> Result<()> {
         self.check_open()?;
         let ds = self.dataset(dataset)?;
+        let _ddl = ds.ddl_write();
+        self.drop_index_locked(&ds, index)
+    }
+
+    /// [`Database::drop_index`] for a caller holding the dataset's DDL lock
+    /// exclusively.
+    fn drop_index_locked(&self, ds: &Arc<Dataset>, index: &str) -> Result<()> {
         let mut cat = self.catalog.lock();
         let removed = ds.remove_index(index);
         self.schema_changed();
         removed?;
-        if let Some(d) = cat.datasets.iter_mut().find(|d| d.name == dataset) {
+        if let Some(d) = cat.datasets.iter_mut().find(|d| d.name == ds.name()) {
             d.indexes.retain(|i| i.name != index);
         }
         self.save_catalog(&cat)

@@ -115,7 +115,7 @@ proptest! {
 }
 
 #[test]
-fn a_changed_definition_prepares_rows_as_records() {
+fn rows_of_a_replaced_definition_are_refused_at_their_write() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
     let ds = db
@@ -131,8 +131,9 @@ fn a_changed_definition_prepares_rows_as_records() {
     let shape = ds.row_shape(&names);
     let row = || vec![Some(Value::Int(1)), Some(Value::String("a".into()))];
     let before = row_outcome(&ds, &shape, &mut row()).unwrap();
-    // `name` is no longer NOT NULL and `x` gets a default: the shape made
-    // before is stale, and the row is prepared as a record.
+    // `name` is no longer NOT NULL and `x` gets a default: rows of the
+    // shape made before are prepared under the old definition, and refused
+    // at their write.
     db.alter_dataset("t", |d| {
         d.not_null.retain(|f| f != "name");
         d.defaults
@@ -140,6 +141,18 @@ fn a_changed_definition_prepares_rows_as_records() {
         Ok(())
     })
     .unwrap();
+    let mut stale = silt::PreparedBatch::new();
+    ds.prepare_row_into(&shape, &mut row(), &mut stale).unwrap();
+    let err = ds
+        .write_prepared(&stale, silt::BatchOptions::default())
+        .unwrap()
+        .failed;
+    assert!(
+        matches!(err[..], [(0, silt::Error::Altered { .. })]),
+        "{err:?}"
+    );
+    // A shape made for the new definition prepares rows as records again.
+    let shape = ds.row_shape(&names);
     let after = row_outcome(&ds, &shape, &mut row()).unwrap();
     let record = Value::Object(vec![
         ("id".into(), Value::Int(1)),
