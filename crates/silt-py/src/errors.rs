@@ -156,13 +156,13 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
             &msg,
             &[("dataset", text(py, name)), ("index", py.None())],
         ),
-        E::NoSuchView(_) => make_error(
+        E::NoSuchView(_) | E::NoSuchSequence(_) => make_error(
             py,
             "NotFoundError",
             &msg,
             &[("dataset", py.None()), ("index", py.None())],
         ),
-        E::ViewExists(_) => make_error(
+        E::ViewExists(_) | E::SequenceExists { .. } => make_error(
             py,
             "AlreadyExistsError",
             &msg,
@@ -198,6 +198,9 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
             &msg,
             &[("dataset", text(py, dataset)), ("key", text(py, key))],
         ),
+        E::Narrowed { field, .. } => {
+            make_error(py, "InvalidInputError", &msg, &[("field", text(py, field))])
+        }
         E::Altered { dataset } => make_error(
             py,
             "ConflictError",

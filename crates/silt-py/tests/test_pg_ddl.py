@@ -5,9 +5,11 @@ a restart."""
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 
+from test_catalog import _psql
 from test_psycopg import ids, server, silt_bin  # noqa: F401  (the fixture)
 
 psycopg = pytest.importorskip("psycopg")
@@ -258,3 +260,71 @@ def test_check_constraints(server):  # noqa: F811
             "WHERE contype = 'c' ORDER BY conname"
         ).fetchall()
         assert defs == [("small", "CHECK (qty < 100)"), ("stock_qty_check", "CHECK (qty >= 0)")]
+
+
+def test_sqlalchemy_column_widths_reflect_as_declared(server):  # noqa: F811
+    """Integer, SmallInteger and String(n) columns reflect as declared (so
+    Alembic's autogenerate finds no change), and values past their bounds
+    are PostgreSQL's errors."""
+    sa = pytest.importorskip("sqlalchemy")
+    eng = _sa_engine(sa, server)
+    try:
+        md = sa.MetaData()
+        t = sa.Table(
+            "sized",
+            md,
+            sa.Column("id", sa.BigInteger, primary_key=True),
+            sa.Column("n", sa.Integer),
+            sa.Column("small", sa.SmallInteger),
+            sa.Column("code", sa.String(8)),
+            sa.Column("note", sa.Text),
+        )
+        md.create_all(eng)
+        cols = {c["name"]: c["type"] for c in sa.inspect(eng).get_columns("sized")}
+        assert isinstance(cols["id"], sa.BIGINT)
+        assert isinstance(cols["n"], sa.INTEGER)
+        assert isinstance(cols["small"], sa.SMALLINT)
+        assert isinstance(cols["code"], sa.VARCHAR) and cols["code"].length == 8
+        assert isinstance(cols["note"], sa.TEXT)
+        with eng.begin() as conn:
+            conn.execute(sa.insert(t).values(id=1, n=2**31 - 1, small=-(2**15), code="é" * 8))
+    finally:
+        eng.dispose()
+    with psycopg.connect(server, autocommit=True) as c:
+        with pytest.raises(psycopg.errors.NumericValueOutOfRange, match="integer out of range"):
+            c.execute("INSERT INTO sized (id, n) VALUES (%s, %s)", (2, 2**31))
+        with pytest.raises(psycopg.errors.StringDataRightTruncation, match=r"varying\(8\)"):
+            c.execute("INSERT INTO sized (id, code) VALUES (%s, %s)", (3, "x" * 9))
+        assert c.execute("SELECT count(*) FROM sized").fetchone() == (1,)
+    if shutil.which("psql"):
+        out = _psql(server, "\\d sized")
+        assert "integer" in out and "smallint" in out and "character varying(8)" in out
+
+
+def test_sequences_of_their_own(server):  # noqa: F811
+    """CREATE SEQUENCE (options in any order), nextval / currval / setval,
+    ALTER SEQUENCE ... RESTART, DROP SEQUENCE, through psycopg; psql's \\ds
+    lists them."""
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute("CREATE SEQUENCE order_no START WITH 1000 INCREMENT BY 5")
+        assert c.execute("SELECT nextval('order_no')").fetchone() == (1000,)
+        assert c.execute("SELECT nextval(%s)", ("order_no",)).fetchone() == (1005,)
+        assert c.execute("SELECT currval('order_no')").fetchone() == (1005,)
+        c.execute("CREATE TABLE orders (id BIGINT PRIMARY KEY, what TEXT)")
+        c.execute("INSERT INTO orders VALUES (nextval('order_no'), 'a')")
+        assert ids(c, "SELECT id FROM orders") == [1010]
+        c.execute("ALTER SEQUENCE order_no RESTART WITH 1")
+        assert c.execute("SELECT nextval('order_no')").fetchone() == (1,)
+        with pytest.raises(psycopg.errors.DuplicateTable):
+            c.execute("CREATE SEQUENCE orders")
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            c.execute("DROP SEQUENCE nope")
+        assert c.execute(
+            "SELECT sequencename, start_value, increment_by FROM pg_sequences"
+        ).fetchall() == [("order_no", 1000, 5)]
+    if shutil.which("psql"):
+        assert "order_no" in _psql(server, "\\ds")
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute("DROP SEQUENCE order_no")
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            c.execute("SELECT nextval('order_no')")

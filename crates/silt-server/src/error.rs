@@ -257,11 +257,13 @@ fn silt_state(e: &silt::Error) -> &'static str {
         E::Io { .. } => "58030",
         E::Corrupt { .. } => "XX001",
         E::Conflict { .. } | E::Altered { .. } => "40001",
+        E::Narrowed { too_long: true, .. } => "22001",
+        E::Narrowed { .. } => "22003",
         E::NoSuchRole(_) => "42704",
         E::RoleExists(_) => "42710",
         E::CheckViolation { .. } => "23514",
-        E::NoSuchView(_) => "42P01",
-        E::ViewExists(_) => "42P07",
+        E::NoSuchView(_) | E::NoSuchSequence(_) => "42P01",
+        E::ViewExists(_) | E::SequenceExists { .. } => "42P07",
         E::Dependents { .. } => "2BP01",
         E::TxnTooLarge { .. } => "54000",
         E::Txn(m) if m.contains("savepoint") => "3B001",
@@ -320,6 +322,15 @@ fn df_state(e: &DataFusionError) -> &'static str {
             if msg.starts_with("Prepared statement") && msg.ends_with("does not exist") =>
         {
             "26000"
+        }
+        // The sequence functions' errors (`silt_sql::sequences`).
+        DataFusionError::Execution(msg)
+            if msg.starts_with("relation \"") && msg.contains("\" does not exist") =>
+        {
+            "42P01"
+        }
+        DataFusionError::Execution(msg) if msg.contains("is not yet defined in this session") => {
+            "55000"
         }
         DataFusionError::Context(_, inner) => df_state(inner),
         DataFusionError::Diagnostic(_, inner) => df_state(inner),

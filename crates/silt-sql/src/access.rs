@@ -403,6 +403,12 @@ pub fn check_parsed(who: &Role, parsed: &Parsed) -> Result<(), SqlError> {
     match parsed {
         Parsed::Compact(t) => need(who, t, DDL, "compact"),
         Parsed::CreateTable(_) => need(who, ALL_DATASETS, DDL, "create a table like"),
+        Parsed::Sequence(_) => need(
+            who,
+            ALL_DATASETS,
+            DDL,
+            "create, alter or drop a sequence like",
+        ),
         Parsed::CreateIndex(ci) => {
             let t = name_of(&ci.table_name)?;
             need(who, &t, DDL, "create an index on")

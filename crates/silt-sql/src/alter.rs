@@ -43,6 +43,7 @@ enum Op {
     Add {
         name: String,
         ty: FieldType,
+        narrow: Option<silt::Narrow>,
         not_null: bool,
         default: Option<FieldDefault>,
         /// An identity column's sequence options.
@@ -151,6 +152,7 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
                 ops.push(Op::Add {
                     name,
                     ty,
+                    narrow: ddl::narrow(&type_name),
                     not_null,
                     default,
                     sequence,
@@ -334,6 +336,7 @@ fn apply(checks: &SqlChecks, alt: &mut Alteration<'_>, op: &Op) -> Result<(), Sq
         Op::Add {
             name,
             ty,
+            narrow,
             not_null,
             default,
             sequence,
@@ -354,9 +357,12 @@ fn apply(checks: &SqlChecks, alt: &mut Alteration<'_>, op: &Op) -> Result<(), Sq
                 });
             }
             let (n, t, nn) = (name.clone(), *ty, *not_null);
-            let (d, seq) = (default.clone(), *sequence);
+            let (d, seq, w) = (default.clone(), *sequence, *narrow);
             alt.change(move |def| {
                 def.fields.push((n.clone(), t));
+                if let Some(w) = w {
+                    def.narrow.push((n.clone(), w));
+                }
                 if nn {
                     def.not_null.push(n.clone());
                 }
@@ -428,6 +434,7 @@ fn apply(checks: &SqlChecks, alt: &mut Alteration<'_>, op: &Op) -> Result<(), Sq
                 d.not_null.iter_mut().for_each(renamed);
                 d.defaults.iter_mut().for_each(|(n, _)| renamed(n));
                 d.sequences.iter_mut().for_each(|(n, _)| renamed(n));
+                d.narrow.iter_mut().for_each(|(n, _)| renamed(n));
                 Ok(())
             })?;
             rewrite(alt, |r| {
@@ -570,6 +577,7 @@ fn forget_column(d: &mut silt::DatasetDef, name: &str) {
     d.not_null.retain(|n| n != name);
     d.defaults.retain(|(n, _)| n != name);
     d.sequences.retain(|(n, _)| n != name);
+    d.narrow.retain(|(n, _)| n != name);
 }
 
 /// Give every row a value of the sequence of `field`, a column being

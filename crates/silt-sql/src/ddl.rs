@@ -207,6 +207,8 @@ pub enum Parsed {
     Copy(Box<crate::copy::CopyStmt>),
     /// `CREATE`/`ALTER`/`DROP ROLE` (or `USER`), `GRANT`, `REVOKE`.
     Role(Box<crate::access::RoleStmt>),
+    /// `CREATE`, `ALTER` or `DROP SEQUENCE` (see [`crate::sequence_ddl`]).
+    Sequence(Box<crate::sequence_ddl::SeqStmt>),
     /// Anything else: DataFusion plans it.
     DataFusion(Box<DFStatement>),
 }
@@ -277,6 +279,17 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
         return Ok(Parsed::Role(Box::new(r)));
     }
     if w.first() == Some(&"ALTER")
+        && let Some((name, if_exists, steps)) = crate::identity::alter::parse_sequence(&seg.text)?
+    {
+        return Ok(Parsed::Sequence(Box::new(
+            crate::sequence_ddl::SeqStmt::Alter {
+                name,
+                if_exists,
+                steps,
+            },
+        )));
+    }
+    if w.first() == Some(&"ALTER")
         && let Some((table, if_exists, column, change)) = crate::identity::alter::parse(&seg.text)?
     {
         let stmt = crate::alter::AlterStmt::identity(table, if_exists, column, change);
@@ -336,6 +349,32 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
         Statement::Savepoint { name } => Ok(Parsed::Savepoint(ident(&name))),
         Statement::ReleaseSavepoint { name } => Ok(Parsed::Release(ident(&name))),
         Statement::CreateTable(ct) => Ok(Parsed::CreateTable(Box::new(ct))),
+        Statement::CreateSequence {
+            temporary,
+            if_not_exists,
+            name,
+            data_type,
+            sequence_options,
+            owned_by,
+        } => Ok(Parsed::Sequence(Box::new(crate::sequence_ddl::create(
+            &name,
+            if_not_exists,
+            temporary,
+            data_type.as_ref(),
+            &sequence_options,
+            owned_by.as_ref(),
+        )?))),
+        Statement::Drop {
+            object_type: ObjectType::Sequence,
+            if_exists,
+            names,
+            ..
+        } => Ok(Parsed::Sequence(Box::new(
+            crate::sequence_ddl::SeqStmt::Drop {
+                names: names.iter().map(object_name).collect::<Result<_, _>>()?,
+                if_exists,
+            },
+        ))),
         Statement::CreateIndex(ci) => Ok(Parsed::CreateIndex(Box::new(ci))),
         Statement::Drop {
             object_type: ObjectType::Table,
@@ -673,6 +712,27 @@ pub fn is_serial(type_name: &str) -> bool {
     )
 }
 
+/// The narrower type a column of SQL type `dt` is declared with than the
+/// one it is stored as (`integer`, `smallint`, `serial`, `varchar(n)`), so
+/// that the catalog shows it and writes keep its bounds.
+pub fn narrow(dt: &str) -> Option<silt::Narrow> {
+    let lower = dt.trim().to_ascii_lowercase();
+    let (base, args) = match lower.split_once('(') {
+        Some((b, a)) => (b.trim(), Some(a.trim_end_matches(')').trim())),
+        None => (lower.as_str(), None),
+    };
+    match (base, args) {
+        ("int" | "integer" | "int4" | "int32" | "serial" | "serial4", None) => {
+            Some(silt::Narrow::Int32)
+        }
+        ("smallint" | "int2" | "smallserial" | "serial2", None) => Some(silt::Narrow::Int16),
+        ("varchar" | "character varying" | "nvarchar", Some(n)) => {
+            n.parse().ok().filter(|&n| n > 0).map(silt::Narrow::Varchar)
+        }
+        _ => None,
+    }
+}
+
 /// Build the dataset definition of a `CREATE TABLE`.
 pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     if ct.query.is_some() {
@@ -688,9 +748,13 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     let mut checks: Vec<(Option<String>, String, String)> = Vec::new();
     let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
     let mut fields = Vec::new();
+    let mut narrows = Vec::new();
     for c in &ct.columns {
         let cname = ident(&c.name);
         let type_name = c.data_type.to_string();
+        if let Some(n) = narrow(&type_name) {
+            narrows.push((cname.clone(), n));
+        }
         let ty = if is_serial(&type_name) {
             not_null.push(cname.clone());
             defaults.push((cname.clone(), FieldDefault::Sequence));
@@ -805,6 +869,7 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     for n in not_null.iter().filter(|n| !pk.contains(n)) {
         def = def.not_null(n);
     }
+    def.narrow = narrows;
     // UNIQUE: a unique btree index each, named as PostgreSQL names the
     // constraint (`<table>_<columns>_key`); the primary key is unique
     // already.

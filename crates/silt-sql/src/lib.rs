@@ -70,6 +70,7 @@ mod returning;
 pub mod rules;
 pub mod scan;
 pub mod scram;
+pub mod sequence_ddl;
 pub mod sequences;
 pub mod session;
 mod sink;
@@ -1302,6 +1303,11 @@ impl SqlEngine {
                 // Views and plans over the table see its new columns.
                 self.reload_views();
                 Ok(Output::Batches(vec![]))
+            }
+            Parsed::Sequence(q) => {
+                let db = self.db.clone();
+                ddl::blocking(move || sequence_ddl::run(&db, &q)).await?;
+                empty()
             }
             Parsed::Truncate(names) => {
                 self.truncate(names, session, ctl).await?;

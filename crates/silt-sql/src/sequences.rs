@@ -1,5 +1,7 @@
 //! PostgreSQL's sequence functions over the counters of `SERIAL` and
-//! identity columns (`silt::Dataset::next_sequence`): `nextval`,
+//! identity columns (`silt::Dataset::next_sequence`) and the sequences of
+//! their own (`CREATE SEQUENCE`, `silt::Database::next_sequence_value`):
+//! `nextval`,
 //! `setval`, `currval`, `lastval` and `pg_get_serial_sequence`. A column's
 //! sequence is named as PostgreSQL names it, `<table>_<column>_seq`
 //! ([`silt::sequence_name`]), optionally schema-qualified (`public.`);
@@ -169,10 +171,8 @@ impl ScalarUDFImpl for SeqFn {
             let Some(name) = name else {
                 return Ok(ColumnarValue::Scalar(ScalarValue::Int64(None)));
             };
-            let (ds, field, key) = self.resolve(&name)?;
-            let taken = ds
-                .next_sequence(&field, rows as u64)
-                .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+            let (target, key) = self.resolve(&name)?;
+            let taken = self.take(&target, &key, rows as u64)?;
             let values: Vec<i64> = taken.values().collect();
             if let Some(s) = &session {
                 s.taken(&key, taken.last());
@@ -220,11 +220,8 @@ impl SeqFn {
                 let Some(name) = text(0) else {
                     return Ok(ScalarValue::Int64(None));
                 };
-                let (ds, field, key) = self.resolve(&name)?;
-                let v = ds
-                    .next_sequence(&field, 1)
-                    .map_err(|e| DataFusionError::Execution(e.to_string()))?
-                    .first;
+                let (target, key) = self.resolve(&name)?;
+                let v = self.take(&target, &key, 1)?.first;
                 if let Some(s) = session {
                     s.taken(&key, v);
                 }
@@ -243,16 +240,18 @@ impl SeqFn {
                         ));
                     }
                 };
-                let (ds, field, _) = self.resolve(&name)?;
-                ds.set_sequence(&field, v, called)
-                    .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+                let set = match self.resolve(&name)? {
+                    (Target::Column(ds, field), _) => ds.set_sequence(&field, v, called),
+                    (Target::Own, key) => self.db.set_sequence_value(&key, v, called),
+                };
+                set.map_err(|e| DataFusionError::Execution(e.to_string()))?;
                 ScalarValue::Int64(Some(v))
             }
             Kind::Curr => {
                 let Some(name) = text(0) else {
                     return Ok(ScalarValue::Int64(None));
                 };
-                let (_, _, key) = self.resolve(&name)?;
+                let (_, key) = self.resolve(&name)?;
                 let v = session.and_then(|s| s.inner.lock().current.get(&key).copied());
                 match v {
                     Some(v) => ScalarValue::Int64(Some(v)),
@@ -298,9 +297,21 @@ impl SeqFn {
         })
     }
 
-    /// The dataset and field of a sequence name, and the name as found.
-    fn resolve(&self, name: &str) -> DfResult<(Arc<Dataset>, String, String)> {
+    /// `n` values of sequence `key`.
+    fn take(&self, target: &Target, key: &str, n: u64) -> DfResult<silt::SequenceValues> {
+        match target {
+            Target::Column(ds, field) => ds.next_sequence(field, n),
+            Target::Own => self.db.next_sequence_value(key, n),
+        }
+        .map_err(|e| DataFusionError::Execution(e.to_string()))
+    }
+
+    /// What a sequence name names, and the name as found.
+    fn resolve(&self, name: &str) -> DfResult<(Target, String)> {
         let want = fold_ident(name);
+        if self.db.sequence(&want).is_ok() {
+            return Ok((Target::Own, want));
+        }
         for t in self.db.dataset_names() {
             let Ok(ds) = self.db.dataset(&t) else {
                 continue;
@@ -312,13 +323,21 @@ impl SeqFn {
                 .find(|(f, d)| *d == FieldDefault::Sequence && silt::sequence_name(&t, f) == want)
                 .map(|(f, _)| f.clone());
             if let Some(f) = field {
-                return Ok((ds, f, want));
+                return Ok((Target::Column(ds, f), want));
             }
         }
         Err(DataFusionError::Execution(format!(
-            "relation \"{want}\" does not exist (a sequence is named <table>_<column>_seq, for a SERIAL or identity column)"
+            "relation \"{want}\" does not exist (a sequence is one made by CREATE SEQUENCE, or <table>_<column>_seq for a SERIAL or identity column)"
         )))
     }
+}
+
+/// What a sequence name names.
+enum Target {
+    /// The counter of a `SERIAL` or identity column.
+    Column(Arc<Dataset>, String),
+    /// A sequence of its own (`CREATE SEQUENCE`).
+    Own,
 }
 
 /// A name as PostgreSQL reads it: without a `public.` schema, unquoted

@@ -32,6 +32,8 @@ mod key_order;
 mod plan_cache;
 #[path = "sql/prepare.rs"]
 mod prepare;
+#[path = "sql/sequences.rs"]
+mod sequences;
 #[path = "sql/serial.rs"]
 mod serial;
 #[path = "sql/split_scan.rs"]

@@ -42,6 +42,17 @@ pub enum Error {
         values: Vec<String>,
     },
 
+    /// A value past the bounds of the narrower type its field was
+    /// declared with ([`crate::Narrow`]): an `integer` out of its range
+    /// (`too_long` false), a `varchar(n)` of more than n characters.
+    #[error("{}", narrow_text(.field, .declared, *.too_long))]
+    Narrowed {
+        field: String,
+        /// The declared type, as SQL names it (`integer`, `character varying(20)`).
+        declared: String,
+        too_long: bool,
+    },
+
     /// A record or value did not match what the dataset declares.
     #[error("invalid record{}: {reason}", .field.as_ref().map(|f| format!(" (field `{f}`)")).unwrap_or_default())]
     InvalidRecord {
@@ -104,6 +115,13 @@ pub enum Error {
     #[error("index `{index}` already exists on dataset `{dataset}`")]
     IndexExists { dataset: String, index: String },
 
+    #[error("sequence \"{0}\" does not exist")]
+    NoSuchSequence(String),
+
+    /// A sequence's name is taken by a table, a view or a sequence.
+    #[error("relation \"{name}\" already exists ({taken_by})")]
+    SequenceExists { name: String, taken_by: String },
+
     /// A configuration value (merge policy, option...) is not acceptable.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -163,5 +181,13 @@ impl Error {
             field: field.map(str::to_owned),
             reason: reason.into(),
         }
+    }
+}
+
+fn narrow_text(field: &str, declared: &str, too_long: bool) -> String {
+    if too_long {
+        format!("value too long for type {declared} (field `{field}`)")
+    } else {
+        format!("{declared} out of range (field `{field}`)")
     }
 }

@@ -31,7 +31,7 @@ pub use error::{Error, Result};
 pub use index::recency;
 pub use index::{IndexDef, IndexKind, IndexOptions, ReconcileOption};
 pub use schema::{
-    CheckDef, DatasetDef, FieldDefault, Identity, RecordCheck, SequenceDef, sequence_name,
+    CheckDef, DatasetDef, FieldDefault, Identity, Narrow, RecordCheck, SequenceDef, sequence_name,
 };
 pub use txn::Durability;
 pub use value::{FieldType, Geometry, Value};

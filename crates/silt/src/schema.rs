@@ -35,6 +35,11 @@ pub struct DatasetDef {
     /// not listed counts 1, 2, 3, ... ([`SequenceDef::default`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sequences: Vec<(String, SequenceDef)>,
+    /// Declared fields whose SQL type is narrower than the type they are
+    /// stored as ([`Narrow`]): the catalog shows that type and every write
+    /// keeps its bounds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub narrow: Vec<(String, Narrow)>,
     /// SQL `CHECK` constraints every record must pass (evaluated by the
     /// installed [`RecordCheck`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -75,6 +80,7 @@ impl DatasetDef {
             not_null: Vec::new(),
             defaults: Vec::new(),
             sequences: Vec::new(),
+            narrow: Vec::new(),
             checks: Vec::new(),
             generation: 0,
             partitions: 1,
@@ -190,6 +196,11 @@ impl DatasetDef {
         self.fields.iter().find(|(n, _)| n == name).map(|(_, t)| *t)
     }
 
+    /// The narrower type field `name` was declared with, if any.
+    pub fn narrow_of(&self, name: &str) -> Option<Narrow> {
+        self.narrow.iter().find(|(n, _)| n == name).map(|(_, t)| *t)
+    }
+
     /// Check the definition is usable; errors say what to change.
     pub fn validate(&self) -> Result<()> {
         validate_name("dataset", &self.name)?;
@@ -213,6 +224,16 @@ impl DatasetDef {
                 return Err(Error::Config(format!(
                     "NOT NULL field `{f}` is not a declared field of `{}`",
                     self.name
+                )));
+            }
+        }
+        for (f, n) in &self.narrow {
+            if self.field_type(f) != Some(n.stored()) {
+                return Err(Error::Config(format!(
+                    "field `{f}` of `{}` is declared {} but not stored as {}",
+                    self.name,
+                    n.sql(),
+                    n.stored()
                 )));
             }
         }
@@ -475,3 +496,59 @@ pub fn sequence_name(table: &str, field: &str) -> String {
 /// Names of datasets and indexes become directory names (see
 /// [`crate::storage::fsutil::validate_name`]).
 pub use crate::storage::fsutil::validate_name;
+
+/// A SQL type narrower than the type its field is stored as: `smallint`
+/// and `integer` fields are stored as [`FieldType::Int`] (64 bits),
+/// `varchar(n)` ones as [`FieldType::String`]. Recorded so that the catalog
+/// describes the field as declared and writes keep its bounds.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Narrow {
+    /// `smallint`: -32768 to 32767.
+    Int16,
+    /// `integer`: -2147483648 to 2147483647.
+    Int32,
+    /// `varchar(n)`: at most n characters.
+    Varchar(u32),
+}
+
+impl Narrow {
+    /// The type as SQL names it.
+    pub fn sql(self) -> String {
+        match self {
+            Narrow::Int16 => "smallint".to_owned(),
+            Narrow::Int32 => "integer".to_owned(),
+            Narrow::Varchar(n) => format!("character varying({n})"),
+        }
+    }
+
+    /// The field type it narrows.
+    pub fn stored(self) -> FieldType {
+        match self {
+            Narrow::Int16 | Narrow::Int32 => FieldType::Int,
+            Narrow::Varchar(_) => FieldType::String,
+        }
+    }
+
+    /// Refuse `v` (already coerced to the stored type) if it is past the
+    /// bounds ([`Error::Narrowed`]); nulls and other values pass.
+    pub fn check(self, field: &str, v: &crate::value::Value) -> Result<()> {
+        use crate::value::Value;
+        let fits = match (self, v) {
+            (Narrow::Int16, Value::Int(i)) => i16::try_from(*i).is_ok(),
+            (Narrow::Int32, Value::Int(i)) => i32::try_from(*i).is_ok(),
+            (Narrow::Varchar(n), Value::String(s)) => {
+                s.len() <= n as usize || s.chars().count() <= n as usize
+            }
+            _ => true,
+        };
+        if fits {
+            return Ok(());
+        }
+        Err(Error::Narrowed {
+            field: field.to_owned(),
+            declared: self.sql(),
+            too_long: matches!(self, Narrow::Varchar(_)),
+        })
+    }
+}

@@ -59,6 +59,8 @@ pub fn parse(sql: &str) -> Result<Option<(String, bool, String, Change)>, SqlErr
         w: &w,
         at: 0,
         stepped: false,
+        who: String::new(),
+        set: true,
     };
     if !r.eat(&["ALTER", "TABLE"]) {
         return Ok(None);
@@ -75,13 +77,14 @@ pub fn parse(sql: &str) -> Result<Option<(String, bool, String, Change)>, SqlErr
     let Some(column) = r.ident() else {
         return Ok(None);
     };
+    r.who = format!("identity column `{column}`");
     let change = if r.eat(&["DROP", "IDENTITY"]) {
         Change::Drop {
             if_exists: r.eat(&["IF", "EXISTS"]),
         }
     } else {
         let mut steps = Vec::new();
-        while let Some(step) = r.step(&column)? {
+        while let Some(step) = r.step()? {
             steps.extend(step);
         }
         if !r.stepped {
@@ -97,6 +100,45 @@ pub fn parse(sql: &str) -> Result<Option<(String, bool, String, Change)>, SqlErr
         )),
         Some(_) => Err(SqlError::Parse(format!(
             "unexpected `{}` after the identity change of column `{column}`",
+            r.rest()
+        ))),
+    }
+}
+
+/// `ALTER SEQUENCE [IF EXISTS] name` and its steps (`INCREMENT [BY] n`,
+/// `START [WITH] n`, `[NO] MINVALUE`, `[NO] MAXVALUE`, `CACHE n`, `NO
+/// CYCLE`, `RESTART [[WITH] n]`): (name, IF EXISTS, steps). `None` for
+/// any other statement.
+pub fn parse_sequence(sql: &str) -> Result<Option<(String, bool, Vec<Step>)>, SqlError> {
+    let Some(w) = words(sql) else {
+        return Ok(None);
+    };
+    let mut r = Reader {
+        w: &w,
+        at: 0,
+        stepped: false,
+        who: String::new(),
+        set: false,
+    };
+    if !r.eat(&["ALTER", "SEQUENCE"]) {
+        return Ok(None);
+    }
+    let if_exists = r.eat(&["IF", "EXISTS"]);
+    let Some(name) = r.name() else {
+        return Err(SqlError::Parse(format!(
+            "ALTER SEQUENCE needs a sequence name, not `{}`",
+            r.rest()
+        )));
+    };
+    r.who = format!("sequence `{name}`");
+    let mut steps = Vec::new();
+    while let Some(step) = r.step()? {
+        steps.extend(step);
+    }
+    match r.peek() {
+        None if r.stepped => Ok(Some((name, if_exists, steps))),
+        _ => Err(SqlError::Unsupported(format!(
+            "ALTER SEQUENCE {name} {}: Silt changes INCREMENT, START, MINVALUE, MAXVALUE, CACHE, NO CYCLE and RESTART (OWNED BY, RENAME, SET SCHEMA are not kept)",
             r.rest()
         ))),
     }
@@ -141,6 +183,10 @@ struct Reader<'a> {
     at: usize,
     /// A step was read (`SET CACHE` and `SET NO CYCLE` change nothing).
     stepped: bool,
+    /// What the steps change, as errors name it.
+    who: String,
+    /// Steps start with `SET` (an identity column's; a sequence's do not).
+    set: bool,
 }
 
 impl Reader<'_> {
@@ -191,8 +237,21 @@ impl Reader<'_> {
         Some(last)
     }
 
+    /// Consume `SET` (for an identity column's steps) and then `words`.
+    fn eat_set(&mut self, words: &[&str]) -> bool {
+        if !self.set {
+            return self.eat(words);
+        }
+        let start = self.at;
+        if self.eat(&["SET"]) && self.eat(words) {
+            return true;
+        }
+        self.at = start;
+        false
+    }
+
     /// A signed integer.
-    fn int(&mut self, column: &str, what: &str) -> Result<i64, SqlError> {
+    fn int(&mut self, what: &str) -> Result<i64, SqlError> {
         let sign = match self.peek() {
             Some(Word::Other(s)) if s == "-" || s == "+" => Some(s == "-"),
             _ => None,
@@ -201,11 +260,7 @@ impl Reader<'_> {
             self.at += 1;
         }
         let negative = sign == Some(true);
-        let bad = || {
-            SqlError::Invalid(format!(
-                "identity column `{column}`: {what} takes an integer"
-            ))
-        };
+        let bad = || SqlError::Invalid(format!("{}: {what} takes an integer", self.who));
         let Some(Word::Number(n)) = self.peek() else {
             return Err(bad());
         };
@@ -216,47 +271,49 @@ impl Reader<'_> {
 
     /// The next step (`Some(None)`: one that changes nothing), `None` at
     /// the end of the steps.
-    fn step(&mut self, column: &str) -> Result<Option<Option<Step>>, SqlError> {
+    fn step(&mut self) -> Result<Option<Option<Step>>, SqlError> {
         let step = if self.eat(&["RESTART"]) {
             self.eat(&["WITH"]);
             match self.peek() {
-                Some(Word::Number(_)) => Some(Step::Restart(Some(self.int(column, "RESTART")?))),
+                Some(Word::Number(_)) => Some(Step::Restart(Some(self.int("RESTART")?))),
                 Some(Word::Other(s)) if s == "-" || s == "+" => {
-                    Some(Step::Restart(Some(self.int(column, "RESTART")?)))
+                    Some(Step::Restart(Some(self.int("RESTART")?)))
                 }
                 _ => Some(Step::Restart(None)),
             }
-        } else if self.eat(&["SET", "GENERATED", "ALWAYS"]) {
+        } else if self.set && self.eat(&["SET", "GENERATED", "ALWAYS"]) {
             Some(Step::Generated(Identity::Always))
-        } else if self.eat(&["SET", "GENERATED", "BY", "DEFAULT"]) {
+        } else if self.set && self.eat(&["SET", "GENERATED", "BY", "DEFAULT"]) {
             Some(Step::Generated(Identity::ByDefault))
-        } else if self.eat(&["SET", "INCREMENT"]) {
+        } else if self.eat_set(&["INCREMENT"]) {
             self.eat(&["BY"]);
-            Some(Step::Increment(self.int(column, "INCREMENT")?))
-        } else if self.eat(&["SET", "START"]) {
+            Some(Step::Increment(self.int("INCREMENT")?))
+        } else if self.eat_set(&["START"]) {
             self.eat(&["WITH"]);
-            Some(Step::Start(self.int(column, "START")?))
-        } else if self.eat(&["SET", "MINVALUE"]) {
-            Some(Step::Min(Some(self.int(column, "MINVALUE")?)))
-        } else if self.eat(&["SET", "NO", "MINVALUE"]) {
+            Some(Step::Start(self.int("START")?))
+        } else if self.eat_set(&["MINVALUE"]) {
+            Some(Step::Min(Some(self.int("MINVALUE")?)))
+        } else if self.eat_set(&["NO", "MINVALUE"]) {
             Some(Step::Min(None))
-        } else if self.eat(&["SET", "MAXVALUE"]) {
-            Some(Step::Max(Some(self.int(column, "MAXVALUE")?)))
-        } else if self.eat(&["SET", "NO", "MAXVALUE"]) {
+        } else if self.eat_set(&["MAXVALUE"]) {
+            Some(Step::Max(Some(self.int("MAXVALUE")?)))
+        } else if self.eat_set(&["NO", "MAXVALUE"]) {
             Some(Step::Max(None))
-        } else if self.eat(&["SET", "CACHE"]) {
+        } else if self.eat_set(&["CACHE"]) {
             // Silt reserves values in chunks of its own.
-            if self.int(column, "CACHE")? < 1 {
+            if self.int("CACHE")? < 1 {
                 return Err(SqlError::Invalid(format!(
-                    "identity column `{column}`: CACHE must be at least 1"
+                    "{}: CACHE must be at least 1",
+                    self.who
                 )));
             }
             None
-        } else if self.eat(&["SET", "NO", "CYCLE"]) {
+        } else if self.eat_set(&["NO", "CYCLE"]) {
             None
-        } else if self.eat(&["SET", "CYCLE"]) {
+        } else if self.eat_set(&["CYCLE"]) {
             return Err(SqlError::Unsupported(format!(
-                "CYCLE on identity column `{column}`: a sequence that wraps hands out its values again, which a key cannot take"
+                "CYCLE on {}: a sequence that wraps hands out its values again; leave it out (NO CYCLE)",
+                self.who
             )));
         } else {
             return Ok(None);
@@ -363,7 +420,11 @@ pub fn apply(alt: &mut Alteration<'_>, column: &str, change: &Change) -> Result<
 
 /// `old` with the `SET` steps applied (a `RESTART` moves the counter, not
 /// the options), checked as a new one would be.
-fn changed(column: &str, old: SequenceDef, steps: &[Step]) -> Result<SequenceDef, SqlError> {
+pub(crate) fn changed(
+    column: &str,
+    old: SequenceDef,
+    steps: &[Step],
+) -> Result<SequenceDef, SqlError> {
     let mut s = old;
     for step in steps {
         match *step {

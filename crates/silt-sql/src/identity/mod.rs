@@ -52,33 +52,57 @@ pub fn column(
             "identity column `{column}` must be an integer type (smallint, integer or bigint), not {ty}"
         )));
     }
-    let options = options.unwrap_or_default();
+    let who = format!("identity column `{column}`");
+    let mut def = sequence(&who, column, options.unwrap_or_default(), None)?;
+    def.identity = Some(match generated_as {
+        GeneratedAs::Always => Identity::Always,
+        _ => Identity::ByDefault,
+    });
+    Ok(def)
+}
+
+/// The sequence `name` of `options` (`who` names it in errors), its
+/// values bounded by integer type `bound` (`Some(i32::MAX)` for `AS
+/// integer`) when no MINVALUE / MAXVALUE says otherwise.
+pub fn sequence(
+    who: &str,
+    name: &str,
+    options: &[SequenceOptions],
+    bound: Option<i64>,
+) -> Result<SequenceDef, SqlError> {
     let mut increment = 1;
     for o in options {
         if let SequenceOptions::IncrementBy(e, _) = o {
-            increment = int_option(column, "INCREMENT", e)?;
+            increment = int_option(who, "INCREMENT", e)?;
         }
     }
     if increment == 0 {
         return Err(SqlError::Invalid(format!(
-            "identity column `{column}`: INCREMENT must not be zero"
+            "{who}: INCREMENT must not be zero"
         )));
     }
     let mut def = SequenceDef::counting(increment);
+    if let Some(b) = bound {
+        if increment > 0 {
+            def.max = b;
+        } else {
+            def.min = -b - 1;
+        }
+    }
     let mut start = None;
     for o in options {
         match o {
             SequenceOptions::IncrementBy(..) => {}
-            SequenceOptions::MinValue(Some(e)) => def.min = int_option(column, "MINVALUE", e)?,
-            SequenceOptions::MaxValue(Some(e)) => def.max = int_option(column, "MAXVALUE", e)?,
+            SequenceOptions::MinValue(Some(e)) => def.min = int_option(who, "MINVALUE", e)?,
+            SequenceOptions::MaxValue(Some(e)) => def.max = int_option(who, "MAXVALUE", e)?,
             SequenceOptions::MinValue(None) | SequenceOptions::MaxValue(None) => {}
-            SequenceOptions::StartWith(e, _) => start = Some(int_option(column, "START", e)?),
+            SequenceOptions::StartWith(e, _) => start = Some(int_option(who, "START", e)?),
             // Silt reserves values in chunks of its own (see
             // `silt::dataset::sequence`): a cache size changes nothing.
             SequenceOptions::Cache(e) => {
-                if int_option(column, "CACHE", e)? < 1 {
+                if int_option(who, "CACHE", e)? < 1 {
                     return Err(SqlError::Invalid(format!(
-                        "identity column `{column}`: CACHE must be at least 1"
+                        "{who}: CACHE must be at least 1"
                     )));
                 }
             }
@@ -86,27 +110,19 @@ pub fn column(
             SequenceOptions::Cycle(true) => {}
             SequenceOptions::Cycle(false) => {
                 return Err(SqlError::Unsupported(format!(
-                    "CYCLE on identity column `{column}`: a sequence that wraps hands out its values again, which a key cannot take; leave it out (NO CYCLE)"
+                    "CYCLE on {who}: a sequence that wraps hands out its values again; leave it out (NO CYCLE)"
                 )));
             }
         }
     }
     def.start = start.unwrap_or(if increment > 0 { def.min } else { def.max });
-    def.identity = Some(match generated_as {
-        GeneratedAs::Always => Identity::Always,
-        _ => Identity::ByDefault,
-    });
-    def.validate(column)?;
+    def.validate(name)?;
     Ok(def)
 }
 
 /// An integer option (`START WITH -5`).
-fn int_option(column: &str, what: &str, e: &SqlExpr) -> Result<i64, SqlError> {
-    let bad = || {
-        SqlError::Invalid(format!(
-            "identity column `{column}`: {what} takes an integer, not `{e}`"
-        ))
-    };
+fn int_option(who: &str, what: &str, e: &SqlExpr) -> Result<i64, SqlError> {
+    let bad = || SqlError::Invalid(format!("{who}: {what} takes an integer, not `{e}`"));
     match e {
         SqlExpr::Value(v) => match &v.value {
             SqlValue::Number(n, _) => n.parse().map_err(|_| bad()),
@@ -115,13 +131,11 @@ fn int_option(column: &str, what: &str, e: &SqlExpr) -> Result<i64, SqlError> {
         SqlExpr::UnaryOp {
             op: UnaryOperator::Minus,
             expr,
-        } => int_option(column, what, expr)?
-            .checked_neg()
-            .ok_or_else(bad),
+        } => int_option(who, what, expr)?.checked_neg().ok_or_else(bad),
         SqlExpr::UnaryOp {
             op: UnaryOperator::Plus,
             expr,
-        } => int_option(column, what, expr),
+        } => int_option(who, what, expr),
         _ => Err(bad()),
     }
 }
@@ -201,12 +215,22 @@ fn option_rank(word: &str, next: &str) -> Option<u8> {
     })
 }
 
-/// DDL text with the options of each `AS IDENTITY ( ... )` in the order
-/// the parser reads them (`START WITH 10 INCREMENT BY 5` becomes
-/// `INCREMENT BY 5 START WITH 10`); `None` when nothing moves. Options it
-/// does not know are left where they are (the parser then names them).
+/// DDL text with sequence options in the order the parser reads them
+/// (`START WITH 10 INCREMENT BY 5` becomes `INCREMENT BY 5 START WITH
+/// 10`), those of each `AS IDENTITY ( ... )` and of a `CREATE SEQUENCE`;
+/// `None` when nothing moves. Options it does not know are left where they
+/// are (the parser then names them).
 pub fn order_options(sql: &str) -> Option<String> {
-    if !contains_word(sql, "identity") {
+    let sequence = {
+        let mut w = sql.split_whitespace().map(str::to_ascii_uppercase);
+        w.next().as_deref() == Some("CREATE")
+            && match w.next().as_deref() {
+                Some("SEQUENCE") => true,
+                Some("TEMP" | "TEMPORARY") => w.next().as_deref() == Some("SEQUENCE"),
+                _ => false,
+            }
+    };
+    if !sequence && !contains_word(sql, "identity") {
         return None;
     }
     let tokens = Tokenizer::new(&GenericDialect {}, sql)
@@ -226,21 +250,46 @@ pub fn order_options(sql: &str) -> Option<String> {
             Token::Word(w) if w.quote_style.is_none() => Some((i, w.value.to_ascii_uppercase())),
             Token::LParen => Some((i, "(".to_owned())),
             Token::RParen => Some((i, ")".to_owned())),
+            Token::SemiColon => Some((i, ";".to_owned())),
             _ => Some((i, String::new())),
         })
         .collect();
-    let mut out = String::new();
-    let mut copied = 0;
-    let mut moved = false;
+    // The option lists: (first option, the token after the last).
+    let mut lists: Vec<(usize, usize)> = Vec::new();
+    if sequence {
+        let first = (1..words.len()).find(|&k| {
+            let next = words.get(k + 1).map_or("", |n| n.1.as_str());
+            words[k - 1].1 != "SEQUENCE" && option_rank(&words[k].1, next).is_some()
+        });
+        if let Some(first) = first {
+            let end = (first..words.len())
+                .find(|&k| matches!(words[k].1.as_str(), "OWNED" | ";"))
+                .unwrap_or(words.len());
+            lists.push((first, end));
+        }
+    }
     for w in 0..words.len() {
         if words[w].1 != "IDENTITY" || words.get(w + 1).is_none_or(|n| n.1 != "(") {
             continue;
         }
         let open = w + 1;
         let close = (open + 1..words.len()).find(|&k| words[k].1 == ")")?;
-        // Options: (rank, first token, the token after the option).
+        lists.push((open + 1, close));
+    }
+    let text_at = |k: usize| {
+        if k < words.len() {
+            at(words[k].0)
+        } else {
+            sql.len()
+        }
+    };
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut moved = false;
+    for (first, end) in lists {
+        // Options: (rank, first token).
         let mut starts: Vec<(u8, usize)> = Vec::new();
-        for k in open + 1..close {
+        for k in first..end {
             let next = words.get(k + 1).map_or("", |n| n.1.as_str());
             let prev = words[k - 1].1.as_str();
             if prev == "NO" {
@@ -250,20 +299,15 @@ pub fn order_options(sql: &str) -> Option<String> {
                 starts.push((r, k));
             }
         }
-        if starts.first().is_none_or(|s| s.1 != open + 1) {
+        if starts.first().is_none_or(|s| s.1 != first) {
             continue;
         }
         let mut clauses: Vec<(u8, &str)> = starts
             .iter()
             .enumerate()
             .map(|(c, &(r, k))| {
-                let end = starts.get(c + 1).map_or(close, |s| s.1);
-                (
-                    r,
-                    sql.get(at(words[k].0)..at(words[end].0))
-                        .unwrap_or("")
-                        .trim(),
-                )
+                let stop = starts.get(c + 1).map_or(end, |s| s.1);
+                (r, sql.get(text_at(k)..text_at(stop)).unwrap_or("").trim())
             })
             .collect();
         if clauses.windows(2).all(|p| p[0].0 <= p[1].0) {
@@ -271,9 +315,12 @@ pub fn order_options(sql: &str) -> Option<String> {
         }
         clauses.sort_by_key(|c| c.0);
         let body = clauses.iter().map(|c| c.1).collect::<Vec<_>>().join(" ");
-        let (from, to) = (at(words[open].0) + 1, at(words[close].0));
+        let (from, to) = (text_at(first), text_at(end));
         out.push_str(sql.get(copied..from)?);
         out.push_str(&body);
+        if sql[to..].starts_with(|c: char| c.is_alphanumeric()) {
+            out.push(' ');
+        }
         copied = to;
         moved = true;
     }
@@ -301,6 +348,20 @@ mod tests {
         // In a string or as a quoted name it is not the clause.
         assert!(strip_overriding("INSERT INTO t VALUES ('OVERRIDING SYSTEM VALUE')").is_none());
         assert!(strip_overriding("INSERT INTO t VALUES (1)").is_none());
+    }
+
+    #[test]
+    fn sequence_options_are_put_in_the_parsers_order() {
+        assert_eq!(
+            order_options("create sequence s start with 10 increment by -2 minvalue 0;").as_deref(),
+            Some("create sequence s increment by -2 minvalue 0 start with 10;")
+        );
+        assert_eq!(
+            order_options("CREATE SEQUENCE s AS integer CACHE 5 START 3 OWNED BY NONE").as_deref(),
+            Some("CREATE SEQUENCE s AS integer START 3 CACHE 5 OWNED BY NONE")
+        );
+        // A sequence named like an option, options in order: unchanged.
+        assert!(order_options("CREATE SEQUENCE start INCREMENT 1 START 1").is_none());
     }
 
     #[test]

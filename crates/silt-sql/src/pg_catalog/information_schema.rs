@@ -124,6 +124,26 @@ fn rows(name: &str, snap: &Snapshot) -> Vec<Row> {
                 ]
             })
             .collect(),
+        "sequences" => snap
+            .sequences
+            .iter()
+            .map(|q| {
+                vec![
+                    ("sequence_catalog", db.clone().into()),
+                    ("sequence_schema", q.schema.clone().into()),
+                    ("sequence_name", q.name.clone().into()),
+                    ("data_type", "bigint".into()),
+                    ("numeric_precision", Cell::Int(64)),
+                    ("numeric_precision_radix", Cell::Int(2)),
+                    ("numeric_scale", Cell::Int(0)),
+                    ("start_value", q.def.start.to_string().into()),
+                    ("minimum_value", q.def.min.to_string().into()),
+                    ("maximum_value", q.def.max.to_string().into()),
+                    ("increment", q.def.increment.to_string().into()),
+                    ("cycle_option", "NO".into()),
+                ]
+            })
+            .collect(),
         "views" => listed(snap)
             .filter(|r| r.kind == 'v')
             .map(|r| {
@@ -246,6 +266,14 @@ fn column_rows(db: &str, r: &Relation) -> Vec<Row> {
                 ),
                 ("is_nullable", yes(!c.not_null)),
                 ("data_type", data_type.into()),
+                (
+                    "character_maximum_length",
+                    if c.type_oid == 1043 && c.typmod >= 4 {
+                        Cell::Int(c.typmod - 4)
+                    } else {
+                        Cell::Null
+                    },
+                ),
                 ("numeric_precision", precision),
                 ("numeric_precision_radix", radix),
                 ("numeric_scale", scale),

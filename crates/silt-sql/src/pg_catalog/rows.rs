@@ -129,6 +129,48 @@ pub fn rows(name: &str, snap: &Snapshot) -> Option<Vec<Row>> {
                 ]
             })
             .collect(),
+        "pg_sequences" => snap
+            .sequences
+            .iter()
+            .map(|q| {
+                vec![
+                    ("schemaname", q.schema.clone().into()),
+                    ("sequencename", q.name.clone().into()),
+                    ("sequenceowner", owner_name(snap).into()),
+                    ("data_type", Cell::Int(20)),
+                    ("start_value", Cell::Int(q.def.start)),
+                    ("min_value", Cell::Int(q.def.min)),
+                    ("max_value", Cell::Int(q.def.max)),
+                    ("increment_by", Cell::Int(q.def.increment)),
+                    ("cycle", false.into()),
+                    ("cache_size", Cell::Int(1)),
+                    (
+                        "last_value",
+                        if q.next == q.def.start {
+                            Cell::Null
+                        } else {
+                            Cell::Int(q.next - q.def.increment)
+                        },
+                    ),
+                ]
+            })
+            .collect(),
+        "pg_sequence" => snap
+            .sequences
+            .iter()
+            .map(|q| {
+                vec![
+                    ("seqrelid", q.oid.into()),
+                    ("seqtypid", Cell::Int(20)),
+                    ("seqstart", Cell::Int(q.def.start)),
+                    ("seqincrement", Cell::Int(q.def.increment)),
+                    ("seqmax", Cell::Int(q.def.max)),
+                    ("seqmin", Cell::Int(q.def.min)),
+                    ("seqcache", Cell::Int(1)),
+                    ("seqcycle", false.into()),
+                ]
+            })
+            .collect(),
         "pg_views" => snap
             .relations
             .iter()

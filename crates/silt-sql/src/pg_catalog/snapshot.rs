@@ -126,6 +126,20 @@ pub struct Snapshot {
     pub namespaces: Vec<Namespace>,
     pub relations: Vec<Relation>,
     pub roles: Vec<RoleRow>,
+    /// The sequences (each also a relation of kind `S`).
+    pub sequences: Vec<SequenceRow>,
+}
+
+/// A sequence: one of its own (`CREATE SEQUENCE`) or a `SERIAL` or
+/// identity column's.
+#[derive(Debug, Clone)]
+pub struct SequenceRow {
+    pub oid: i64,
+    pub name: String,
+    pub schema: String,
+    pub def: silt::SequenceDef,
+    /// The value it hands out next.
+    pub next: i64,
 }
 
 impl Snapshot {
@@ -274,12 +288,64 @@ impl Source {
             };
             self.add_schema(&mut relations, s, ns, schema.as_ref());
         }
+        let sequences = self.sequences();
+        for q in &sequences {
+            relations.push(Relation {
+                oid: q.oid,
+                name: q.name.clone(),
+                namespace: PUBLIC,
+                schema: q.schema.clone(),
+                kind: 'S',
+                am: 0,
+                columns: Vec::new(),
+                definition: None,
+                dataset: None,
+                index: None,
+                has_index: false,
+            });
+        }
         Snapshot {
             database: self.catalog_name.clone(),
             namespaces,
             relations,
             roles: self.roles(),
+            sequences,
         }
+    }
+
+    /// The sequences of their own, then the columns', by name.
+    fn sequences(&self) -> Vec<SequenceRow> {
+        let schema = &self.default_schema;
+        let row = |name: String, def: silt::SequenceDef, next: i64| SequenceRow {
+            oid: oid_of(&["relation", schema, &name]),
+            name,
+            schema: schema.clone(),
+            def,
+            next,
+        };
+        let mut out: Vec<SequenceRow> = self
+            .db
+            .sequences()
+            .into_iter()
+            .map(|(n, d)| {
+                let next = self.db.peek_sequence_value(&n).unwrap_or(d.start);
+                row(n, d, next)
+            })
+            .collect();
+        for t in self.db.dataset_names() {
+            let Ok(ds) = self.db.dataset(&t) else {
+                continue;
+            };
+            let def = ds.def();
+            for (f, d) in &def.defaults {
+                if *d == silt::FieldDefault::Sequence {
+                    let next = ds.peek_sequence(f);
+                    out.push(row(silt::sequence_name(&t, f), def.sequence_def(f), next));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 
     fn roles(&self) -> Vec<RoleRow> {
@@ -385,8 +451,14 @@ fn add_dataset(out: &mut Vec<Relation>, schema: &str, ns: i64, ds: Arc<Dataset>)
         .iter()
         .map(|c| Column {
             name: c.name.clone(),
-            type_oid: types::of_field(c.ty),
-            typmod: types::typmod_of_arrow(&c.data_type),
+            type_oid: match def.narrow_of(&c.name) {
+                Some(n) => types::of_narrow(n),
+                None => types::of_field(c.ty),
+            },
+            typmod: match def.narrow_of(&c.name) {
+                Some(silt::Narrow::Varchar(n)) => i64::from(n) + 4,
+                _ => types::typmod_of_arrow(&c.data_type),
+            },
             not_null: c.primary_key || def.not_null.contains(&c.name),
             default: def
                 .defaults

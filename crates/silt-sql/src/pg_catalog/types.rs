@@ -231,7 +231,19 @@ pub fn display_with_typmod(oid: i64, typmod: i64) -> Option<String> {
         let m = typmod - 4;
         return Some(format!("numeric({},{})", m >> 16, m & 0xffff));
     }
+    if oid == 1043 && typmod >= 4 {
+        return Some(format!("character varying({})", typmod - 4));
+    }
     display_name(oid)
+}
+
+/// The type a field declared narrower than it is stored is described as.
+pub fn of_narrow(n: silt::Narrow) -> i64 {
+    match n {
+        silt::Narrow::Int16 => 21,
+        silt::Narrow::Int32 => 23,
+        silt::Narrow::Varchar(_) => 1043,
+    }
 }
 
 /// The type a declared field is described as.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::AsArray;
+use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{
     DataType, Date32Type, Decimal128Type, TimeUnit, TimestampMicrosecondType,
 };
@@ -361,4 +361,112 @@ fn interval_columns_store_read_and_compute() {
     );
     let err = fail(&e, "CREATE TABLE bad (k INTERVAL PRIMARY KEY)");
     assert!(err.contains("interval"), "{err}");
+}
+
+#[test]
+fn declared_widths_are_kept_and_enforced() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE w (id SERIAL PRIMARY KEY, i INTEGER, s SMALLINT, b BIGINT, \
+         v VARCHAR(5), t TEXT, k BIGSERIAL)",
+    );
+    run(
+        &e,
+        "ALTER TABLE w ADD COLUMN j INT4, ADD COLUMN u CHARACTER VARYING(3)",
+    );
+    let b = run(
+        &e,
+        "SELECT column_name, data_type, character_maximum_length, numeric_precision \
+         FROM information_schema.columns WHERE table_name = 'w' ORDER BY ordinal_position",
+    );
+    let types: Vec<String> = strings(&b, 1).into_iter().flatten().collect();
+    assert_eq!(
+        types,
+        [
+            "integer",
+            "integer",
+            "smallint",
+            "bigint",
+            "character varying",
+            "text",
+            "bigint",
+            "integer",
+            "character varying"
+        ]
+    );
+    let lens: Vec<Option<i64>> = b
+        .iter()
+        .flat_map(|x| {
+            let c = x.column(2);
+            (0..c.len()).map(move |r| {
+                (!c.is_null(r)).then(|| {
+                    c.as_primitive::<datafusion::arrow::datatypes::Int32Type>()
+                        .value(r) as i64
+                })
+            })
+        })
+        .collect();
+    assert_eq!(
+        lens,
+        [None, None, None, None, Some(5), None, None, None, Some(3)]
+    );
+    // psql's \d reads format_type of pg_attribute.
+    let b = run(
+        &e,
+        "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
+         JOIN pg_class c ON a.attrelid = c.oid WHERE c.relname = 'w' AND a.attnum > 0 \
+         ORDER BY a.attnum",
+    );
+    let shown: Vec<String> = strings(&b, 0).into_iter().flatten().collect();
+    assert_eq!(
+        shown[..5],
+        [
+            "integer",
+            "integer",
+            "smallint",
+            "bigint",
+            "character varying(5)"
+        ]
+    );
+    // Values within the bounds go in; past them, PostgreSQL's errors, and
+    // nothing is written.
+    run(
+        &e,
+        "INSERT INTO w (i, s, b, v, t, j, u) VALUES (2147483647, -32768, 9223372036854775807, 'héllo', 'long text', -2147483648, 'abc')",
+    );
+    for (sql, want) in [
+        (
+            "INSERT INTO w (i) VALUES (2147483648)",
+            "integer out of range",
+        ),
+        ("INSERT INTO w (s) VALUES (40000)", "smallint out of range"),
+        (
+            "INSERT INTO w (j) VALUES (-2147483649)",
+            "integer out of range",
+        ),
+        (
+            "INSERT INTO w (v) VALUES ('toolong')",
+            "value too long for type character varying(5)",
+        ),
+        ("UPDATE w SET i = i + 1", "integer out of range"),
+        (
+            "UPDATE w SET u = u || 'd'",
+            "value too long for type character varying(3)",
+        ),
+    ] {
+        let err = fail(&e, sql);
+        assert!(err.contains(want), "{sql}: {err}");
+    }
+    assert_eq!(ints(&run(&e, "SELECT count(*) FROM w"), 0), [1]);
+    // A default past the bounds fails the ALTER that adds it, whole.
+    let err = fail(&e, "ALTER TABLE w ADD COLUMN d SMALLINT DEFAULT 70000");
+    assert!(err.contains("smallint out of range"), "{err}");
+    // Renamed and dropped columns take their widths along.
+    run(&e, "ALTER TABLE w RENAME COLUMN v TO v2");
+    let err = fail(&e, "INSERT INTO w (v2) VALUES ('sixsix')");
+    assert!(err.contains("character varying(5)"), "{err}");
+    run(&e, "ALTER TABLE w DROP COLUMN v2");
+    run(&e, "ALTER TABLE w ADD COLUMN v2 TEXT");
+    run(&e, "INSERT INTO w (v2) VALUES ('sixsix')");
 }

@@ -30,7 +30,7 @@ mod read;
 mod recency;
 mod row;
 mod runs;
-mod sequence;
+pub(crate) mod sequence;
 mod transaction;
 mod unique;
 mod write;
@@ -444,6 +444,11 @@ impl Dataset {
             }
         }
         let record = Value::Object(out_fields);
+        for (f, n) in &def.narrow {
+            if let Some(v) = record.get(f) {
+                n.check(f, v)?;
+            }
+        }
         for f in &def.not_null {
             if matches!(record.get(f), None | Some(Value::Null)) {
                 return Err(Error::invalid(

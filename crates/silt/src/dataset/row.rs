@@ -45,6 +45,8 @@ pub struct RowShape {
     def: Arc<DatasetDef>,
     names: Vec<String>,
     types: Vec<Option<FieldType>>,
+    /// Per given field, the narrower type it was declared with.
+    narrow: Vec<Option<crate::schema::Narrow>>,
     /// (field, step) per default of the definition that does something.
     defaults: Vec<(String, DefaultStep)>,
     /// Names of the filled-in fields, in the order they are appended.
@@ -73,6 +75,7 @@ impl Dataset {
     pub fn row_shape(&self, names: &[String]) -> RowShape {
         let def = self.def();
         let types = names.iter().map(|n| def.field_type(n)).collect();
+        let narrow = names.iter().map(|n| def.narrow_of(n)).collect();
         let given = |f: &str| names.iter().position(|n| n == f);
         let mut defaults = Vec::new();
         let mut filled = Vec::new();
@@ -116,6 +119,7 @@ impl Dataset {
         RowShape {
             names: names.to_vec(),
             types,
+            narrow,
             defaults,
             filled,
             pk,
@@ -175,6 +179,11 @@ impl Dataset {
                 *v = value::coerce(name, *t, given)?;
             }
         }
+        for ((slot, name), n) in row.iter().zip(&shape.names).zip(&shape.narrow) {
+            if let (Some(v), Some(n)) = (slot, n) {
+                n.check(name, v)?;
+            }
+        }
         let mut filled = Vec::with_capacity(shape.filled.len());
         for (name, step) in &shape.defaults {
             match step {
@@ -188,6 +197,11 @@ impl Dataset {
                     filled.push(Value::Int(v.first));
                 }
                 DefaultStep::Value(d, t) => filled.push(d.value(name, *t)?),
+            }
+            if let (Some(n), Some(v)) = (def.narrow_of(name), filled.last())
+                && !matches!(step, DefaultStep::Seen(_))
+            {
+                n.check(name, v)?;
             }
         }
         let at = |s: Source| match s {

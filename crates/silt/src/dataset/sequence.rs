@@ -111,7 +111,18 @@ impl Counter {
     /// which cannot be written: the counter is then exhausted).
     fn of(slot: Option<Slot>, def: &SequenceDef) -> Counter {
         match slot {
-            Some(Slot::Live(c)) => c,
+            Some(Slot::Live(c)) if c.step == i128::from(def.increment) => c,
+            // The options changed (`ALTER ... INCREMENT`): the next value
+            // stays, the step is the new one; turned around, the counter
+            // reserves again in its new direction before it hands out.
+            Some(Slot::Live(c)) => {
+                let mut n = Counter::at(def, c.next);
+                if n.dir == c.dir {
+                    n.bound = c.bound;
+                    n.chunk = c.chunk;
+                }
+                n
+            }
             Some(Slot::Recorded(b)) => {
                 let mut next = i128::from(b);
                 if def.increment > 0 && b == i64::MAX {
@@ -250,6 +261,16 @@ impl Sequences {
     /// The next value `field`'s counter would hand out.
     pub(crate) fn peek(&self, field: &str, def: &SequenceDef) -> i64 {
         clamp(Counter::of(self.slots.lock().get(field).copied(), def).next)
+    }
+
+    /// Forget `field`'s counter (a dropped sequence: one created again
+    /// under its name starts at its own START).
+    pub(crate) fn forget(&self, field: &str) -> Result<()> {
+        let mut all = self.slots.lock();
+        if all.remove(field).is_some() {
+            self.save(&all)?;
+        }
+        Ok(())
     }
 
     /// Take over `other`'s counters (a truncated dataset's successor

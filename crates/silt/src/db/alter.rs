@@ -107,6 +107,7 @@ impl Alteration<'_> {
         rest.not_null = old.not_null.clone();
         rest.defaults = old.defaults.clone();
         rest.sequences = old.sequences.clone();
+        rest.narrow = old.narrow.clone();
         rest.checks = old.checks.clone();
         if rest != *old {
             return Err(Error::Config(format!(
@@ -177,6 +178,7 @@ impl Alteration<'_> {
             d.not_null.clone_from(&def.not_null);
             d.defaults.clone_from(&def.defaults);
             d.sequences.clone_from(&def.sequences);
+            d.narrow.clone_from(&def.narrow);
             d.checks.clone_from(&def.checks);
             if let Err(e) = self.db.save_catalog(&cat) {
                 cat.datasets[i] = old;

@@ -31,6 +31,10 @@ pub(super) struct Catalog {
     /// views.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) views: Vec<ViewDef>,
+    /// The sequences of their own (see [`super::sequences`]), by name.
+    /// Absent in catalogs written before them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) sequences: Vec<(String, crate::schema::SequenceDef)>,
 }
 
 impl Catalog {
@@ -63,6 +67,7 @@ impl Catalog {
                 dataset_ids_used: 0,
                 roles: Vec::new(),
                 views: Vec::new(),
+                sequences: Vec::new(),
             }),
             Err(e) => Err(Error::io(&cat_path, e)),
         }

@@ -13,6 +13,7 @@ mod catalog;
 mod checkpoint;
 mod recovery;
 pub mod roles;
+mod sequences;
 mod truncate;
 pub mod views;
 
@@ -115,6 +116,9 @@ pub struct Database {
     /// Bumped by every change of the datasets or their indexes (see
     /// [`Database::schema_version`]).
     schema_version: AtomicU64,
+    /// The counters of the sequences of their own (`sequences.json` in the
+    /// database's directory; see [`sequences`]).
+    counters: crate::dataset::sequence::Sequences,
 }
 
 impl Database {
@@ -140,6 +144,7 @@ impl Database {
             Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
         }
         let catalog = Catalog::load(&dir)?;
+        let counters = crate::dataset::sequence::Sequences::open(&dir)?;
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let bg = Background::start(opts.flush_threads, opts.merge_threads);
         let seq = Arc::new(AtomicU64::new(1));
@@ -193,6 +198,7 @@ impl Database {
             checkpoint_lock: Arc::new(Mutex::new(from_lsn)),
             checkpointer: Mutex::new(None),
             schema_version: AtomicU64::new(0),
+            counters,
         };
         db.start_checkpointer();
         Ok(db)
@@ -257,6 +263,12 @@ impl Database {
         }
         if cat.views.iter().any(|v| v.name == def.name) {
             return Err(Error::ViewExists(def.name));
+        }
+        if cat.sequences.iter().any(|(n, _)| *n == def.name) {
+            return Err(Error::SequenceExists {
+                name: def.name,
+                taken_by: "a sequence".to_owned(),
+            });
         }
         let ds_dir = self.dir.join(def.dir_name());
         if ds_dir.exists() {

@@ -42,6 +42,12 @@ impl Database {
         if cat.datasets.iter().any(|d| d.name == view.name) {
             return Err(Error::DatasetExists(view.name));
         }
+        if cat.sequences.iter().any(|(n, _)| *n == view.name) {
+            return Err(Error::SequenceExists {
+                name: view.name,
+                taken_by: "a sequence".to_owned(),
+            });
+        }
         let before = cat.views.clone();
         match cat.views.iter().position(|v| v.name == view.name) {
             Some(_) if !replace => return Err(Error::ViewExists(view.name)),
