@@ -328,3 +328,24 @@ def test_sequences_of_their_own(server):  # noqa: F811
         c.execute("DROP SEQUENCE order_no")
         with pytest.raises(psycopg.errors.UndefinedTable):
             c.execute("SELECT nextval('order_no')")
+
+
+def test_copy_defaults_set_currval(server):  # noqa: F811
+    """A COPY that leaves a SERIAL column to its sequence moves the
+    session's currval and lastval, as an INSERT does; inside a block too."""
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute("CREATE TABLE ev (id SERIAL PRIMARY KEY, what TEXT)")
+        with c.cursor().copy("COPY ev (what) FROM STDIN") as cp:
+            for w in ("a", "b", "c"):
+                cp.write_row((w,))
+        assert c.execute("SELECT currval('ev_id_seq'), lastval()").fetchone() == (3, 3)
+        with c.transaction():
+            with c.cursor().copy("COPY ev (what) FROM STDIN") as cp:
+                cp.write_row(("d",))
+                cp.write_row(("e",))
+            assert c.execute("SELECT currval('ev_id_seq')").fetchone() == (5,)
+        assert ids(c, "SELECT id FROM ev ORDER BY id") == [1, 2, 3, 4, 5]
+        # Another session's currval is its own.
+        with psycopg.connect(server, autocommit=True) as other:
+            with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
+                other.execute("SELECT currval('ev_id_seq')")

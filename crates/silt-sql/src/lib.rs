@@ -706,7 +706,8 @@ impl SqlEngine {
             access::check_write(&who, ds.name())?;
         }
         let progress = self.copies.start(ds.name());
-        copy::CopyIn::new(ds, stmt, session.slot(), progress)
+        let sequences = session.sequences.clone();
+        copy::CopyIn::new(ds, stmt, session.slot(), progress, sequences)
     }
 
     /// The `COPY ... FROM STDIN` loads running now (also the view

@@ -10,8 +10,8 @@
 //! `currval` and `lastval` are per session: the last values this
 //! session's `nextval` calls and its `INSERT`s' sequence defaults (a
 //! `SERIAL` or identity column left out, or given as `DEFAULT`) took, as in
-//! PostgreSQL. Values taken by `COPY` or through the record API are not
-//! seen here.
+//! PostgreSQL; so do the defaults a `COPY ... FROM STDIN` fills (its last
+//! row's values). Values taken through the record API are not seen here.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -404,6 +404,8 @@ struct Wrote {
     /// The emptied batch, to fill again (a prepared batch keeps its
     /// buffer: a load allocates nothing per row for it).
     spare: Option<Batch>,
+    /// The last value each sequence default took in the batch.
+    taken: Vec<(String, i64)>,
 }
 
 /// A `COPY ... FROM STDIN` being loaded: hand it the client's data as it
@@ -449,6 +451,11 @@ pub struct CopyIn {
     ended: bool,
     in_block: bool,
     progress: Arc<LoadProgress>,
+    /// The fields the rows leave to their sequences (`SERIAL` and identity
+    /// columns not in the column list), and the session whose `currval`
+    /// and `lastval` see the values they take, as an `INSERT`'s do.
+    serials: Arc<[String]>,
+    sequences: Arc<crate::sequences::SessionSequences>,
 }
 
 impl std::fmt::Debug for CopyIn {
@@ -465,13 +472,19 @@ impl CopyIn {
         stmt: &CopyStmt,
         txn: Option<Arc<TxnSlot>>,
         progress: Arc<LoadProgress>,
+        sequences: Arc<crate::sequences::SessionSequences>,
     ) -> Result<CopyIn, SqlError> {
         let CopyKind::In { columns, .. } = &stmt.kind else {
             return Err(SqlError::Invalid("not a COPY ... FROM STDIN".to_owned()));
         };
         let table = Table::new(ds.clone());
         let targets = table.target_column_names(columns)?;
-        if let Some(&j) = table.required.iter().find(|j| !targets.contains(j)) {
+        // A required column left out is filled by its default, if any.
+        if let Some(&j) = table
+            .required
+            .iter()
+            .find(|&&j| !targets.contains(&j) && table.defaults[j].is_none())
+        {
             return Err(table.not_null(j));
         }
         let o = &stmt.options;
@@ -502,7 +515,16 @@ impl CopyIn {
             .map(|j| targets.iter().position(|t| t == j))
             .collect();
         let keys = key_list(table.pk.len());
+        let serials = table
+            .def
+            .defaults
+            .iter()
+            .filter(|(f, d)| *d == silt::FieldDefault::Sequence && !names.contains(f))
+            .map(|(f, _)| f.clone())
+            .collect();
         Ok(CopyIn {
+            serials,
+            sequences,
             row: vec![None; targets.len()],
             shape,
             key_fields,
@@ -703,11 +725,37 @@ impl CopyIn {
         self.sent += rows.len() as u64;
         let target = self.target.clone();
         let earlier = self.unacked.take();
+        let serials = self.serials.clone();
         let job = tokio::task::spawn_blocking(move || {
+            let mut taken = Vec::new();
             let (written, ack, spare) = match rows {
-                Batch::Values(v) => (target.insert_atomic(v)?, None, None),
+                Batch::Values(mut v) => {
+                    // Numbered here, so that the values taken are known.
+                    for f in serials.iter() {
+                        let got = target.ds.next_sequence(f, v.len() as u64)?;
+                        for (r, n) in v.iter_mut().zip(got.values()) {
+                            if let Value::Object(fields) = r {
+                                fields.push((f.clone(), Value::Int(n)));
+                            }
+                        }
+                        if got.count > 0 {
+                            taken.push((f.clone(), got.last()));
+                        }
+                    }
+                    (target.insert_atomic(v)?, None, None)
+                }
                 Batch::Prepared(mut b) => {
                     let (written, ack) = target.insert_prepared(&b)?;
+                    // The last row took the last values.
+                    let last = match b.len().checked_sub(1).and_then(|i| b.record(i)) {
+                        Some(r) if !serials.is_empty() => Some(silt::value::decode_value(r)?),
+                        _ => None,
+                    };
+                    for f in serials.iter() {
+                        if let Some(Value::Int(n)) = last.as_ref().and_then(|r| r.get(f)) {
+                            taken.push((f.clone(), *n));
+                        }
+                    }
                     b.clear();
                     (written, ack, Some(Batch::Prepared(b)))
                 }
@@ -719,6 +767,7 @@ impl CopyIn {
                 ack,
                 earlier,
                 spare,
+                taken,
             })
         });
         self.pending = Some((job, first));
@@ -749,9 +798,14 @@ impl CopyIn {
             ack,
             earlier,
             spare,
+            taken,
         } = job
             .await
             .map_err(|e| SqlError::Runtime(format!("a COPY write failed: {e}")))??;
+        for (f, n) in taken {
+            let name = silt::sequence_name(&self.table.name, &f);
+            self.sequences.taken(&name, n);
+        }
         if let Some(r) = earlier {
             self.committed += r?;
         }
