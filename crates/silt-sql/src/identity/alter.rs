@@ -55,13 +55,7 @@ pub fn parse(sql: &str) -> Result<Option<(String, bool, String, Change)>, SqlErr
     let Some(w) = words(sql) else {
         return Ok(None);
     };
-    let mut r = Reader {
-        w: &w,
-        at: 0,
-        stepped: false,
-        who: String::new(),
-        set: true,
-    };
+    let mut r = Reader::new(&w, true);
     if !r.eat(&["ALTER", "TABLE"]) {
         return Ok(None);
     }
@@ -113,13 +107,7 @@ pub fn parse_sequence(sql: &str) -> Result<Option<(String, bool, Vec<Step>)>, Sq
     let Some(w) = words(sql) else {
         return Ok(None);
     };
-    let mut r = Reader {
-        w: &w,
-        at: 0,
-        stepped: false,
-        who: String::new(),
-        set: false,
-    };
+    let mut r = Reader::new(&w, false);
     if !r.eat(&["ALTER", "SEQUENCE"]) {
         return Ok(None);
     }
@@ -189,7 +177,18 @@ struct Reader<'a> {
     set: bool,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    /// A reader of `w` from its start; `set`: steps start with `SET`.
+    fn new(w: &'a [Word], set: bool) -> Reader<'a> {
+        Reader {
+            w,
+            at: 0,
+            stepped: false,
+            who: String::new(),
+            set,
+        }
+    }
+
     fn peek(&self) -> Option<&Word> {
         self.w.get(self.at)
     }

@@ -59,11 +59,7 @@ impl Database {
     pub fn drop_sequence(&self, name: &str) -> Result<()> {
         self.check_open()?;
         let mut cat = self.catalog.lock();
-        let i = cat
-            .sequences
-            .iter()
-            .position(|(n, _)| n == name)
-            .ok_or_else(|| Error::NoSuchSequence(name.to_owned()))?;
+        let i = position(&cat, name)?;
         let old = cat.sequences.remove(i);
         if let Err(e) = self.save_catalog(&cat) {
             cat.sequences.insert(i, old);
@@ -83,11 +79,7 @@ impl Database {
     ) -> Result<SequenceDef> {
         self.check_open()?;
         let mut cat = self.catalog.lock();
-        let i = cat
-            .sequences
-            .iter()
-            .position(|(n, _)| n == name)
-            .ok_or_else(|| Error::NoSuchSequence(name.to_owned()))?;
+        let i = position(&cat, name)?;
         let mut def = cat.sequences[i].1;
         f(&mut def)?;
         def.validate(name)?;
@@ -135,6 +127,14 @@ impl Database {
         let def = self.sequence(name)?;
         Ok(self.counters.peek(name, &def))
     }
+}
+
+/// Where sequence `name` is in the catalog's list.
+fn position(cat: &super::catalog::Catalog, name: &str) -> Result<usize> {
+    cat.sequences
+        .iter()
+        .position(|(n, _)| n == name)
+        .ok_or_else(|| Error::NoSuchSequence(name.to_owned()))
 }
 
 #[cfg(test)]
