@@ -47,8 +47,9 @@ pub struct RowShape {
     types: Vec<Option<FieldType>>,
     /// Per given field, the narrower type it was declared with.
     narrow: Vec<Option<crate::schema::Narrow>>,
-    /// (field, step) per default of the definition that does something.
-    defaults: Vec<(String, DefaultStep)>,
+    /// (field, step, the field's declared narrower type) per default of
+    /// the definition that does something.
+    defaults: Vec<(String, DefaultStep, Option<crate::schema::Narrow>)>,
     /// Names of the filled-in fields, in the order they are appended.
     filled: Vec<String>,
     pk: Vec<Source>,
@@ -98,7 +99,7 @@ impl Dataset {
             if !matches!(step, DefaultStep::Seen(_)) {
                 filled.push(name.clone());
             }
-            defaults.push((name.clone(), step));
+            defaults.push((name.clone(), step, def.narrow_of(name)));
         }
         let mut direct = def.checks.is_empty();
         let mut source = |f: &str| match (given(f), filled.iter().position(|n| n == f)) {
@@ -140,8 +141,8 @@ impl Dataset {
         row: &mut [Option<Value>],
         batch: &mut PreparedBatch,
     ) -> Result<()> {
-        batch.push_with(self, shape.def.clone(), |def, out| {
-            self.prepare_row_to(def, shape, row, out)
+        batch.push_with(self, shape.def.clone(), |_, out| {
+            self.prepare_row_to(shape, row, out)
         })
     }
 
@@ -149,11 +150,11 @@ impl Dataset {
     /// the encoded record to `out`; returns the key's length.
     fn prepare_row_to(
         &self,
-        def: &Arc<DatasetDef>,
         shape: &RowShape,
         row: &mut [Option<Value>],
         out: &mut Vec<u8>,
     ) -> Result<usize> {
+        let def = &shape.def;
         if row.len() != shape.names.len() {
             return Err(Error::invalid(
                 None,
@@ -185,7 +186,7 @@ impl Dataset {
             }
         }
         let mut filled = Vec::with_capacity(shape.filled.len());
-        for (name, step) in &shape.defaults {
+        for (name, step, narrow) in &shape.defaults {
             match step {
                 DefaultStep::Seen(i) => {
                     if let Some(Value::Int(v)) = &row[*i] {
@@ -198,7 +199,7 @@ impl Dataset {
                 }
                 DefaultStep::Value(d, t) => filled.push(d.value(name, *t)?),
             }
-            if let (Some(n), Some(v)) = (def.narrow_of(name), filled.last())
+            if let (Some(n), Some(v)) = (narrow, filled.last())
                 && !matches!(step, DefaultStep::Seen(_))
             {
                 n.check(name, v)?;

@@ -182,19 +182,7 @@ impl Transaction {
     /// prepared under.
     fn prepare(&mut self, ds: &Arc<Dataset>, record: Value) -> Result<(Vec<u8>, Vec<u8>)> {
         let def = ds.def();
-        if self.altering != Some(ds.id) {
-            match self.shapes.get(&ds.id) {
-                Some(d) if !Arc::ptr_eq(d, &def) => {
-                    return Err(Error::Altered {
-                        dataset: ds.name().to_owned(),
-                    });
-                }
-                Some(_) => {}
-                None => {
-                    self.shapes.insert(ds.id, def.clone());
-                }
-            }
-        }
+        self.expect_def(ds, &def)?;
         ds.prepare_under(&def, record)
     }
 
