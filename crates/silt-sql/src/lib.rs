@@ -46,6 +46,7 @@ pub mod alter;
 pub mod batch;
 pub mod bounds;
 pub mod capped;
+pub mod capped_agg;
 mod checks;
 pub mod coerce;
 pub mod colnames;
@@ -411,6 +412,8 @@ impl SqlEngine {
         for f in capped::capped_udfs(registered.into_values(), b.value_bytes, batch) {
             self.ctx.register_udf(f);
         }
+        self.ctx
+            .register_udaf(capped_agg::string_agg(b.value_bytes).as_ref().clone());
         self.plans.invalidate();
     }
 

@@ -88,6 +88,71 @@ async fn capped_functions_refuse_big_values() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn string_agg_refuses_a_value_over_the_cap() {
+    // 3,000 rows of "row-NNNNNN" (10 bytes) and a 2-byte separator: 36,000
+    // bytes in all, over a 16 KiB cap (under the statement's memory limit,
+    // which alone would let it through).
+    let (_d, e) = engine(
+        3000,
+        Bounds {
+            query_memory: 16 << 20,
+            server_memory: 64 << 20,
+            value_bytes: 16 << 10,
+        },
+    )
+    .await;
+    for sql in [
+        "SELECT string_agg(concat('row-', lpad(CAST(id AS VARCHAR), 6, '0')), ', ') FROM big",
+        // The ordered form (DataFusion's array_agg under it).
+        "SELECT string_agg(concat('row-', lpad(CAST(id AS VARCHAR), 6, '0')), ', ' ORDER BY id DESC) FROM big",
+        // Over a cross join: refused long before the 9e6 rows are read.
+        "SELECT string_agg(concat('row-', lpad(CAST(a.id AS VARCHAR), 6, '0')), ',') FROM big a, big b",
+    ] {
+        let err = e.execute(sql).await.unwrap_err();
+        match limit(&err, None) {
+            Some(LimitExceeded::Value {
+                function, limit, ..
+            }) => assert_eq!(
+                (function.as_str(), limit),
+                ("string_agg", 16 << 10),
+                "{sql}"
+            ),
+            other => panic!("{sql}: {other:?}: {err}"),
+        }
+    }
+    assert_drained(&e).await;
+    // Under the cap: the whole value, in order; grouped, one per group.
+    let b = e
+        .execute(
+            "SELECT string_agg(CAST(id AS VARCHAR), ',' ORDER BY id) AS s FROM big WHERE id < 5",
+        )
+        .await
+        .unwrap();
+    assert_eq!(b[0].column(0).as_string::<i64>().value(0), "0,1,2,3,4");
+    let b = e
+        .execute(
+            "SELECT v, string_agg(CAST(id AS VARCHAR), ',' ORDER BY id) AS s FROM big \
+             WHERE id < 200 AND v < 2 GROUP BY v ORDER BY v",
+        )
+        .await
+        .unwrap();
+    let s = b[0].column(1).as_string::<i64>();
+    assert_eq!((s.value(0), s.value(1)), ("0,97,194", "1,98,195"));
+    // No cap: DataFusion's own string_agg builds it.
+    e.set_bounds(Bounds::default());
+    let b = e
+        .execute("SELECT length(string_agg(concat('row-', lpad(CAST(id AS VARCHAR), 6, '0')), ', ')) AS n FROM big")
+        .await
+        .unwrap();
+    assert_eq!(
+        b[0].column(0)
+            .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+            .value(0),
+        3000 * 10 + 2999 * 2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_cross_join_stops() {
     let (_d, e) = engine(3000, Bounds::default()).await;
     let s = Arc::new(SqlSession::new());
