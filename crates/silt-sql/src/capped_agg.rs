@@ -205,9 +205,15 @@ impl CappedAccumulator {
                     .map_or(0, |(b, r)| if r == 0 { 0 } else { b.div_ceil(r) });
                 bytes.saturating_add(sep.saturating_mul(rows))
             }
-            // Not text (the distinct / ordered form's lists): the values'
-            // buffers, an upper bound.
-            None => first.get_array_memory_size(),
+            // Not text: the distinct / ordered form's states, lists of the
+            // values (their separators are not known here); anything else
+            // by its buffers, an upper bound.
+            None => match first.data_type() {
+                DataType::List(_) => text_bytes(first.as_list::<i32>().values()),
+                DataType::LargeList(_) => text_bytes(first.as_list::<i64>().values()),
+                _ => None,
+            }
+            .map_or_else(|| first.get_array_memory_size(), |(bytes, _)| bytes),
         };
         let size = self.built.saturating_add(adding);
         if size > self.cap {

@@ -129,6 +129,18 @@ async fn string_agg_refuses_a_value_over_the_cap() {
         .await
         .unwrap();
     assert_eq!(b[0].column(0).as_string::<i64>().value(0), "0,1,2,3,4");
+    // Just under the cap (1,200 x 10 bytes and 1,199 separators: 14,398
+    // bytes), ordered: the partitions' lists merge.
+    let b = e
+        .execute(
+            "SELECT string_agg(concat('row-', lpad(CAST(id AS VARCHAR), 6, '0')), ', ' ORDER BY id) \
+             AS s FROM big WHERE id < 1200",
+        )
+        .await
+        .unwrap();
+    let s = b[0].column(0).as_string::<i64>().value(0);
+    assert_eq!(s.len(), 14_398);
+    assert!(s.starts_with("row-000000, row-000001") && s.ends_with("row-001199"));
     let b = e
         .execute(
             "SELECT v, string_agg(CAST(id AS VARCHAR), ',' ORDER BY id) AS s FROM big \
