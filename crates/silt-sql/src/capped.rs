@@ -341,8 +341,9 @@ impl Capped {
     }
 }
 
-/// The largest value of a string or binary array and the sum of all.
-fn value_sizes(a: &ArrayRef) -> (usize, usize) {
+/// The largest value of a string or binary array and the sum of all (for
+/// other types: 0 and the array's buffers).
+pub(crate) fn value_sizes(a: &ArrayRef) -> (usize, usize) {
     fn offsets<O: datafusion::arrow::array::OffsetSizeTrait>(
         o: &[O],
         a: &ArrayRef,

@@ -32,6 +32,7 @@ use datafusion::logical_expr::{
 };
 
 use crate::bounds::LimitExceeded;
+use crate::capped::value_sizes;
 
 /// `string_agg` capped at `cap` bytes a value (0: DataFusion's own).
 pub fn string_agg(cap: usize) -> Arc<AggregateUDF> {
@@ -195,27 +196,23 @@ impl CappedAccumulator {
         let Some(first) = values.first() else {
             return Ok(());
         };
-        let adding = match text_bytes(first) {
-            // The separator (the second argument, a literal) before each
-            // value: at most its length per row.
-            Some((bytes, rows)) => {
-                let sep = values
-                    .get(1)
-                    .and_then(text_bytes)
-                    .map_or(0, |(b, r)| if r == 0 { 0 } else { b.div_ceil(r) });
-                bytes.saturating_add(sep.saturating_mul(rows))
-            }
-            // Not text: the distinct / ordered form's states, lists of the
-            // values (their separators are not known here); anything else
-            // by its buffers, an upper bound.
-            None => match first.data_type() {
-                DataType::List(_) => text_bytes(first.as_list::<i32>().values()),
-                DataType::LargeList(_) => text_bytes(first.as_list::<i64>().values()),
-                _ => None,
-            }
-            .map_or_else(|| first.get_array_memory_size(), |(bytes, _)| bytes),
+        // The values' bytes; the distinct / ordered form's states are
+        // lists of the values (their separators are not known there).
+        let bytes = match first.data_type() {
+            DataType::List(_) => value_sizes(first.as_list::<i32>().values()).1,
+            DataType::LargeList(_) => value_sizes(first.as_list::<i64>().values()).1,
+            _ => value_sizes(first).1,
         };
-        let size = self.built.saturating_add(adding);
+        // The separator (the second argument, a literal) before each value.
+        let present = |a: &ArrayRef| a.len() - a.null_count();
+        let sep = values.get(1).map_or(0, |s| match present(s) {
+            0 => 0,
+            n => value_sizes(s).1.div_ceil(n),
+        });
+        let size = self
+            .built
+            .saturating_add(bytes)
+            .saturating_add(sep.saturating_mul(present(first)));
         if size > self.cap {
             return Err(DataFusionError::External(Box::new(LimitExceeded::Value {
                 function: self.function.clone(),
@@ -226,22 +223,6 @@ impl CappedAccumulator {
         }
         self.built = size;
         Ok(())
-    }
-}
-
-/// The bytes of the non-null values of a text array, and how many there
-/// are; `None` for other types.
-fn text_bytes(a: &ArrayRef) -> Option<(usize, usize)> {
-    fn sum<'a>(it: impl Iterator<Item = Option<&'a str>>) -> (usize, usize) {
-        it.flatten()
-            .fold((0, 0), |(b, n), s| (b.saturating_add(s.len()), n + 1))
-    }
-    match a.data_type() {
-        DataType::Utf8 => Some(sum(a.as_string::<i32>().iter())),
-        DataType::LargeUtf8 => Some(sum(a.as_string::<i64>().iter())),
-        DataType::Utf8View => Some(sum(a.as_string_view().iter())),
-        DataType::Null => Some((0, 0)),
-        _ => None,
     }
 }
 

@@ -102,9 +102,7 @@ pub(crate) fn run(db: &Database, stmt: &SeqStmt) -> Result<(), SqlError> {
                     Ok(())
                 })?;
             }
-            if let Some(Step::Restart(at)) =
-                steps.iter().rev().find(|s| matches!(s, Step::Restart(_)))
-            {
+            if let Some(at) = crate::identity::alter::restart(steps) {
                 db.set_sequence_value(name, at.unwrap_or(new.start), false)?;
             }
             Ok(())

@@ -407,14 +407,21 @@ pub fn apply(alt: &mut Alteration<'_>, column: &str, change: &Change) -> Result<
                     Ok(())
                 })?;
             }
-            if let Some(Step::Restart(at)) =
-                steps.iter().rev().find(|s| matches!(s, Step::Restart(_)))
-            {
+            if let Some(at) = restart(steps) {
                 ds.set_sequence(column, at.unwrap_or(seq.start), false)?;
             }
             Ok(())
         }
     }
+}
+
+/// The last `RESTART` of the steps, if any: `Some(None)` restarts at the
+/// sequence's start.
+pub(crate) fn restart(steps: &[Step]) -> Option<Option<i64>> {
+    steps.iter().rev().find_map(|s| match s {
+        Step::Restart(at) => Some(*at),
+        _ => None,
+    })
 }
 
 /// `old` with the `SET` steps applied (a `RESTART` moves the counter, not
