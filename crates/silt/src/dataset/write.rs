@@ -583,8 +583,11 @@ impl Dataset {
     }
 
     /// Write a batch of records in `opts.mode`, prepared (encoded) as
-    /// `under` says (refused if an `ALTER` replaced that definition); a
-    /// record that failed to prepare fails in its place.
+    /// `under` says; a record that failed to prepare fails in its place.
+    /// Every record is refused (nothing written) if an `ALTER` replaced
+    /// that definition, and no `ALTER` runs while the batch is written: one
+    /// taking the DDL lock between two records split a two-row `INSERT`,
+    /// its first row committed and its second refused.
     pub(super) fn write_ops<T: KeyValue>(
         &self,
         opts: BatchOptions,
@@ -599,8 +602,9 @@ impl Dataset {
         let mut handles = Vec::new();
         let total = ops.len();
         let mut ops = ops.enumerate();
+        // Held for the whole batch: every record sees the same definition.
+        let ddl = self.ddl.read();
         loop {
-            let _ddl = self.ddl.read();
             let Some((i, op)) = ops.next() else { break };
             let op = op.and_then(|item| {
                 self.check_prepared(under)?;
@@ -650,6 +654,7 @@ impl Dataset {
                 }
             }
         }
+        drop(ddl);
         for h in handles {
             match ctx.durability {
                 crate::txn::Durability::Sync => h.wait()?,
