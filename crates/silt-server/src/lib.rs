@@ -54,6 +54,7 @@ pub mod panics;
 pub mod params;
 pub mod pg;
 pub mod pg_copy;
+mod pg_execute;
 pub mod pg_login;
 pub mod pgconn;
 pub mod settings;

@@ -57,7 +57,7 @@ use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::data::DataRow;
-use pgwire::messages::extendedquery::{Describe, Parse, ParseComplete, Sync as PgSync};
+use pgwire::messages::extendedquery::{Describe, Execute, Parse, ParseComplete, Sync as PgSync};
 use pgwire::messages::response::{ReadyForQuery, TransactionStatus};
 use silt_sql::SqlError;
 use silt_sql::ddl::{self, Parsed};
@@ -1122,6 +1122,18 @@ impl ExtendedQueryHandler for PgHandler {
             .send(PgWireBackendMessage::ParseComplete(ParseComplete::new()))
             .await?;
         Ok(())
+    }
+
+    /// As pgwire's own, with the portal's rows streamed to the socket
+    /// rather than collected first ([`crate::pg_execute`]).
+    async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        crate::pg_execute::execute(self, client, message).await
     }
 
     /// ReadyForQuery with the session's own status (the session knows when
