@@ -70,7 +70,7 @@ use crate::Shared;
 use crate::cancel::{CancelSlot, SiltCancelHandler};
 use crate::convert::{PgArray, PgColumn, PgList, pg_field_type, pg_type};
 use crate::error::QueryError;
-use crate::exec::{Prefetched, ResultCaps, Stmt};
+use crate::exec::{Guarded, Prefetched, ResultCaps, Stmt};
 use crate::limits::ConnCount;
 use crate::params;
 use crate::pg_copy::CopySlot;
@@ -687,6 +687,19 @@ fn encode_batch(batch: &RecordBatch, fields: &Arc<Vec<FieldInfo>>) -> PgWireResu
     Ok(rows)
 }
 
+/// A statement's result, each batch encoded by the task producing it
+/// ([`Stmt::stream_encoded`]).
+fn encoded(
+    s: &Stmt,
+    session: &Arc<SqlSession>,
+    pre: Prefetched,
+    caps: ResultCaps,
+    fields: &Arc<Vec<FieldInfo>>,
+) -> Guarded<PgWireResult<Vec<DataRow>>> {
+    let f = fields.clone();
+    s.stream_encoded(session.clone(), pre, caps, move |b| encode_batch(&b, &f))
+}
+
 /// A query response over a stream of batches.
 fn query_response<S>(fields: Vec<FieldInfo>, batches: S) -> QueryResponse
 where
@@ -694,12 +707,21 @@ where
 {
     let fields = Arc::new(fields);
     let f = fields.clone();
-    let rows = batches.flat_map(move |r| {
+    rows_response(
+        fields,
+        batches.map(move |r| r.map(|b| encode_batch(&b, &f))),
+    )
+}
+
+/// A query response over a stream of encoded batches.
+fn rows_response<S>(fields: Arc<Vec<FieldInfo>>, encoded: S) -> QueryResponse
+where
+    S: Stream<Item = Result<PgWireResult<Vec<DataRow>>, QueryError>> + Send + 'static,
+{
+    let rows = encoded.flat_map(|r| {
         let items: Vec<PgWireResult<DataRow>> = match r {
-            Ok(b) => match encode_batch(&b, &f) {
-                Ok(rows) => rows.into_iter().map(Ok).collect(),
-                Err(e) => vec![Err(e)],
-            },
+            Ok(Ok(rows)) => rows.into_iter().map(Ok).collect(),
+            Ok(Err(e)) => vec![Err(e)],
             Err(e) => vec![Err(pg_error(&e))],
         };
         stream::iter(items)
@@ -937,9 +959,9 @@ impl PgHandler {
                     let pre = s
                         .execute_here(session, async move { Prefetched::read(r?).await })
                         .await?;
-                    let guarded = s.stream_prefetched(session.clone(), pre, self.caps());
-                    let fields = self.fields(&guarded.schema(), described, fmt);
-                    return Ok(Response::Query(query_response(fields, guarded)));
+                    let fields = Arc::new(self.fields(&pre.schema, described, fmt));
+                    let rows = encoded(s, session, pre, self.caps(), &fields);
+                    return Ok(Response::Query(rows_response(fields, rows)));
                 }
                 let (shared, sess, owned, ctl) = (
                     self.shared.clone(),
@@ -956,9 +978,9 @@ impl PgHandler {
                         Prefetched::read(stream).await
                     })
                     .await?;
-                let guarded = s.stream_prefetched(session.clone(), pre, self.caps());
-                let fields = self.fields(&guarded.schema(), described, fmt);
-                Ok(Response::Query(query_response(fields, guarded)))
+                let fields = Arc::new(self.fields(&pre.schema, described, fmt));
+                let rows = encoded(s, session, pre, self.caps(), &fields);
+                Ok(Response::Query(rows_response(fields, rows)))
             }
             Kind::Copy => {
                 let Some(s) = stmt else {

@@ -840,11 +840,7 @@ impl SqlEngine {
             }
             // The session's settings and runtime, without a copy of its
             // state (every function registry) for the statement.
-            let mut config = self.ctx.copied_config();
-            config
-                .options_mut()
-                .extensions
-                .insert(sequences::SequencesExt(Some(session.sequences.clone())));
+            let mut config = session.statement_config(self.ctx.state_ref().read().config());
             if let Some(c) = &ctl {
                 config
                     .options_mut()

@@ -25,6 +25,7 @@
 
 use std::sync::Arc;
 
+use datafusion::config::ConfigOptions;
 use datafusion::prelude::SessionConfig;
 use parking_lot::Mutex;
 use silt::Transaction;
@@ -103,6 +104,15 @@ pub struct SqlSession {
     pub(crate) sequences: Arc<crate::sequences::SessionSequences>,
     /// Statements prepared with SQL's `PREPARE`.
     pub(crate) prepared: crate::prepared::Prepared,
+    /// The engine's settings with this session's sequences in them, for
+    /// statements run from a kept plan ([`SqlSession::statement_config`]).
+    kept_config: Mutex<Option<KeptConfig>>,
+}
+
+/// A statement config made from the engine's options `base`.
+struct KeptConfig {
+    base: Arc<ConfigOptions>,
+    config: SessionConfig,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -114,6 +124,31 @@ impl std::fmt::Debug for SqlSession {
 impl SqlSession {
     pub fn new() -> SqlSession {
         SqlSession::default()
+    }
+
+    /// The config a statement of this session runs with: the engine's
+    /// (`base`) with the session's sequences (`nextval` memory) among its
+    /// options. Inserting them copies every DataFusion option
+    /// (`SessionConfig::options_mut` is `Arc::make_mut`), so the result is
+    /// kept while the engine's options stay the same `Arc`: holding it
+    /// makes any change to them (`SET datafusion...`) a new one.
+    pub(crate) fn statement_config(&self, base: &SessionConfig) -> SessionConfig {
+        let mut kept = self.kept_config.lock();
+        if let Some(k) = kept.as_ref()
+            && Arc::ptr_eq(&k.base, base.options())
+        {
+            return k.config.clone();
+        }
+        let mut config = base.clone();
+        config
+            .options_mut()
+            .extensions
+            .insert(crate::sequences::SequencesExt(Some(self.sequences.clone())));
+        *kept = Some(KeptConfig {
+            base: base.options().clone(),
+            config: config.clone(),
+        });
+        config
     }
 
     /// Forget the statements the session prepared with SQL's `PREPARE`
@@ -196,4 +231,38 @@ pub(crate) fn no_block(what: &str) -> silt::Error {
     silt::Error::Txn(format!(
         "{what} can only be used in transaction blocks (run BEGIN first)"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sequences::SequencesExt;
+
+    fn has_sequences(c: &SessionConfig) -> bool {
+        c.options()
+            .extensions
+            .get::<SequencesExt>()
+            .is_some_and(|s| s.0.is_some())
+    }
+
+    #[test]
+    fn a_statement_config_is_kept_until_the_engine_options_change() {
+        let session = SqlSession::new();
+        let mut base = SessionConfig::new();
+        let a = session.statement_config(&base);
+        let b = session.statement_config(&base);
+        assert!(has_sequences(&a) && has_sequences(&b));
+        // Kept: the same options, not a copy of them.
+        assert!(Arc::ptr_eq(a.options(), b.options()));
+        assert!(!Arc::ptr_eq(a.options(), base.options()));
+
+        // A change to the engine's options (as `SET` makes) is seen.
+        base.options_mut().execution.time_zone = Some("+05:00".to_owned());
+        let c = session.statement_config(&base);
+        assert_eq!(c.options().execution.time_zone.as_deref(), Some("+05:00"));
+        assert!(has_sequences(&c));
+        assert!(!Arc::ptr_eq(a.options(), c.options()));
+        // The base itself never gets the session's sequences.
+        assert!(!has_sequences(&base));
+    }
 }
