@@ -524,6 +524,10 @@ impl Workload for ServerAbuse {
         let silt_peak_mib;
         {
             let dir = ctx.scratch.join("server-abuse-db");
+            // Each run starts empty (the scratch directory outlives a run).
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)?;
+            }
             let (pg, http) = (free_port()?, free_port()?);
             let server = start_server(&dir, pg, http)?;
             let target = Target {
