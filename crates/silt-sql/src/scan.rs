@@ -915,10 +915,68 @@ impl ScanCursor {
                 }
             }
         }
+        // A batch that ends at the limit ends the scan: with the batch cut
+        // to the limit (`LIMIT 10`, the 10 nearest) the loop stops on a
+        // full batch, and a scan not known to be over went on to a
+        // blocking thread to find nothing more (~80 µs a kNN query).
+        if self.limit.is_some_and(|l| self.total >= l) {
+            self.done = true;
+        }
         self.check()?;
         if b.rows() == 0 {
             return Ok(None);
         }
         b.finish(schema).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The batch that reaches a scan's limit ends it, so the scan's first
+    /// batch is its whole answer (no blocking thread) whenever the limit
+    /// fits in one batch, as with the k nearest.
+    #[test]
+    fn a_batch_that_reaches_the_limit_ends_the_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(silt::Database::open(dir.path(), silt::DbOptions::default()).unwrap());
+        let sql = crate::SqlEngine::new(db.clone()).unwrap();
+        sql.execute_blocking("CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)")
+            .unwrap();
+        sql.execute_blocking("INSERT INTO t VALUES (1, 1), (2, 2), (3, 3), (4, 4), (5, 5)")
+            .unwrap();
+        let ds = db.dataset("t").unwrap();
+        let cols = crate::convert::columns(&ds.def());
+        let schema = crate::convert::schema_of(&cols);
+        // (limit, batch size) -> rows of each batch until the scan is over.
+        let cases: [(Option<usize>, usize, &[usize]); 5] = [
+            (Some(3), 3, &[3]),
+            (Some(3), 2, &[2, 1]),
+            (Some(5), 5, &[5]),
+            (Some(9), 9, &[5]),
+            (None, 3, &[3, 2]),
+        ];
+        for (limit, batch, want) in cases {
+            let spec = ReadSpec {
+                access: &Access::Full,
+                rev: false,
+                range: None,
+                limit,
+            };
+            let mut c = ScanCursor::open(&ds, spec, None, None, batch).unwrap();
+            let mut got = Vec::new();
+            while let Some(b) = c.next_batch(&schema, &cols).unwrap() {
+                got.push(b.num_rows());
+                if got.len() == want.len() {
+                    break;
+                }
+            }
+            assert_eq!(got, want, "limit {limit:?}, batch {batch}");
+            assert!(
+                c.done,
+                "limit {limit:?}, batch {batch}: not over after {got:?}"
+            );
+        }
     }
 }
