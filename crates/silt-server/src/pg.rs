@@ -57,7 +57,9 @@ use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::data::DataRow;
-use pgwire::messages::extendedquery::{Describe, Execute, Parse, ParseComplete, Sync as PgSync};
+use pgwire::messages::extendedquery::{
+    Bind, Describe, Execute, Parse, ParseComplete, Sync as PgSync,
+};
 use pgwire::messages::response::{ReadyForQuery, TransactionStatus};
 use silt_sql::SqlError;
 use silt_sql::ddl::{self, Parsed};
@@ -1140,10 +1142,23 @@ impl ExtendedQueryHandler for PgHandler {
             }
             named.insert(name);
         }
+        // Held until `Sync` or `Flush`, as PostgreSQL holds it (see
+        // `pg_execute`).
         client
-            .send(PgWireBackendMessage::ParseComplete(ParseComplete::new()))
+            .feed(PgWireBackendMessage::ParseComplete(ParseComplete::new()))
             .await?;
         Ok(())
+    }
+
+    /// As pgwire's own, with `BindComplete` held until `Sync` or `Flush`.
+    async fn on_bind<C>(&self, client: &mut C, message: Bind) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        crate::pg_execute::bind(client, message).await
     }
 
     /// As pgwire's own, with the portal's rows streamed to the socket

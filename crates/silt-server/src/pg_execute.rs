@@ -1,5 +1,13 @@
-//! The extended protocol's `Execute`, with a portal's rows streamed to the
-//! socket.
+//! The extended protocol's `Bind` and `Execute`: a portal's rows streamed
+//! to the socket, and the replies held until `Sync` (or `Flush`).
+//!
+//! **Replies held.** `pgwire`'s defaults `send` `BindComplete`,
+//! `CommandComplete` and `PortalSuspended`: each a flush of the socket, a
+//! segment of its own, and a wake-up of the client's reader. A prepared
+//! statement's `Bind`/`Execute`/`Sync` so cost three writes where a simple
+//! query costs one. PostgreSQL writes nothing until `Sync` or `Flush`
+//! asks for it (or its buffer fills), and neither do these: they `feed`,
+//! and `on_sync` (`ReadyForQuery`) or `on_flush` flushes.
 //!
 //! `pgwire` 0.42.1's default `on_execute` starts the portal and then takes
 //! its rows with `Portal::fetch(max_rows)`, which collects them into a
@@ -29,10 +37,49 @@ use pgwire::api::results::{QueryResponse, Response, Tag};
 use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionHandle, DEFAULT_NAME};
 use pgwire::api::{PgWireConnectionState, portal::Portal};
+use pgwire::error::ErrorInfo;
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
-use pgwire::messages::extendedquery::{Execute, PortalSuspended};
+use pgwire::messages::extendedquery::{Bind, BindComplete, Execute, PortalSuspended};
 use pgwire::messages::response::EmptyQueryResponse;
+
+/// Answer `Bind`: the portal made as `pgwire`'s default makes it, its
+/// `BindComplete` held (see the module doc).
+pub(crate) async fn bind<S, C>(client: &mut C, message: Bind) -> PgWireResult<()>
+where
+    S: Clone,
+    C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::PortalStore: PortalStore<Statement = S>,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let statement_name = message.statement_name.as_deref().unwrap_or(DEFAULT_NAME);
+    let portal_name = message.portal_name.as_deref().unwrap_or(DEFAULT_NAME);
+    match client.portal_store().get_statement(statement_name) {
+        Some(Entry::Value(statement)) => {
+            let portal = Portal::try_new(&message, statement)?;
+            client.portal_store().put_portal(Arc::new(portal));
+        }
+        Some(Entry::Empty) => {
+            if !message.parameters.is_empty() {
+                return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                    "ERROR".to_owned(),
+                    "08P01".to_owned(),
+                    format!(
+                        "bind message supplies {} parameters, but prepared statement {statement_name:?} requires 0",
+                        message.parameters.len()
+                    ),
+                ))));
+            }
+            client.portal_store().put_empty_portal(portal_name);
+        }
+        None => return Err(PgWireError::StatementNotFound(statement_name.to_owned())),
+    }
+    client
+        .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
+        .await?;
+    Ok(())
+}
 
 /// Answer `Execute` for `handler`, streaming the portal's rows.
 pub(crate) async fn execute<H, C>(handler: &H, client: &mut C, message: Execute) -> PgWireResult<()>
@@ -178,12 +225,12 @@ where
     if suspended {
         *portal.state().lock().await = PortalExecutionState::Suspended(results);
         client
-            .send(PgWireBackendMessage::PortalSuspended(PortalSuspended::new()))
+            .feed(PgWireBackendMessage::PortalSuspended(PortalSuspended::new()))
             .await?;
     } else {
         let tag = Tag::new(results.command_tag()).with_rows(sent);
         client
-            .send(PgWireBackendMessage::CommandComplete(tag.into()))
+            .feed(PgWireBackendMessage::CommandComplete(tag.into()))
             .await?;
     }
     Ok(())

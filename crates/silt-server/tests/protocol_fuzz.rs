@@ -4,6 +4,10 @@
 //! no server task panicked, the server still answers, and its memory
 //! stayed flat (issue #28: a 5-byte `Parse` panicked the decoder, and the
 //! backtraces raised the RSS from 31 to 330 MiB).
+//!
+//! Also raw: the extended protocol's replies are held until `Flush` or
+//! `Sync`, as PostgreSQL holds them (one write per round trip, not one
+//! per message).
 
 #[path = "common/http_client.rs"]
 mod http_client;
@@ -351,6 +355,85 @@ fn malformed_pgwire_frames_do_not_panic_or_grow() {
     rt.block_on(still_answers(&server));
     let grown_mib = rss_kib().saturating_sub(rss) / 1024;
     assert!(grown_mib < 100, "RSS grew by {grown_mib} MiB");
+    rt.block_on(server.shutdown()).unwrap();
+}
+
+/// A frontend message: type byte, length, body.
+fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut v = vec![kind];
+    v.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+    v.extend_from_slice(body);
+    v
+}
+
+/// The backend messages' type bytes in `bytes` (whole messages only).
+fn kinds(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 5 <= bytes.len() {
+        let len = u32::from_be_bytes([bytes[at + 1], bytes[at + 2], bytes[at + 3], bytes[at + 4]]);
+        out.push(bytes[at]);
+        at += 1 + len as usize;
+    }
+    out
+}
+
+/// Read what arrives within `wait` (until `until` is among the messages).
+async fn read_for(s: &mut TcpStream, wait: Duration, until: u8) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 8192];
+    let _ = tokio::time::timeout(wait, async {
+        while let Ok(n) = s.read(&mut buf).await {
+            out.extend_from_slice(&buf[..n]);
+            if n == 0 || kinds(&out).contains(&until) {
+                break;
+            }
+        }
+    })
+    .await;
+    out
+}
+
+#[test]
+fn extended_protocol_replies_wait_for_flush_or_sync() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_dir, server) = start(&rt);
+    let addr = server.pg_addr().unwrap();
+    rt.block_on(async {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(&startup()).await.unwrap();
+        let hello = read_for(&mut s, Duration::from_secs(10), b'Z').await;
+        assert_eq!(kinds(&hello).last(), Some(&b'Z'), "{hello:?}");
+
+        // Parse, Bind, Execute: nothing is written yet.
+        let mut v = message(b'P', b"\0SELECT 40 + 2\0\0\0");
+        v.extend(message(b'B', b"\0\0\0\0\0\0\0\0"));
+        v.extend(message(b'E', b"\0\0\0\0\0"));
+        s.write_all(&v).await.unwrap();
+        let early = read_for(&mut s, Duration::from_millis(300), b'C').await;
+        assert!(
+            early.is_empty(),
+            "replies before Flush: {:?}",
+            kinds(&early)
+        );
+
+        // Flush: all four replies, in order.
+        s.write_all(&message(b'H', b"")).await.unwrap();
+        let got = read_for(&mut s, Duration::from_secs(10), b'C').await;
+        assert_eq!(kinds(&got), b"12DC", "{got:?}");
+
+        // Another Bind and Execute, then Sync: the rows and ReadyForQuery.
+        let mut v = message(b'B', b"\0\0\0\0\0\0\0\0");
+        v.extend(message(b'E', b"\0\0\0\0\0"));
+        v.extend(message(b'S', b""));
+        s.write_all(&v).await.unwrap();
+        let got = read_for(&mut s, Duration::from_secs(10), b'Z').await;
+        assert_eq!(kinds(&got), b"2DCZ", "{got:?}");
+    });
     rt.block_on(server.shutdown()).unwrap();
 }
 

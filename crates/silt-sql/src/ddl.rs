@@ -1045,14 +1045,7 @@ pub fn index_def(ci: &CreateIndex) -> Result<(String, IndexDef), SqlError> {
     Ok((table, def))
 }
 
-/// Run a blocking storage call off the async threads.
-pub async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, SqlError> + Send + 'static,
-) -> Result<T, SqlError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| SqlError::Runtime(format!("background task failed: {e}")))?
-}
+pub use crate::blocking::blocking;
 
 /// `DROP INDEX` without a table: the one dataset that has such an index.
 pub fn find_index_table(db: &Arc<Database>, index: &str) -> Result<Option<String>, SqlError> {

@@ -20,6 +20,7 @@ use datafusion::sql::sqlparser::ast::{
 use futures::StreamExt;
 use silt::{Dataset, Value, WriteMode};
 
+use crate::compile::Compiler;
 use crate::convert::ColumnInfo;
 use crate::ddl::{self, Parsed};
 use crate::error::SqlError;
@@ -215,7 +216,7 @@ pub async fn run(
     let table = Table::new(ds.clone());
     let returning = match &stmt.returning {
         Some(items) => Some(Returning::new(
-            &state,
+            &Compiler::new(ctx, state.config_options().clone()),
             Table::new(ds.clone()),
             &stmt.qualifier(&table),
             items,

@@ -44,15 +44,15 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::{concat, filter_record_batch, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::{DFSchema, ScalarValue, TableReference};
+use datafusion::config::ConfigOptions;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::context::SessionContext;
-use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::ColumnarValue;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::prelude::DataFrame;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, ConflictTarget, Expr as SqlExpr, ExprWithAlias, FunctionArg, FunctionArgExpr,
+    AssignmentTarget, ConflictTarget, Expr as SqlExpr, FunctionArg, FunctionArgExpr,
     FunctionArguments, Ident, Insert, ObjectName, OnConflictAction, OnInsert, Query, SelectItem,
     SetExpr, SqliteOnConflict, Statement, TableObject, UnaryOperator, Value as SqlValue,
     visit_expressions, visit_expressions_mut,
@@ -62,13 +62,14 @@ use parking_lot::Mutex;
 use silt::{Dataset, Value, WriteMode};
 
 use crate::coerce;
+use crate::compile::Compiler;
 use crate::convert::{self, ColumnInfo};
 use crate::ddl::{self, Parsed};
 use crate::error::SqlError;
 use crate::identity::{self, Overriding};
 use crate::returning::Returning;
-use crate::sequences::{SequencesExt, SessionSequences};
-use crate::session::TxnSlot;
+use crate::sequences::SessionSequences;
+use crate::session::{SqlSession, TxnSlot};
 use crate::target::{Table, Target, key_text, last_part};
 
 /// How a row whose primary key is taken is handled.
@@ -224,10 +225,18 @@ pub async fn run(
     ds: Arc<Dataset>,
     stmt: InsertStmt,
     txn: Option<Arc<TxnSlot>>,
-    sequences: Option<Arc<SessionSequences>>,
+    session: &SqlSession,
 ) -> Result<Vec<RecordBatch>, SqlError> {
     let in_block = txn.is_some();
-    let r = run_in(ctx, ds, stmt, txn, sequences).await;
+    // The engine's options with the session's sequences: `nextval` in the
+    // statement and the columns' sequence defaults are the session's
+    // (`currval`, `lastval`).
+    let options = session
+        .statement_config(ctx.state_ref().read().config())
+        .options()
+        .clone();
+    let sequences = Some(session.sequences.clone());
+    let r = run_in(ctx, ds, stmt, txn, sequences, options).await;
     match r {
         Err(SqlError::PartialWrite { source, .. }) if in_block => Err(*source),
         r => r,
@@ -240,21 +249,9 @@ async fn run_in(
     stmt: InsertStmt,
     txn: Option<Arc<TxnSlot>>,
     sequences: Option<Arc<SessionSequences>>,
+    options: Arc<ConfigOptions>,
 ) -> Result<Vec<RecordBatch>, SqlError> {
-    let mut state = ctx.state();
-    if let Some(slot) = &txn {
-        state.config_mut().set_extension(slot.clone());
-    }
-    // `nextval` in the statement and the columns' sequence defaults are
-    // the session's (`currval`, `lastval`).
-    state
-        .config_mut()
-        .options_mut()
-        .extensions
-        .insert(SequencesExt(sequences.clone()));
-    // ... seen by the functions of the values evaluated here (`eval_value`).
-    let options = state.config_options().clone();
-    state.execution_props_mut().mark_start_execution(options);
+    let compiler = Compiler::new(ctx, options);
     let table = Table::new(ds.clone());
     let targets = table.target_columns(&stmt.columns)?;
     let returning = match &stmt.returning {
@@ -264,11 +261,11 @@ async fn run_in(
                 .as_ref()
                 .map(ddl::ident)
                 .unwrap_or_else(|| table.name.clone());
-            Some(Returning::new(&state, Table::new(ds), &q, items)?)
+            Some(Returning::new(&compiler, Table::new(ds), &q, items)?)
         }
         None => None,
     };
-    let mode = Mode::new(&state, &table, stmt.alias.as_ref(), stmt.on_conflict)?;
+    let mode = Mode::new(&compiler, &table, stmt.alias.as_ref(), stmt.on_conflict)?;
     let width_error = |n: usize| {
         SqlError::Invalid(format!(
             "INSERT has {} target columns but {n} expressions",
@@ -290,6 +287,13 @@ async fn run_in(
             // `SELECT v, v`: columns are matched by position, so a repeated
             // name is fine (as in PostgreSQL).
             crate::colnames::name_statement(&mut query);
+            // The source query runs with the statement's options, in the
+            // block's snapshot.
+            let mut state = ctx.state();
+            *state.config_mut().options_mut() = compiler.options().clone();
+            if let Some(slot) = &txn {
+                state.config_mut().set_extension(slot.clone());
+            }
             let plan = state.statement_to_plan(query).await?;
             let frame = match &txn {
                 // The source reads what the block sees.
@@ -319,7 +323,7 @@ async fn run_in(
         ignored,
         sequences,
         mode,
-        state,
+        compiler,
         seen: Mutex::new(HashSet::new()),
         keep: returning.is_some(),
     });
@@ -554,7 +558,7 @@ struct OnUpdate {
 
 impl Mode {
     fn new(
-        state: &SessionState,
+        compiler: &Compiler,
         table: &Table,
         alias: Option<&Ident>,
         on: OnConflict,
@@ -589,14 +593,7 @@ impl Mode {
         let q_ident = Ident::with_quote('"', qualifier.clone());
         let compile = |mut e: SqlExpr| -> Result<Arc<dyn PhysicalExpr>, SqlError> {
             qualify(&mut e, &q_ident, &names);
-            let logical = state.create_logical_expr_from_sql_expr(
-                ExprWithAlias {
-                    expr: e,
-                    alias: None,
-                },
-                &df_schema,
-            )?;
-            Ok(state.create_physical_expr(logical, &df_schema)?)
+            compiler.compile(e, &df_schema)
         };
         let mut sets: Vec<(usize, Arc<dyn PhysicalExpr>)> = Vec::new();
         let def = table.ds.def();
@@ -863,7 +860,7 @@ struct Writer {
     sequences: Option<Arc<SessionSequences>>,
     mode: Mode,
     /// Evaluates the values of a `VALUES` list.
-    state: SessionState,
+    compiler: Compiler,
     /// Encoded keys proposed so far (`DO UPDATE` refuses a key twice).
     seen: Mutex<HashSet<Vec<u8>>>,
     /// Keep the rows written (for `RETURNING`).
@@ -984,24 +981,11 @@ impl Writer {
     /// The value of one expression of a `VALUES` list: literals directly,
     /// anything else through DataFusion.
     fn eval_value(&self, e: SqlExpr) -> Result<ScalarValue, SqlError> {
-        let decimal = self
-            .state
-            .config()
-            .options()
-            .sql_parser
-            .parse_float_as_decimal;
+        let decimal = self.compiler.options().sql_parser.parse_float_as_decimal;
         if let Some(v) = literal(&e, decimal) {
             return Ok(v);
         }
-        let empty = DFSchema::empty();
-        let logical = self.state.create_logical_expr_from_sql_expr(
-            ExprWithAlias {
-                expr: e,
-                alias: None,
-            },
-            &empty,
-        )?;
-        let phys = self.state.create_physical_expr(logical, &empty)?;
+        let phys = self.compiler.compile(e, &DFSchema::empty())?;
         let one = RecordBatch::try_new_with_options(
             Arc::new(Schema::empty()),
             vec![],

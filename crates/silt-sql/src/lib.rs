@@ -44,6 +44,7 @@
 pub mod access;
 pub mod alter;
 pub mod batch;
+mod blocking;
 pub mod bounds;
 pub mod capped;
 pub mod capped_agg;
@@ -51,6 +52,7 @@ mod checks;
 pub mod coerce;
 pub mod colnames;
 pub mod column_cache;
+mod compile;
 pub mod convert;
 pub mod copy;
 pub mod cursors;
@@ -629,7 +631,7 @@ impl SqlEngine {
             ));
         }
         let rt = self.runtime()?;
-        rt.block_on(self.execute(sql))
+        blocking::on_caller(&rt, self.execute(sql))
     }
 
     fn runtime(&self) -> Result<Arc<tokio::runtime::Runtime>, SqlError> {
@@ -657,14 +659,7 @@ impl SqlEngine {
     ) -> Result<Output, SqlError> {
         match self.silt_dataset(&ins.table)? {
             Some(ds) => Ok(Output::Batches(
-                insert::run(
-                    &self.ctx,
-                    ds,
-                    ins,
-                    session.slot(),
-                    Some(session.sequences.clone()),
-                )
-                .await?,
+                insert::run(&self.ctx, ds, ins, session.slot(), session).await?,
             )),
             None => {
                 if !matches!(

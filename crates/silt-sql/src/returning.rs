@@ -8,13 +8,13 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::{DFSchema, TableReference};
-use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::ExprSchemable;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::sql::sqlparser::ast::{ExprWithAlias, SelectItem};
+use datafusion::sql::sqlparser::ast::SelectItem;
 use silt::Value;
 
 use crate::colnames;
+use crate::compile::Compiler;
 use crate::convert;
 use crate::error::SqlError;
 use crate::target::Table;
@@ -32,7 +32,7 @@ impl Returning {
     /// Compile `items` against `table`'s columns, which the statement may
     /// qualify by `qualifier` (the table's name or alias).
     pub(crate) fn new(
-        state: &SessionState,
+        compiler: &Compiler,
         table: Table,
         qualifier: &str,
         items: &[SelectItem],
@@ -54,15 +54,9 @@ impl Returning {
                 }
                 SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
                     let name = colnames::item_name(item).unwrap_or_else(|| "?column?".to_owned());
-                    let logical = state.create_logical_expr_from_sql_expr(
-                        ExprWithAlias {
-                            expr: e.clone(),
-                            alias: None,
-                        },
-                        &df_schema,
-                    )?;
+                    let logical = compiler.logical(e.clone(), &df_schema)?;
                     let field = logical.to_field(&df_schema)?.1;
-                    let phys = state.create_physical_expr(logical, &df_schema)?;
+                    let phys = compiler.physical(logical, &df_schema)?;
                     fields.push(
                         Field::new(name, field.data_type().clone(), true)
                             .with_metadata(field.metadata().clone()),
@@ -111,21 +105,22 @@ impl crate::SqlEngine {
     /// The columns a statement's `RETURNING` gives (`None`: it has none,
     /// or it does not plan), for describing it before it runs.
     pub async fn returning_schema(&self, seg: &crate::ddl::Segment) -> Option<SchemaRef> {
-        let state = self.ctx.state();
+        let options = self.ctx.state_ref().read().config_options().clone();
+        let compiler = Compiler::new(&self.ctx, options);
         let r = match crate::ddl::parse(seg).ok()? {
             crate::ddl::Parsed::Insert(i) => {
                 let items = i.returning.as_ref()?;
                 let ds = self.silt_dataset(&i.table).ok()??;
                 let table = Table::new(ds.clone());
                 let q = i.qualifier().unwrap_or_else(|| table.name.clone());
-                Returning::new(&state, table, &q, items)
+                Returning::new(&compiler, table, &q, items)
             }
             crate::ddl::Parsed::Dml(d) => {
                 let items = d.returning.as_ref()?;
                 let ds = self.silt_dataset(&d.table).ok()??;
                 let table = Table::new(ds.clone());
                 let q = d.qualifier(&table);
-                Returning::new(&state, table, &q, items)
+                Returning::new(&compiler, table, &q, items)
             }
             _ => return None,
         };
