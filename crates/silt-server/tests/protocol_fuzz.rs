@@ -276,6 +276,14 @@ async fn send(addr: std::net::SocketAddr, bytes: &[u8]) {
     .await;
 }
 
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn start(rt: &Runtime) -> (tempfile::TempDir, Server) {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Database::open(dir.path(), DbOptions::default()).unwrap());
@@ -304,11 +312,7 @@ async fn still_answers(server: &Server) {
 
 #[test]
 fn malformed_pgwire_frames_do_not_panic_or_grow() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let (_dir, server) = start(&rt);
     let addr = server.pg_addr().unwrap();
     rt.block_on(still_answers(&server));
@@ -396,11 +400,7 @@ async fn read_for(s: &mut TcpStream, wait: Duration, until: u8) -> Vec<u8> {
 
 #[test]
 fn extended_protocol_replies_wait_for_flush_or_sync() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let (_dir, server) = start(&rt);
     let addr = server.pg_addr().unwrap();
     rt.block_on(async {
@@ -439,11 +439,7 @@ fn extended_protocol_replies_wait_for_flush_or_sync() {
 
 #[test]
 fn malformed_http_bodies_are_refused() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let (_dir, server) = start(&rt);
     let url = format!("http://{}/query/service", server.http_addr().unwrap());
     rt.block_on(async {
