@@ -9,7 +9,8 @@
 //! 1. In-process: Silt's native API against `SqlEngine` on the same
 //!    database, and the SQL path split into its stages (parse, logical
 //!    plan, optimize, physical plan, execute) through DataFusion's own calls
-//!    on the engine's session.
+//!    on the engine's session; and single-row inserts, each its own
+//!    fsynced commit, as SQL text and through `Dataset::insert`.
 //! 2. One PostgreSQL-protocol client against `silt serve` (a child process)
 //!    and against PostgreSQL: p50/p99 per query kind, statements sent as
 //!    text (what psycopg does) and as prepared statements.
@@ -468,28 +469,7 @@ fn in_process(
         let name = kind.name();
         let n50 = ms(&mut lat_native, 50.0);
         let s50 = ms(&mut lat_sql, 50.0);
-        out.push(ResultRow::measure(
-            "silt-native",
-            &format!("in-process {name} p50"),
-            "ms",
-            n50,
-        ));
-        out.push(ResultRow::measure(
-            "silt-sql",
-            &format!("in-process {name} p50"),
-            "ms",
-            s50,
-        ));
-        out.push(
-            ResultRow::new(
-                "silt-sql",
-                &format!("in-process {name}: native / SQL (target 1/1.5)"),
-                "x",
-                Kind::Ratio,
-                n50 / s50,
-            )
-            .with_target(1.0 / 1.5),
-        );
+        push_in_process(out, name, n50, s50);
         let mut line = format!(
             "in-process {name}: native p50 {} ms ({:.1} rows), SQL p50 {} ms ({:.1} rows); SQL stages p50 (ms):",
             fmt_num(n50),
@@ -518,9 +498,64 @@ fn in_process(
         }
         eprintln!("{line}");
     }
+    // Single-row inserts, each its own durable commit: SQL text and the
+    // native API in turn, on keys past the loaded ones.
+    let inserts = (q / 4).max(50);
+    let (mut lat_native, mut lat_sql) = (Vec::new(), Vec::new());
+    for i in 0..inserts + inserts / 10 {
+        let id = (p.n + 2 * i) as i64;
+        let t = Instant::now();
+        sql.execute_blocking(&p.text(Sys::Silt, QKind::Insert, i, id))?;
+        let s = micros(t);
+        let (x, y) = p.centre(i);
+        let record = Value::Object(vec![
+            ("id".into(), Value::Int(id + 1)),
+            ("name".into(), Value::String("new".into())),
+            ("loc".into(), Value::Geometry(Geometry::Point { x, y })),
+        ]);
+        let t = Instant::now();
+        ds.insert(record)?;
+        if i >= inserts / 10 {
+            lat_native.push(micros(t));
+            lat_sql.push(s);
+        }
+    }
+    let (n50, s50) = (ms(&mut lat_native, 50.0), ms(&mut lat_sql, 50.0));
+    push_in_process(out, "insert", n50, s50);
+    eprintln!(
+        "in-process insert (each its own fsynced commit): native p50 {} ms, SQL p50 {} ms",
+        fmt_num(n50),
+        fmt_num(s50)
+    );
     drop(rt);
     drop(sql);
     Ok(())
+}
+
+/// The in-process rows of one kind: both p50s and their ratio.
+fn push_in_process(out: &mut Vec<ResultRow>, name: &str, n50: f64, s50: f64) {
+    out.push(ResultRow::measure(
+        "silt-native",
+        &format!("in-process {name} p50"),
+        "ms",
+        n50,
+    ));
+    out.push(ResultRow::measure(
+        "silt-sql",
+        &format!("in-process {name} p50"),
+        "ms",
+        s50,
+    ));
+    out.push(
+        ResultRow::new(
+            "silt-sql",
+            &format!("in-process {name}: native / SQL (target 1/1.5)"),
+            "x",
+            Kind::Ratio,
+            n50 / s50,
+        )
+        .with_target(1.0 / 1.5),
+    );
 }
 
 /// Part 2: one client, each kind, as text and prepared.
