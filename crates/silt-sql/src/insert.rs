@@ -68,7 +68,7 @@ use crate::ddl::{self, Parsed};
 use crate::error::SqlError;
 use crate::identity::{self, Overriding};
 use crate::returning::Returning;
-use crate::sequences::SessionSequences;
+use crate::sequences::{SequencesExt, SessionSequences};
 use crate::session::{SqlSession, TxnSlot};
 use crate::target::{Table, Target, key_text, last_part};
 
@@ -287,10 +287,14 @@ async fn run_in(
             // `SELECT v, v`: columns are matched by position, so a repeated
             // name is fine (as in PostgreSQL).
             crate::colnames::name_statement(&mut query);
-            // The source query runs with the statement's options, in the
-            // block's snapshot.
+            // The source query runs with the session's sequences, in the
+            // block's snapshot (one copy of the options, for this path only).
             let mut state = ctx.state();
-            *state.config_mut().options_mut() = compiler.options().clone();
+            state
+                .config_mut()
+                .options_mut()
+                .extensions
+                .insert(SequencesExt(sequences.clone()));
             if let Some(slot) = &txn {
                 state.config_mut().set_extension(slot.clone());
             }
