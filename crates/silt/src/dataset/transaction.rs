@@ -772,7 +772,7 @@ impl Transaction {
             }
             return Err(e);
         }
-        let h = ctx.commit(txn, &mems);
+        let h = ctx.commit(txn, &mems, true);
         for (ds, work) in &works {
             ds.group.charge(work.cost)?;
         }

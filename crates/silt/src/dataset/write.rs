@@ -498,7 +498,7 @@ impl Dataset {
         let mut work = TxnWork::default();
         match self.apply(txn, &op, &mut work, false) {
             Ok(true) => {
-                let h = ctx.commit(txn, &work.mems);
+                let h = ctx.commit(txn, &work.mems, true);
                 self.group.charge(work.cost)?;
                 h.acknowledge(ctx.durability)?;
                 Ok(true)
@@ -632,7 +632,9 @@ impl Dataset {
             let mut work = TxnWork::default();
             match self.apply(txn, &op, &mut work, false) {
                 Ok(true) => {
-                    handles.push(ctx.commit(txn, &work.mems));
+                    // The last record's commit is led by this thread when
+                    // it waits; the flusher starts on the earlier ones.
+                    handles.push(ctx.commit(txn, &work.mems, i + 1 == total));
                     self.group.charge(work.cost)?;
                 }
                 Ok(false) => ctx.locks.release_all(txn),
@@ -738,7 +740,7 @@ impl Dataset {
                 return Ok((report, None));
             }
         }
-        let handle = ctx.commit(txn, &work.mems);
+        let handle = ctx.commit(txn, &work.mems, true);
         self.group.charge(work.cost)?;
         report.committed = written;
         let ack = PendingAck {

@@ -71,7 +71,18 @@ impl TxnContext {
     /// the COMMIT is in the log buffer, so its locks are released at once too:
     /// holding them until a later fsync would only delay other writers of the
     /// same keys without making anything more durable.
-    pub(crate) fn commit(self: &Arc<Self>, txn: u64, mems: &[Arc<MemTable>]) -> CommitHandle {
+    ///
+    /// `lead`: the caller will wait for this commit next, so under `sync` the
+    /// flusher is not woken and the waiting thread writes and fsyncs the log
+    /// itself when nobody else is (leader-based commit, see `Wal::lead`).
+    /// Without it the flusher starts on the commit at once, while the caller
+    /// goes on (a batch's earlier records).
+    pub(crate) fn commit(
+        self: &Arc<Self>,
+        txn: u64,
+        mems: &[Arc<MemTable>],
+        lead: bool,
+    ) -> CommitHandle {
         if !matches!(self.durability, Durability::Sync) {
             let r = self.wal.append(&crate::txn::LogRecord::Commit { txn });
             for m in mems {
@@ -81,23 +92,35 @@ impl TxnContext {
             return CommitHandle {
                 rx: None,
                 append_err: r.err(),
+                leader: None,
             };
         }
         let (tx, rx) = crossbeam_channel::bounded(1);
         let ctx = self.clone();
-        let r = self.wal.append_commit(
-            txn,
-            Box::new(move |res| {
-                ctx.locks.release_all(txn);
-                let _ = tx.send(res);
-            }),
-        );
+        let on_durable: crate::txn::wal::DurableCallback = Box::new(move |res| {
+            ctx.locks.release_all(txn);
+            let _ = tx.send(res);
+        });
+        let rec = crate::txn::LogRecord::Commit { txn };
+        let r = if lead {
+            self.wal.append_led(&rec, on_durable)
+        } else {
+            self.wal.append_with_callback(&rec, on_durable)
+        };
         for m in mems {
             m.leave();
         }
-        CommitHandle {
-            rx: Some(rx),
-            append_err: r.err(),
+        match r {
+            Ok(lsn) => CommitHandle {
+                rx: Some(rx),
+                append_err: None,
+                leader: Some((self.clone(), lsn)),
+            },
+            Err(e) => CommitHandle {
+                rx: Some(rx),
+                append_err: Some(e),
+                leader: None,
+            },
         }
     }
 
@@ -123,12 +146,13 @@ impl TxnContext {
             return Ok(());
         }
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.wal.append_wait(
-            txn,
+        let lsn = self.wal.append_led(
+            &crate::txn::LogRecord::Wait { txn },
             Box::new(move |res| {
                 let _ = tx.send(res);
             }),
         )?;
+        self.wal.lead(lsn);
         rx.recv()
             .map_err(|_| Error::Closed("the log flusher stopped".into()))?
     }
@@ -149,18 +173,29 @@ pub struct CommitHandle {
     /// None when the commit was acknowledged at append time (non-sync modes).
     rx: Option<crossbeam_channel::Receiver<Result<()>>>,
     append_err: Option<Error>,
+    /// The log and the COMMIT's LSN, for the waiting thread to lead its
+    /// write; taken by [`CommitHandle::wait`].
+    leader: Option<(Arc<TxnContext>, u64)>,
 }
 
 impl CommitHandle {
     /// Block until the commit is durable (or report why it never will be).
-    pub fn wait(self) -> Result<()> {
-        if let Some(e) = self.append_err {
+    /// Leads the log write when nobody else is writing (see `Wal::lead`).
+    pub fn wait(mut self) -> Result<()> {
+        let leader = self.leader.take();
+        if let Some(e) = self.append_err.take() {
             return Err(e);
         }
-        match self.rx {
-            Some(rx) => rx
-                .recv()
-                .map_err(|_| Error::Closed("the log flusher stopped".into()))?,
+        match self.rx.take() {
+            Some(rx) => {
+                if let Some((ctx, lsn)) = leader
+                    && rx.is_empty()
+                {
+                    ctx.wal.lead(lsn);
+                }
+                rx.recv()
+                    .map_err(|_| Error::Closed("the log flusher stopped".into()))?
+            }
             None => Ok(()),
         }
     }
@@ -168,13 +203,23 @@ impl CommitHandle {
     /// Acknowledge according to the durability mode: `sync` waits for the
     /// fsync; `batched` and `none` return once the COMMIT is in the log buffer
     /// (the locks are still released only when it is written).
-    pub fn acknowledge(self, durability: Durability) -> Result<()> {
+    pub fn acknowledge(mut self, durability: Durability) -> Result<()> {
         match durability {
             Durability::Sync => self.wait(),
-            _ => match self.append_err {
+            _ => match self.append_err.take() {
                 Some(e) => Err(e),
                 None => Ok(()),
             },
+        }
+    }
+}
+
+impl Drop for CommitHandle {
+    /// A commit nobody waits for: the flusher writes it (it was not woken
+    /// for a commit appended to be led).
+    fn drop(&mut self) {
+        if let Some((ctx, _)) = self.leader.take() {
+            ctx.wal.kick();
         }
     }
 }

@@ -1,11 +1,13 @@
 //! Group commit: the in-memory log tail that appenders fill, and the
-//! log-flusher thread that writes and fsyncs it.
+//! log-flusher thread that writes and fsyncs what no committing thread
+//! writes itself (leader-based commit: see `writer`).
 //!
 //! An append ([`Shared::enqueue`]) only copies the framed record into the
 //! *log tail* buffer under a mutex (which also assigns the LSN, so LSN order =
 //! buffer order). The flusher thread repeatedly takes everything that
-//! accumulated while its previous write+fsync ran, writes it with one `write`,
-//! fsyncs once, then advances the durable LSN, runs the durability callbacks
+//! accumulated while its previous write+fsync ran (a committing thread
+//! that *leads* does the same on its own thread, see `writer`), writes it
+//! with one `write`, fsyncs once, then advances the durable LSN, runs the durability callbacks
 //! of the records it made durable (in LSN order) and wakes waiters. There is
 //! no group-commit timer: as in AsterixDB the batching is self-throttled — the
 //! slower the device, the more commits pile up behind one fsync. The tail
@@ -24,9 +26,9 @@
 //! [`WalOptions::tail_buffer_limit`]: super::WalOptions::tail_buffer_limit
 //! [`WalOptions::file_size_limit`]: super::WalOptions::file_size_limit
 
-use super::files::{LogFile, log_file_name};
+use super::files::LogFile;
 use super::options::{Durability, LAZY_WRITE_MS};
-use super::record::{FRAME_HEADER_BYTES, le_u32};
+use super::writer::LogWriter;
 use crate::error::{Error, Result};
 use crate::storage::fsutil::sync_dir;
 use crate::txn::fault::FaultInjector;
@@ -42,34 +44,38 @@ use std::time::{Duration, Instant};
 /// never will be (the log failed or was closed before it got written).
 pub type DurableCallback = Box<dyn FnOnce(Result<()>) + Send>;
 
-struct Pending {
-    end_lsn: u64,
-    cb: DurableCallback,
+pub(super) struct Pending {
+    pub(super) end_lsn: u64,
+    pub(super) cb: DurableCallback,
 }
 
 /// State shared by appenders, waiters and the flusher, under one mutex.
 pub(super) struct Tail {
     /// Framed records not yet taken by the flusher; starts at `next_lsn - buf.len()`.
-    buf: Vec<u8>,
-    buf_records: u64,
-    next_lsn: u64,
+    pub(super) buf: Vec<u8>,
+    pub(super) buf_records: u64,
+    pub(super) next_lsn: u64,
     /// Durability callbacks in LSN order.
-    callbacks: VecDeque<Pending>,
+    pub(super) callbacks: VecDeque<Pending>,
     /// Durable LSN whose callbacks have all run: what `wait_durable` waits for.
-    acked_lsn: u64,
+    pub(super) acked_lsn: u64,
     /// `Wal::sync` callers want an fsync covering this LSN.
-    sync_target: u64,
+    pub(super) sync_target: u64,
     /// Someone waits for the buffered records to become durable (a COMMIT or
     /// WAIT callback, or a `wait_durable` caller). In `Sync` mode the flusher
     /// writes and fsyncs only then: UPDATE records alone wait in the buffer
     /// for their COMMIT, so a single writer pays one fsync per transaction,
     /// not one for its UPDATE and another for its COMMIT.
-    want_durable: bool,
+    pub(super) want_durable: bool,
     /// When the oldest record in `buf` was appended: buffered records are
     /// written at the latest `LAZY_WRITE_MS` after it.
-    first_buffered: Option<Instant>,
-    failed: Option<String>,
-    closing: bool,
+    pub(super) first_buffered: Option<Instant>,
+    pub(super) failed: Option<String>,
+    pub(super) closing: bool,
+    /// Records written to the OS but not fsynced (`Batched`, `None`), and
+    /// the last fsync: for the interval sync and the sync at close.
+    pub(super) unsynced: bool,
+    pub(super) last_sync: Instant,
 }
 
 impl Tail {
@@ -86,6 +92,8 @@ impl Tail {
             first_buffered: None,
             failed: None,
             closing: false,
+            unsynced: false,
+            last_sync: Instant::now(),
         }
     }
 }
@@ -118,6 +126,9 @@ pub(super) struct Shared {
     pub(super) tail_limit: usize,
     pub(super) fault: Option<Arc<FaultInjector>>,
     pub(super) tail: Mutex<Tail>,
+    /// Whoever writes the log holds this (the flusher or a leading
+    /// committer: see `writer`); taken before `tail`.
+    pub(super) writer: Mutex<LogWriter>,
     /// The flusher waits here for records (or close).
     pub(super) work: Condvar,
     /// Appenders wait here for tail-buffer space.
@@ -152,12 +163,15 @@ pub(super) fn run_callback(cb: DurableCallback, result: Result<()>) {
 impl Shared {
     /// An appender's side of group commit: copy `frame` into the log tail
     /// (waiting while the tail is full), give it the next LSN, register `cb`
-    /// and wake the flusher when it should act. On failure the callback is
+    /// and wake the flusher when it should act. With `lead`, a callback
+    /// record does not wake the flusher: the appending thread will lead its
+    /// write (`writer`) or kick the flusher. On failure the callback is
     /// handed back, not run.
     pub(super) fn enqueue(
         &self,
         frame: &[u8],
         cb: Option<DurableCallback>,
+        lead: bool,
     ) -> std::result::Result<u64, (Error, Option<DurableCallback>)> {
         let shared = self;
         let mut tail = shared.tail.lock();
@@ -194,7 +208,7 @@ impl Shared {
             tail.callbacks.push_back(Pending { end_lsn, cb });
             let first = !tail.want_durable || was_empty;
             tail.want_durable = true;
-            first
+            first && !lead
         } else if matches!(shared.durability, Durability::Sync) {
             // An UPDATE waits for its COMMIT (which asks for durability).
             crossed
@@ -271,6 +285,13 @@ impl Shared {
         }
     }
 
+    /// Wake the flusher for records appended with `lead` whose thread will
+    /// not lead their write.
+    pub(super) fn kick(&self) {
+        let _tail = self.tail.lock();
+        self.work.notify_one();
+    }
+
     /// Refuse further appends and tell the flusher to finish.
     pub(super) fn begin_close(&self) {
         let mut tail = self.tail.lock();
@@ -301,7 +322,7 @@ impl Shared {
         }
     }
 
-    fn fsync_file(&self, file: &LogFile) -> std::result::Result<(), String> {
+    pub(super) fn fsync_file(&self, file: &LogFile) -> std::result::Result<(), String> {
         let r = match &self.fault {
             Some(f) => f.on_fsync(),
             None => Ok(()),
@@ -312,7 +333,7 @@ impl Shared {
         Ok(())
     }
 
-    fn fsync_dir(&self) -> std::result::Result<(), String> {
+    pub(super) fn fsync_dir(&self) -> std::result::Result<(), String> {
         let r = match &self.fault {
             Some(f) => f.on_fsync().map_err(|e| Error::io(&self.dir, e)),
             None => Ok(()),
@@ -329,11 +350,9 @@ impl Shared {
     }
 }
 
+/// What the flusher does next.
 enum Action {
-    Write {
-        end_lsn: u64,
-        records: u64,
-    },
+    Write,
     Sync,
     /// Closing: sync what is unsynced, then stop.
     Exit,
@@ -341,267 +360,139 @@ enum Action {
     Abandon,
 }
 
-/// The log-flusher thread's state.
+/// The log-flusher thread: writes what no committing thread leads (see
+/// `writer`): UPDATE records that filled the tail, commits whose threads
+/// found the writer busy, `Wal::sync` and `Wal::wait_durable` requests,
+/// lazy writes and interval syncs in `Batched` and `None` modes.
 pub(super) struct Flusher {
     shared: Arc<Shared>,
-    current: LogFile,
-    /// The batch being written; swapped with the (empty) tail buffer.
-    batch: Vec<u8>,
-    last_sync: Instant,
-    unsynced: bool,
 }
 
 impl Flusher {
-    /// The flusher of `shared`, appending to `current`.
-    pub(super) fn new(shared: Arc<Shared>, current: LogFile) -> Flusher {
-        Flusher {
-            shared,
-            current,
-            batch: Vec::new(),
-            last_sync: Instant::now(),
-            unsynced: false,
-        }
+    /// The flusher of `shared`.
+    pub(super) fn new(shared: Arc<Shared>) -> Flusher {
+        Flusher { shared }
     }
 
-    /// The thread's body: act until closed or failed.
-    pub(super) fn run(mut self) {
+    /// The thread's body: act until closed or failed. It sleeps, and
+    /// decides whether to act, without the writer, so that a committing
+    /// thread finds it free to lead; it takes the writer only to act.
+    ///
+    /// `ready` is told once the thread holds the tail for its first look:
+    /// every record appended after `Wal::open` returns is then appended
+    /// while the flusher sleeps or after it looked, so the first commits can
+    /// lead too.
+    pub(super) fn run(self, ready: crossbeam_channel::Sender<()>) {
+        let shared = &*self.shared;
+        let mut ready = Some(ready);
         loop {
-            let step = match self.next_action() {
-                Action::Write { end_lsn, records } => self.write_batch(end_lsn, records),
-                Action::Sync => self.sync(),
+            {
+                let mut tail = shared.tail.lock();
+                if let Some(r) = ready.take() {
+                    let _ = r.send(());
+                }
+                while Self::next_action(shared, &mut tail).is_none() {
+                    match Self::wake_at(shared, &tail) {
+                        Some(at) => {
+                            shared.work.wait_until(&mut tail, at);
+                        }
+                        None => shared.work.wait(&mut tail),
+                    }
+                }
+            }
+            let mut writer = shared.writer.lock();
+            let mut tail = shared.tail.lock();
+            // A leader may have done it meanwhile.
+            let Some(action) = Self::next_action(shared, &mut tail) else {
+                continue;
+            };
+            let step = match action {
+                Action::Write => {
+                    let taken = writer.take(shared, &mut tail);
+                    drop(tail);
+                    writer.write_batch(shared, taken)
+                }
+                Action::Sync => {
+                    drop(tail);
+                    writer.sync(shared)
+                }
                 Action::Exit => {
                     // Close: drop the preallocated zeros, make everything
                     // durable in every mode.
-                    if self.current.allocated > self.current.len {
-                        if let Err(e) = self.current.cut_to_len() {
-                            self.shared.fail(format!(
-                                "truncating {} failed: {e}",
-                                self.current.path.display()
-                            ));
-                            return;
-                        }
-                        self.unsynced = true;
+                    let mut unsynced = tail.unsynced;
+                    drop(tail);
+                    let mut r = Ok(());
+                    if writer.current.allocated > writer.current.len {
+                        r = writer.current.cut_to_len().map_err(|e| {
+                            format!("truncating {} failed: {e}", writer.current.path.display())
+                        });
+                        unsynced = true;
                     }
-                    if self.unsynced
-                        && let Err(reason) = self.sync()
-                    {
-                        self.shared.fail(reason);
+                    if r.is_ok() && unsynced {
+                        r = writer.sync(shared);
+                    }
+                    drop(writer);
+                    if let Err(reason) = r {
+                        shared.fail(reason);
                     }
                     return;
                 }
                 Action::Abandon => return,
             };
+            drop(writer);
             if let Err(reason) = step {
-                self.shared.fail(reason);
+                shared.fail(reason);
                 return;
             }
         }
     }
 
-    fn next_action(&mut self) -> Action {
-        let shared = &self.shared;
-        let mut tail = shared.tail.lock();
-        loop {
-            if tail.failed.is_some() {
-                return Action::Abandon;
-            }
-            let threshold = shared.durability.write_threshold(shared.tail_limit);
-            let eager = tail.want_durable
-                || tail.closing
-                || tail.sync_target > shared.synced_lsn.load(Ordering::Acquire)
-                || tail.buf.len() >= threshold
-                || tail
-                    .first_buffered
-                    .is_some_and(|t| t.elapsed() >= Duration::from_millis(LAZY_WRITE_MS));
-            if !tail.buf.is_empty() && eager {
-                tail.want_durable = false;
-                tail.first_buffered = None;
-                self.batch.clear();
-                std::mem::swap(&mut tail.buf, &mut self.batch);
-                let records = std::mem::take(&mut tail.buf_records);
-                shared.space.notify_all();
-                return Action::Write {
-                    end_lsn: tail.next_lsn,
-                    records,
-                };
-            }
-            if tail.buf.is_empty() {
-                // Nothing buffered: a stale request refers to records already written.
-                tail.want_durable = false;
-            }
-            if tail.sync_target > shared.synced_lsn.load(Ordering::Acquire) {
-                return Action::Sync;
-            }
-            if tail.closing {
-                return Action::Exit;
-            }
-            let lazy = tail
+    /// What to do now, or `None` to sleep until [`Flusher::wake_at`].
+    fn next_action(shared: &Shared, tail: &mut Tail) -> Option<Action> {
+        if tail.failed.is_some() {
+            return Some(Action::Abandon);
+        }
+        let threshold = shared.durability.write_threshold(shared.tail_limit);
+        let eager = tail.want_durable
+            || tail.closing
+            || tail.sync_target > shared.synced_lsn.load(Ordering::Acquire)
+            || tail.buf.len() >= threshold
+            || tail
                 .first_buffered
-                .map(|t| t + Duration::from_millis(LAZY_WRITE_MS));
-            if let (true, Durability::Batched { interval_ms }) = (self.unsynced, shared.durability)
-            {
-                let deadline = self.last_sync + Duration::from_millis(interval_ms);
-                if Instant::now() >= deadline {
-                    return Action::Sync;
-                }
-                shared
-                    .work
-                    .wait_until(&mut tail, lazy.map_or(deadline, |l| l.min(deadline)));
-            } else if let Some(lazy) = lazy {
-                shared.work.wait_until(&mut tail, lazy);
-            } else {
-                shared.work.wait(&mut tail);
+                .is_some_and(|t| t.elapsed() >= Duration::from_millis(LAZY_WRITE_MS));
+        if !tail.buf.is_empty() && eager {
+            return Some(Action::Write);
+        }
+        if tail.buf.is_empty() {
+            // Nothing buffered: a stale request refers to records already written.
+            tail.want_durable = false;
+        }
+        if tail.sync_target > shared.synced_lsn.load(Ordering::Acquire) {
+            return Some(Action::Sync);
+        }
+        if tail.closing {
+            return Some(Action::Exit);
+        }
+        if let (true, Durability::Batched { interval_ms }) = (tail.unsynced, shared.durability)
+            && Instant::now() >= tail.last_sync + Duration::from_millis(interval_ms)
+        {
+            return Some(Action::Sync);
+        }
+        None
+    }
+
+    /// When to wake without being notified: the lazy write of buffered
+    /// records, and in `Batched` mode the interval sync.
+    fn wake_at(shared: &Shared, tail: &Tail) -> Option<Instant> {
+        let lazy = tail
+            .first_buffered
+            .map(|t| t + Duration::from_millis(LAZY_WRITE_MS));
+        match (tail.unsynced, shared.durability) {
+            (true, Durability::Batched { interval_ms }) => {
+                let deadline = tail.last_sync + Duration::from_millis(interval_ms);
+                Some(lazy.map_or(deadline, |l| l.min(deadline)))
             }
+            _ => lazy,
         }
-    }
-
-    fn sync(&mut self) -> std::result::Result<(), String> {
-        self.shared.fsync_file(&self.current)?;
-        self.last_sync = Instant::now();
-        self.unsynced = false;
-        let end = self.current.end_lsn();
-        // Under the lock, so that a `Wal::sync` caller cannot miss the wake-up.
-        let _tail = self.shared.tail.lock();
-        self.shared.synced_lsn.store(end, Ordering::Release);
-        self.shared.durable.notify_all();
-        Ok(())
-    }
-
-    fn write_batch(&mut self, end_lsn: u64, records: u64) -> std::result::Result<(), String> {
-        let batch = std::mem::take(&mut self.batch);
-        let written = self.write_bytes(&batch);
-        let bytes = batch.len() as u64;
-        self.batch = batch;
-        if self.batch.capacity() > 2 * self.shared.tail_limit {
-            self.batch = Vec::new();
-        }
-        written?;
-        if self.current.end_lsn() != end_lsn {
-            return Err(format!(
-                "internal error: log file ends at LSN {} after a batch ending at LSN {end_lsn}",
-                self.current.end_lsn()
-            ));
-        }
-        match self.shared.durability {
-            Durability::Sync => self.sync()?,
-            Durability::Batched { interval_ms } => {
-                if self.last_sync.elapsed() >= Duration::from_millis(interval_ms) {
-                    self.sync()?;
-                } else {
-                    self.unsynced = true;
-                }
-            }
-            Durability::None => self.unsynced = true,
-        }
-        let st = &self.shared.stats;
-        st.batches.fetch_add(1, Ordering::Relaxed);
-        st.max_batch_records.fetch_max(records, Ordering::Relaxed);
-        st.max_batch_bytes.fetch_max(bytes, Ordering::Relaxed);
-        self.publish(end_lsn);
-        Ok(())
-    }
-
-    /// Advance the durable LSN, run the callbacks now covered (in LSN order),
-    /// then wake `wait_durable` callers.
-    fn publish(&self, end_lsn: u64) {
-        let ready: Vec<Pending> = {
-            let mut tail = self.shared.tail.lock();
-            self.shared.durable_lsn.store(end_lsn, Ordering::Release);
-            let n = tail
-                .callbacks
-                .iter()
-                .take_while(|p| p.end_lsn <= end_lsn)
-                .count();
-            tail.callbacks.drain(..n).collect()
-        };
-        for p in ready {
-            run_callback(p.cb, Ok(()));
-        }
-        self.shared.tail.lock().acked_lsn = end_lsn;
-        self.shared.durable.notify_all();
-    }
-
-    /// Write framed records, moving to a new file before a record whenever the
-    /// current file has reached the size limit.
-    fn write_bytes(&mut self, data: &[u8]) -> std::result::Result<(), String> {
-        let limit = self.shared.file_size_limit;
-        let mut pos = 0usize;
-        while pos < data.len() {
-            if self.current.len >= limit && self.current.len > 0 {
-                self.roll()?;
-            }
-            let rest = (data.len() - pos) as u64;
-            let chunk_end = if self.current.len + rest <= limit {
-                data.len()
-            } else {
-                // Take records while the file is below the limit (at least one).
-                let mut end = pos;
-                let mut flen = self.current.len;
-                while end < data.len() && flen < limit {
-                    let rec_len = le_u32(data, end)
-                        .map(|l| FRAME_HEADER_BYTES + l as usize)
-                        .filter(|&l| end + l <= data.len())
-                        .ok_or_else(|| {
-                            "internal error: malformed record in the log tail buffer".to_string()
-                        })?;
-                    end += rec_len;
-                    flen += rec_len as u64;
-                }
-                end
-            };
-            self.write_chunk(&data[pos..chunk_end])?;
-            pos = chunk_end;
-        }
-        Ok(())
-    }
-
-    fn write_chunk(&mut self, chunk: &[u8]) -> std::result::Result<(), String> {
-        let allowed = match &self.shared.fault {
-            Some(f) => f.on_write(chunk.len()),
-            None => chunk.len(),
-        };
-        use std::os::unix::fs::FileExt;
-        let cur = &mut self.current;
-        cur.preallocate(chunk.len() as u64)
-            .map_err(|e| format!("write to {} failed: {e}", cur.path.display()))?;
-        let r = cur
-            .file
-            .write_all_at(&chunk[..allowed], cur.len)
-            .and_then(|()| {
-                if allowed < chunk.len() {
-                    Err(FaultInjector::injected_write_error())
-                } else {
-                    Ok(())
-                }
-            });
-        r.map_err(|e| format!("write to {} failed: {e}", self.current.path.display()))?;
-        self.current.len += chunk.len() as u64;
-        Ok(())
-    }
-
-    /// Finish the current file (fsync) and create the next one (fsync the
-    /// directory), so that only the last file can ever be torn.
-    fn roll(&mut self) -> std::result::Result<(), String> {
-        // A finished file ends at its last record: readers treat anything
-        // after a non-last file's records as corruption.
-        self.current
-            .cut_to_len()
-            .map_err(|e| format!("truncating {} failed: {e}", self.current.path.display()))?;
-        self.sync()?;
-        let start = self.current.end_lsn();
-        let next = LogFile::create(&self.shared.dir, start).map_err(|e| {
-            format!(
-                "cannot create log file {}: {e}",
-                self.shared.dir.join(log_file_name(start)).display()
-            )
-        })?;
-        self.shared.fsync_dir()?;
-        tracing::debug!("write-ahead log moved to {}", next.path.display());
-        self.current = next;
-        self.shared
-            .stats
-            .files_created
-            .fetch_add(1, Ordering::Relaxed);
-        Ok(())
     }
 }

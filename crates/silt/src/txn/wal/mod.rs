@@ -14,6 +14,8 @@
 //! - `files`: log file naming, listing and preallocation;
 //! - `reader`: [`read_from`] / [`LogReader`] and the torn-tail rules;
 //! - `flusher`: the log tail and the flusher thread (group commit);
+//! - `writer`: the file being appended to, written by the flusher or by a
+//!   committing thread that leads its own commit;
 //! - `checkpoint`: the CHECKPOINT file;
 //! - here: the [`Wal`] handle.
 //!
@@ -21,7 +23,10 @@
 //! [`Wal::append`] only copies the framed record into an in-memory *log tail*;
 //! a flusher thread writes everything that accumulated with one `write` and
 //! one fsync, then runs the durability callbacks of the records it made
-//! durable, in LSN order. A transaction counts as committed only once its
+//! durable, in LSN order. A committing thread about to wait for its COMMIT
+//! can instead *lead* ([`Wal::append_led`], [`Wal::lead`]): when nobody is
+//! writing, it writes and fsyncs the tail itself, so a lone writer's commit
+//! does not cross threads. A transaction counts as committed only once its
 //! COMMIT record is durable; the callback registered by [`Wal::append_commit`]
 //! is where the transaction layer releases its X locks.
 //!
@@ -57,9 +62,12 @@ mod flusher;
 mod options;
 mod reader;
 mod record;
+mod writer;
 
 #[cfg(test)]
 mod checkpoint_tests;
+#[cfg(test)]
+mod lead_tests;
 #[cfg(test)]
 mod options_tests;
 #[cfg(test)]
@@ -89,6 +97,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use writer::LogWriter;
 
 /// What [`Wal::open`] found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -146,7 +155,8 @@ pub struct WalStats {
 /// design (group commit, durability modes, failure handling, torn tails).
 ///
 /// `Wal` is `Send + Sync`: share it with an `Arc`. Durability callbacks run on
-/// the flusher thread, in LSN order: they must be short and must not append,
+/// the flusher thread, or on a committing thread that leads ([`Wal::lead`]),
+/// in LSN order: they must be short and must not append, lead,
 /// call [`Wal::wait_durable`], [`Wal::flush`] or [`Wal::close`] (each may wait
 /// for the thread that runs them). A panicking callback is caught and logged.
 pub struct Wal {
@@ -223,6 +233,7 @@ impl Wal {
             tail_limit: opts.tail_buffer_limit,
             fault: opts.fault,
             tail: Mutex::new(Tail::new(end_lsn)),
+            writer: Mutex::new(LogWriter::new(current)),
             work: Condvar::new(),
             space: Condvar::new(),
             durable: Condvar::new(),
@@ -232,16 +243,19 @@ impl Wal {
             files_lock: Mutex::new(()),
             stats,
         });
-        let flusher = Flusher::new(shared.clone(), current);
+        let flusher = Flusher::new(shared.clone());
         let thread_shared = shared.clone();
+        let (ready_tx, ready) = crossbeam_channel::bounded(1);
         let handle = std::thread::Builder::new()
             .name("silt-wal-flusher".into())
             .spawn(move || {
-                if catch_unwind(AssertUnwindSafe(|| flusher.run())).is_err() {
+                if catch_unwind(AssertUnwindSafe(|| flusher.run(ready_tx))).is_err() {
                     thread_shared.fail("the log flusher thread panicked".into());
                 }
             })
             .map_err(|e| Error::io(dir, e))?;
+        // Err only if the thread ended first; its failure is then the log's.
+        let _ = ready.recv();
         let summary = OpenSummary {
             end_lsn,
             truncated_bytes,
@@ -275,7 +289,7 @@ impl Wal {
     pub fn append(&self, rec: &LogRecord) -> Result<u64> {
         with_frame(
             |out| rec.encode_frame_into(out),
-            |frame| self.shared.enqueue(frame, None).map_err(|(e, _)| e),
+            |frame| self.shared.enqueue(frame, None, false).map_err(|(e, _)| e),
         )
     }
 
@@ -284,7 +298,7 @@ impl Wal {
     pub fn append_update(&self, rec: &UpdateRef<'_>) -> Result<u64> {
         with_frame(
             |out| rec.encode_frame_into(out),
-            |frame| self.shared.enqueue(frame, None).map_err(|(e, _)| e),
+            |frame| self.shared.enqueue(frame, None, false).map_err(|(e, _)| e),
         )
     }
 
@@ -298,6 +312,40 @@ impl Wal {
         rec: &LogRecord,
         on_durable: DurableCallback,
     ) -> Result<u64> {
+        self.append_callback(rec, on_durable, false)
+    }
+
+    /// [`append_with_callback`](Self::append_with_callback) for a record
+    /// whose appending thread is about to wait for it: the flusher is not
+    /// woken. The caller must then call [`lead`](Self::lead) on this thread
+    /// before it waits, or [`kick`](Self::kick) if it will not wait; else the
+    /// record waits for the next lazy write.
+    pub fn append_led(&self, rec: &LogRecord, on_durable: DurableCallback) -> Result<u64> {
+        self.append_callback(rec, on_durable, true)
+    }
+
+    /// Leader-based commit: if nobody is writing the log and the record
+    /// appended at `lsn` is not durable yet, write and (in `Sync` mode)
+    /// fsync everything buffered on this thread, running the durability
+    /// callbacks it covers here. Returns at once when another thread is
+    /// writing: that thread or the flusher then makes the record durable.
+    /// Must not be called from a durability callback.
+    pub fn lead(&self, lsn: u64) {
+        self.shared.lead(lsn)
+    }
+
+    /// Wake the flusher for records appended with
+    /// [`append_led`](Self::append_led) that this thread will not lead.
+    pub fn kick(&self) {
+        self.shared.kick()
+    }
+
+    fn append_callback(
+        &self,
+        rec: &LogRecord,
+        on_durable: DurableCallback,
+        lead: bool,
+    ) -> Result<u64> {
         let mut frame = Vec::new();
         if let Err(e) = rec.encode_frame_into(&mut frame) {
             run_callback(
@@ -306,7 +354,7 @@ impl Wal {
             );
             return Err(e);
         }
-        match self.shared.enqueue(&frame, Some(on_durable)) {
+        match self.shared.enqueue(&frame, Some(on_durable), lead) {
             Ok(lsn) => {
                 match rec {
                     LogRecord::Commit { .. } => &self.shared.stats.commits,
