@@ -930,11 +930,13 @@ impl PgHandler {
                 let Some(s) = stmt else {
                     return Err(QueryError::ShuttingDown);
                 };
-                // A short VALUES insert runs on the connection's task (its
-                // write still goes to a blocking thread): one hop fewer.
+                // A short VALUES insert runs on the connection's task, and
+                // so does a one-row write that need not wait (see
+                // `silt_sql::blocking`): no hop to another thread.
                 let batches = if silt_sql::insert::is_short_values(sql) {
                     let ctl = Some(s.ctl.clone());
-                    s.execute_here(session, engine.execute_with(session, sql, ctl))
+                    let run = engine.execute_with(session, sql, ctl);
+                    s.execute_here(session, silt_sql::blocking::with_short_writes(run))
                         .await?
                 } else {
                     self.collect(s, sql).await?

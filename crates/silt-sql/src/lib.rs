@@ -44,7 +44,7 @@
 pub mod access;
 pub mod alter;
 pub mod batch;
-mod blocking;
+pub mod blocking;
 pub mod bounds;
 pub mod capped;
 pub mod capped_agg;
