@@ -96,7 +96,8 @@ pub struct CpuSnapshot {
     total: u64,
     /// Non-idle CPU time of the machine.
     busy: u64,
-    /// CPU time of this process (all threads).
+    /// CPU time of this process (all threads) and of its children that
+    /// ended (a server child the workload started and stopped).
     own: u64,
 }
 
@@ -113,11 +114,13 @@ impl CpuSnapshot {
         let total: u64 = fields.iter().sum();
         let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0); // idle + iowait
         // /proc/self/stat: fields after the ")" of the command name; utime and stime
-        // are the 12th and 13th of those (fields 14 and 15 of the line).
+        // are the 12th and 13th of those (fields 14 and 15 of the line), the
+        // waited-for children's cutime and cstime the 14th and 15th.
         let own_stat = fs::read_to_string("/proc/self/stat").ok()?;
         let rest = own_stat.rsplit_once(')')?.1;
         let v: Vec<&str> = rest.split_whitespace().collect();
-        let own = v.get(11)?.parse::<u64>().ok()? + v.get(12)?.parse::<u64>().ok()?;
+        let tick = |i: usize| v.get(i).and_then(|s| s.parse::<u64>().ok());
+        let own = tick(11)? + tick(12)? + tick(13).unwrap_or(0) + tick(14).unwrap_or(0);
         Some(Self {
             total,
             busy: total - idle,

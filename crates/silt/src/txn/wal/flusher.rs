@@ -431,7 +431,6 @@ impl Flusher {
                     if r.is_ok() && unsynced {
                         r = writer.sync(shared);
                     }
-                    drop(writer);
                     if let Err(reason) = r {
                         shared.fail(reason);
                     }
@@ -439,11 +438,12 @@ impl Flusher {
                 }
                 Action::Abandon => return,
             };
-            drop(writer);
+            // A failure is declared before the writer is let go (see `writer`).
             if let Err(reason) = step {
                 shared.fail(reason);
                 return;
             }
+            drop(writer);
         }
     }
 

@@ -14,7 +14,8 @@
 //! once done, wakes the flusher for whatever was appended meanwhile.
 //!
 //! Batches are taken from the tail only while holding the writer, so the
-//! log is written, and callbacks run, in LSN order whoever writes. Lock
+//! log is written, and callbacks run, in LSN order whoever writes; a
+//! failed write or fsync fails the log before the writer is let go. Lock
 //! order: the writer before the tail.
 
 use super::files::{LogFile, log_file_name};
@@ -236,12 +237,14 @@ impl Shared {
         }
         let taken = writer.take(self, &mut tail);
         drop(tail);
-        let step = writer.write_batch(self, taken);
-        drop(writer);
-        if let Err(reason) = step {
+        if let Err(reason) = writer.write_batch(self, taken) {
+            // Failed while still holding the writer: nobody may write and
+            // acknowledge later records between a failed fsync and the
+            // failure (a later fsync proves nothing about this batch).
             self.fail(reason);
             return;
         }
+        drop(writer);
         // Records appended while this thread wrote, whose appenders found
         // the writer busy, go to the flusher (checked after letting go of
         // the writer: an appender that found it busy appended before that).
