@@ -181,6 +181,12 @@ impl Dataset {
         mode: WriteMode,
     ) -> Result<(BatchReport, Option<PendingAck>)> {
         self.check_batch(batch)?;
-        self.write_ops_atomic_unacked(mode, batch.rows().map(Ok), PreparedUnder::Batch(batch))
+        // Not led: the log flush overlaps the caller's next batch.
+        self.write_ops_atomic_unacked(
+            mode,
+            batch.rows().map(Ok),
+            PreparedUnder::Batch(batch),
+            false,
+        )
     }
 }

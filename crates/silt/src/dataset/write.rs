@@ -726,7 +726,7 @@ impl Dataset {
         prepared: impl ExactSizeIterator<Item = Result<T>>,
         under: PreparedUnder<'_>,
     ) -> Result<BatchReport> {
-        let (report, ack) = self.write_ops_atomic_unacked(mode, prepared, under)?;
+        let (report, ack) = self.write_ops_atomic_unacked(mode, prepared, under, true)?;
         if let Some(a) = ack {
             a.wait()?;
         }
@@ -735,12 +735,16 @@ impl Dataset {
 
     /// One transaction writing every record of `prepared` in `mode`, or
     /// (at the first failure) none; returns before the acknowledgment (see
-    /// [`Dataset::write_prepared_unacknowledged`]).
+    /// [`Dataset::write_prepared_unacknowledged`]). `lead`: the caller
+    /// waits for the acknowledgment next and writes the log itself (see
+    /// `TxnContext::commit`); without it the flusher starts on the COMMIT
+    /// at once, while the caller does other work.
     pub(super) fn write_ops_atomic_unacked<T: KeyValue>(
         &self,
         mode: WriteMode,
         prepared: impl ExactSizeIterator<Item = Result<T>>,
         under: PreparedUnder<'_>,
+        lead: bool,
     ) -> Result<(BatchReport, Option<PendingAck>)> {
         let ctx = &self.txn;
         let mut report = BatchReport::default();
@@ -793,7 +797,7 @@ impl Dataset {
                 return Ok((report, None));
             }
         }
-        let handle = ctx.commit(txn, &work.mems, true);
+        let handle = ctx.commit(txn, &work.mems, lead);
         self.group.charge(work.cost)?;
         report.committed = written;
         let ack = PendingAck {
