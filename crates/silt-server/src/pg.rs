@@ -930,13 +930,11 @@ impl PgHandler {
                 let Some(s) = stmt else {
                     return Err(QueryError::ShuttingDown);
                 };
-                // A short VALUES insert runs on the connection's task, and
-                // so does a one-row write that need not wait (see
-                // `silt_sql::blocking`): no hop to another thread.
+                // A short VALUES insert runs on the connection's task (its
+                // write still goes to a blocking thread): one hop fewer.
                 let batches = if silt_sql::insert::is_short_values(sql) {
                     let ctl = Some(s.ctl.clone());
-                    let run = engine.execute_with(session, sql, ctl);
-                    s.execute_here(session, silt_sql::blocking::with_short_writes(run))
+                    s.execute_here(session, engine.execute_with(session, sql, ctl))
                         .await?
                 } else {
                     self.collect(s, sql).await?

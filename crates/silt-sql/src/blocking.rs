@@ -15,14 +15,6 @@
 //! Only the statement's top-level future runs on the caller's thread;
 //! tasks it spawns run on the runtime's workers, where the flag below is
 //! not set and blocking calls still move off them.
-//!
-//! A server's connection task is a third case ([`with_short_writes`]): a
-//! short `INSERT ... VALUES` of one row writes on it when nothing makes
-//! the write wait but its own commit's log write (see
-//! `silt::Dataset::try_write_one_under`): no other writer of its key, no
-//! `ALTER` or index build, no flush. That wait, one fsync that its thread
-//! leads or shares, is as long as a small query's work on that task; any
-//! other wait still happens on a blocking thread.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -33,23 +25,6 @@ thread_local! {
     /// This thread is inside [`on_caller`]: it only waits for the future
     /// it polls.
     static CALLER: Cell<bool> = const { Cell::new(false) };
-}
-
-tokio::task_local! {
-    /// The statement's task may write one short row itself.
-    static SHORT_WRITES: ();
-}
-
-/// Run `fut` (a statement on a server's connection task) with its
-/// single-row writes done on its own task when they need not wait (see
-/// the module doc).
-pub async fn with_short_writes<F: Future>(fut: F) -> F::Output {
-    SHORT_WRITES.scope((), fut).await
-}
-
-/// Whether the running statement may write a short row on its own task.
-pub(crate) fn short_writes_here() -> bool {
-    SHORT_WRITES.try_with(|_| ()).is_ok()
 }
 
 /// Run `fut` to completion on `rt` from a thread outside the runtime, which

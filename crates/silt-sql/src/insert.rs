@@ -61,7 +61,6 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use silt::{Dataset, Value, WriteMode};
 
-use crate::blocking;
 use crate::coerce;
 use crate::compile::Compiler;
 use crate::convert::{self, ColumnInfo};
@@ -353,18 +352,7 @@ async fn run_in(
         };
         let w = writer.clone();
         // A storage failure (I/O, closed database) is returned as it is.
-        let one_row = matches!(&input, Input::Values(v) if v.len() == 1);
-        let out = if one_row && blocking::short_writes_here() {
-            // One short row on the caller's task when it need not wait;
-            // else the row goes to a blocking thread as it is.
-            let rows = w.rows(input)?;
-            match w.try_store_here(&rows)? {
-                Some(out) => out,
-                None => ddl::blocking(move || w.store(rows)).await?,
-            }
-        } else {
-            ddl::blocking(move || w.write(input)).await?
-        };
+        let out = ddl::blocking(move || w.write(input)).await?;
         let n = out.rows as u64;
         if let Some(r) = &returning
             && out.failure.is_none()
@@ -745,18 +733,6 @@ struct BatchOut {
 /// (rows, the table's columns, the first row that failed and why).
 type Assigned = (usize, Vec<ArrayRef>, Option<(usize, SqlError)>);
 
-/// One batch of proposed rows, assigned and checked, not yet written.
-struct Proposed {
-    /// Rows in the batch.
-    n: usize,
-    /// The table's columns.
-    arrays: Vec<ArrayRef>,
-    /// The records of the rows before the first failing one.
-    records: Vec<Value>,
-    /// The first row that failed and why.
-    failure: Option<(usize, SqlError)>,
-}
-
 /// A literal as DataFusion types it (`None`: not a plain literal).
 fn literal(e: &SqlExpr, float_as_decimal: bool) -> Option<ScalarValue> {
     let number = |n: &str, negative: bool| -> Option<ScalarValue> {
@@ -902,12 +878,6 @@ const RACE_RETRIES: usize = 5;
 impl Writer {
     /// Assign, check and write one batch of proposed rows.
     fn write(&self, input: Input) -> Result<BatchOut, SqlError> {
-        let rows = self.rows(input)?;
-        self.store(rows)
-    }
-
-    /// Assign and check one batch of proposed rows: the records to write.
-    fn rows(&self, input: Input) -> Result<Proposed, SqlError> {
         let t = &self.table;
         let (n, arrays, mut failure) = match input {
             Input::Batch(b) => self.assign_batch(&b)?,
@@ -922,22 +892,6 @@ impl Writer {
         let records = (0..limit)
             .map(|r| t.record(&arrays, r))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Proposed {
-            n,
-            arrays,
-            records,
-            failure,
-        })
-    }
-
-    /// Write rows assigned by [`Writer::rows`].
-    fn store(&self, rows: Proposed) -> Result<BatchOut, SqlError> {
-        let Proposed {
-            n,
-            arrays,
-            records,
-            failure,
-        } = rows;
         let mut out = match &self.mode {
             Mode::Write(mode) => self.write_plain(*mode, records)?,
             Mode::Update(u) => self.write_update(u, &arrays, records)?,
@@ -947,40 +901,6 @@ impl Writer {
         }
         out.rows = n;
         Ok(out)
-    }
-
-    /// [`Writer::store`] of one plain row (no `DO UPDATE`, no
-    /// `RETURNING`, outside a transaction block) on the calling task, when
-    /// it needs no wait but its own commit's log write; `None`, with
-    /// nothing written, for anything else (see
-    /// [`silt::Dataset::try_write_one_under`]).
-    fn try_store_here(&self, rows: &Proposed) -> Result<Option<BatchOut>, SqlError> {
-        let (Mode::Write(mode), [record], None, false, None) = (
-            &self.mode,
-            rows.records.as_slice(),
-            &rows.failure,
-            self.keep,
-            &self.target.txn,
-        ) else {
-            return Ok(None);
-        };
-        let Some(report) =
-            self.table
-                .ds
-                .try_write_one_under(&self.target.def, record.clone(), *mode)?
-        else {
-            return Ok(None);
-        };
-        let failure = (report.failed.into_iter().next())
-            .map(|(i, e)| (i, self.table.row_error(&self.table.key_of(record), e)));
-        let committed = report.committed as u64;
-        Ok(Some(BatchOut {
-            rows: rows.n,
-            committed,
-            unchanged: u64::from(failure.is_none()).saturating_sub(committed),
-            failure,
-            written: Vec::new(),
-        }))
     }
 
     /// The table's columns (full width, in its types) of a batch of the

@@ -44,7 +44,7 @@
 pub mod access;
 pub mod alter;
 pub mod batch;
-pub mod blocking;
+mod blocking;
 pub mod bounds;
 pub mod capped;
 pub mod capped_agg;

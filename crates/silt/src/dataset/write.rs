@@ -492,62 +492,9 @@ impl Dataset {
     /// [`Dataset::write_one`] for a caller holding the DDL lock shared
     /// (since it prepared the record).
     fn write_one_locked(&self, op: WriteOp<'_>) -> Result<bool> {
-        let txn = self.txn.begin();
-        self.txn
-            .locks
-            .lock_x(txn, LockManager::name(self.id, op.key()));
-        self.write_one_txn(txn, op)
-    }
-
-    /// [`Dataset::write_batch_under`] of one record, for a caller that must
-    /// not wait on anything but the record's own log write (an async task:
-    /// a server's connection): `None`, with nothing written, when it would
-    /// wait for an `ALTER` or index build (the DDL lock), another writer of
-    /// the same key (its record lock), or a flush (the memory budget).
-    pub fn try_write_one_under(
-        &self,
-        def: &Arc<DatasetDef>,
-        record: Value,
-        mode: WriteMode,
-    ) -> Result<Option<BatchReport>> {
-        let Some(_ddl) = self.ddl.try_read() else {
-            return Ok(None);
-        };
-        if self.group.over_budget() {
-            return Ok(None);
-        }
-        let mut report = BatchReport::default();
-        let prepared = self
-            .check_shape(def)
-            .and_then(|()| self.prepare_under(def, record));
-        let (key, value) = match prepared {
-            Ok(kv) => kv,
-            Err(e) => {
-                report.failed.push((0, e));
-                return Ok(Some(report));
-            }
-        };
-        let op = WriteOp::of(mode, &key, &value);
-        let txn = self.txn.begin();
-        if !self
-            .txn
-            .locks
-            .try_lock_x(txn, LockManager::name(self.id, op.key()))
-        {
-            return Ok(None);
-        }
-        match self.write_one_txn(txn, op) {
-            Ok(written) => report.committed = usize::from(written),
-            Err(e @ (Error::Closed(_) | Error::Io { .. })) => return Err(e),
-            Err(e) => report.failed.push((0, e)),
-        }
-        Ok(Some(report))
-    }
-
-    /// One record's transaction `txn`, its X lock held: apply, commit (led
-    /// by this thread), acknowledge.
-    fn write_one_txn(&self, txn: u64, op: WriteOp<'_>) -> Result<bool> {
         let ctx = &self.txn;
+        let txn = ctx.begin();
+        ctx.locks.lock_x(txn, LockManager::name(self.id, op.key()));
         let mut work = TxnWork::default();
         match self.apply(txn, &op, &mut work, false) {
             Ok(true) => {
@@ -807,7 +754,3 @@ impl Dataset {
         Ok((report, Some(ack)))
     }
 }
-
-#[cfg(test)]
-#[path = "write_tests.rs"]
-mod tests;

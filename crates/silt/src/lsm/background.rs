@@ -193,12 +193,6 @@ impl MemoryGroup {
         self.trees.read().clone()
     }
 
-    /// The active components hold more than the budget: the next write's
-    /// charge rotates them, and may wait for a previous flush.
-    pub fn over_budget(&self) -> bool {
-        self.used.load(Ordering::Relaxed) as u64 > self.limit
-    }
-
     /// Account `bytes` just written; if the budget is exceeded, rotate and
     /// schedule flushes of every index (blocking while a previous flush still
     /// occupies the second buffer).
