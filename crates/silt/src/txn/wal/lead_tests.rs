@@ -10,6 +10,16 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
+/// A log in `dir` whose writes and fsyncs go through a fault injector.
+fn open_with_faults(dir: &std::path::Path) -> (Arc<Wal>, Arc<FaultInjector>) {
+    let fault = Arc::new(FaultInjector::new());
+    let o = WalOptions {
+        fault: Some(fault.clone()),
+        ..Default::default()
+    };
+    (Arc::new(Wal::open(dir, o).unwrap().0), fault)
+}
+
 /// What a commit's durability callback saw.
 struct Seen {
     ok: bool,
@@ -60,13 +70,8 @@ fn a_lone_writer_syncs_its_own_commit_and_is_acknowledged_after_the_sync() {
     const COMMITS: u64 = 20;
     const DELAY: Duration = Duration::from_millis(15);
     let dir = tempfile::tempdir().unwrap();
-    let fault = Arc::new(FaultInjector::new());
+    let (wal, fault) = open_with_faults(dir.path());
     fault.delay_fsyncs(DELAY);
-    let o = WalOptions {
-        fault: Some(fault.clone()),
-        ..Default::default()
-    };
-    let wal = Arc::new(Wal::open(dir.path(), o).unwrap().0);
     let me = std::thread::current().id();
     let mut own_thread = 0;
     for txn in 1..=COMMITS {
@@ -113,13 +118,8 @@ fn leaders_and_the_flusher_keep_lsn_order_and_group_commit() {
     const THREADS: u64 = 8;
     const COMMITS: u64 = 60;
     let dir = tempfile::tempdir().unwrap();
-    let fault = Arc::new(FaultInjector::new());
+    let (wal, fault) = open_with_faults(dir.path());
     fault.delay_fsyncs(Duration::from_millis(1));
-    let o = WalOptions {
-        fault: Some(fault.clone()),
-        ..Default::default()
-    };
-    let wal = Arc::new(Wal::open(dir.path(), o).unwrap().0);
     let order = Arc::new(Mutex::new(Vec::new()));
     let threads: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -182,12 +182,7 @@ fn leaders_and_the_flusher_keep_lsn_order_and_group_commit() {
 #[test]
 fn a_failed_fsync_in_a_leader_fails_its_commit_and_the_log() {
     let dir = tempfile::tempdir().unwrap();
-    let fault = Arc::new(FaultInjector::new());
-    let o = WalOptions {
-        fault: Some(fault.clone()),
-        ..Default::default()
-    };
-    let wal = Arc::new(Wal::open(dir.path(), o).unwrap().0);
+    let (wal, fault) = open_with_faults(dir.path());
     let (lsn, _, rx) = led_commit(&wal, 1);
     wal.lead(lsn);
     assert!(rx.recv().unwrap().ok);
