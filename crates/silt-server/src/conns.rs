@@ -20,7 +20,9 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
+
+use crate::idle::IdleTimer;
 
 use crate::limits::{ConnCount, ConnSlot};
 
@@ -171,7 +173,10 @@ pub struct HttpConn<S> {
     _slot: ConnSlot,
     activity: Arc<Activity>,
     idle: Duration,
-    timer: Option<Pin<Box<Sleep>>>,
+    /// The idle timer (see [`crate::idle`]), and when the connection last
+    /// sent or received.
+    timer: Option<IdleTimer>,
+    last: Instant,
 }
 
 impl<S> HttpConn<S> {
@@ -181,7 +186,12 @@ impl<S> HttpConn<S> {
             _slot: slot,
             activity: Arc::new(Activity::default()),
             idle,
-            timer: (!idle.is_zero()).then(|| Box::pin(tokio::time::sleep(idle))),
+            timer: (!idle.is_zero()).then(|| {
+                let mut t = IdleTimer::new();
+                t.set(Instant::now() + idle);
+                t
+            }),
+            last: Instant::now(),
         }
     }
 
@@ -191,8 +201,8 @@ impl<S> HttpConn<S> {
     }
 
     fn touch(&mut self) {
-        if let Some(t) = self.timer.as_mut() {
-            t.as_mut().reset(Instant::now() + self.idle);
+        if self.timer.is_some() {
+            self.last = Instant::now();
         }
     }
 }
@@ -213,12 +223,14 @@ impl<S: AsyncRead + Unpin> AsyncRead for HttpConn<S> {
                 let idle = this.idle;
                 let busy = this.activity.in_flight.load(Ordering::Acquire) > 0;
                 if let Some(t) = this.timer.as_mut() {
-                    while t.as_mut().poll(cx).is_ready() {
-                        if !busy {
+                    while t.poll_fired(cx) {
+                        let now = Instant::now();
+                        let due = this.last + idle;
+                        if !busy && now >= due {
                             // End of stream: hyper closes the connection.
                             return Poll::Ready(Ok(()));
                         }
-                        t.as_mut().reset(Instant::now() + idle);
+                        t.set(if busy { now + idle } else { due });
                     }
                 }
                 Poll::Pending

@@ -139,34 +139,34 @@ impl Stmt {
     /// A statement admitted with `permit` (a cancel request stops it
     /// through its control, see [`crate::cancel`]).
     pub fn new(limits: &Limits, permit: Permit) -> Stmt {
+        let ctl = StatementControl::new();
+        let mut permit = permit;
+        // Watched while the permit is held (by the statement, and by its
+        // rows' stream until it ends).
+        permit.watch = permit
+            .deadline
+            .map(|d| limits.deadlines.watch(d.into_std(), ctl.clone()));
         Stmt {
-            ctl: StatementControl::new(),
+            ctl,
             permit: Arc::new(permit),
             kill: limits.kill.clone(),
             runtime: limits.runtime.clone(),
         }
     }
 
-    /// Completes with the first reason to stop: the deadline, the kill
-    /// switch, or the control (a cancel request).
+    /// Completes with the first reason to stop: the kill switch, or the
+    /// control (a cancel request, or the deadline: see
+    /// [`crate::deadlines`], not a timer per statement).
     fn stop_signal(&self) -> Pin<Box<dyn Future<Output = StopReason> + Send>> {
-        let deadline = self.permit.deadline;
         let mut kill = self.kill.clone();
         let ctl = self.ctl.clone();
         Box::pin(async move {
-            let until_deadline = async move {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d).await,
-                    None => std::future::pending::<()>().await,
-                }
-            };
             let killed = async move {
                 if kill.wait_for(|v| *v).await.is_err() {
                     std::future::pending::<()>().await;
                 }
             };
             tokio::select! {
-                _ = until_deadline => StopReason::Timeout,
                 _ = killed => StopReason::Shutdown,
                 r = ctl.wait() => r,
             }

@@ -71,6 +71,8 @@ pub struct Limits {
     pub(crate) kill: watch::Receiver<bool>,
     /// Where statements execute (see [`crate::exec::QueryRuntime`]).
     pub(crate) runtime: Arc<crate::exec::QueryRuntime>,
+    /// The running statements' deadlines.
+    pub(crate) deadlines: crate::deadlines::Deadlines,
 }
 
 /// The right to execute; released when dropped.
@@ -80,6 +82,9 @@ pub struct Permit {
     pub deadline: Option<Instant>,
     /// The timeout the deadline comes from.
     pub timeout: Duration,
+    /// The deadline's watch (see [`crate::deadlines`]), once the statement
+    /// has a stop switch.
+    pub(crate) watch: Option<crate::deadlines::Watch>,
 }
 
 struct Waiting<'a>(&'a AtomicUsize);
@@ -106,6 +111,7 @@ impl Limits {
             waiting: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             kill,
+            deadlines: crate::deadlines::Deadlines::new(),
         }
     }
 
@@ -164,6 +170,7 @@ impl Limits {
             _permit: permit,
             deadline,
             timeout,
+            watch: None,
         })
     }
 

@@ -47,7 +47,7 @@ use pgwire::api::auth::StartupHandler;
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
-use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler, send_describe_response};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{
     DataRowEncoder, DescribePortalResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag,
 };
@@ -1222,11 +1222,11 @@ impl ExtendedQueryHandler for PgHandler {
                 && let Some(schema) = self.shared.engine.cursor_schema(&self.session, &c)
             {
                 let fields = field_infos(arrow_fields_of(&schema).into_iter(), &fmt);
-                send_describe_response(client, &DescribePortalResponse::new(fields)).await?;
-                return Ok(());
+                let d = DescribePortalResponse::new(fields);
+                return crate::pg_execute::feed_description(client, &d).await;
             }
         }
-        self._on_describe(client, message).await
+        crate::pg_execute::describe(self, client, message).await
     }
 
     async fn do_query<C>(

@@ -21,6 +21,11 @@
 //! boundary), at most `max_rows` of them; a portal with rows left is put
 //! back suspended with the rest of its stream, as PostgreSQL's is.
 //!
+//! `Describe` is answered the same way ([`describe`]): psycopg sends
+//! `Bind`/`Describe`/`Execute`/`Sync` for each prepared execution, and a
+//! flushed `RowDescription` reached it as a segment of its own, ahead of
+//! the rows: one more wake-up of the client per statement.
+//!
 //! Everything else follows `pgwire`'s default step for step: the state
 //! checks, the cancel receiver, the responses that are not rows, and
 //! `PortalSuspended` / `CommandComplete`.
@@ -33,14 +38,18 @@ use futures::{Sink, SinkExt, StreamExt};
 use pgwire::api::copy::{send_copy_both_response, send_copy_in_response, send_copy_out_response};
 use pgwire::api::portal::PortalExecutionState;
 use pgwire::api::query::{ExtendedQueryHandler, send_execution_response};
-use pgwire::api::results::{QueryResponse, Response, Tag};
+use pgwire::api::results::{
+    DescribePortalResponse, DescribeResponse, DescribeStatementResponse, QueryResponse, Response,
+    Tag,
+};
 use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionHandle, DEFAULT_NAME};
 use pgwire::api::{PgWireConnectionState, portal::Portal};
 use pgwire::error::ErrorInfo;
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
-use pgwire::messages::extendedquery::{Bind, BindComplete, Execute, PortalSuspended};
+use pgwire::messages::data::{NoData, ParameterDescription, RowDescription};
+use pgwire::messages::extendedquery::{Bind, BindComplete, Describe, Execute, PortalSuspended};
 use pgwire::messages::response::EmptyQueryResponse;
 
 /// Answer `Bind`: the portal made as `pgwire`'s default makes it, its
@@ -233,6 +242,73 @@ where
             .feed(PgWireBackendMessage::CommandComplete(tag.into()))
             .await?;
     }
+    Ok(())
+}
+
+/// Answer `Describe` for `handler` as `pgwire`'s default does, with the
+/// descriptions held until `Sync` or `Flush` (see the module doc).
+pub(crate) async fn describe<H, C>(
+    handler: &H,
+    client: &mut C,
+    message: Describe,
+) -> PgWireResult<()>
+where
+    H: ExtendedQueryHandler + ?Sized,
+    C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::PortalStore: PortalStore<Statement = H::Statement>,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+    match message.target_type {
+        b'S' => match client.portal_store().get_statement(name) {
+            Some(Entry::Value(stmt)) => {
+                let d = handler.do_describe_statement(client, &stmt).await?;
+                feed_description(client, &d).await
+            }
+            Some(Entry::Empty) => {
+                feed_description(client, &DescribeStatementResponse::no_data()).await
+            }
+            None => Err(PgWireError::StatementNotFound(name.to_owned())),
+        },
+        b'P' => match client.portal_store().get_portal(name) {
+            Some(Entry::Value(portal)) => {
+                let d = handler.do_describe_portal(client, &portal).await?;
+                feed_description(client, &d).await
+            }
+            Some(Entry::Empty) => {
+                feed_description(client, &DescribePortalResponse::no_data()).await
+            }
+            None => Err(PgWireError::PortalNotFound(name.to_owned())),
+        },
+        t => Err(PgWireError::InvalidTargetType(t)),
+    }
+}
+
+/// Feed a description: the parameters' types (of a statement), then the
+/// columns, or `NoData`.
+pub(crate) async fn feed_description<C, D>(client: &mut C, d: &D) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    D: DescribeResponse,
+{
+    if let Some(types) = d.parameters() {
+        let oids = types.iter().map(|t| t.oid()).collect();
+        client
+            .feed(PgWireBackendMessage::ParameterDescription(
+                ParameterDescription::new(oids),
+            ))
+            .await?;
+    }
+    let m = if d.is_no_data() {
+        PgWireBackendMessage::NoData(NoData::new())
+    } else {
+        let fields = d.fields().iter().map(Into::into).collect();
+        PgWireBackendMessage::RowDescription(RowDescription::new(fields))
+    };
+    client.feed(m).await?;
     Ok(())
 }
 

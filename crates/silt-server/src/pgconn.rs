@@ -132,6 +132,8 @@ async fn run<A, Q, EQ, C, CR, E>(
     let mut parts = FramedParts::new(guard, old.codec);
     parts.write_buf = old.write_buf;
     let mut socket: Socket<EQ::Statement> = Framed::from_parts(parts);
+    // Not a timer per message (see `crate::idle`).
+    let mut idle_timer = crate::idle::IdleTimer::new();
 
     loop {
         let state = socket.state();
@@ -154,7 +156,7 @@ async fn run<A, Q, EQ, C, CR, E>(
         };
         let next = AssertUnwindSafe(socket.next()).catch_unwind();
         let waited = match deadline {
-            Some(d) => tokio::time::timeout_at(d, next).await,
+            Some(d) => idle_timer.timeout_at(d, next).await,
             None => Ok(next.await),
         };
         let got = match waited {

@@ -11,8 +11,9 @@
 //! a filter above it for what the path does not answer.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::ParamValues;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
@@ -26,7 +27,9 @@ use datafusion::physical_plan::{
     SendableRecordBatchStream,
 };
 
+use crate::bounds::StatementControl;
 use crate::plan_cache::bind_expr;
+use crate::point_get::PointShape;
 use crate::table::SiltTable;
 
 /// The parameter values of the statement being run, in its session
@@ -42,6 +45,8 @@ pub struct DeferredScanExec {
     filters: Vec<Expr>,
     limit: Option<usize>,
     props: Arc<PlanProperties>,
+    /// Whether it reads one row by its primary key (found once).
+    point: OnceLock<Option<PointShape>>,
 }
 
 impl fmt::Debug for DeferredScanExec {
@@ -74,7 +79,31 @@ impl DeferredScanExec {
             filters,
             limit,
             props: Arc::new(props),
+            point: OnceLock::new(),
         }
+    }
+
+    /// The row of a primary-key read with these values, without planning
+    /// a scan (see [`crate::point_get`]); `None` when it is not one, or
+    /// the values are for the general path.
+    pub fn point_get(
+        &self,
+        params: &ParamValues,
+        ctl: Option<&Arc<StatementControl>>,
+    ) -> Option<DfResult<Option<RecordBatch>>> {
+        let shape = self.point.get_or_init(|| {
+            if self.table.knn().is_some() || self.limit == Some(0) {
+                return None;
+            }
+            PointShape::of(
+                self.table.dataset(),
+                self.table.columns(),
+                self.projection.as_ref(),
+                &self.filters,
+                self.schema(),
+            )
+        });
+        shape.as_ref()?.read(params, ctl)
     }
 
     /// The scan for these values.

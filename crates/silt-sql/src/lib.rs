@@ -68,6 +68,7 @@ mod meta_count;
 pub mod pg_catalog;
 pub mod pg_forms;
 pub mod plan_cache;
+pub mod point_get;
 mod prepared;
 mod returning;
 pub mod rules;
@@ -870,6 +871,29 @@ impl SqlEngine {
         params: datafusion::common::ParamValues,
         ctl: Option<&Arc<StatementControl>>,
     ) -> Result<SendableRecordBatchStream, SqlError> {
+        // A primary-key read needs none of the operators (see `point_get`);
+        // in a transaction block the scan reads through the block.
+        if session::TxnSlot::of(&config).is_none()
+            && let Some(read) = point_get::read_kept(&kept, &params, ctl)
+        {
+            self.plans.ran_point_read();
+            let (schema, row) = read?;
+            // Duplicate output names get theirs back (see `colnames`).
+            let (schema, row) = match colnames::restore(&schema) {
+                None => (schema, row),
+                Some(shown) => {
+                    let row = row
+                        .map(|b| RecordBatch::try_new(shown.clone(), b.columns().to_vec()))
+                        .transpose()
+                        .map_err(datafusion::error::DataFusionError::from)?;
+                    (shown, row)
+                }
+            };
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                schema,
+                futures::stream::iter(row.map(Ok)),
+            )));
+        }
         // Fresh operators (their metrics are their own), then the checks
         // of this statement's stop switch.
         let fresh = datafusion::physical_plan::execution_plan::reset_plan_states(kept)?;

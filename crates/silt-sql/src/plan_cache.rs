@@ -500,6 +500,7 @@ pub struct PlanCache {
     hits: AtomicU64,
     misses: AtomicU64,
     physical_runs: AtomicU64,
+    point_reads: AtomicU64,
 }
 
 impl std::fmt::Debug for PlanCache {
@@ -518,6 +519,9 @@ pub struct CacheStats {
     pub physical_runs: u64,
     /// Statements whose shape was found by their template, unparsed.
     pub template_hits: u64,
+    /// Of the physical runs, primary-key reads run without operators
+    /// (see [`crate::point_get`]).
+    pub point_reads: u64,
 }
 
 impl Default for PlanCache {
@@ -530,6 +534,7 @@ impl Default for PlanCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             physical_runs: AtomicU64::new(0),
+            point_reads: AtomicU64::new(0),
         }
     }
 }
@@ -611,6 +616,12 @@ impl PlanCache {
         self.physical_runs.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Count a kept plan's run as a primary-key read.
+    pub fn ran_point_read(&self) {
+        self.physical_runs.fetch_add(1, Ordering::Relaxed);
+        self.point_reads.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             shapes: self.map.len(),
@@ -618,6 +629,7 @@ impl PlanCache {
             misses: self.misses.load(Ordering::Relaxed),
             physical_runs: self.physical_runs.load(Ordering::Relaxed),
             template_hits: self.template_hits.load(Ordering::Relaxed),
+            point_reads: self.point_reads.load(Ordering::Relaxed),
         }
     }
 }
