@@ -39,6 +39,7 @@ use crate::convert::{self, ColumnInfo};
 use crate::deferred::DeferredScanExec;
 use crate::error::silt_err;
 use crate::plan_cache::bind_expr;
+use crate::table::const_scalar;
 
 /// The answer of kept plan `plan` if it is a primary-key read (a
 /// [`DeferredScanExec`] under DataFusion's cooperative wrapper, and maybe
@@ -173,9 +174,7 @@ impl PointShape {
     ) -> Option<DfResult<Option<RecordBatch>>> {
         let mut vals = Vec::with_capacity(self.key.len());
         for (e, ty) in &self.key {
-            let Some(Expr::Literal(s, _)) = bind_expr(e, params).and_then(folded) else {
-                return None;
-            };
+            let s = bind_expr(e, params).and_then(|b| const_scalar(&b))?;
             vals.push(convert::scalar_to_value(&s, *ty)?);
         }
         let key = self.ds.encode_pk(&vals).ok()?;
@@ -207,21 +206,5 @@ fn is_value(e: &Expr) -> bool {
         Expr::Cast(c) => is_value(&c.expr),
         Expr::TryCast(c) => is_value(&c.expr),
         _ => false,
-    }
-}
-
-/// A bound value with its casts applied, as the planner folds them.
-fn folded(e: Expr) -> Option<Expr> {
-    match e {
-        Expr::Literal(..) => Some(e),
-        Expr::Cast(c) => match folded(*c.expr)? {
-            Expr::Literal(v, m) => Some(Expr::Literal(v.cast_to(c.field.data_type()).ok()?, m)),
-            _ => None,
-        },
-        Expr::TryCast(c) => match folded(*c.expr)? {
-            Expr::Literal(v, m) => Some(Expr::Literal(v.cast_to(c.field.data_type()).ok()?, m)),
-            _ => None,
-        },
-        _ => None,
     }
 }

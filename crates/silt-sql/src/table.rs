@@ -895,7 +895,7 @@ pub fn is_const(e: &Expr) -> bool {
 
 /// The value of a literal, or of a cast of one (a bound parameter the
 /// optimizer did not fold).
-fn const_scalar(e: &Expr) -> Option<ScalarValue> {
+pub(crate) fn const_scalar(e: &Expr) -> Option<ScalarValue> {
     match e {
         Expr::Literal(v, _) => Some(v.clone()),
         Expr::Cast(c) => const_scalar(&c.expr)?.cast_to(c.field.data_type()).ok(),
