@@ -23,7 +23,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::Instant;
 
 use crate::idle::IdleTimer;
-
 use crate::limits::{ConnCount, ConnSlot};
 
 /// At most this many over-the-cap connections are being answered at once.

@@ -878,21 +878,8 @@ impl SqlEngine {
         {
             self.plans.ran_point_read();
             let (schema, row) = read?;
-            // Duplicate output names get theirs back (see `colnames`).
-            let (schema, row) = match colnames::restore(&schema) {
-                None => (schema, row),
-                Some(shown) => {
-                    let row = row
-                        .map(|b| RecordBatch::try_new(shown.clone(), b.columns().to_vec()))
-                        .transpose()
-                        .map_err(datafusion::error::DataFusionError::from)?;
-                    (shown, row)
-                }
-            };
-            return Ok(Box::pin(RecordBatchStreamAdapter::new(
-                schema,
-                futures::stream::iter(row.map(Ok)),
-            )));
+            let stream = RecordBatchStreamAdapter::new(schema, futures::stream::iter(row.map(Ok)));
+            return Ok(shown_names(Box::pin(stream)));
         }
         // Fresh operators (their metrics are their own), then the checks
         // of this statement's stop switch.
@@ -940,22 +927,7 @@ impl SqlEngine {
             Arc::new(runtime),
         );
         let stream = datafusion::physical_plan::execute_stream(physical, Arc::new(task))?;
-        // Duplicate output names get theirs back (see `colnames`).
-        Ok(match colnames::restore(&stream.schema()) {
-            None => stream,
-            Some(schema) => {
-                let s = schema.clone();
-                Box::pin(RecordBatchStreamAdapter::new(
-                    schema,
-                    stream.map(move |b| {
-                        b.and_then(|b| {
-                            RecordBatch::try_new(s.clone(), b.columns().to_vec())
-                                .map_err(Into::into)
-                        })
-                    }),
-                ))
-            }
-        })
+        Ok(shown_names(stream))
     }
 
     async fn collect(
@@ -1465,6 +1437,25 @@ impl Drop for SqlEngine {
             && let Ok(rt) = Arc::try_unwrap(rt)
         {
             rt.shutdown_background();
+        }
+    }
+}
+
+/// `stream` with duplicate output names given theirs back (see
+/// [`colnames`]).
+fn shown_names(stream: SendableRecordBatchStream) -> SendableRecordBatchStream {
+    match colnames::restore(&stream.schema()) {
+        None => stream,
+        Some(schema) => {
+            let s = schema.clone();
+            Box::pin(RecordBatchStreamAdapter::new(
+                schema,
+                stream.map(move |b| {
+                    b.and_then(|b| {
+                        RecordBatch::try_new(s.clone(), b.columns().to_vec()).map_err(Into::into)
+                    })
+                }),
+            ))
         }
     }
 }
