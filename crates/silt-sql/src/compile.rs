@@ -80,7 +80,11 @@ impl Compiler {
             .with_config_options(self.options.clone())
             .with_query_execution_start_time(self.props.query_execution_start_time)
             .build();
-        let mut expr = ExprSimplifier::new(context).coerce(e, schema)?;
+        let simplifier = ExprSimplifier::new(context);
+        // Coerced, then simplified: functions that DataFusion only
+        // answers by simplifying (`now()`, the statement's start time)
+        // become their values.
+        let mut expr = simplifier.simplify(simplifier.coerce(e, schema)?)?;
         let state = self.state.read();
         for rewrite in state.analyzer().function_rewrites() {
             expr = expr

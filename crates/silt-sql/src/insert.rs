@@ -72,6 +72,8 @@ use crate::sequences::{SequencesExt, SessionSequences};
 use crate::session::{SqlSession, TxnSlot};
 use crate::target::{Table, Target, key_text, last_part};
 
+pub(crate) mod kept;
+
 /// How a row whose primary key is taken is handled.
 #[derive(Debug, Clone)]
 pub enum OnConflict {
@@ -273,7 +275,7 @@ async fn run_in(
         ))
     };
     let ignored;
-    let mut rows = match values_list(&stmt.source) {
+    let rows = match values_list(&stmt.source) {
         Some(list) => {
             if let Some(row) = list.iter().find(|r| r.len() != targets.len()) {
                 return Err(width_error(row.len()));
@@ -322,15 +324,25 @@ async fn run_in(
             def: table.def.clone(),
             txn,
         },
-        table,
+        table: Arc::new(table),
         targets,
         ignored,
         sequences,
         mode,
-        compiler,
+        compiler: Arc::new(compiler),
         seen: Mutex::new(HashSet::new()),
         keep: returning.is_some(),
     });
+    drive(writer, rows, returning).await
+}
+
+/// Write the statement's `rows` with `writer`, batch by batch; the
+/// `count` batch, or the `RETURNING` rows.
+async fn drive(
+    writer: Arc<Writer>,
+    mut rows: Rows,
+    returning: Option<Returning>,
+) -> Result<Vec<RecordBatch>, SqlError> {
     let mut done = Done::default();
     let mut returned: Vec<RecordBatch> = Vec::new();
     loop {
@@ -349,6 +361,10 @@ async fn run_in(
                 }
                 Input::Values(chunk)
             }
+            Rows::Row(row) => match row.take() {
+                Some(r) => Input::Row(r),
+                None => break,
+            },
         };
         let w = writer.clone();
         // A storage failure (I/O, closed database) is returned as it is.
@@ -425,12 +441,16 @@ enum Rows {
     /// to its column on its own, as PostgreSQL does (DataFusion would give
     /// every value of a column one type).
     Values(std::vec::IntoIter<Vec<SqlExpr>>),
+    /// One row of values already evaluated, one per source column (a kept
+    /// statement's, see [`kept`]), until it is taken.
+    Row(Option<Vec<ScalarValue>>),
 }
 
 /// One batch of rows to insert.
 enum Input {
     Batch(RecordBatch),
     Values(Vec<Vec<SqlExpr>>),
+    Row(Vec<ScalarValue>),
 }
 
 /// The rows of a plain `VALUES` list source (no `ORDER BY`, `LIMIT`,
@@ -514,6 +534,7 @@ impl Done {
     ) -> SqlError {
         let total = match (row, rows) {
             (Some(_), Rows::Values(rest)) => Some(self.rows + batch_rows + rest.len() as u64),
+            (Some(_), Rows::Row(rest)) => Some(self.rows + batch_rows + u64::from(rest.is_some())),
             (Some(_), Rows::Query(stream)) => {
                 let mut rest = 0u64;
                 loop {
@@ -733,6 +754,18 @@ struct BatchOut {
 /// (rows, the table's columns, the first row that failed and why).
 type Assigned = (usize, Vec<ArrayRef>, Option<(usize, SqlError)>);
 
+/// One batch of proposed rows, assigned and checked, not yet written.
+struct Proposed {
+    /// Rows in the batch.
+    n: usize,
+    /// The table's columns.
+    arrays: Vec<ArrayRef>,
+    /// The records of the rows before the first failing one.
+    records: Vec<Value>,
+    /// The first row that failed and why.
+    failure: Option<(usize, SqlError)>,
+}
+
 /// A literal as DataFusion types it (`None`: not a plain literal).
 fn literal(e: &SqlExpr, float_as_decimal: bool) -> Option<ScalarValue> {
     let number = |n: &str, negative: bool| -> Option<ScalarValue> {
@@ -833,6 +866,26 @@ fn assign_scalars(
     }
 }
 
+/// The value of one expression of a `VALUES` list: literals directly,
+/// anything else through DataFusion.
+fn eval(compiler: &Compiler, e: SqlExpr) -> Result<ScalarValue, SqlError> {
+    let decimal = compiler.options().sql_parser.parse_float_as_decimal;
+    if let Some(v) = literal(&e, decimal) {
+        return Ok(v);
+    }
+    let phys = compiler.compile(e, &DFSchema::empty())?;
+    let one = RecordBatch::try_new_with_options(
+        Arc::new(Schema::empty()),
+        vec![],
+        &RecordBatchOptions::new().with_row_count(Some(1)),
+    )
+    .map_err(arrow)?;
+    Ok(match phys.evaluate(&one)? {
+        ColumnarValue::Scalar(s) => s,
+        ColumnarValue::Array(a) => ScalarValue::try_from_array(&a, 0)?,
+    })
+}
+
 /// Keep the failure of the earliest row.
 fn keep_first(slot: &mut Option<(usize, SqlError)>, e: Option<(usize, SqlError)>) {
     if let Some((r, err)) = e
@@ -854,7 +907,7 @@ type Decided = (Vec<(usize, Decision)>, Option<(usize, SqlError)>);
 /// Writes the proposed rows of one statement, batch by batch.
 struct Writer {
     target: Target,
-    table: Table,
+    table: Arc<Table>,
     /// The table column each source column fills.
     targets: Vec<usize>,
     /// Source columns not taken (see [`identity_targets`]).
@@ -864,7 +917,7 @@ struct Writer {
     sequences: Option<Arc<SessionSequences>>,
     mode: Mode,
     /// Evaluates the values of a `VALUES` list.
-    compiler: Compiler,
+    compiler: Arc<Compiler>,
     /// Encoded keys proposed so far (`DO UPDATE` refuses a key twice).
     seen: Mutex<HashSet<Vec<u8>>>,
     /// Keep the rows written (for `RETURNING`).
@@ -878,10 +931,20 @@ const RACE_RETRIES: usize = 5;
 impl Writer {
     /// Assign, check and write one batch of proposed rows.
     fn write(&self, input: Input) -> Result<BatchOut, SqlError> {
+        let rows = self.rows(input)?;
+        self.store(rows)
+    }
+
+    /// Assign and check one batch of proposed rows: the records to write.
+    fn rows(&self, input: Input) -> Result<Proposed, SqlError> {
         let t = &self.table;
         let (n, arrays, mut failure) = match input {
             Input::Batch(b) => self.assign_batch(&b)?,
             Input::Values(v) => self.assign_values(v)?,
+            Input::Row(r) => {
+                let columns = r.into_iter().map(|v| vec![v]).collect();
+                self.assign_columns(1, columns, None)?
+            }
         };
         for &j in &t.required {
             if let Some(r) = (0..n).find(|&r| arrays[j].is_null(r)) {
@@ -892,6 +955,22 @@ impl Writer {
         let records = (0..limit)
             .map(|r| t.record(&arrays, r))
             .collect::<Result<Vec<_>, _>>()?;
+        Ok(Proposed {
+            n,
+            arrays,
+            records,
+            failure,
+        })
+    }
+
+    /// Write rows assigned by [`Writer::rows`].
+    fn store(&self, rows: Proposed) -> Result<BatchOut, SqlError> {
+        let Proposed {
+            n,
+            arrays,
+            records,
+            failure,
+        } = rows;
         let mut out = match &self.mode {
             Mode::Write(mode) => self.write_plain(*mode, records)?,
             Mode::Update(u) => self.write_update(u, &arrays, records)?,
@@ -943,6 +1022,18 @@ impl Writer {
                 columns[s].push(v);
             }
         }
+        self.assign_columns(n, columns, failure)
+    }
+
+    /// The table's columns of `n` rows whose values are `columns` (one
+    /// list per source column), and the first row that failed (`failure`:
+    /// in evaluating its values, or in assigning them).
+    fn assign_columns(
+        &self,
+        n: usize,
+        columns: Vec<Vec<ScalarValue>>,
+        mut failure: Option<(usize, SqlError)>,
+    ) -> Result<Assigned, SqlError> {
         let mut arrays = self.initial_columns(n)?;
         for ((values, &j), &ignored) in columns.into_iter().zip(&self.targets).zip(&self.ignored) {
             if ignored {
@@ -985,21 +1076,7 @@ impl Writer {
     /// The value of one expression of a `VALUES` list: literals directly,
     /// anything else through DataFusion.
     fn eval_value(&self, e: SqlExpr) -> Result<ScalarValue, SqlError> {
-        let decimal = self.compiler.options().sql_parser.parse_float_as_decimal;
-        if let Some(v) = literal(&e, decimal) {
-            return Ok(v);
-        }
-        let phys = self.compiler.compile(e, &DFSchema::empty())?;
-        let one = RecordBatch::try_new_with_options(
-            Arc::new(Schema::empty()),
-            vec![],
-            &RecordBatchOptions::new().with_row_count(Some(1)),
-        )
-        .map_err(arrow)?;
-        Ok(match phys.evaluate(&one)? {
-            ColumnarValue::Scalar(s) => s,
-            ColumnarValue::Array(a) => ScalarValue::try_from_array(&a, 0)?,
-        })
+        eval(&self.compiler, e)
     }
 
     fn write_plain(&self, mode: WriteMode, records: Vec<Value>) -> Result<BatchOut, SqlError> {

@@ -499,6 +499,12 @@ impl SqlEngine {
         if let Some(r) = self.kept_stream(session, sql, ctl.clone()) {
             return Ok(datafusion::physical_plan::common::collect(r?).await?);
         }
+        if let Some(r) = self.kept_insert(session, sql).await {
+            if r.is_err() {
+                session.fail();
+            }
+            return r;
+        }
         let segs = ddl::split(sql)?;
         let n = segs.len();
         let mut last = Vec::new();

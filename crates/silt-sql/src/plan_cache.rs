@@ -501,6 +501,7 @@ pub struct PlanCache {
     misses: AtomicU64,
     physical_runs: AtomicU64,
     point_reads: AtomicU64,
+    kept_inserts: AtomicU64,
 }
 
 impl std::fmt::Debug for PlanCache {
@@ -522,6 +523,9 @@ pub struct CacheStats {
     /// Of the physical runs, primary-key reads run without operators
     /// (see [`crate::point_get`]).
     pub point_reads: u64,
+    /// One-row inserts run from a session's kept insert, unparsed (see
+    /// `insert::kept`).
+    pub kept_inserts: u64,
 }
 
 impl Default for PlanCache {
@@ -535,6 +539,7 @@ impl Default for PlanCache {
             misses: AtomicU64::new(0),
             physical_runs: AtomicU64::new(0),
             point_reads: AtomicU64::new(0),
+            kept_inserts: AtomicU64::new(0),
         }
     }
 }
@@ -622,6 +627,11 @@ impl PlanCache {
         self.point_reads.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Count an insert run from a kept insert.
+    pub fn count_kept_insert(&self) {
+        self.kept_inserts.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             shapes: self.map.len(),
@@ -630,6 +640,7 @@ impl PlanCache {
             physical_runs: self.physical_runs.load(Ordering::Relaxed),
             template_hits: self.template_hits.load(Ordering::Relaxed),
             point_reads: self.point_reads.load(Ordering::Relaxed),
+            kept_inserts: self.kept_inserts.load(Ordering::Relaxed),
         }
     }
 }

@@ -107,6 +107,8 @@ pub struct SqlSession {
     /// The engine's settings with this session's sequences in them, for
     /// statements run from a kept plan ([`SqlSession::statement_config`]).
     kept_config: Mutex<Option<KeptConfig>>,
+    /// One-row inserts learned by template (see `insert::kept`).
+    pub(crate) inserts: Mutex<crate::insert::kept::KeptInserts>,
 }
 
 /// A statement config made from the engine's options `base`.

@@ -278,6 +278,49 @@ fn rebuild(lexed: &Lexed<'_>, f: impl Fn(usize, &Literal<'_>) -> String) -> Stri
 const SENTINEL: i64 = 1_000_000_000;
 const SENTINEL_STR: &str = "silt-template-";
 
+/// The *probe* of a lexed text: the text with every literal replaced by a
+/// distinct sentinel of its kind (literal `i`: the integer `SENTINEL + i`,
+/// the same plus a half for a float, a string with `i` after a prefix).
+pub fn probe(lexed: &Lexed<'_>) -> String {
+    rebuild(lexed, |i, l| match l.kind {
+        Kind::Int => (SENTINEL + i as i64).to_string(),
+        Kind::Float => format!("{}.5", SENTINEL + i as i64),
+        Kind::Exp => format!("{}.5e0", SENTINEL + i as i64),
+        Kind::Str => format!("'{SENTINEL_STR}{i}'"),
+    })
+}
+
+/// Which literal of a [`probe`] a number's text (as the parser keeps it)
+/// stands for, and its kind; `None` if it is no sentinel.
+pub fn number_sentinel(text: &str) -> Option<(usize, Kind)> {
+    let (int, kind) = if let Some(t) = text.strip_suffix(".5e0") {
+        (t, Kind::Exp)
+    } else if let Some(t) = text.strip_suffix(".5") {
+        (t, Kind::Float)
+    } else {
+        (text, Kind::Int)
+    };
+    let n: i64 = int.parse().ok()?;
+    Some((usize::try_from(n.checked_sub(SENTINEL)?).ok()?, kind))
+}
+
+/// Which literal of a [`probe`] a string stands for; `None` if it is no
+/// sentinel.
+pub fn string_sentinel(s: &str) -> Option<usize> {
+    s.strip_prefix(SENTINEL_STR)?.parse().ok()
+}
+
+/// A literal's value as the SQL planner types it on its own (an integer
+/// as an `Int64`, a float as a `Float64`, a string as `Utf8`); `None`
+/// when the planner would type it otherwise (an integer past `i64`).
+pub fn typed(lit: &Literal<'_>) -> Option<ScalarValue> {
+    Some(match lit.kind {
+        Kind::Int => ScalarValue::Int64(Some(lit.text.parse().ok()?)),
+        Kind::Float | Kind::Exp => ScalarValue::Float64(Some(lit.text.parse().ok()?)),
+        Kind::Str => ScalarValue::Utf8(Some(lit.text.replace("''", "'"))),
+    })
+}
+
 impl Template {
     /// Learn the template of a text lexed as `lexed`, whose shape has key
     /// `key` and parameters `values`; `normalize` gives the shape's
@@ -289,13 +332,7 @@ impl Template {
         values: &[ScalarValue],
         normalize: impl Fn(&str) -> Option<Vec<ScalarValue>>,
     ) -> Option<Template> {
-        let probe = rebuild(lexed, |i, l| match l.kind {
-            Kind::Int => (SENTINEL + i as i64).to_string(),
-            Kind::Float => format!("{}.5", SENTINEL + i as i64),
-            Kind::Exp => format!("{}.5e0", SENTINEL + i as i64),
-            Kind::Str => format!("'{SENTINEL_STR}{i}'"),
-        });
-        let probed = normalize(&probe)?;
+        let probed = normalize(&probe(lexed))?;
         if probed.len() != values.len() {
             return None;
         }

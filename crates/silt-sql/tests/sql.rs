@@ -26,6 +26,8 @@ mod common;
 mod ddl;
 #[path = "sql/documents.rs"]
 mod documents;
+#[path = "sql/kept_insert.rs"]
+mod kept_insert;
 #[path = "sql/key_order.rs"]
 mod key_order;
 #[path = "sql/plan_cache.rs"]
