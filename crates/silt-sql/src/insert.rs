@@ -754,18 +754,6 @@ struct BatchOut {
 /// (rows, the table's columns, the first row that failed and why).
 type Assigned = (usize, Vec<ArrayRef>, Option<(usize, SqlError)>);
 
-/// One batch of proposed rows, assigned and checked, not yet written.
-struct Proposed {
-    /// Rows in the batch.
-    n: usize,
-    /// The table's columns.
-    arrays: Vec<ArrayRef>,
-    /// The records of the rows before the first failing one.
-    records: Vec<Value>,
-    /// The first row that failed and why.
-    failure: Option<(usize, SqlError)>,
-}
-
 /// A literal as DataFusion types it (`None`: not a plain literal).
 fn literal(e: &SqlExpr, float_as_decimal: bool) -> Option<ScalarValue> {
     let number = |n: &str, negative: bool| -> Option<ScalarValue> {
@@ -931,12 +919,6 @@ const RACE_RETRIES: usize = 5;
 impl Writer {
     /// Assign, check and write one batch of proposed rows.
     fn write(&self, input: Input) -> Result<BatchOut, SqlError> {
-        let rows = self.rows(input)?;
-        self.store(rows)
-    }
-
-    /// Assign and check one batch of proposed rows: the records to write.
-    fn rows(&self, input: Input) -> Result<Proposed, SqlError> {
         let t = &self.table;
         let (n, arrays, mut failure) = match input {
             Input::Batch(b) => self.assign_batch(&b)?,
@@ -955,22 +937,6 @@ impl Writer {
         let records = (0..limit)
             .map(|r| t.record(&arrays, r))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Proposed {
-            n,
-            arrays,
-            records,
-            failure,
-        })
-    }
-
-    /// Write rows assigned by [`Writer::rows`].
-    fn store(&self, rows: Proposed) -> Result<BatchOut, SqlError> {
-        let Proposed {
-            n,
-            arrays,
-            records,
-            failure,
-        } = rows;
         let mut out = match &self.mode {
             Mode::Write(mode) => self.write_plain(*mode, records)?,
             Mode::Update(u) => self.write_update(u, &arrays, records)?,
