@@ -6,8 +6,9 @@
 //!
 //! - **Shape.** A `SELECT` from one table has the literals of its filters
 //!   turned into typed parameters ([`normalize`]): the number or string
-//!   operands of comparisons, `BETWEEN` and `IN` lists, and the arguments
-//!   of the spatial and text functions. `WHERE id = 5` and `WHERE id = 7`
+//!   operands of comparisons, `BETWEEN` and `IN` lists, the arguments
+//!   of the spatial and text functions, and the operands of arithmetic
+//!   in any of those. `WHERE id = 5` and `WHERE id = 7`
 //!   are one shape, `WHERE id = $1` with `$1 = 5` or `7`. Literals
 //!   anywhere else (the select list, `LIMIT`, `GROUP BY`, joins and
 //!   subqueries) stay in the shape, whose key is the statement's text with
@@ -38,9 +39,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::datatypes::Schema;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{ParamValues, ScalarValue};
-use datafusion::logical_expr::{Expr, LogicalPlan, TableScan, Volatility};
+use datafusion::common::{DFSchema, ParamValues, ScalarValue};
+use datafusion::execution::context::ExecutionProps;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{ColumnarValue, Expr, LogicalPlan, TableScan, Volatility};
+use datafusion::physical_expr::create_physical_expr;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
@@ -52,6 +58,7 @@ use datafusion::sql::sqlparser::tokenizer::Span;
 
 use crate::rules::{as_silt, silt_table};
 use crate::template::Template;
+use crate::udf::Func;
 
 /// The most shapes kept.
 pub const CAPACITY: usize = 512;
@@ -266,6 +273,21 @@ fn param_expr(e: &mut sql::Expr, values: &mut Vec<ScalarValue>) {
                     param_expr(right, values);
                 }
             }
+            // Arithmetic on a filter's values (`id = 5 + 1`, a box's
+            // corner plus its size): its literals are values too, else
+            // every value makes a shape of its own. The bound plan folds
+            // them before choosing an access path (`crate::deferred`).
+            BinaryOperator::Plus
+            | BinaryOperator::Minus
+            | BinaryOperator::Multiply
+            | BinaryOperator::Divide
+            | BinaryOperator::Modulo => {
+                for side in [left, right] {
+                    if !take(side, values) {
+                        param_expr(side, values);
+                    }
+                }
+            }
             _ => {}
         },
         sql::Expr::Nested(inner) => param_expr(inner, values),
@@ -386,6 +408,45 @@ pub fn bind(plan: &LogicalPlan, values: &[ScalarValue]) -> Option<LogicalPlan> {
         .ok()?
         .data;
     ok.then_some(bound)
+}
+
+/// Fold the parts of a bound expression without columns into literals,
+/// as the planner folds a text's (`$1 + 2.0` bound to `10.5 + 2.0`
+/// becomes `12.5`). A point's or envelope's arguments are folded, not the
+/// geometry itself (the access path reads its numbers). The shape was
+/// coerced when it was planned and holds only immutable functions
+/// ([`cacheable`]), so each part is computed once, on one row.
+pub fn fold_bound(e: Expr) -> datafusion::error::Result<Expr> {
+    let props = ExecutionProps::new();
+    let empty = DFSchema::empty();
+    let one_row = RecordBatch::try_new_with_options(
+        Arc::new(Schema::empty()),
+        vec![],
+        &RecordBatchOptions::new().with_row_count(Some(1)),
+    )?;
+    e.transform_down(|x| {
+        if matches!(x, Expr::Literal(..)) {
+            return Ok(Transformed::new(x, false, TreeNodeRecursion::Jump));
+        }
+        let constructor = matches!(&x, Expr::ScalarFunction(sf)
+            if matches!(crate::udf::func_of(&sf.func), Some(Func::Point | Func::MakeEnvelope)));
+        if constructor || x.any_column_refs() {
+            return Ok(Transformed::no(x));
+        }
+        let value =
+            match create_physical_expr(&x, &empty, &props, &PhysicalPlanningContext::default())?
+                .evaluate(&one_row)?
+            {
+                ColumnarValue::Scalar(v) => v,
+                ColumnarValue::Array(a) => ScalarValue::try_from_array(&a, 0)?,
+            };
+        Ok(Transformed::new(
+            Expr::Literal(value, None),
+            true,
+            TreeNodeRecursion::Jump,
+        ))
+    })
+    .map(|t| t.data)
 }
 
 /// Replace the parameters of an expression by their values.
@@ -688,12 +749,18 @@ mod tests {
         for sql in [
             "SELECT * FROM a JOIN b ON a.id = b.id WHERE a.v = 3",
             "SELECT * FROM t WHERE name LIKE 'a%'",
-            "SELECT * FROM t WHERE abs(v) = 3 + 1",
+            "SELECT * FROM t WHERE abs(v - 2) = w",
             "SELECT * FROM t WHERE v = (SELECT 1)",
         ] {
             let n = norm(sql).expect("a query");
             assert!(n.values.is_empty(), "{sql}: {:?}", n.values);
         }
+        // Arithmetic on a compared value: its literals are values.
+        let n = norm("SELECT * FROM t WHERE abs(v) = 3 + 1").expect("a query");
+        assert_eq!(
+            n.values,
+            vec![ScalarValue::Int64(Some(3)), ScalarValue::Int64(Some(1))]
+        );
         assert!(norm("SELECT * FROM t WHERE v = $1").is_none());
         // Too long to keep.
         let long = format!("SELECT '{}' FROM t WHERE v = 1", "x".repeat(MAX_KEY));

@@ -78,7 +78,13 @@ impl KnnSpec {
     /// not one the index can search from.
     pub fn bind(&self, params: &datafusion::common::ParamValues) -> Option<KnnSpec> {
         let point = crate::plan_cache::bind_expr(self.point.as_ref()?, params)?;
-        let Geometry::Point { x, y } = const_geometry(&point)? else {
+        // A point computed from its parameters (`ST_Point($1 + $2, $3)`)
+        // is folded first, as the planner folds a text's.
+        let point = match const_geometry(&point) {
+            Some(g) => g,
+            None => const_geometry(&crate::plan_cache::fold_bound(point).ok()?)?,
+        };
+        let Geometry::Point { x, y } = point else {
             return None;
         };
         if !(x.is_finite() && (-90.0..=90.0).contains(&y)) {

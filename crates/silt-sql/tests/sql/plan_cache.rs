@@ -224,6 +224,54 @@ fn templates_find_shapes_without_parsing_and_stay_right() {
     }
 }
 
+/// Filters whose values are computed from a text's literals (a box as a
+/// corner plus its size, a key plus one): the kept plan binds them and
+/// folds them before choosing the access path, and answers as brute
+/// force does.
+#[test]
+fn computed_parameters_are_folded_and_stay_right() {
+    let (_d, e) = engine();
+    let mut rng = StdRng::seed_from_u64(41);
+    let rows = load_random(&e, &mut rng, 300);
+    let before = e.plan_cache_stats();
+    for i in 0..30i64 {
+        let (x, y) = (rng.random_range(-20.0..15.0), rng.random_range(-10.0..5.0));
+        let (w, h) = (rng.random_range(1..6) as f64, 2.5);
+        let sql = format!(
+            "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope({x}, {y}, {x} + {w:.1}, {y} + {h}))"
+        );
+        assert_eq!(
+            id_set(&run(&e, &sql)),
+            in_box(&rows, (x, y, x + w, y + h)),
+            "{sql}"
+        );
+        let id = rng.random_range(0..320i64);
+        let sql = format!("SELECT id FROM r WHERE id = {id} + 1 OR id = -{i} * 2");
+        let want: BTreeSet<i64> = rows
+            .iter()
+            .filter(|r| r.id == id + 1 || r.id == -i * 2)
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(id_set(&run(&e, &sql)), want, "{sql}");
+        // The k nearest to a computed point, against the same text parsed
+        // afresh (a comment gives it no template).
+        let sql = format!(
+            "SELECT id FROM r ORDER BY ST_Distance(loc, ST_Point({x} + 0.5, {y} - {w:.1})) LIMIT 5"
+        );
+        let parsed = format!("/* parsed */ {sql}");
+        assert_eq!(ints(&run(&e, &sql), 0), ints(&run(&e, &parsed), 0), "{sql}");
+    }
+    let after = e.plan_cache_stats();
+    assert!(
+        after.template_hits >= before.template_hits + 80,
+        "three templates, 90 runs: {before:?} -> {after:?}"
+    );
+    assert!(
+        after.physical_runs >= before.physical_runs + 50,
+        "two shapes, 60 runs on kept plans: {before:?} -> {after:?}"
+    );
+}
+
 /// The rows of `b` as text, for comparing answers whole.
 fn shown(b: &[RecordBatch]) -> String {
     datafusion::arrow::util::pretty::pretty_format_batches(b)
