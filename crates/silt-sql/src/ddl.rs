@@ -253,6 +253,16 @@ pub fn has_keyword(sql: &str, kw: &str) -> bool {
         .any(|t| matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(kw)))
 }
 
+/// The one statement of `sql`, parsed; `None` for anything else (several
+/// statements, or one that does not parse).
+pub(crate) fn parse_one(sql: &str) -> Option<Parsed> {
+    let segs = split(sql).ok()?;
+    let [seg] = segs.as_slice() else {
+        return None;
+    };
+    parse(seg).ok()
+}
+
 /// Recognize one statement.
 pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
     let w: Vec<&str> = seg.words.iter().map(String::as_str).collect();

@@ -21,8 +21,8 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::common::ParamValues;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::ExecutionProps;
@@ -133,7 +133,8 @@ impl DeferredScanExec {
             .collect::<DfResult<Vec<Expr>>>()?;
         for (f, fold) in filters.iter_mut().zip(&self.fold) {
             if *fold {
-                *f = fold_bound(f.clone())?;
+                let bound = std::mem::replace(f, Expr::Literal(ScalarValue::Null, None));
+                *f = fold_bound(bound)?;
             }
         }
         let table = match self.table.knn() {

@@ -856,11 +856,7 @@ impl SqlEngine {
 
     /// The shape of a one-statement query's text (see [`plan_cache`]).
     fn shape_of(sql: &str) -> Option<plan_cache::Normalized> {
-        let segs = ddl::split(sql).ok()?;
-        let [seg] = segs.as_slice() else {
-            return None;
-        };
-        let Ok(Parsed::DataFusion(mut stmt)) = ddl::parse(seg) else {
+        let Some(Parsed::DataFusion(mut stmt)) = ddl::parse_one(sql) else {
             return None;
         };
         pg_catalog::prepare(&mut stmt);

@@ -153,6 +153,20 @@ impl SqlSession {
         config
     }
 
+    /// The options of [`Self::statement_config`], without a copy of the
+    /// rest of the config (a kept insert compares them by pointer).
+    pub(crate) fn statement_options(&self, base: &SessionConfig) -> Arc<ConfigOptions> {
+        {
+            let kept = self.kept_config.lock();
+            if let Some(k) = kept.as_ref()
+                && Arc::ptr_eq(&k.base, base.options())
+            {
+                return k.config.options().clone();
+            }
+        }
+        self.statement_config(base).options().clone()
+    }
+
     /// Forget the statements the session prepared with SQL's `PREPARE`
     /// (`DEALLOCATE ALL`).
     pub fn deallocate_all(&self) {

@@ -231,15 +231,6 @@ impl KeptInsert {
     }
 }
 
-/// The one statement of `sql`, parsed; `None` for anything else.
-fn parse_one(sql: &str) -> Option<Parsed> {
-    let segs = ddl::split(sql).ok()?;
-    let [seg] = segs.as_slice() else {
-        return None;
-    };
-    ddl::parse(seg).ok()
-}
-
 /// The sentinel literal `e` stands for, if it is one.
 fn sentinel(e: &SqlExpr) -> Option<(usize, Kind)> {
     let SqlExpr::Value(v) = e else {
@@ -460,10 +451,7 @@ impl SqlEngine {
         }
         let lexed = template::lex(sql)?;
         let versions = (self.db.schema_version(), self.plans.epoch());
-        let options = session
-            .statement_config(self.ctx.state_ref().read().config())
-            .options()
-            .clone();
+        let options = session.statement_options(self.ctx.state_ref().read().config());
         let known = session.inserts.lock().get(&lexed.template, versions);
         let kept = match known {
             Some(Some(k)) if Arc::ptr_eq(&k.options, &options) => k,
@@ -504,10 +492,10 @@ impl SqlEngine {
         sql: &str,
         options: Arc<ConfigOptions>,
     ) -> Option<KeptInsert> {
-        let Parsed::Insert(probe) = parse_one(&template::probe(lexed))? else {
+        let Parsed::Insert(probe) = ddl::parse_one(&template::probe(lexed))? else {
             return None;
         };
-        let Parsed::Insert(stmt) = parse_one(sql)? else {
+        let Parsed::Insert(stmt) = ddl::parse_one(sql)? else {
             return None;
         };
         let ds = self.silt_dataset(&stmt.table).ok()??;
