@@ -42,6 +42,12 @@ pub fn option_parts(def: &IndexDef, sep: &str) -> Vec<String> {
         let l: Vec<String> = l.iter().map(u8::to_string).collect();
         out.push(format!("levels{sep}{}", l.join(",")));
     }
+    if let Some(t) = &def.options.time {
+        out.push(format!("time{sep}{t}"));
+    }
+    if let Some(e) = &def.options.expiry {
+        out.push(format!("expiry{sep}{e}"));
+    }
     if let Some([a, b, c, d]) = def.options.space {
         out.push(format!("space{sep}{a},{b},{c},{d}"));
     }

@@ -14,7 +14,7 @@ use std::time::Instant;
 pub fn parse_kind(text: &str) -> CliResult<IndexKind> {
     IndexKind::parse(text.trim()).map_err(|_| {
         CliError::Usage(format!(
-            "unknown index type `{}`; available: btree (equality and ranges), rtree (geometries), keyword (words of a text), ngram (substrings of a text), dhvb, dhb, shb or sif (the Hilbert and grid spatial indexes of the LSM spatial study), and for the k most recent matches embedded, eager, lazy or composite",
+            "unknown index type `{}`; available: btree (equality and ranges), rtree (geometries), keyword (words of a text), ngram (substrings of a text), dhvb, dhb, shb or sif (the Hilbert and grid spatial indexes of the LSM spatial study), for the k most recent matches embedded, eager, lazy or composite, and valuelist (publish/subscribe lists: --time FIELD, --expiry FIELD)",
             text.trim()
         ))
     })
@@ -40,7 +40,8 @@ pub fn article(kind: IndexKind) -> &'static str {
         | IndexKind::Composite
         | IndexKind::Dhvb
         | IndexKind::Dhb
-        | IndexKind::Sif => "a",
+        | IndexKind::Sif
+        | IndexKind::Valuelist => "a",
         IndexKind::Shb => "an",
     }
 }
@@ -83,6 +84,9 @@ pub struct IndexParams<'a> {
     pub order: Option<&'a str>,
     /// `--levels` of an shb or sif index.
     pub levels: Option<&'a str>,
+    /// `--time` and `--expiry` of a valuelist index.
+    pub time: Option<&'a str>,
+    pub expiry: Option<&'a str>,
 }
 
 /// Build an index definition from command-line parts; the merge policy
@@ -162,7 +166,29 @@ pub fn index_def(
         IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy => {
             IndexDef::recency(name, kind, fields[0])
         }
+        IndexKind::Valuelist => {
+            let Some(t) = p.time else {
+                return Err(CliError::Usage(
+                    "a valuelist index needs --time FIELD: the integer field (seconds, milliseconds or a logical clock) its items are ordered and windowed by".into(),
+                ));
+            };
+            IndexDef {
+                kind,
+                options: silt::IndexOptions {
+                    time: Some(t.trim().to_owned()),
+                    expiry: p.expiry.map(|e| e.trim().to_owned()),
+                    ..Default::default()
+                },
+                ..IndexDef::btree(name, &fields)
+            }
+        }
     };
+    if kind != IndexKind::Valuelist && (p.time.is_some() || p.expiry.is_some()) {
+        return Err(CliError::Usage(format!(
+            "--time and --expiry apply to valuelist indexes; this is {} {kind} index (use --type valuelist)",
+            article(kind)
+        )));
+    }
     def.options.bits_per_key = p.bits_per_key;
     if let Some(o) = p.order {
         if kind != IndexKind::Rtree {
@@ -228,7 +254,8 @@ pub fn check_field_types(ds: &DatasetDef, def: &IndexDef) -> CliResult<()> {
             | IndexKind::Composite
             | IndexKind::Embedded
             | IndexKind::Eager
-            | IndexKind::Lazy => {
+            | IndexKind::Lazy
+            | IndexKind::Valuelist => {
                 if let Some(t) = ty.filter(|t| t.is_geometry()) {
                     return Err(CliError::Usage(format!(
                         "field `{f}` is declared {t}; {} {} index cannot order geometries: use --type rtree",

@@ -480,6 +480,12 @@ enum Command {
         /// Grid levels of an shb or sif index, top first: l (4x4), m (8x8), h (16x16) or n of 2^n x 2^n, e.g. l,l,l,l,h,m [default: h,h,h,h,h,h].
         #[arg(long, value_name = "LEVELS")]
         levels: Option<String>,
+        /// The integer time field of a valuelist index (its items are ordered and read by it).
+        #[arg(long, value_name = "FIELD")]
+        time: Option<String>,
+        /// The integer expiry field of a valuelist index (merges drop expired items) [default: none, items never expire].
+        #[arg(long, value_name = "FIELD")]
+        expiry: Option<String>,
     },
 
     /// Load records from a JSON Lines or CSV file (or standard input) into a dataset.
@@ -860,6 +866,8 @@ fn run(cli: Cli) -> CliResult<()> {
             bits_per_key,
             order,
             levels,
+            time,
+            expiry,
         } => {
             let params = index::IndexParams {
                 reconcile: reconcile.as_deref(),
@@ -869,6 +877,8 @@ fn run(cli: Cli) -> CliResult<()> {
                 bits_per_key: *bits_per_key,
                 order: order.as_deref(),
                 levels: levels.as_deref(),
+                time: time.as_deref(),
+                expiry: expiry.as_deref(),
             };
             // Check the flags before opening the database (the field types
             // and the dataset's merge policy are checked once it is open).

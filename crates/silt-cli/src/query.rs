@@ -110,6 +110,9 @@ fn flags_for(kind: IndexKind) -> &'static str {
         IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy => {
             "--recent with --eq V or --from A --to B, and --k K for the K most recent matches"
         }
+        IndexKind::Valuelist => {
+            "none: a valuelist index holds publish/subscribe lists, read by the pub/sub operations (the Rust API's `Dataset::list_read`)"
+        }
     }
 }
 

@@ -1025,6 +1025,10 @@ pub fn index_def(ci: &CreateIndex) -> Result<(String, IndexDef), SqlError> {
             }
             "bits_per_key" => options.bits_per_key = Some(parse_num(&k, &v)?),
             "order" => options.order = Some(silt::index::RtreeOrder::parse(&v)?),
+            "time" => options.time = Some(v.clone()),
+            "expiry" => options.expiry = Some(v.clone()),
+            "grace" => options.grace = Some(parse_num(&k, &v)?),
+            "clock" => options.clock = Some(v.clone()),
             "space" => {
                 let parts: Vec<f64> = v
                     .split(',')
@@ -1039,7 +1043,7 @@ pub fn index_def(ci: &CreateIndex) -> Result<(String, IndexDef), SqlError> {
             }
             other => {
                 return Err(SqlError::Invalid(format!(
-                    "unknown index option `{other}`; available: merge_policy, reconcile, gram, leaf_bytes, bits_per_key, order, space"
+                    "unknown index option `{other}`; available: merge_policy, reconcile, gram, leaf_bytes, bits_per_key, order, space, and for valuelist indexes time, expiry, grace, clock"
                 )));
             }
         }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod geo;
 pub mod index;
 pub mod lsm;
+pub mod pubsub;
 pub mod schema;
 pub mod storage;
 pub mod txn;
@@ -20,8 +21,9 @@ pub mod workload;
 
 pub use dataset::{
     BatchOptions, BatchReport, CommitInfo, Dataset, DatasetScan, DatasetStats, IndexHit,
-    JoinPredicate, PendingAck, PreparedBatch, Query, QueryHit, QueryOptions, QueryResults,
-    QueryStats, RowShape, SequenceValues, Transaction, TxnLimits, TxnQuery, TxnScan, WriteMode,
+    JoinPredicate, ListItem, ListRead, PendingAck, PreparedBatch, Query, QueryHit, QueryOptions,
+    QueryResults, QueryStats, RowShape, SequenceValues, Transaction, TxnLimits, TxnQuery, TxnScan,
+    WriteMode,
 };
 pub use db::roles::{Privileges, Role};
 pub use db::views::ViewDef;

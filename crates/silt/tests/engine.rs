@@ -17,6 +17,8 @@ mod insert_ignore;
 mod layers;
 #[path = "engine/oracle.rs"]
 mod oracle;
+#[path = "engine/pubsub.rs"]
+mod pubsub;
 #[path = "engine/recency.rs"]
 mod recency;
 #[path = "engine/roles.rs"]
@@ -35,6 +37,8 @@ mod transactions;
 mod txn;
 #[path = "engine/unique.rs"]
 mod unique;
+#[path = "engine/valuelist.rs"]
+mod valuelist;
 #[path = "engine/worked_example.rs"]
 mod worked_example;
 #[path = "engine/write_prepared.rs"]

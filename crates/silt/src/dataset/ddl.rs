@@ -64,10 +64,9 @@ impl Dataset {
                 })?;
                 keys.extend(ents.into_iter().map(|(k, v)| (k, e.seq, v)));
             }
-            if def.kind.posting_lists() {
-                // (value, seq, pk) postings -> one list per value.
-                keys = crate::index::recency::postings::group_for_bulk(keys);
-            }
+            // Eager and lazy: one posting list per value; value lists: one
+            // fragment per key.
+            keys = def.kind.imp().bulk_group(&def, keys)?;
             keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             keys.dedup_by(|a, b| a.0 == b.0);
             tree.bulk_load(

@@ -33,6 +33,7 @@ mod runs;
 pub(crate) mod sequence;
 mod transaction;
 mod unique;
+mod valuelist;
 mod write;
 pub use index_read::IndexHit;
 pub use prepared::PreparedBatch;
@@ -44,6 +45,7 @@ pub use row::RowShape;
 pub use runs::{MemRead, PartitionRuns, runs_disjoint};
 pub use sequence::SequenceValues;
 pub use transaction::{CommitInfo, Transaction, TxnLimits, TxnQuery, TxnScan};
+pub use valuelist::{ListItem, ListRead};
 use write::TxnWork;
 pub use write::{BatchOptions, BatchReport, PendingAck, WriteMode};
 
@@ -239,7 +241,7 @@ impl Dataset {
                 && idef.rtree_order() == crate::index::RtreeOrder::Zorder,
         };
         let tree = LsmTree::open(cfg, cache.clone())?;
-        idef.kind.imp().install_hooks(&tree);
+        idef.kind.imp().install_hooks(idef, &tree);
         Ok(tree)
     }
 

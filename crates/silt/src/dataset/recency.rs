@@ -10,7 +10,7 @@ use crate::index::query::KeyRange;
 use crate::index::recency::embedded::{field_prefix, mem_bounds, parse_mem_key};
 use crate::index::recency::lazy::parse_lazy_mem;
 use crate::index::recency::postings::{self, Posting};
-use crate::index::{IndexDef, IndexType, RecentPath};
+use crate::index::{IndexDef, IndexType, RecencyWrite, RecentPath};
 use crate::lsm::LsmTree;
 use crate::lsm::hooks::{MemSecondary, ObserverFactory, TreeHooks};
 use crate::lsm::memtable::{MemIter, MemTable};
@@ -34,6 +34,8 @@ pub(super) struct RecOp {
     old: Option<Vec<u8>>,
     /// Encoded value of the new version, if indexed.
     new: Option<Vec<u8>>,
+    /// The new version's (time, expiry), for value lists.
+    time: Option<(i64, Option<i64>)>,
 }
 
 /// A hit: sequence number, encoded primary key, encoded record.
@@ -94,20 +96,20 @@ impl TopK {
 
 /// A memtable or disk component of one partition, with the largest
 /// sequence number it holds.
-struct Src {
+pub(super) struct Src {
     part: usize,
-    max_seq: u64,
-    kind: SrcKind,
+    pub(super) max_seq: u64,
+    pub(super) kind: SrcKind,
 }
 
-enum SrcKind {
+pub(super) enum SrcKind {
     Mem(Arc<MemTable>),
     Disk(Arc<ComponentReader>),
 }
 
 /// The memtables and disk components of `trees` (one per partition), in
 /// decreasing order of their largest sequence number.
-fn sources(trees: &[Arc<LsmTree>]) -> Vec<Src> {
+pub(super) fn sources(trees: &[Arc<LsmTree>]) -> Vec<Src> {
     let mut out = Vec::new();
     for (p, t) in trees.iter().enumerate() {
         let snap = t.snapshot();
@@ -189,12 +191,22 @@ impl Dataset {
             if old.is_none() && new.is_none() {
                 continue;
             }
+            let time = match new_rec {
+                Some(r) => imp.list_time(d, r)?,
+                None => None,
+            };
             if imp.locks_values() {
                 for v in old.iter().chain(new.iter()) {
                     names.push(self.value_lock_name(b'E', d.id, v));
                 }
             }
-            ops.push(RecOp { i, imp, old, new });
+            ops.push(RecOp {
+                i,
+                imp,
+                old,
+                new,
+                time,
+            });
         }
         names.sort_unstable();
         names.dedup();
@@ -246,6 +258,7 @@ impl Dataset {
         pidx: usize,
         seq: u64,
         key: &[u8],
+        record: Option<&[u8]>,
         ops: Vec<RecOp>,
         idx: &IndexSet,
         work: &mut TxnWork,
@@ -253,9 +266,16 @@ impl Dataset {
         for op in ops {
             let tree = &idx.trees[op.i][pidx];
             let index_id = idx.defs[op.i].id;
-            let writes =
-                op.imp
-                    .recency_writes(tree, op.old.as_deref(), op.new.as_deref(), seq, key)?;
+            let writes = op.imp.recency_writes(&RecencyWrite {
+                def: &idx.defs[op.i],
+                tree,
+                old: op.old.as_deref(),
+                new: op.new.as_deref(),
+                seq,
+                pk: key,
+                time: op.time,
+                record,
+            })?;
             for (k, e) in writes {
                 self.write_secondary(tree, (txn, pidx, index_id), k, e, work)?;
             }

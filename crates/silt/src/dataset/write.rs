@@ -339,7 +339,13 @@ impl Dataset {
             self.write_secondary_batch(&idx.trees[i][pidx], ctx, seq, group, work)?;
         }
         if !rec_ops.is_empty() {
-            self.recency_apply(txn, pidx, seq, key, rec_ops, &idx, work)?;
+            let record = match op {
+                WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v) => {
+                    Some(*v)
+                }
+                WriteOp::Delete(_) => None,
+            };
+            self.recency_apply(txn, pidx, seq, key, record, rec_ops, &idx, work)?;
         }
         Ok(true)
     }

@@ -37,6 +37,8 @@ pub enum IndexOption {
     Order,
     /// `levels` and `max_cells` (the SHB/SIF grid).
     Grid,
+    /// `time`, `expiry`, `grace` and `clock` (value lists).
+    Time,
     /// `gram` (n-gram length).
     Gram,
 }
@@ -57,6 +59,25 @@ pub enum RecentPath {
     Eager,
     /// Posting-list fragments, newest sources first (lazy).
     Lazy,
+}
+
+/// A row of an index's bulk build: (entry key, sequence number, entry value).
+pub type BulkRow = (Vec<u8>, u64, Vec<u8>);
+
+/// One recency-index write: record `pk` moves from the encoded value
+/// `old` to `new` (either absent) at sequence number `seq`, in the
+/// partition's index tree `tree`.
+pub struct RecencyWrite<'a> {
+    pub def: &'a IndexDef,
+    pub tree: &'a LsmTree,
+    pub old: Option<&'a [u8]>,
+    pub new: Option<&'a [u8]>,
+    pub seq: u64,
+    pub pk: &'a [u8],
+    /// The new version's (time, expiry) ([`IndexType::list_time`]).
+    pub time: Option<(i64, Option<i64>)>,
+    /// The new version, encoded.
+    pub record: Option<&'a [u8]>,
 }
 
 /// The behaviour of one index kind. Methods take the index's definition
@@ -106,25 +127,33 @@ pub trait IndexType: Sync {
         false
     }
 
+    /// The (time, expiry) a recency kind stores with a record (value
+    /// lists; `None`: the record is not in the index, or the kind keeps no
+    /// time). Called before the write, so a bad time refuses it cleanly.
+    fn list_time(&self, def: &IndexDef, rec: &Value) -> Result<Option<(i64, Option<i64>)>> {
+        let _ = (def, rec);
+        Ok(None)
+    }
+
     /// The index writes of a record write for a recency kind: the record
-    /// `pk` moves from the encoded value `old` to `new` (either absent) at
-    /// sequence number `seq`, in the partition's index tree `tree`.
-    fn recency_writes(
-        &self,
-        tree: &LsmTree,
-        old: Option<&[u8]>,
-        new: Option<&[u8]>,
-        seq: u64,
-        pk: &[u8],
-    ) -> Result<Vec<(Vec<u8>, Entry)>> {
-        let _ = (tree, old, new, seq, pk);
+    /// moves from one encoded value to another (either absent).
+    fn recency_writes(&self, w: &RecencyWrite<'_>) -> Result<Vec<(Vec<u8>, Entry)>> {
+        let _ = w;
         Ok(Vec::new())
+    }
+
+    /// Group the bulk build's `(entry key, seq, entry value)` rows of
+    /// [`IndexType::entries`] into the entries written (eager and lazy:
+    /// one posting list per value; value lists: one fragment per key).
+    fn bulk_group(&self, def: &IndexDef, rows: Vec<BulkRow>) -> Result<Vec<BulkRow>> {
+        let _ = def;
+        Ok(rows)
     }
 
     /// Install the hooks an index tree of this kind needs (lazy: the
     /// fragment flush and merge). Called when the tree is opened.
-    fn install_hooks(&self, tree: &LsmTree) {
-        let _ = tree;
+    fn install_hooks(&self, def: &IndexDef, tree: &LsmTree) {
+        let _ = (def, tree);
     }
 
     // ---- how a disk component is laid out ----

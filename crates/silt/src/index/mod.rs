@@ -35,9 +35,10 @@ pub mod query;
 pub mod recency;
 pub mod rtree;
 pub mod spatial;
+pub mod valuelist;
 
 pub use deleted_key::ReconcileOption;
-pub use kind::{IndexOption, IndexType, RecentPath};
+pub use kind::{IndexOption, IndexType, RecencyWrite, RecentPath};
 pub use query::{Query, QueryStats};
 pub use rtree::RtreeOrder;
 
@@ -108,11 +109,16 @@ pub enum IndexKind {
     /// primary key (what `btree` stores); answers recency queries by
     /// scanning the key range, validating and sorting by recency.
     Composite,
+    /// Value lists (seed 001 §4.4, publish/subscribe): per key of the
+    /// indexed fields the records appended under it, each with its time
+    /// (`time` option) and expiry (`expiry`); appends never read, merges
+    /// combine a key's fragments and drop expired items.
+    Valuelist,
 }
 
 impl IndexKind {
     /// Every kind, in the order error messages list them.
-    pub const ALL: [IndexKind; 12] = [
+    pub const ALL: [IndexKind; 13] = [
         IndexKind::Btree,
         IndexKind::Rtree,
         IndexKind::Dhvb,
@@ -125,6 +131,7 @@ impl IndexKind {
         IndexKind::Eager,
         IndexKind::Lazy,
         IndexKind::Composite,
+        IndexKind::Valuelist,
     ];
 
     /// The behaviour of the kind: the registry of index kinds (each is one
@@ -143,6 +150,7 @@ impl IndexKind {
             IndexKind::Embedded => &recency::embedded::EMBEDDED,
             IndexKind::Eager => &recency::eager::EAGER,
             IndexKind::Lazy => &recency::lazy::LAZY,
+            IndexKind::Valuelist => &valuelist::VALUELIST,
         }
     }
 
@@ -248,6 +256,21 @@ pub struct IndexOptions {
     /// divided at the next level only while the count stays within it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cells: Option<usize>,
+    /// Value lists: the integer field items are ordered and windowed by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// Value lists: the integer field holding an item's expiry (exclusive;
+    /// none: items never expire).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiry: Option<String>,
+    /// Value lists: how far behind the clock an item's expiry must be
+    /// before a merge drops it (default 0), for operations stamped late.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace: Option<i64>,
+    /// Value lists: the clock merges expire by: `written` (the largest
+    /// time written; default), `unix_s`, `unix_ms` or `unix_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
 }
 
 /// Default R-tree leaf size.
@@ -453,6 +476,16 @@ impl IndexDef {
                 "`levels` and `max_cells` apply to shb and sif indexes only".into(),
             ));
         }
+        if (self.options.time.is_some()
+            || self.options.expiry.is_some()
+            || self.options.grace.is_some()
+            || self.options.clock.is_some())
+            && !imp.accepts(IndexOption::Time)
+        {
+            return Err(Error::Config(
+                "`time`, `expiry`, `grace` and `clock` apply to valuelist indexes only".into(),
+            ));
+        }
         imp.check_options(self)?;
         if self.options.gram.is_some() && !imp.accepts(IndexOption::Gram) {
             return Err(Error::Config("`gram` applies to ngram indexes only".into()));
@@ -584,7 +617,7 @@ mod tests {
         };
         assert_eq!(
             m,
-            "unknown index type `hash`; available: btree, rtree, dhvb, dhb, shb, sif, keyword, ngram, embedded, eager, lazy, composite"
+            "unknown index type `hash`; available: btree, rtree, dhvb, dhb, shb, sif, keyword, ngram, embedded, eager, lazy, composite, valuelist"
         );
     }
 }

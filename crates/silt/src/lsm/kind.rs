@@ -35,6 +35,7 @@ use crate::geo::{rect_intersects, rect_union};
 use crate::storage::block_filters::{self, BlockFilters, BlockObserver};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
+use crate::storage::time_zones::{self, TimeZones};
 use crate::storage::{
     BlockCache, ComponentMeta, ComponentReader, ComponentWriter, EntryKind, WriterOptions,
 };
@@ -288,6 +289,13 @@ pub struct ComponentExt {
     /// Per-block attribute bloom filters and zone maps (embedded indexes on
     /// a primary index), a view over the aux block.
     pub filters: Option<BlockFilters>,
+    /// The time zone map of a value-list component.
+    pub zones: Option<TimeZones>,
+}
+
+/// The time zone map of a value-list component, if it has one.
+pub fn time_zones(c: &ComponentReader) -> Option<&TimeZones> {
+    c.attached::<ComponentExt>().and_then(|x| x.zones.as_ref())
 }
 
 /// The packed R-tree of a spatial component.
@@ -371,6 +379,12 @@ pub fn open_component_at(
         let f =
             BlockFilters::decode(r.aux(), r.num_blocks()).map_err(|m| Error::corrupt(path, m))?;
         ext.filters = Some(f);
+    }
+    if !kind.spatial && r.aux().first() == Some(&time_zones::ZONE_MAGIC) {
+        ext.zones = Some(TimeZones::decode(r.aux()).map_err(|e| match e {
+            Error::Corrupt { reason, .. } => Error::corrupt(path, reason),
+            e => e,
+        })?);
     }
     let n_deleted = r
         .meta()

@@ -26,6 +26,7 @@ pub mod cache;
 pub mod component;
 pub mod fsutil;
 pub mod source;
+pub mod time_zones;
 
 pub use cache::{BlockCache, CacheStats};
 pub use component::{ComponentMeta, ComponentReader, ComponentWriter, Compression, WriterOptions};

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! error, varint -> value -> geo, workload -> storage -> lsm -> index
-//!   -> schema -> txn -> dataset -> db
+//!   -> schema -> txn -> dataset -> db -> pubsub
 //! ```
 //!
 //! A module may name (in `use` lines or inline paths, `crate::` or
@@ -35,6 +35,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("txn", 7),
     ("dataset", 8),
     ("db", 9),
+    ("pubsub", 10),
 ];
 
 fn layer(m: &str) -> Option<u32> {

@@ -11,9 +11,8 @@ use super::postings::{self, Posting};
 use super::{recency_entries, recency_recheck};
 use crate::error::Result;
 use crate::index::IndexDef;
-use crate::index::kind::{IndexType, RecentPath};
+use crate::index::kind::{BulkRow, IndexType, RecencyWrite, RecentPath};
 use crate::index::query::{KeyRange, Query, Recheck};
-use crate::lsm::LsmTree;
 use crate::lsm::kind::PkSplit;
 use crate::storage::Entry;
 use crate::value::Value;
@@ -56,14 +55,8 @@ impl IndexType for Eager {
 
     /// Read-modify-write of the newest list of the old value (the record
     /// leaves it) and of the new value (its posting goes in front).
-    fn recency_writes(
-        &self,
-        tree: &LsmTree,
-        old: Option<&[u8]>,
-        new: Option<&[u8]>,
-        seq: u64,
-        key: &[u8],
-    ) -> Result<Vec<(Vec<u8>, Entry)>> {
+    fn recency_writes(&self, w: &RecencyWrite<'_>) -> Result<Vec<(Vec<u8>, Entry)>> {
+        let (tree, old, new, seq, key) = (w.tree, w.old, w.new, w.seq, w.pk);
         let moved = old.is_some() && old != new;
         let mut writes = Vec::new();
         let mut targets: Vec<(&[u8], bool)> = Vec::new();
@@ -102,6 +95,10 @@ impl IndexType for Eager {
             writes.push((v.to_vec(), e));
         }
         Ok(writes)
+    }
+
+    fn bulk_group(&self, _def: &IndexDef, rows: Vec<BulkRow>) -> Result<Vec<BulkRow>> {
+        Ok(postings::group_for_bulk(rows))
     }
 
     fn pk_split(&self, _def: &IndexDef) -> PkSplit {

@@ -17,7 +17,7 @@ use super::postings::{LIVE, MARKER, Posting, corrupt, decode, encode, max_seq, m
 use super::{recency_entries, recency_recheck};
 use crate::error::Result;
 use crate::index::IndexDef;
-use crate::index::kind::{IndexType, RecentPath};
+use crate::index::kind::{BulkRow, IndexType, RecencyWrite, RecentPath};
 use crate::index::query::{KeyRange, Query, Recheck};
 use crate::lsm::LsmTree;
 use crate::lsm::hooks::{FlushTransform, TreeHooks, ValueMerger};
@@ -61,14 +61,8 @@ impl IndexType for Lazy {
 
     /// Appends only: a posting to the new value, a marker to the value the
     /// record left.
-    fn recency_writes(
-        &self,
-        _tree: &LsmTree,
-        old: Option<&[u8]>,
-        new: Option<&[u8]>,
-        seq: u64,
-        key: &[u8],
-    ) -> Result<Vec<(Vec<u8>, Entry)>> {
+    fn recency_writes(&self, w: &RecencyWrite<'_>) -> Result<Vec<(Vec<u8>, Entry)>> {
+        let (old, new, seq, key) = (w.old, w.new, w.seq, w.pk);
         let moved = old.is_some() && old != new;
         let mut writes = Vec::new();
         if let Some(n) = new {
@@ -87,7 +81,11 @@ impl IndexType for Lazy {
     }
 
     /// The fragment flush and merge.
-    fn install_hooks(&self, tree: &LsmTree) {
+    fn bulk_group(&self, _def: &IndexDef, rows: Vec<BulkRow>) -> Result<Vec<BulkRow>> {
+        Ok(super::postings::group_for_bulk(rows))
+    }
+
+    fn install_hooks(&self, _def: &IndexDef, tree: &LsmTree) {
         tree.set_hooks(TreeHooks {
             flush: Some(Arc::new(LazyFlush)),
             merger: Some(Arc::new(LazyMerger)),

@@ -1,0 +1,392 @@
+//! Reading value lists (`crate::index::valuelist`, seed 001 §4.4-4.5): the
+//! items of one list key, or of every key under a prefix (DualDB's
+//! subscription and publication lists side by side; a hierarchy's
+//! subtree), within a time window and valid at a time.
+//!
+//! Sources (memtables and disk components of every partition) are read
+//! newest first (by their largest sequence number). The read ends once the
+//! time zone maps of all remaining disk components say their items are
+//! older than the window: the paper's "stop at the first fragment older
+//! than Tmin", made safe for overlapping level-0 components and
+//! out-of-order times (the remaining sources' largest time decides, not
+//! their position). Within a fragment items are in time order, so decoding
+//! stops at the first one older than the window (its markers, first, are
+//! always read).
+//!
+//! Each record counts once, as its newest entry (an item, or a marker: the
+//! record left the list); a record's entries all live in one partition,
+//! whose sources are newest first, so no skipped source can hold a newer
+//! entry of a record that was read. Memtable items are read committed: an
+//! item whose record a writer holds (or that an abort may have undone since
+//! the read began) makes the read wait for the writer and start over.
+
+use super::Dataset;
+use super::recency::{Src, SrcKind, sources};
+use crate::error::{Error, Result};
+use crate::index::IndexKind;
+use crate::index::valuelist::fragment::{Fragment, Item};
+use crate::index::valuelist::hooks::{MemEntry, parse_mem};
+use crate::index::valuelist::in_window;
+use crate::lsm::kind::time_zones;
+use crate::lsm::memtable::MemIter;
+use crate::storage::ComponentReader;
+use crate::storage::bloom::key_hash;
+use crate::storage::component::Probe;
+use crate::txn::LockManager;
+use crate::value::{self, Value};
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::ops::Bound;
+
+/// What a list read asks.
+#[derive(Clone, Debug)]
+pub struct ListRead {
+    /// Items with times within `[lo, hi]`.
+    pub lo: i64,
+    pub hi: i64,
+    /// Only items not expired at this time (`None`: expired ones too, until
+    /// a merge drops them).
+    pub at: Option<i64>,
+}
+
+/// One item of a list read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListItem {
+    /// The encoded list key it was appended under.
+    pub list: Vec<u8>,
+    pub t: i64,
+    pub exp: Option<i64>,
+    /// The sequence number of its write.
+    pub seq: u64,
+    /// The record's encoded primary key.
+    pub pk: Vec<u8>,
+    pub record: Value,
+}
+
+/// What the read learned of one record: its newest entry so far.
+struct Newest {
+    seq: u64,
+    /// The item, when the newest entry is one within the window (read from
+    /// a memtable: `true` in the second place).
+    item: Option<(Item, Vec<u8>, bool)>,
+}
+
+/// How far a read looks (one list key, or every key under a prefix) and
+/// the window of each list key it reads.
+struct Span<'a> {
+    start: &'a [u8],
+    prefix: bool,
+    /// Windows of particular list keys.
+    windows: Vec<(Vec<u8>, ListRead)>,
+    /// The window of any other key under the prefix (`None`: skipped).
+    any: Option<ListRead>,
+}
+
+impl Span<'_> {
+    fn holds(&self, key: &[u8]) -> bool {
+        if self.prefix {
+            key.starts_with(self.start)
+        } else {
+            key == self.start
+        }
+    }
+
+    /// Whether `key` (in order) lies past everything of the span.
+    fn past(&self, key: &[u8]) -> bool {
+        !self.holds(key) && key > self.start
+    }
+
+    /// The window of list key `key`, if the read wants it.
+    fn window(&self, key: &[u8]) -> Option<&ListRead> {
+        if !self.holds(key) {
+            return None;
+        }
+        match self.windows.iter().find(|(k, _)| k == key) {
+            Some((_, r)) => Some(r),
+            None => self.any.as_ref(),
+        }
+    }
+
+    /// The earliest time any wanted list reads from.
+    fn lo(&self) -> i64 {
+        self.windows
+            .iter()
+            .map(|(_, r)| r.lo)
+            .chain(self.any.as_ref().map(|r| r.lo))
+            .min()
+            .unwrap_or(i64::MAX)
+    }
+}
+
+impl Dataset {
+    /// The items of list `key` (the values of the index's fields, in order)
+    /// of valuelist index `index` that `read` admits, newest time first.
+    pub fn list_read(&self, index: &str, key: &[Value], read: &ListRead) -> Result<Vec<ListItem>> {
+        let (i, nfields) = self.list_index(index)?;
+        let k = self.list_key(index, nfields, key, false)?;
+        let span = Span {
+            start: &k,
+            prefix: false,
+            windows: vec![(k.clone(), read.clone())],
+            any: None,
+        };
+        self.list_items(i, nfields, &span)
+    }
+
+    /// Several lists under one key prefix in one pass (DualDB's
+    /// subscription and publication lists of an id, side by side): for each
+    /// `(key, read)` of `wants` (full keys starting with `prefix`), its
+    /// items, newest time first.
+    pub fn list_read_many(
+        &self,
+        index: &str,
+        prefix: &[Value],
+        wants: &[(Vec<Value>, ListRead)],
+    ) -> Result<Vec<Vec<ListItem>>> {
+        let (i, nfields) = self.list_index(index)?;
+        let p = self.list_key(index, nfields, prefix, true)?;
+        let mut windows = Vec::with_capacity(wants.len());
+        for (k, r) in wants {
+            let ek = self.list_key(index, nfields, k, false)?;
+            if !ek.starts_with(&p) {
+                return Err(Error::invalid(
+                    None,
+                    format!(
+                        "list key {} is not under the prefix read",
+                        value::key_to_string(k)
+                    ),
+                ));
+            }
+            windows.push((ek, r.clone()));
+        }
+        let span = Span {
+            start: &p,
+            prefix: true,
+            windows,
+            any: None,
+        };
+        let items = self.list_items(i, nfields, &span)?;
+        let mut out: Vec<Vec<ListItem>> = vec![Vec::new(); wants.len()];
+        for it in items {
+            if let Some(j) = span.windows.iter().position(|(k, _)| *k == it.list) {
+                out[j].push(it);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The encoded list key (or key prefix) of `values`.
+    fn list_key(
+        &self,
+        index: &str,
+        nfields: usize,
+        values: &[Value],
+        prefix: bool,
+    ) -> Result<Vec<u8>> {
+        if values.len() > nfields || (!prefix && values.len() != nfields) {
+            return Err(Error::invalid(
+                None,
+                format!(
+                    "the valuelist index `{index}` has {nfields} key fields; {} values were given",
+                    values.len()
+                ),
+            ));
+        }
+        let mut k = Vec::new();
+        value::encode_key(values, &mut k)?;
+        Ok(k)
+    }
+
+    /// The position and key width of valuelist index `index`.
+    fn list_index(&self, index: &str) -> Result<(usize, usize)> {
+        let set = self.indexes.read().clone();
+        match set.defs.iter().position(|d| d.name == index) {
+            Some(i) if set.defs[i].kind == IndexKind::Valuelist => {
+                Ok((i, set.defs[i].fields.len()))
+            }
+            Some(_) => Err(Error::invalid(
+                None,
+                format!(
+                    "index `{index}` of `{}` is not a valuelist index",
+                    self.name
+                ),
+            )),
+            None => Err(Error::NoSuchIndex {
+                dataset: self.name.clone(),
+                index: index.to_owned(),
+            }),
+        }
+    }
+
+    fn list_items(&self, i: usize, nfields: usize, span: &Span<'_>) -> Result<Vec<ListItem>> {
+        loop {
+            let epoch = self.txn.abort_epoch();
+            let set = self.indexes.read().clone();
+            let Some(trees) = set.trees.get(i) else {
+                return Err(Error::invalid(
+                    None,
+                    "the valuelist index was dropped during the read",
+                ));
+            };
+            let newest = self.collect(&sources(trees), nfields, span)?;
+            let mut out = Vec::new();
+            let mut wait = None;
+            for (pk, n) in newest {
+                let Some((item, list, from_mem)) = n.item else {
+                    continue;
+                };
+                let Some(read) = span.window(&list) else {
+                    continue;
+                };
+                if item.seq != n.seq || !in_window(item.t, item.exp, read.lo, read.hi, read.at) {
+                    continue;
+                }
+                if from_mem {
+                    let name = LockManager::name(self.id, &pk);
+                    if !self.txn.locks.try_s_instant(name) {
+                        wait = Some(name);
+                        break;
+                    }
+                }
+                out.push(ListItem {
+                    list,
+                    t: item.t,
+                    exp: item.exp,
+                    seq: item.seq,
+                    record: value::decode_value(&item.record)?,
+                    pk,
+                });
+            }
+            if let Some(name) = wait {
+                self.txn.locks.lock_s_instant(name);
+                continue;
+            }
+            if self.txn.abort_epoch() != epoch {
+                continue;
+            }
+            out.sort_by(|a, b| {
+                a.list
+                    .cmp(&b.list)
+                    .then(b.t.cmp(&a.t))
+                    .then(b.seq.cmp(&a.seq))
+            });
+            return Ok(out);
+        }
+    }
+
+    /// Every record's newest entry in the sources that may matter.
+    fn collect(
+        &self,
+        srcs: &[Src],
+        nfields: usize,
+        span: &Span<'_>,
+    ) -> Result<HashMap<Vec<u8>, Newest>> {
+        let lo = span.lo();
+        // The largest item time of each source and every older one
+        // (memtables: unknown, so anything).
+        let mut tail_max = vec![i64::MIN; srcs.len() + 1];
+        for (j, s) in srcs.iter().enumerate().rev() {
+            let m = match &s.kind {
+                SrcKind::Mem(_) => i64::MAX,
+                SrcKind::Disk(c) => max_time(c),
+            };
+            tail_max[j] = tail_max[j + 1].max(m);
+        }
+        let mut newest: HashMap<Vec<u8>, Newest> = HashMap::new();
+        let mut note =
+            |item: Option<(Item, Vec<u8>, bool)>, seq: u64, pk: Vec<u8>| match newest.entry(pk) {
+                Entry::Vacant(v) => {
+                    v.insert(Newest { seq, item });
+                }
+                Entry::Occupied(mut o) => {
+                    let cur = o.get_mut();
+                    // On equal sequence numbers an item beats its own marker.
+                    if seq > cur.seq || (seq == cur.seq && item.is_some()) {
+                        *cur = Newest { seq, item };
+                    }
+                }
+            };
+        for (j, s) in srcs.iter().enumerate() {
+            if tail_max[j] < lo {
+                break;
+            }
+            match &s.kind {
+                SrcKind::Mem(m) => {
+                    let mut it = MemIter::new(m.clone(), Bound::Included(span.start));
+                    while let Some((key, e)) = it.next_entry() {
+                        if e.is_delete() {
+                            continue;
+                        }
+                        let Ok((n, entry)) = parse_mem(&key, &e.value, nfields) else {
+                            continue;
+                        };
+                        let list = &key[..n];
+                        if span.past(list) {
+                            break;
+                        }
+                        if span.window(list).is_none() {
+                            continue;
+                        }
+                        match entry {
+                            MemEntry::Item(item, _) => {
+                                let (seq, pk) = (item.seq, item.pk.clone());
+                                note(Some((item, list.to_vec(), true)), seq, pk);
+                            }
+                            MemEntry::Marker(mk) => note(None, mk.seq, mk.pk),
+                        }
+                    }
+                }
+                SrcKind::Disk(c) => {
+                    // A newer component whose items are all older than the
+                    // window is still read for its markers (out-of-order
+                    // times: it may hide an older item that is in it).
+                    let mut take = |list: &[u8], bytes: &[u8]| -> Result<()> {
+                        let Some(read) = span.window(list) else {
+                            return Ok(());
+                        };
+                        let f = Fragment::decode_from(bytes, read.lo)?;
+                        for mk in f.markers {
+                            note(None, mk.seq, mk.pk);
+                        }
+                        for item in f.items {
+                            let (seq, pk) = (item.seq, item.pk.clone());
+                            note(Some((item, list.to_vec(), false)), seq, pk);
+                        }
+                        Ok(())
+                    };
+                    match span.prefix {
+                        false => {
+                            let k = span.start;
+                            if let Probe::Found(e) = c.probe(k, key_hash(k))?
+                                && !e.is_delete()
+                            {
+                                take(k, &e.value)?;
+                            }
+                        }
+                        true => {
+                            let mut it = c.iter(Bound::Included(span.start), true)?;
+                            while let Some((key, e)) = it.next_entry()? {
+                                if span.past(&key) {
+                                    break;
+                                }
+                                if !e.is_delete() {
+                                    take(&key, &e.value)?;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(newest)
+    }
+}
+
+/// The largest item time of a component (any, when it has no time zone
+/// map: written before the map existed, or by a bulk build).
+fn max_time(c: &ComponentReader) -> i64 {
+    match time_zones(c) {
+        Some(z) => z.whole.map_or(i64::MIN, |w| w.1),
+        None => i64::MAX,
+    }
+}

@@ -1,0 +1,302 @@
+//! How a value-list tree stores its appends (`lsm::hooks`):
+//!
+//! - in memory every append is its own entry, keyed `list key ‖ !seq ‖ pk`
+//!   (unique: an append never reads, and undo and redo work as for any
+//!   index entry), valued `LIVE flags t [exp] record` or `MARKER`;
+//! - a flush ([`ListFlush`]) packs the entries of each list key into one
+//!   [`Fragment`];
+//! - a merge ([`ListMerger`]) combines the fragments of a key that meet
+//!   (newest entry per primary key, items in time order) and drops the items
+//!   that have expired by the list's clock ([`ListClock`]);
+//! - an observer ([`TimeObserver`]) writes each component's time zone map
+//!   (the aux block): the smallest and largest item time of every data block
+//!   and of the component, so a read skips what is older than its window.
+
+use super::fragment::{Fragment, Item, Marker, corrupt, get_time, put_time};
+use crate::error::Result;
+use crate::lsm::hooks::{BlockObserver, FlushTransform, ObserverFactory, ValueMerger};
+use crate::lsm::kind::ComponentBuilder;
+use crate::lsm::memtable::MemTable;
+use crate::storage::time_zones::{TimeZones, widen};
+use crate::storage::{Entry, EntryKind};
+use crate::value;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+const LIVE: u8 = 1;
+const MARKER: u8 = 2;
+/// An item that replaced an earlier version of its record in the same
+/// list: stored as the item and a marker of the same write, so a read that
+/// stops above the item's time still knows the older version is gone.
+const REPLACING: u8 = 3;
+
+/// The memtable key of one append: `list key ‖ !seq ‖ pk` (within a key,
+/// newest first).
+pub fn mem_key(list: &[u8], seq: u64, pk: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(list.len() + 8 + pk.len());
+    k.extend_from_slice(list);
+    k.extend_from_slice(&(!seq).to_be_bytes());
+    k.extend_from_slice(pk);
+    k
+}
+
+/// The memtable value of an item (`replacing`: the write replaced an
+/// earlier version of the record in the same list).
+pub fn mem_item(t: i64, exp: Option<i64>, record: &[u8], replacing: bool) -> Vec<u8> {
+    let mut v = Vec::with_capacity(record.len() + 12);
+    v.push(if replacing { REPLACING } else { LIVE });
+    put_time(&mut v, t, exp);
+    v.extend_from_slice(record);
+    v
+}
+
+/// The memtable value of a marker.
+pub fn mem_marker() -> Vec<u8> {
+    vec![MARKER]
+}
+
+/// One memtable entry, parsed.
+pub enum MemEntry {
+    /// An item, and whether it replaced an earlier version in its list.
+    Item(Item, bool),
+    Marker(Marker),
+}
+
+/// Split a memtable entry of a list with `fields` key parts into (length
+/// of the list key, entry).
+pub fn parse_mem(key: &[u8], v: &[u8], fields: usize) -> Result<(usize, MemEntry)> {
+    let n = value::key_parts_len(key, fields)?;
+    let seq_bytes: [u8; 8] = key
+        .get(n..n + 8)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| corrupt("list entry without a sequence number"))?;
+    let seq = !u64::from_be_bytes(seq_bytes);
+    let pk = key[n + 8..].to_vec();
+    match v.first() {
+        Some(&k @ (LIVE | REPLACING)) => {
+            let mut pos = 1;
+            let (t, exp) = get_time(v, &mut pos)?;
+            Ok((
+                n,
+                MemEntry::Item(
+                    Item {
+                        t,
+                        exp,
+                        seq,
+                        pk,
+                        record: v[pos..].to_vec(),
+                    },
+                    k == REPLACING,
+                ),
+            ))
+        }
+        Some(&MARKER) => Ok((n, MemEntry::Marker(Marker { seq, pk }))),
+        _ => Err(corrupt("list entry of unknown kind")),
+    }
+}
+
+/// The time a list's merges expire items by.
+///
+/// `Written` (the default): the largest item time any flush of the tree has
+/// seen, less the index's `grace`. Times are then whatever the application
+/// counts in (seconds, milliseconds, a logical clock), and a merge never
+/// expires an item by a time the data has not reached. `Unix(unit)`: the
+/// wall clock in seconds, milliseconds or microseconds since 1970, less
+/// the grace.
+#[derive(Debug)]
+pub struct ListClock {
+    written: AtomicI64,
+    grace: i64,
+    unix: Option<i64>,
+}
+
+impl ListClock {
+    /// `unix`: units per second of a wall clock (`None`: the written clock).
+    pub fn new(grace: i64, unix: Option<i64>) -> ListClock {
+        ListClock {
+            written: AtomicI64::new(i64::MIN),
+            grace,
+            unix,
+        }
+    }
+
+    /// A flush or bulk load saw items up to time `t`.
+    pub fn saw(&self, t: i64) {
+        self.written.fetch_max(t, Ordering::Relaxed);
+    }
+
+    /// The time items expire by: `None` before anything was seen.
+    pub fn now(&self) -> Option<i64> {
+        let base = match self.unix {
+            Some(per_sec) => {
+                let d = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                let t = d.as_secs() as i128 * per_sec as i128
+                    + d.subsec_nanos() as i128 * per_sec as i128 / 1_000_000_000;
+                i64::try_from(t).unwrap_or(i64::MAX)
+            }
+            None => match self.written.load(Ordering::Relaxed) {
+                i64::MIN => return None,
+                t => t,
+            },
+        };
+        Some(base.saturating_sub(self.grace))
+    }
+}
+
+/// Flush of a value-list tree: one fragment per list key.
+pub struct ListFlush {
+    pub fields: usize,
+    pub clock: Arc<ListClock>,
+}
+
+impl FlushTransform for ListFlush {
+    fn write(&self, mem: &MemTable, out: &mut ComponentBuilder) -> Result<()> {
+        // The key being packed, its fragment and the records it holds.
+        let mut cur: Option<(Vec<u8>, Fragment, HashSet<Vec<u8>>)> = None;
+        let clock = &self.clock;
+        let emit = |out: &mut ComponentBuilder, k: &[u8], mut f: Fragment| -> Result<()> {
+            if f.is_empty() {
+                return Ok(());
+            }
+            f.sort();
+            if let Some(i) = f.items.first() {
+                clock.saw(i.t);
+            }
+            out.add(k, EntryKind::Put, f.max_seq(), &f.encode())
+        };
+        mem.for_each(|k, kind, _seq, v| -> Result<()> {
+            if kind != EntryKind::Put {
+                return Ok(());
+            }
+            let (n, e) = match parse_mem(k, v, self.fields) {
+                Ok(x) => x,
+                Err(e) => {
+                    // Only a log record of a dropped index whose id was
+                    // reused can put a foreign entry here.
+                    tracing::warn!("value list flush: skipping a foreign entry: {e}");
+                    return Ok(());
+                }
+            };
+            if cur
+                .as_ref()
+                .is_none_or(|(key, _, _)| key.as_slice() != &k[..n])
+            {
+                if let Some((key, f, _)) = cur.take() {
+                    emit(out, &key, f)?;
+                }
+                cur = Some((k[..n].to_vec(), Fragment::default(), HashSet::new()));
+            }
+            let Some((_, f, seen)) = cur.as_mut() else {
+                return Ok(());
+            };
+            // Entries of a key come newest first: keep each record's first.
+            let pk = match &e {
+                MemEntry::Item(i, _) => &i.pk,
+                MemEntry::Marker(m) => &m.pk,
+            };
+            if !seen.insert(pk.clone()) {
+                return Ok(());
+            }
+            match e {
+                MemEntry::Item(i, replacing) => {
+                    if replacing {
+                        f.markers.push(Marker {
+                            seq: i.seq,
+                            pk: i.pk.clone(),
+                        });
+                    }
+                    f.items.push(i)
+                }
+                MemEntry::Marker(m) => f.markers.push(m),
+            }
+            Ok(())
+        })?;
+        if let Some((key, f, _)) = cur {
+            emit(out, &key, f)?;
+        }
+        Ok(())
+    }
+}
+
+/// Merge of a value-list tree's fragments, with expiry.
+pub struct ListMerger {
+    pub clock: Arc<ListClock>,
+}
+
+impl ValueMerger for ListMerger {
+    fn merge(&self, _key: &[u8], newer: Entry, older: Entry) -> Result<Entry> {
+        if newer.is_delete() || older.is_delete() {
+            return Ok(newer);
+        }
+        let seq = newer.seq.max(older.seq);
+        let f = Fragment::decode(&newer.value)?.merge(Fragment::decode(&older.value)?);
+        Ok(Entry::put(seq, f.encode()))
+    }
+
+    fn finish(&self, _key: &[u8], e: Entry, oldest: bool) -> Result<Option<Entry>> {
+        if e.is_delete() {
+            return Ok(Some(e));
+        }
+        let mut f = Fragment::decode(&e.value)?;
+        let before = (f.items.len(), f.markers.len());
+        f.expire(self.clock.now(), oldest);
+        if f.is_empty() {
+            return Ok(None);
+        }
+        if (f.items.len(), f.markers.len()) == before {
+            return Ok(Some(e));
+        }
+        Ok(Some(Entry::put(e.seq, f.encode())))
+    }
+}
+
+/// Builds a component's [`TimeZones`].
+#[derive(Default)]
+pub struct TimeObserver {
+    zones: TimeZones,
+    cur: Option<(i64, i64)>,
+    pending: bool,
+}
+
+impl BlockObserver for TimeObserver {
+    fn entry(&mut self, _key: &[u8], kind: EntryKind, _seq: u64, value: &[u8]) {
+        self.pending = true;
+        if kind != EntryKind::Put {
+            return;
+        }
+        // A fragment that cannot be read makes the block "anything": reads
+        // then decode it and report the corruption.
+        match super::fragment::Header::read(value) {
+            Ok(h) => {
+                if let Some((hi, lo)) = h.times {
+                    self.cur = widen(self.cur, (lo, hi));
+                }
+            }
+            Err(_) => self.cur = widen(self.cur, (i64::MIN, i64::MAX)),
+        }
+    }
+
+    fn end_block(&mut self) {
+        self.zones.blocks.push(self.cur.take());
+        self.pending = false;
+    }
+
+    fn finish(mut self: Box<Self>) -> Vec<u8> {
+        if self.pending {
+            self.end_block();
+        }
+        self.zones.encode()
+    }
+}
+
+/// Makes a [`TimeObserver`] per component.
+pub struct ZoneFactory;
+
+impl ObserverFactory for ZoneFactory {
+    fn observer(&self) -> Option<Box<dyn BlockObserver>> {
+        Some(Box::<TimeObserver>::default())
+    }
+}

@@ -1,0 +1,331 @@
+//! Publish/subscribe (seed 001 ch. 4) against a brute-force model: random
+//! SUBSCRIBE and PUBLISH operations (self-joining or not) on a few ids, in
+//! time order up to a bounded disorder, with flushes, merges that drop
+//! expired items, reopens and crashes, through TwoDB, DualDB and
+//! RepQueries. Every answer must equal the model's: the stored items on
+//! the id that match by the rule of `silt::pubsub::model`. Then many
+//! threads subscribe and publish on the same ids at once: every matching
+//! pair must be reported exactly once.
+
+use proptest::prelude::*;
+use silt::lsm::policy::MergePolicy;
+use silt::pubsub::{Design, PubSub, PubSubOptions, Publication, Subscription, live_at, matches};
+use silt::txn::FaultInjector;
+use silt::{Database, DbOptions, Durability, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+/// How late an operation may be stamped (below the newest time so far);
+/// the spaces' grace covers it.
+const DISORDER: i64 = 5;
+
+fn opts(fault: &Arc<FaultInjector>) -> DbOptions {
+    DbOptions {
+        durability: Durability::None,
+        sync: false,
+        block_cache_bytes: 1 << 20,
+        wal_fault: Some(fault.clone()),
+        ..Default::default()
+    }
+}
+
+fn space_opts(design: Design, policy: &str) -> PubSubOptions {
+    PubSubOptions {
+        design,
+        partitions: 2,
+        memory_budget: Some(1 << 20),
+        policy: MergePolicy::parse(policy).unwrap(),
+        grace: DISORDER,
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// id, lateness, window before and after TS, self-join, user.
+    Sub(i64, i64, i64, i64, bool, i64),
+    /// id, lateness, lifetime, self-join window.
+    Pub(i64, i64, i64, Option<i64>),
+    /// The clock moves on.
+    Tick(i64),
+    Flush,
+    Compact,
+    Reopen,
+    Crash,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0i64..3, 0..=DISORDER, 0i64..30, 1i64..30, any::<bool>(), 0i64..3)
+            .prop_map(|(id, l, b, a, sj, u)| Op::Sub(id, l, b, a, sj, u)),
+        8 => (0i64..3, 0..=DISORDER, 1i64..40, prop::option::of(0i64..20))
+            .prop_map(|(id, l, life, s)| Op::Pub(id, l, life, s)),
+        4 => (1i64..8).prop_map(Op::Tick),
+        2 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        1 => Just(Op::Reopen),
+        1 => Just(Op::Crash),
+    ]
+}
+
+#[derive(Default)]
+struct Model {
+    subs: Vec<Subscription>,
+    pubs: Vec<Publication>,
+}
+
+fn sids(v: &[Subscription]) -> BTreeSet<i64> {
+    v.iter().map(|s| s.sid).collect()
+}
+
+fn pids(v: &[Publication]) -> BTreeSet<i64> {
+    v.iter().map(|p| p.pid).collect()
+}
+
+fn flush_all(db: &Database) {
+    for n in db.dataset_names() {
+        db.dataset(&n).unwrap().flush().unwrap();
+    }
+}
+
+fn run(ops: &[Op], design: Design, policy: &str) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let so = space_opts(design, policy);
+    let mut fault = Arc::new(FaultInjector::new());
+    let open = |dir: &Path, fault: &Arc<FaultInjector>| {
+        let db = Database::open(dir, opts(fault)).unwrap();
+        let ps = PubSub::open(&db, "ps", &so).unwrap();
+        (db, ps)
+    };
+    let (mut db, mut ps) = open(dir.path(), &fault);
+    let mut m = Model::default();
+    let (mut now, mut next_id) = (100i64, 1i64);
+    for op in ops {
+        match op {
+            Op::Sub(id, late, before, after, self_join, uid) => {
+                let ts = now - late;
+                let s = Subscription {
+                    id: Value::Int(*id),
+                    sid: next_id,
+                    uid: *uid,
+                    ts,
+                    tmin: ts - before,
+                    tmax: ts + after,
+                };
+                next_id += 1;
+                let sj = *self_join && design != Design::RepQueries;
+                let got = ps.subscribe(&s, sj).unwrap();
+                let want: Vec<Publication> = m
+                    .pubs
+                    .iter()
+                    .filter(|p| p.id == s.id && matches(&s, p))
+                    .cloned()
+                    .collect();
+                prop_assert_eq!(pids(&got.publications), pids(&want), "subscribe {:?}", s);
+                prop_assert_eq!(got.publications.len(), want.len());
+                if sj {
+                    let want: Vec<Subscription> = m
+                        .subs
+                        .iter()
+                        .filter(|o| o.id == s.id && live_at(o, s.ts))
+                        .cloned()
+                        .collect();
+                    prop_assert_eq!(sids(&got.subscriptions), sids(&want), "self-join {:?}", s);
+                }
+                if design != Design::RepQueries {
+                    m.subs.push(s);
+                }
+            }
+            Op::Pub(id, late, life, since) => {
+                let tp = now - late;
+                let p = Publication {
+                    id: Value::Int(*id),
+                    pid: next_id,
+                    tp,
+                    tmax: tp + life,
+                    desc: format!("p{next_id}"),
+                };
+                next_id += 1;
+                let since = since.map(|s| tp - s);
+                let got = ps.publish(&p, since).unwrap();
+                let want: Vec<Subscription> = m
+                    .subs
+                    .iter()
+                    .filter(|s| s.id == p.id && matches(s, &p))
+                    .cloned()
+                    .collect();
+                prop_assert_eq!(sids(&got.subscribers), sids(&want), "publish {:?}", p);
+                if let Some(lo) = since {
+                    let want: Vec<Publication> = m
+                        .pubs
+                        .iter()
+                        .filter(|o| o.id == p.id && o.tp >= lo && o.tp <= p.tp && p.tp < o.tmax)
+                        .cloned()
+                        .collect();
+                    prop_assert_eq!(pids(&got.publications), pids(&want), "self-join {:?}", p);
+                    // Records come back whole.
+                    for o in &got.publications {
+                        prop_assert_eq!(&o.desc, &format!("p{}", o.pid));
+                    }
+                }
+                m.pubs.push(p);
+            }
+            Op::Tick(d) => now += d,
+            Op::Flush => flush_all(&db),
+            Op::Compact => {
+                for n in db.dataset_names() {
+                    db.dataset(&n).unwrap().compact().unwrap();
+                }
+            }
+            Op::Reopen => {
+                drop(ps);
+                db.close().unwrap();
+                drop(db);
+                (db, ps) = open(dir.path(), &fault);
+            }
+            Op::Crash => {
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                drop(ps);
+                fault.fail_next_fsync();
+                let _ = db.close();
+                drop(db);
+                fault = Arc::new(FaultInjector::new());
+                (db, ps) = open(dir.path(), &fault);
+            }
+        }
+    }
+    // RepQueries: a poll returns what was published in its interval and is
+    // still valid.
+    if design == Design::RepQueries {
+        for id in 0..3 {
+            let s = Subscription {
+                id: Value::Int(id),
+                sid: next_id,
+                uid: 0,
+                ts: now - 20,
+                tmin: now - 40,
+                tmax: now + 1,
+            };
+            let got = ps.poll(&s, now - 10, now).unwrap();
+            let want: Vec<Publication> = m
+                .pubs
+                .iter()
+                .filter(|p| p.id == s.id && p.tp > now - 10 && p.tp <= now && now < p.tmax)
+                .cloned()
+                .collect();
+            prop_assert_eq!(pids(&got), pids(&want), "poll id {}", id);
+        }
+    }
+    drop(ps);
+    db.close().unwrap();
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("SILT_PUBSUB_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(10)
+    ))]
+
+    #[test]
+    fn every_design_answers_as_the_model(ops in proptest::collection::vec(op(), 1..250)) {
+        for (design, policy) in [
+            (Design::DualDb, "leveled(2,3,2KB,4KB)"),
+            (Design::TwoDb, "tiered(3)"),
+            (Design::DualDb, "binomial(3)"),
+            (Design::RepQueries, "no-merge"),
+        ] {
+            run(&ops, design, policy)?;
+        }
+    }
+}
+
+/// Many threads on few ids: every matching (subscription, publication)
+/// pair is reported exactly once, by SUBSCRIBE or by PUBLISH.
+#[test]
+fn simultaneous_subscribe_and_publish_match_exactly_once() {
+    for design in [Design::DualDb, Design::TwoDb] {
+        let dir = tempfile::tempdir().unwrap();
+        let fault = Arc::new(FaultInjector::new());
+        let db = Database::open(dir.path(), opts(&fault)).unwrap();
+        let ps = Arc::new(PubSub::open(&db, "ps", &space_opts(design, "tiered(3)")).unwrap());
+        let threads = 4;
+        let per = 300;
+        let results: Vec<_> = (0..threads)
+            .map(|t| {
+                let ps = ps.clone();
+                std::thread::spawn(move || {
+                    let mut seen: Vec<(i64, i64)> = Vec::new();
+                    let mut made_s = Vec::new();
+                    let mut made_p = Vec::new();
+                    for i in 0..per {
+                        let n = (t * per + i) as i64;
+                        let id = Value::Int(n % 2);
+                        let time = 1_000 + i as i64;
+                        if (i + t) % 2 == 0 {
+                            let s = Subscription {
+                                id,
+                                sid: n,
+                                uid: t as i64,
+                                ts: time,
+                                tmin: time - 50,
+                                tmax: time + 50,
+                            };
+                            let r = ps.subscribe(&s, false).unwrap();
+                            seen.extend(r.publications.iter().map(|p| (s.sid, p.pid)));
+                            made_s.push(s);
+                        } else {
+                            let p = Publication {
+                                id,
+                                pid: n,
+                                tp: time,
+                                tmax: time + 30,
+                                desc: String::new(),
+                            };
+                            let r = ps.publish(&p, None).unwrap();
+                            seen.extend(r.subscribers.iter().map(|s| (s.sid, p.pid)));
+                            made_p.push(p);
+                        }
+                    }
+                    (seen, made_s, made_p)
+                })
+            })
+            .collect();
+        let mut seen: HashMap<(i64, i64), usize> = HashMap::new();
+        let (mut subs, mut pubs) = (Vec::new(), Vec::new());
+        for h in results {
+            let (s, a, b) = h.join().unwrap();
+            for k in s {
+                *seen.entry(k).or_default() += 1;
+            }
+            subs.extend(a);
+            pubs.extend(b);
+        }
+        let mut want = 0;
+        for s in &subs {
+            for p in &pubs {
+                if s.id == p.id && matches(s, p) {
+                    want += 1;
+                    assert_eq!(
+                        seen.get(&(s.sid, p.pid)),
+                        Some(&1),
+                        "{design:?}: pair ({}, {}) reported {:?} times",
+                        s.sid,
+                        p.pid,
+                        seen.get(&(s.sid, p.pid))
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            seen.len(),
+            want,
+            "{design:?}: reported pairs that do not match"
+        );
+        assert!(
+            want > 1000,
+            "the test should make many matching pairs, made {want}"
+        );
+        drop(ps);
+        db.close().unwrap();
+    }
+}
