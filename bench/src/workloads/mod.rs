@@ -11,6 +11,8 @@ pub mod leveldbpp;
 #[cfg(feature = "silt")]
 pub mod pg_copy;
 #[cfg(feature = "silt")]
+pub mod pubsub;
+#[cfg(feature = "silt")]
 pub mod server_abuse;
 #[cfg(feature = "silt")]
 pub mod spatial_indexes;
@@ -127,6 +129,8 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(leveldbpp::mixed::LeveldbppMixed),
         #[cfg(feature = "silt")]
         Box::new(leveldbpp::bloom::LeveldbppBloom),
+        #[cfg(feature = "silt")]
+        Box::new(pubsub::Pubsub),
         #[cfg(feature = "silt")]
         Box::new(asterix::table2::AsterixTable2),
         #[cfg(feature = "silt")]

@@ -175,6 +175,26 @@ impl Dataset {
         Ok(out)
     }
 
+    /// The items of every list whose encoded key starts with the bytes
+    /// `raw` (a hierarchy's subtree: the encoding of a binary path without
+    /// its terminator covers the path and every path extending it), under
+    /// one window, in list-key order, each list newest time first.
+    pub fn list_read_under(
+        &self,
+        index: &str,
+        raw: &[u8],
+        read: &ListRead,
+    ) -> Result<Vec<ListItem>> {
+        let (i, nfields) = self.list_index(index)?;
+        let span = Span {
+            start: raw,
+            prefix: true,
+            windows: Vec::new(),
+            any: Some(read.clone()),
+        };
+        self.list_items(i, nfields, &span)
+    }
+
     /// The encoded list key (or key prefix) of `values`.
     fn list_key(
         &self,

@@ -10,8 +10,10 @@
 //!
 //! The layer sits on `db` and `dataset`.
 
+pub mod hierarchy;
 pub mod model;
 pub mod store;
 
+pub use hierarchy::Granularity;
 pub use model::{Publication, Subscription, live_at, matches};
 pub use store::{Design, PubSub, PubSubOptions, PublishResult, SubscribeResult};

@@ -15,17 +15,22 @@
 //! Every operation writes its record (a committed, logged write), then
 //! reads, holding a lock on its id throughout: operations on one id are
 //! serialized, so a subscription and a publication that match are
-//! reported exactly once, by whichever came second (erratum 8).
+//! reported exactly once, by whichever came second (erratum 8). In a
+//! hierarchical space (`super::hierarchy`) related ids share the stripe of
+//! their top-level node, and operations on the root exclude all others.
 
+use super::hierarchy::{Granularity, ancestors, related, subtree_prefix};
 use super::model::{PUB, Publication, SUB, Subscription, live_at, matches};
-use crate::dataset::{Dataset, ListItem, ListRead};
+use crate::dataset::{BatchOptions, Dataset, ListItem, ListRead, WriteMode};
 use crate::db::Database;
 use crate::error::{Error, Result};
+use crate::index::valuelist::in_window;
 use crate::index::{IndexDef, IndexKind, IndexOptions};
 use crate::lsm::policy::MergePolicy;
 use crate::schema::DatasetDef;
 use crate::value::{self, FieldType, Value};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// Which storage design a pub/sub space uses.
@@ -65,6 +70,8 @@ pub struct PubSubOptions {
     /// How far behind the newest time an item's expiry must be before a
     /// merge drops it (operations stamped that late still see it).
     pub grace: i64,
+    /// Hierarchical ids (paths in a tree) and how they are stored.
+    pub hierarchy: Option<Granularity>,
 }
 
 impl Default for PubSubOptions {
@@ -75,6 +82,7 @@ impl Default for PubSubOptions {
             memory_budget: None,
             policy: MergePolicy::default(),
             grace: 0,
+            hierarchy: None,
         }
     }
 }
@@ -107,12 +115,34 @@ const STRIPES: usize = 1024;
 /// A pub/sub space.
 pub struct PubSub {
     design: Design,
+    hierarchy: Option<Granularity>,
     /// TwoDB: the subscriptions; DualDB: everything; RepQueries: none.
     subs: Option<Arc<Dataset>>,
     /// The publications (DualDB: the same dataset as `subs`).
     pubs: Arc<Dataset>,
-    /// Operations on one id hold its stripe.
+    /// Operations on one id (hierarchies: one top-level subtree) hold its
+    /// stripe.
     stripes: Box<[Mutex<()>]>,
+    /// Hierarchies: held shared by every operation, exclusively by those on
+    /// the root (related to every node).
+    root: RwLock<()>,
+}
+
+/// The locks an operation holds (released when dropped).
+enum Held<'a> {
+    Stripe {
+        _shared: Option<RwLockReadGuard<'a, ()>>,
+        _stripe: MutexGuard<'a, ()>,
+    },
+    Root {
+        _all: RwLockWriteGuard<'a, ()>,
+    },
+}
+
+/// One list kind an operation reads, under its window.
+struct Want {
+    kind: &'static str,
+    read: ListRead,
 }
 
 impl PubSub {
@@ -132,9 +162,11 @@ impl PubSub {
         };
         Ok(PubSub {
             design: opts.design,
+            hierarchy: opts.hierarchy,
             subs,
             pubs,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            root: RwLock::new(()),
         })
     }
 
@@ -153,11 +185,42 @@ impl PubSub {
         v
     }
 
-    fn lock(&self, id: &Value) -> Result<MutexGuard<'_, ()>> {
+    fn lock(&self, id: &Value) -> Result<Held<'_>> {
+        let (key, shared) = match self.hierarchy {
+            Some(h) => match h.path(id)?.first() {
+                None => {
+                    return Ok(Held::Root {
+                        _all: self.root.write(),
+                    });
+                }
+                Some(&top) => (Value::Binary(vec![top]), Some(self.root.read())),
+            },
+            None => (id.clone(), None),
+        };
         let mut k = Vec::new();
-        value::encode_key(std::slice::from_ref(id), &mut k)?;
+        value::encode_key(std::slice::from_ref(&key), &mut k)?;
         let h = xxhash_rust::xxh3::xxh3_64(&k) as usize;
-        Ok(self.stripes[h % STRIPES].lock())
+        Ok(Held::Stripe {
+            _shared: shared,
+            _stripe: self.stripes[h % STRIPES].lock(),
+        })
+    }
+
+    /// Store `records` (fixed granularity: a copy at each leaf under the
+    /// id, written atomically).
+    fn store(&self, d: &Dataset, id: &Value, record: Value) -> Result<()> {
+        match self.hierarchy {
+            Some(g @ Granularity::Fixed { .. }) => {
+                let leaves = g.leaves(g.path(id)?);
+                let copies: Vec<Value> = leaves
+                    .into_iter()
+                    .map(|leaf| with_id(&record, Value::Binary(leaf)))
+                    .collect();
+                d.write_batch(copies, BatchOptions::atomic(WriteMode::Upsert))?;
+                Ok(())
+            }
+            _ => d.upsert(record),
+        }
     }
 
     /// SUBSCRIBE: store `s` (RepQueries: nothing) and return the stored
@@ -171,32 +234,39 @@ impl PubSub {
                 "RepQueries stores no subscriptions: self-joining subscriptions need twodb or dualdb",
             ));
         }
-        let _g = self.lock(&s.id)?;
+        let _held = self.lock(&s.id)?;
         if let Some(d) = &self.subs {
-            d.upsert(s.record())?;
+            self.store(d, &s.id, s.record())?;
         }
-        // Publications in the window; subscriptions not expired at TS.
-        let p_read = ListRead {
-            lo: s.tmin,
-            hi: s.tmax - 1,
-            at: None,
-        };
-        let s_read = ListRead {
-            lo: i64::MIN,
-            hi: i64::MAX,
-            at: Some(s.ts),
-        };
-        let (pubs, others) = self.read_both(&s.id, &p_read, self_join.then_some(&s_read))?;
+        let mut wants = vec![Want {
+            kind: PUB,
+            read: ListRead {
+                lo: s.tmin,
+                hi: s.tmax - 1,
+                at: None,
+            },
+        }];
+        if self_join {
+            wants.push(Want {
+                kind: SUB,
+                read: ListRead {
+                    lo: i64::MIN,
+                    hi: i64::MAX,
+                    at: Some(s.ts),
+                },
+            });
+        }
+        let [pubs, others] = self.gather(&s.id, &wants)?;
         let mut out = SubscribeResult::default();
         for it in pubs {
             let p = Publication::from_record(&it.record)?;
-            if matches(s, &p) {
+            if self.related(&s.id, &p.id) && matches(s, &p) {
                 out.publications.push(p);
             }
         }
         for it in others {
             let o = Subscription::from_record(&it.record)?;
-            if o.sid != s.sid && live_at(&o, s.ts) {
+            if o.sid != s.sid && self.related(&s.id, &o.id) && live_at(&o, s.ts) {
                 out.subscriptions.push(o);
             }
         }
@@ -209,34 +279,38 @@ impl PubSub {
     /// `p.tp` (self-joining).
     pub fn publish(&self, p: &Publication, since: Option<i64>) -> Result<PublishResult> {
         p.check()?;
-        let _g = self.lock(&p.id)?;
-        self.pubs.upsert(p.record())?;
+        let _held = self.lock(&p.id)?;
+        self.store(&self.pubs, &p.id, p.record())?;
         // Subscriptions not expired at TP (the match needs TP < Tmax).
-        let s_read = ListRead {
-            lo: i64::MIN,
-            hi: i64::MAX,
-            at: Some(p.tp),
-        };
-        let p_read = since.map(|lo| ListRead {
-            lo,
-            hi: p.tp,
-            at: Some(p.tp),
-        });
+        let mut wants = vec![Want {
+            kind: SUB,
+            read: ListRead {
+                lo: i64::MIN,
+                hi: i64::MAX,
+                at: Some(p.tp),
+            },
+        }];
+        if let Some(lo) = since {
+            wants.push(Want {
+                kind: PUB,
+                read: ListRead {
+                    lo,
+                    hi: p.tp,
+                    at: Some(p.tp),
+                },
+            });
+        }
+        let [subs, pubs] = self.gather(&p.id, &wants)?;
         let mut out = PublishResult::default();
-        let (subs, pubs) = match (&self.subs, &p_read) {
-            (None, Some(r)) => (Vec::new(), self.read(&self.pubs, &p.id, PUB, r)?),
-            (None, None) => (Vec::new(), Vec::new()),
-            (Some(_), _) => self.read_both_for_publish(&p.id, &s_read, p_read.as_ref())?,
-        };
         for it in subs {
             let s = Subscription::from_record(&it.record)?;
-            if matches(&s, p) {
+            if self.related(&s.id, &p.id) && matches(&s, p) {
                 out.subscribers.push(s);
             }
         }
         for it in pubs {
             let o = Publication::from_record(&it.record)?;
-            if o.pid != p.pid {
+            if o.pid != p.pid && self.related(&o.id, &p.id) {
                 out.publications.push(o);
             }
         }
@@ -247,90 +321,157 @@ impl PubSub {
     /// `(after, now]` within the subscription's window and valid at `now`.
     pub fn poll(&self, s: &Subscription, after: i64, now: i64) -> Result<Vec<Publication>> {
         s.check()?;
-        let r = ListRead {
+        let read = ListRead {
             lo: after.saturating_add(1).max(s.tmin),
             hi: now.min(s.tmax - 1),
             at: Some(now),
         };
-        if r.lo > r.hi {
+        if read.lo > read.hi {
             return Ok(Vec::new());
         }
+        let [pubs, _] = self.gather(&s.id, &[Want { kind: PUB, read }])?;
         let mut out = Vec::new();
-        for it in self.read(&self.pubs, &s.id, PUB, &r)? {
-            out.push(Publication::from_record(&it.record)?);
+        for it in pubs {
+            let p = Publication::from_record(&it.record)?;
+            if self.related(&s.id, &p.id) {
+                out.push(p);
+            }
         }
         Ok(out)
     }
 
-    /// One list of `id` (`kind` is its flag in DualDB).
-    fn read(&self, d: &Dataset, id: &Value, kind: &str, r: &ListRead) -> Result<Vec<ListItem>> {
+    /// Whether two ids can match: equal, or related in a hierarchy.
+    fn related(&self, a: &Value, b: &Value) -> bool {
+        match (self.hierarchy, a, b) {
+            (Some(_), Value::Binary(x), Value::Binary(y)) => related(x, y),
+            _ => a == b,
+        }
+    }
+
+    /// The store of list kind `kind` (none: RepQueries' subscriptions).
+    fn store_of(&self, kind: &str) -> Option<&Arc<Dataset>> {
+        if kind == PUB {
+            Some(&self.pubs)
+        } else {
+            self.subs.as_ref()
+        }
+    }
+
+    /// The list key of `id` and `kind` in this design.
+    fn key(&self, id: &Value, kind: &str) -> Vec<Value> {
         match self.design {
-            Design::DualDb => d.list_read(LIST_INDEX, &[id.clone(), Value::String(kind.into())], r),
-            _ => d.list_read(LIST_INDEX, std::slice::from_ref(id), r),
+            Design::DualDb => vec![id.clone(), Value::String(kind.into())],
+            _ => vec![id.clone()],
         }
     }
 
-    /// The publication list under `p_read`, and with `s_read` the
-    /// subscription list too: DualDB reads both in one pass over the id's
-    /// keys (Alg. 4), TwoDB one list in each store (Alg. 3).
-    fn read_both(
-        &self,
-        id: &Value,
-        p_read: &ListRead,
-        s_read: Option<&ListRead>,
-    ) -> Result<(Vec<ListItem>, Vec<ListItem>)> {
-        match (s_read, &self.subs) {
-            (None, _) | (_, None) => Ok((self.read(&self.pubs, id, PUB, p_read)?, Vec::new())),
-            (Some(sr), Some(subs)) => match self.design {
-                Design::DualDb => self.read_dual(id, p_read, sr),
-                _ => Ok((
-                    self.read(&self.pubs, id, PUB, p_read)?,
-                    self.read(subs, id, SUB, sr)?,
-                )),
-            },
-        }
-    }
-
-    fn read_both_for_publish(
-        &self,
-        id: &Value,
-        s_read: &ListRead,
-        p_read: Option<&ListRead>,
-    ) -> Result<(Vec<ListItem>, Vec<ListItem>)> {
-        let Some(subs) = &self.subs else {
-            return Ok((Vec::new(), Vec::new()));
-        };
-        match (p_read, self.design) {
-            (None, _) => Ok((self.read(subs, id, SUB, s_read)?, Vec::new())),
-            (Some(pr), Design::DualDb) => {
-                let (p, s) = self.read_dual(id, pr, s_read)?;
-                Ok((s, p))
+    /// The items of each wanted list kind that the operation on `id` must
+    /// see, one vector per want (duplicates of fixed-granularity copies
+    /// removed): the id's own lists; with fixed granularity the lists of the
+    /// leaves under it; with variable granularity its subtree (one range)
+    /// and its ancestors. DualDB reads the kinds of one id together (Alg. 4).
+    fn gather(&self, id: &Value, wants: &[Want]) -> Result<[Vec<ListItem>; 2]> {
+        let mut out: [Vec<ListItem>; 2] = [Vec::new(), Vec::new()];
+        let (points, subtree): (Vec<Value>, Option<Vec<u8>>) = match self.hierarchy {
+            None => (vec![id.clone()], None),
+            Some(g @ Granularity::Fixed { .. }) => (
+                g.leaves(g.path(id)?)
+                    .into_iter()
+                    .map(Value::Binary)
+                    .collect(),
+                None,
+            ),
+            Some(g @ Granularity::Variable { .. }) => {
+                let path = g.path(id)?;
+                (
+                    ancestors(path).map(|a| Value::Binary(a.to_vec())).collect(),
+                    Some(subtree_prefix(path)?),
+                )
             }
-            (Some(pr), _) => Ok((
-                self.read(subs, id, SUB, s_read)?,
-                self.read(&self.pubs, id, PUB, pr)?,
-            )),
+        };
+        for node in &points {
+            self.read_point(node, wants, &mut out)?;
         }
+        if let Some(raw) = subtree {
+            self.read_subtree(&raw, wants, &mut out)?;
+        }
+        if matches!(self.hierarchy, Some(Granularity::Fixed { .. })) {
+            for v in &mut out {
+                let mut seen = HashSet::new();
+                v.retain(|it| seen.insert(iid_of(&it.record)));
+            }
+        }
+        Ok(out)
     }
 
-    /// DualDB: both lists of `id` in one pass over its keys, each under
-    /// its own window.
-    fn read_dual(
-        &self,
-        id: &Value,
-        p_read: &ListRead,
-        s_read: &ListRead,
-    ) -> Result<(Vec<ListItem>, Vec<ListItem>)> {
-        let key = |k: &str| vec![id.clone(), Value::String(k.into())];
-        let mut both = self.pubs.list_read_many(
-            LIST_INDEX,
-            std::slice::from_ref(id),
-            &[(key(PUB), p_read.clone()), (key(SUB), s_read.clone())],
-        )?;
-        let subs = both.pop().unwrap_or_default();
-        let pubs = both.pop().unwrap_or_default();
-        Ok((pubs, subs))
+    fn read_point(&self, node: &Value, wants: &[Want], out: &mut [Vec<ListItem>; 2]) -> Result<()> {
+        if self.design == Design::DualDb && wants.len() == 2 {
+            let both: Vec<(Vec<Value>, ListRead)> = wants
+                .iter()
+                .map(|w| (self.key(node, w.kind), w.read.clone()))
+                .collect();
+            let lists = self
+                .pubs
+                .list_read_many(LIST_INDEX, std::slice::from_ref(node), &both)?;
+            for (slot, l) in out.iter_mut().zip(lists) {
+                slot.extend(l);
+            }
+            return Ok(());
+        }
+        for (slot, w) in out.iter_mut().zip(wants) {
+            if let Some(d) = self.store_of(w.kind) {
+                slot.extend(d.list_read(LIST_INDEX, &self.key(node, w.kind), &w.read)?);
+            }
+        }
+        Ok(())
     }
+
+    /// Variable granularity: every list under the subtree prefix `raw`;
+    /// DualDB reads both kinds in the one range.
+    fn read_subtree(&self, raw: &[u8], wants: &[Want], out: &mut [Vec<ListItem>; 2]) -> Result<()> {
+        if self.design == Design::DualDb {
+            let union = ListRead {
+                lo: wants.iter().map(|w| w.read.lo).min().unwrap_or(i64::MIN),
+                hi: wants.iter().map(|w| w.read.hi).max().unwrap_or(i64::MAX),
+                at: None,
+            };
+            for it in self.pubs.list_read_under(LIST_INDEX, raw, &union)? {
+                let kind = match it.record.get("kind") {
+                    Some(Value::String(k)) if k == PUB => PUB,
+                    _ => SUB,
+                };
+                if let Some((slot, w)) = out.iter_mut().zip(wants).find(|(_, w)| w.kind == kind)
+                    && in_window(it.t, it.exp, w.read.lo, w.read.hi, w.read.at)
+                {
+                    slot.push(it);
+                }
+            }
+            return Ok(());
+        }
+        for (slot, w) in out.iter_mut().zip(wants) {
+            if let Some(d) = self.store_of(w.kind) {
+                slot.extend(d.list_read_under(LIST_INDEX, raw, &w.read)?);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `record` with its `id` replaced.
+fn with_id(record: &Value, id: Value) -> Value {
+    match record {
+        Value::Object(f) => Value::Object(
+            f.iter()
+                .map(|(k, v)| (k.clone(), if k == "id" { id.clone() } else { v.clone() }))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The (kind, iid) identity of a stored item.
+fn iid_of(r: &Value) -> (Option<Value>, Option<Value>) {
+    (r.get("kind").cloned(), r.get("iid").cloned())
 }
 
 /// Open dataset `name` with a valuelist index on `key`, creating it if
@@ -361,7 +502,9 @@ fn ensure(db: &Database, name: &str, key: &[&str], opts: &PubSubOptions) -> Resu
         }
         return Ok(d);
     }
-    let mut def = DatasetDef::new(name, &["kind", "iid"])
+    // A subscription or publication is (kind, iid) on an id: fixed
+    // granularity stores one copy per leaf.
+    let mut def = DatasetDef::new(name, &["kind", "iid", "id"])
         .field("kind", FieldType::String)
         .field("iid", FieldType::Int)
         .field("t", FieldType::Int)

@@ -9,7 +9,10 @@
 
 use proptest::prelude::*;
 use silt::lsm::policy::MergePolicy;
-use silt::pubsub::{Design, PubSub, PubSubOptions, Publication, Subscription, live_at, matches};
+use silt::pubsub::hierarchy::related;
+use silt::pubsub::{
+    Design, Granularity, PubSub, PubSubOptions, Publication, Subscription, live_at, matches,
+};
 use silt::txn::FaultInjector;
 use silt::{Database, DbOptions, Durability, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -37,6 +40,36 @@ fn space_opts(design: Design, policy: &str) -> PubSubOptions {
         memory_budget: Some(1 << 20),
         policy: MergePolicy::parse(policy).unwrap(),
         grace: DISORDER,
+        hierarchy: None,
+    }
+}
+
+/// The tree of the hierarchical runs: a quad tree three levels deep.
+const DEPTH: u8 = 3;
+const FANOUT: u8 = 4;
+
+/// Operation id `n` (0..64): a flat id, or a node of the tree (the root,
+/// inner nodes and leaves, weighted towards the leaves).
+fn id_of(n: i64, hier: bool) -> Value {
+    if !hier {
+        return Value::Int(n % 3);
+    }
+    let n = n as u64;
+    let depth = match n % 8 {
+        0 => 0,
+        1 => 1,
+        2 | 3 => 2,
+        _ => 3,
+    };
+    let path: Vec<u8> = (0..depth).map(|l| ((n >> (2 * l + 3)) % 4) as u8).collect();
+    Value::Binary(path)
+}
+
+/// Whether ids `a` and `b` can match.
+fn rel(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Binary(x), Value::Binary(y)) => related(x, y),
+        _ => a == b,
     }
 }
 
@@ -56,9 +89,9 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        8 => (0i64..3, 0..=DISORDER, 0i64..30, 1i64..30, any::<bool>(), 0i64..3)
+        8 => (0i64..64, 0..=DISORDER, 0i64..30, 1i64..30, any::<bool>(), 0i64..3)
             .prop_map(|(id, l, b, a, sj, u)| Op::Sub(id, l, b, a, sj, u)),
-        8 => (0i64..3, 0..=DISORDER, 1i64..40, prop::option::of(0i64..20))
+        8 => (0i64..64, 0..=DISORDER, 1i64..40, prop::option::of(0i64..20))
             .prop_map(|(id, l, life, s)| Op::Pub(id, l, life, s)),
         4 => (1i64..8).prop_map(Op::Tick),
         2 => Just(Op::Flush),
@@ -88,9 +121,18 @@ fn flush_all(db: &Database) {
     }
 }
 
-fn run(ops: &[Op], design: Design, policy: &str) -> Result<(), TestCaseError> {
+fn run(
+    ops: &[Op],
+    design: Design,
+    policy: &str,
+    hierarchy: Option<Granularity>,
+) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let so = space_opts(design, policy);
+    let so = PubSubOptions {
+        hierarchy,
+        ..space_opts(design, policy)
+    };
+    let hier = hierarchy.is_some();
     let mut fault = Arc::new(FaultInjector::new());
     let open = |dir: &Path, fault: &Arc<FaultInjector>| {
         let db = Database::open(dir, opts(fault)).unwrap();
@@ -105,7 +147,7 @@ fn run(ops: &[Op], design: Design, policy: &str) -> Result<(), TestCaseError> {
             Op::Sub(id, late, before, after, self_join, uid) => {
                 let ts = now - late;
                 let s = Subscription {
-                    id: Value::Int(*id),
+                    id: id_of(*id, hier),
                     sid: next_id,
                     uid: *uid,
                     ts,
@@ -118,7 +160,7 @@ fn run(ops: &[Op], design: Design, policy: &str) -> Result<(), TestCaseError> {
                 let want: Vec<Publication> = m
                     .pubs
                     .iter()
-                    .filter(|p| p.id == s.id && matches(&s, p))
+                    .filter(|p| rel(&p.id, &s.id) && matches(&s, p))
                     .cloned()
                     .collect();
                 prop_assert_eq!(pids(&got.publications), pids(&want), "subscribe {:?}", s);
@@ -127,7 +169,7 @@ fn run(ops: &[Op], design: Design, policy: &str) -> Result<(), TestCaseError> {
                     let want: Vec<Subscription> = m
                         .subs
                         .iter()
-                        .filter(|o| o.id == s.id && live_at(o, s.ts))
+                        .filter(|o| rel(&o.id, &s.id) && live_at(o, s.ts))
                         .cloned()
                         .collect();
                     prop_assert_eq!(sids(&got.subscriptions), sids(&want), "self-join {:?}", s);
@@ -139,7 +181,7 @@ fn run(ops: &[Op], design: Design, policy: &str) -> Result<(), TestCaseError> {
             Op::Pub(id, late, life, since) => {
                 let tp = now - late;
                 let p = Publication {
-                    id: Value::Int(*id),
+                    id: id_of(*id, hier),
                     pid: next_id,
                     tp,
                     tmax: tp + life,
@@ -151,7 +193,7 @@ fn run(ops: &[Op], design: Design, policy: &str) -> Result<(), TestCaseError> {
                 let want: Vec<Subscription> = m
                     .subs
                     .iter()
-                    .filter(|s| s.id == p.id && matches(s, &p))
+                    .filter(|s| rel(&s.id, &p.id) && matches(s, &p))
                     .cloned()
                     .collect();
                 prop_assert_eq!(sids(&got.subscribers), sids(&want), "publish {:?}", p);
@@ -159,7 +201,9 @@ fn run(ops: &[Op], design: Design, policy: &str) -> Result<(), TestCaseError> {
                     let want: Vec<Publication> = m
                         .pubs
                         .iter()
-                        .filter(|o| o.id == p.id && o.tp >= lo && o.tp <= p.tp && p.tp < o.tmax)
+                        .filter(|o| {
+                            rel(&o.id, &p.id) && o.tp >= lo && o.tp <= p.tp && p.tp < o.tmax
+                        })
                         .cloned()
                         .collect();
                     prop_assert_eq!(pids(&got.publications), pids(&want), "self-join {:?}", p);
@@ -197,9 +241,9 @@ fn run(ops: &[Op], design: Design, policy: &str) -> Result<(), TestCaseError> {
     // RepQueries: a poll returns what was published in its interval and is
     // still valid.
     if design == Design::RepQueries {
-        for id in 0..3 {
+        for id in 0..8 {
             let s = Subscription {
-                id: Value::Int(id),
+                id: id_of(id, hier),
                 sid: next_id,
                 uid: 0,
                 ts: now - 20,
@@ -210,7 +254,7 @@ fn run(ops: &[Op], design: Design, policy: &str) -> Result<(), TestCaseError> {
             let want: Vec<Publication> = m
                 .pubs
                 .iter()
-                .filter(|p| p.id == s.id && p.tp > now - 10 && p.tp <= now && now < p.tmax)
+                .filter(|p| rel(&p.id, &s.id) && p.tp > now - 10 && p.tp <= now && now < p.tmax)
                 .cloned()
                 .collect();
             prop_assert_eq!(pids(&got), pids(&want), "poll id {}", id);
@@ -234,7 +278,19 @@ proptest! {
             (Design::DualDb, "binomial(3)"),
             (Design::RepQueries, "no-merge"),
         ] {
-            run(&ops, design, policy)?;
+            run(&ops, design, policy, None)?;
+        }
+    }
+
+    #[test]
+    fn hierarchies_match_ancestors_and_descendants(ops in proptest::collection::vec(op(), 1..200)) {
+        for (design, policy, g) in [
+            (Design::DualDb, "leveled(2,3,2KB,4KB)", Granularity::Variable { depth: DEPTH, fanout: FANOUT }),
+            (Design::TwoDb, "tiered(3)", Granularity::Variable { depth: DEPTH, fanout: FANOUT }),
+            (Design::DualDb, "tiered(3)", Granularity::Fixed { depth: DEPTH, fanout: FANOUT }),
+            (Design::RepQueries, "no-merge", Granularity::Variable { depth: DEPTH, fanout: FANOUT }),
+        ] {
+            run(&ops, design, policy, Some(g))?;
         }
     }
 }
@@ -243,11 +299,24 @@ proptest! {
 /// pair is reported exactly once, by SUBSCRIBE or by PUBLISH.
 #[test]
 fn simultaneous_subscribe_and_publish_match_exactly_once() {
-    for design in [Design::DualDb, Design::TwoDb] {
+    let variable = Granularity::Variable {
+        depth: DEPTH,
+        fanout: FANOUT,
+    };
+    for (design, hierarchy) in [
+        (Design::DualDb, None),
+        (Design::TwoDb, None),
+        (Design::DualDb, Some(variable)),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let fault = Arc::new(FaultInjector::new());
         let db = Database::open(dir.path(), opts(&fault)).unwrap();
-        let ps = Arc::new(PubSub::open(&db, "ps", &space_opts(design, "tiered(3)")).unwrap());
+        let so = PubSubOptions {
+            hierarchy,
+            ..space_opts(design, "tiered(3)")
+        };
+        let ps = Arc::new(PubSub::open(&db, "ps", &so).unwrap());
+        let hier = hierarchy.is_some();
         let threads = 4;
         let per = 300;
         let results: Vec<_> = (0..threads)
@@ -259,7 +328,11 @@ fn simultaneous_subscribe_and_publish_match_exactly_once() {
                     let mut made_p = Vec::new();
                     for i in 0..per {
                         let n = (t * per + i) as i64;
-                        let id = Value::Int(n % 2);
+                        let id = if hier {
+                            id_of(n % 64, true)
+                        } else {
+                            Value::Int(n % 2)
+                        };
                         let time = 1_000 + i as i64;
                         if (i + t) % 2 == 0 {
                             let s = Subscription {
@@ -303,7 +376,7 @@ fn simultaneous_subscribe_and_publish_match_exactly_once() {
         let mut want = 0;
         for s in &subs {
             for p in &pubs {
-                if s.id == p.id && matches(s, p) {
+                if rel(&s.id, &p.id) && matches(s, p) {
                     want += 1;
                     assert_eq!(
                         seen.get(&(s.sid, p.pid)),

@@ -1,0 +1,529 @@
+//! `pubsub`: publish/subscribe on LSM storage (seed 001 §4.7, Figures
+//! 4.8-4.11), scaled down: geotagged operations on a 500x500 grid under a
+//! logical clock (every system sees the same live sets), subscription-heavy
+//! (S/P = 3) and publication-heavy (S/P = 1/3) mixes, simple and
+//! self-joining subscriptions, through Silt's RepQueries, TwoDB and DualDB
+//! and RocksDB as the storage-level peer (one store, an append merge
+//! operator, expiry in merges and a compaction filter).
+
+use std::{
+    cmp::Reverse,
+    collections::BinaryHeap,
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicI64, Ordering},
+    },
+    time::Instant,
+};
+
+use anyhow::{Context, Result, bail};
+use rocksdb::{
+    BlockBasedOptions, Cache, DB, DBCompressionType, MergeOperands, Options, WriteOptions,
+    compaction_filter::Decision,
+};
+use silt::lsm::policy::MergePolicy;
+use silt::pubsub::{Design, PubSub, PubSubOptions, Publication, Subscription};
+use silt::workload::{SplitMix64, Zipf};
+use silt::{Database, DbOptions, Durability, Value};
+
+use crate::{
+    results::ResultRow,
+    util::{ScratchDir, fmt_num, progress},
+    workloads::{Ctx, Scale, Workload},
+};
+
+pub struct Pubsub;
+
+/// Grid cells per side (§4.7: 500 x 500 over New York).
+const GRID: u64 = 500;
+/// Logical milliseconds between operations: 1,000 operations per second.
+const STEP_MS: i64 = 1;
+/// A subscription's window: TS - 10 s .. TS + 10 s (§4.7).
+const WINDOW_MS: i64 = 10_000;
+/// A publication's lifetime (§4.7: expiry 20 s).
+const LIFE_MS: i64 = 20_000;
+/// RepQueries: a query every TR = 1 s until the subscription expires (10 polls).
+const TR_MS: i64 = 1_000;
+/// Self-joining publications look back this far.
+const SELF_JOIN_MS: i64 = 10_000;
+const MEMORY: u64 = 16 << 20;
+const BLOCK_CACHE: u64 = 64 << 20;
+
+fn ops_of(scale: Scale) -> u64 {
+    match scale {
+        Scale::Small => 100_000,
+        Scale::Medium => 1_000_000,
+        Scale::Full => 3_000_000,
+    }
+}
+
+/// (name, subscriptions per publication as a fraction: subs, pubs).
+const MIXES: [(&str, u64, u64); 2] = [("sub-heavy", 3, 1), ("pub-heavy", 1, 3)];
+
+#[derive(Clone)]
+enum Op {
+    Sub(Subscription),
+    Pub(Publication),
+}
+
+/// Geotagged operations: most fall around Zipf-weighted hotspots (a city's
+/// busy blocks), the rest anywhere; cell = the grid cell of the point.
+fn operations(seed: u64, n: u64, subs: u64, pubs: u64) -> Vec<Op> {
+    let mut r = SplitMix64::new(seed ^ 0x9e37_79b9);
+    let hot: Vec<(f64, f64)> = (0..400).map(|_| (r.next_f64(), r.next_f64())).collect();
+    let zipf = Zipf::new(hot.len() as u64, 1.0);
+    let users = 50_000u64;
+    let mut out = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let (x, y) = if r.below(10) < 8 {
+            let (cx, cy) = hot[zipf.sample(&mut r) as usize];
+            // Box-Muller, sd 0.004 (about two cells).
+            let (u1, u2) = (r.next_f64().max(1e-12), r.next_f64());
+            let m = (-2.0 * u1.ln()).sqrt() * 0.004;
+            let a = 2.0 * std::f64::consts::PI * u2;
+            (cx + m * a.cos(), cy + m * a.sin())
+        } else {
+            (r.next_f64(), r.next_f64())
+        };
+        let g = |v: f64| ((v.clamp(0.0, 0.999_999) * GRID as f64) as i64).min(GRID as i64 - 1);
+        let id = Value::Int(g(x) * GRID as i64 + g(y));
+        let now = i as i64 * STEP_MS;
+        let iid = i as i64 + 1;
+        if r.below(subs + pubs) < subs {
+            out.push(Op::Sub(Subscription {
+                id,
+                sid: iid,
+                uid: r.below(users) as i64,
+                ts: now,
+                tmin: now - WINDOW_MS,
+                tmax: now + WINDOW_MS,
+            }));
+        } else {
+            out.push(Op::Pub(Publication {
+                id,
+                pid: iid,
+                tp: now,
+                tmax: now + LIFE_MS,
+                desc: format!("incident {iid} at ({x:.4}, {y:.4})"),
+            }));
+        }
+    }
+    out
+}
+
+/// What a system reported over a run.
+#[derive(Default)]
+struct Tally {
+    /// Matching (subscription, publication) pairs reported.
+    matches: u64,
+    /// Self-join answers (other subscriptions or publications) returned.
+    joined: u64,
+    /// RepQueries' repeated queries.
+    polls: u64,
+}
+
+trait PsStore {
+    fn subscribe(&mut self, s: &Subscription, self_join: bool, t: &mut Tally) -> Result<()>;
+    fn publish(&mut self, p: &Publication, self_join: bool, t: &mut Tally) -> Result<()>;
+    /// RepQueries: the poll of `s` covering `(after, now]`.
+    fn poll(&mut self, _s: &Subscription, _after: i64, _now: i64, _t: &mut Tally) -> Result<()> {
+        Ok(())
+    }
+    fn polls(&self) -> bool {
+        false
+    }
+}
+
+struct SiltPs {
+    db: Database,
+    ps: PubSub,
+}
+
+impl SiltPs {
+    fn open(dir: &Path, design: Design) -> Result<Self> {
+        let db = Database::open(
+            dir,
+            DbOptions {
+                block_cache_bytes: BLOCK_CACHE,
+                durability: Durability::None,
+                ..Default::default()
+            },
+        )
+        .with_context(|| format!("opening Silt at {}", dir.display()))?;
+        let ps = PubSub::open(
+            &db,
+            "geo",
+            &PubSubOptions {
+                design,
+                partitions: 1,
+                memory_budget: Some(MEMORY),
+                policy: MergePolicy::parse("leveled")?,
+                grace: 0,
+            },
+        )?;
+        Ok(Self { db, ps })
+    }
+}
+
+impl PsStore for SiltPs {
+    fn subscribe(&mut self, s: &Subscription, self_join: bool, t: &mut Tally) -> Result<()> {
+        let r = self.ps.subscribe(s, self_join)?;
+        t.matches += r.publications.len() as u64;
+        t.joined += r.subscriptions.len() as u64;
+        Ok(())
+    }
+
+    fn publish(&mut self, p: &Publication, self_join: bool, t: &mut Tally) -> Result<()> {
+        let r = self
+            .ps
+            .publish(p, self_join.then_some(p.tp - SELF_JOIN_MS))?;
+        t.matches += r.subscribers.len() as u64;
+        t.joined += r.publications.len() as u64;
+        Ok(())
+    }
+
+    fn poll(&mut self, s: &Subscription, after: i64, now: i64, t: &mut Tally) -> Result<()> {
+        t.matches += self.ps.poll(s, after, now)?.len() as u64;
+        t.polls += 1;
+        Ok(())
+    }
+
+    fn polls(&self) -> bool {
+        self.ps.design() == Design::RepQueries
+    }
+}
+
+/// RocksDB as DualDB: key = cell (u64 BE) ‖ flag (`P` or `S`); each value
+/// is a list of fixed 40-byte items `t, tmax, iid, uid, tmin` (i64 LE)
+/// appended by an associative merge operator that also drops items expired
+/// by the clock; a compaction filter removes lists that have wholly
+/// expired. The match rule is the one of `silt::pubsub::model`.
+struct RocksPs {
+    db: DB,
+    wo: WriteOptions,
+    clock: Arc<AtomicI64>,
+    _cache: Cache,
+}
+
+const ITEM: usize = 40;
+
+fn item(t: i64, tmax: i64, iid: i64, uid: i64, tmin: i64) -> [u8; ITEM] {
+    let mut b = [0u8; ITEM];
+    for (i, v) in [t, tmax, iid, uid, tmin].into_iter().enumerate() {
+        b[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
+fn field(b: &[u8], i: usize) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[i * 8..i * 8 + 8]);
+    i64::from_le_bytes(a)
+}
+
+fn rkey(id: &Value, flag: u8) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[..8].copy_from_slice(&(id.as_i64().unwrap_or(0) as u64).to_be_bytes());
+    k[8] = flag;
+    k
+}
+
+impl RocksPs {
+    fn open(dir: &Path) -> Result<Self> {
+        let cache = Cache::new_lru_cache(BLOCK_CACHE as usize);
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&cache);
+        table.set_bloom_filter(10.0, false);
+        table.set_block_size(4096);
+        let mut o = Options::default();
+        o.create_if_missing(true);
+        o.set_block_based_table_factory(&table);
+        o.set_write_buffer_size(MEMORY as usize / 2);
+        o.set_compression_type(DBCompressionType::Lz4);
+        o.set_max_background_jobs(2);
+        let clock = Arc::new(AtomicI64::new(i64::MIN));
+        let c1 = clock.clone();
+        o.set_merge_operator_associative(
+            "append-expire",
+            move |_key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands| {
+                let now = c1.load(Ordering::Relaxed);
+                let mut out = Vec::new();
+                for part in existing.into_iter().chain(ops.iter()) {
+                    for it in part.chunks_exact(ITEM) {
+                        if field(it, 1) > now {
+                            out.extend_from_slice(it);
+                        }
+                    }
+                }
+                Some(out)
+            },
+        );
+        let c2 = clock.clone();
+        o.set_compaction_filter("expired-lists", move |_lvl: u32, _k: &[u8], v: &[u8]| {
+            let now = c2.load(Ordering::Relaxed);
+            if v.chunks_exact(ITEM).all(|it| field(it, 1) <= now) {
+                Decision::Remove
+            } else {
+                Decision::Keep
+            }
+        });
+        let db = DB::open(&o, dir).with_context(|| format!("opening RocksDB at {}", dir.display()))?;
+        let mut wo = WriteOptions::default();
+        wo.set_sync(false);
+        Ok(Self {
+            db,
+            wo,
+            clock,
+            _cache: cache,
+        })
+    }
+
+    fn list(&self, id: &Value, flag: u8) -> Result<Vec<u8>> {
+        Ok(self.db.get(rkey(id, flag))?.unwrap_or_default())
+    }
+
+    fn tick(&self, now: i64) {
+        self.clock.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+impl PsStore for RocksPs {
+    fn subscribe(&mut self, s: &Subscription, self_join: bool, t: &mut Tally) -> Result<()> {
+        self.tick(s.ts);
+        let it = item(s.ts, s.tmax, s.sid, s.uid, s.tmin);
+        self.db.merge_opt(rkey(&s.id, b'S'), it, &self.wo)?;
+        for p in self.list(&s.id, b'P')?.chunks_exact(ITEM) {
+            let (tp, ptmax) = (field(p, 0), field(p, 1));
+            if s.tmin <= tp && tp < s.tmax && (tp >= s.ts || s.ts < ptmax) {
+                t.matches += 1;
+            }
+        }
+        if self_join {
+            for o in self.list(&s.id, b'S')?.chunks_exact(ITEM) {
+                if field(o, 2) != s.sid && field(o, 0) <= s.ts && s.ts < field(o, 1) {
+                    t.joined += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self, p: &Publication, self_join: bool, t: &mut Tally) -> Result<()> {
+        self.tick(p.tp);
+        let it = item(p.tp, p.tmax, p.pid, 0, 0);
+        self.db.merge_opt(rkey(&p.id, b'P'), it, &self.wo)?;
+        for s in self.list(&p.id, b'S')?.chunks_exact(ITEM) {
+            let (ts, stmax, tmin) = (field(s, 0), field(s, 1), field(s, 4));
+            if tmin <= p.tp && p.tp < stmax && (p.tp >= ts || ts < p.tmax) {
+                t.matches += 1;
+            }
+        }
+        if self_join {
+            let lo = p.tp - SELF_JOIN_MS;
+            for o in self.list(&p.id, b'P')?.chunks_exact(ITEM) {
+                let tp = field(o, 0);
+                if field(o, 2) != p.pid && tp >= lo && tp <= p.tp && p.tp < field(o, 1) {
+                    t.joined += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sys {
+    Silt(Design),
+    Rocks,
+}
+
+impl Sys {
+    fn label(self) -> &'static str {
+        match self {
+            Sys::Silt(Design::RepQueries) => "silt-repqueries",
+            Sys::Silt(Design::TwoDb) => "silt-twodb",
+            Sys::Silt(Design::DualDb) => "silt-dualdb",
+            Sys::Rocks => "rocksdb-dualdb",
+        }
+    }
+
+    fn open(self, dir: &Path) -> Result<Box<dyn PsStore>> {
+        Ok(match self {
+            Sys::Silt(d) => Box::new(SiltPs::open(dir, d)?),
+            Sys::Rocks => Box::new(RocksPs::open(dir)?),
+        })
+    }
+}
+
+fn wants(ctx: &Ctx, s: Sys) -> bool {
+    ctx.systems.as_ref().is_none_or(|l| {
+        l.iter().any(|x| {
+            x.eq_ignore_ascii_case(s.label())
+                || (x.eq_ignore_ascii_case("silt") && matches!(s, Sys::Silt(_)))
+                || (x.eq_ignore_ascii_case("rocksdb") && s == Sys::Rocks)
+        })
+    })
+}
+
+/// One system through one mix; returns (seconds, tally).
+fn run_one(sys: Sys, dir: &Path, ops: &[Op], self_join: bool, label: &str) -> Result<(f64, Tally)> {
+    let mut store = sys.open(dir)?;
+    let mut t = Tally::default();
+    // RepQueries: (due time, op index, previous poll time).
+    let mut due: BinaryHeap<Reverse<(i64, usize, i64)>> = BinaryHeap::new();
+    let pb = progress(ops.len() as u64, label.to_owned());
+    let start = Instant::now();
+    for (i, op) in ops.iter().enumerate() {
+        let now = match op {
+            Op::Sub(s) => s.ts,
+            Op::Pub(p) => p.tp,
+        };
+        while let Some(Reverse((at, j, prev))) = due.peek().copied() {
+            if at > now {
+                break;
+            }
+            due.pop();
+            if let Op::Sub(s) = &ops[j] {
+                store.poll(s, prev, at, &mut t)?;
+                if at + TR_MS <= s.tmax {
+                    due.push(Reverse((at + TR_MS, j, at)));
+                }
+            }
+        }
+        match op {
+            Op::Sub(s) => {
+                store.subscribe(s, self_join, &mut t)?;
+                if store.polls() {
+                    due.push(Reverse((s.ts + TR_MS, i, s.ts)));
+                }
+            }
+            Op::Pub(p) => store.publish(p, self_join, &mut t)?,
+        }
+        if i % 4096 == 0 {
+            pb.set_position(i as u64);
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    drop(store);
+    Ok((secs, t))
+}
+
+impl Workload for Pubsub {
+    fn name(&self) -> &'static str {
+        "pubsub"
+    }
+
+    fn description(&self) -> &'static str {
+        "Pub/sub on LSM storage (seed 001 §4.7, Figs. 4.8-4.11): RepQueries, TwoDB, DualDB and RocksDB (append merge + expiry), S/P = 3 and 1/3, simple and self-joining subscriptions, logical clock"
+    }
+
+    fn explanation(&self) -> &'static str {
+        "Issue 21: the pub/sub experiments of seed 001 §4.7 at this machine's scale (the paper: 15 M \
+         geotagged New York tweets replayed; here small 100 K, medium 1 M, full 3 M generated geotagged \
+         operations, 80% around 400 Zipf-weighted hotspots, on a 500 x 500 grid). A logical clock gives \
+         every system the same live sets: one operation per logical millisecond; a subscription at TS \
+         asks for [TS - 10 s, TS + 10 s) and a publication expires 20 s after it happens (§4.7). Mixes: \
+         subscription-heavy (3 subscriptions per publication) and publication-heavy (1 per 3). \
+         RepQueries stores only publications and polls every TR = 1 s until the subscription expires \
+         (10 polls; polls count as work, not as operations). TwoDB and DualDB are `silt::pubsub` over \
+         valuelist indexes (leveled merges, WAL without fsync). Self-joining: a subscription also gets \
+         the other live subscriptions of its cell, a publication the valid publications of the last \
+         10 s. RocksDB is the storage-level peer: DualDB's layout in one store, items appended by an \
+         associative merge operator that drops expired items, a compaction filter removing lists that \
+         expired whole (sync off). Reported: operations per second, and the matches each system \
+         reported (TwoDB, DualDB and RocksDB must agree exactly; RepQueries misses what expires \
+         between polls)."
+    }
+
+    fn durability(&self) -> &'static str {
+        "WAL on, no fsync per operation (Silt Durability::None, RocksDB sync=false)"
+    }
+
+    fn run(&self, scale: Scale, ctx: &Ctx) -> Result<Vec<ResultRow>> {
+        let n = ops_of(scale);
+        let mut rows = Vec::new();
+        let all = [
+            Sys::Silt(Design::RepQueries),
+            Sys::Silt(Design::TwoDb),
+            Sys::Silt(Design::DualDb),
+            Sys::Rocks,
+        ];
+        for (mix, subs, pubs) in MIXES {
+            let ops = operations(ctx.seed, n, subs, pubs);
+            for self_join in [false, true] {
+                let kind = if self_join { "self-join" } else { "simple" };
+                let mut order: Vec<Sys> = all
+                    .iter()
+                    .copied()
+                    .filter(|s| wants(ctx, *s))
+                    .filter(|s| !(self_join && *s == Sys::Silt(Design::RepQueries)))
+                    .collect();
+                if !order.is_empty() {
+                    let len = order.len();
+                    order.rotate_left(ctx.run % len);
+                }
+                let mut exact: Option<(u64, u64, &str)> = None;
+                let mut thr: Vec<(Sys, f64)> = Vec::new();
+                for sys in order {
+                    let scratch = ScratchDir::new(&ctx.scratch, &format!("pubsub-{}", sys.label()))?;
+                    let label = format!("{} {mix} {kind}", sys.label());
+                    let (secs, t) = run_one(sys, scratch.path(), &ops, self_join, &label)?;
+                    let ops_s = n as f64 / secs;
+                    eprintln!(
+                        "{label}: {} ops/s, {} matches, {} self-join answers, {} polls",
+                        fmt_num(ops_s),
+                        t.matches,
+                        t.joined,
+                        t.polls
+                    );
+                    let metric = |m: &str| format!("{mix} {kind} {m}");
+                    rows.push(ResultRow::measure(sys.label(), &metric("throughput"), "ops/s", ops_s));
+                    rows.push(ResultRow::stat(sys.label(), &metric("matches"), "pairs", t.matches as f64));
+                    thr.push((sys, ops_s));
+                    if sys != Sys::Silt(Design::RepQueries) {
+                        match exact {
+                            None => exact = Some((t.matches, t.joined, sys.label())),
+                            Some((m, j, other)) if (m, j) != (t.matches, t.joined) => bail!(
+                                "{label}: {} matches and {} self-join answers, but {other} reported {m} and {j}: the stores disagree",
+                                t.matches,
+                                t.joined
+                            ),
+                            Some(_) => {}
+                        }
+                    }
+                }
+                // DualDB against each of the others (the paper: ~10x RepQueries
+                // subscription-heavy, ~3x publication-heavy; ~5% over TwoDB,
+                // +20% with self-joins; the issue: ahead of every peer).
+                let of = |s: Sys| thr.iter().find(|(x, _)| *x == s).map(|(_, v)| *v);
+                if let Some(d) = of(Sys::Silt(Design::DualDb)) {
+                    for other in [Sys::Silt(Design::RepQueries), Sys::Silt(Design::TwoDb), Sys::Rocks] {
+                        if let Some(o) = of(other) {
+                            let mut r = ResultRow::new(
+                                "silt-dualdb",
+                                &format!("{mix} {kind} throughput vs {}", other.label()),
+                                "x",
+                                crate::results::Kind::Ratio,
+                                d / o,
+                            );
+                            if other == Sys::Rocks && subs > pubs {
+                                r = r.with_target(1.0);
+                            }
+                            rows.push(r);
+                        }
+                    }
+                }
+            }
+        }
+        ctx.note(format!(
+            "pubsub: {} operations per mix, grid {GRID}x{GRID}, window ±{} s, publication life {} s, TR {} s",
+            fmt_num(n as f64),
+            WINDOW_MS / 1000,
+            LIFE_MS / 1000,
+            TR_MS / 1000
+        ));
+        Ok(rows)
+    }
+}
