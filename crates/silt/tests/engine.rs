@@ -21,6 +21,8 @@ mod oracle;
 mod pubsub;
 #[path = "engine/recency.rs"]
 mod recency;
+#[path = "engine/restart.rs"]
+mod restart;
 #[path = "engine/roles.rs"]
 mod roles;
 #[path = "engine/row_shape.rs"]

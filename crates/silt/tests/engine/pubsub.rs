@@ -7,6 +7,7 @@
 //! threads subscribe and publish on the same ids at once: every matching
 //! pair must be reported exactly once.
 
+use crate::restart::{cases, crash, opts, reopen};
 use proptest::prelude::*;
 use silt::lsm::policy::MergePolicy;
 use silt::pubsub::hierarchy::related;
@@ -14,7 +15,7 @@ use silt::pubsub::{
     Design, Granularity, PubSub, PubSubOptions, Publication, Subscription, live_at, matches,
 };
 use silt::txn::FaultInjector;
-use silt::{Database, DbOptions, Durability, Value};
+use silt::{Database, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
@@ -22,16 +23,6 @@ use std::sync::Arc;
 /// How late an operation may be stamped (below the newest time so far);
 /// the spaces' grace covers it.
 const DISORDER: i64 = 5;
-
-fn opts(fault: &Arc<FaultInjector>) -> DbOptions {
-    DbOptions {
-        durability: Durability::None,
-        sync: false,
-        block_cache_bytes: 1 << 20,
-        wal_fault: Some(fault.clone()),
-        ..Default::default()
-    }
-}
 
 fn space_opts(design: Design, policy: &str) -> PubSubOptions {
     PubSubOptions {
@@ -223,18 +214,13 @@ fn run(
             }
             Op::Reopen => {
                 drop(ps);
-                db.close().unwrap();
-                drop(db);
-                (db, ps) = open(dir.path(), &fault);
+                db = reopen(db, dir.path(), &fault);
+                ps = PubSub::open(&db, "ps", &so).unwrap();
             }
             Op::Crash => {
-                std::thread::sleep(std::time::Duration::from_millis(30));
                 drop(ps);
-                fault.fail_next_fsync();
-                let _ = db.close();
-                drop(db);
-                fault = Arc::new(FaultInjector::new());
-                (db, ps) = open(dir.path(), &fault);
+                db = crash(db, dir.path(), &mut fault);
+                ps = PubSub::open(&db, "ps", &so).unwrap();
             }
         }
     }
@@ -267,7 +253,7 @@ fn run(
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("SILT_PUBSUB_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(10)
+        cases("SILT_PUBSUB_CASES", 10)
     ))]
 
     #[test]

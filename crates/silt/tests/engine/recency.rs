@@ -7,13 +7,11 @@
 //! k most recent matching records, newest first, through each kind:
 //! embedded, eager, lazy, composite, and btree (collect and sort).
 
+use crate::restart::{cases, crash, opts, reopen};
 use proptest::prelude::*;
 use silt::lsm::policy::MergePolicy;
 use silt::txn::FaultInjector;
-use silt::{
-    Database, DatasetDef, DbOptions, Durability, FieldType, IndexDef, IndexKind, Query,
-    QueryOptions, Value,
-};
+use silt::{Database, DatasetDef, FieldType, IndexDef, IndexKind, Query, QueryOptions, Value};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
@@ -26,16 +24,6 @@ const INDEXES: [(&str, IndexKind); 5] = [
     ("comp", IndexKind::Composite),
     ("bt", IndexKind::Btree),
 ];
-
-fn opts(fault: &Arc<FaultInjector>) -> DbOptions {
-    DbOptions {
-        durability: Durability::None,
-        sync: false,
-        block_cache_bytes: 1 << 20,
-        wal_fault: Some(fault.clone()),
-        ..Default::default()
-    }
-}
 
 /// (user field or none, order of the record's last write)
 type Model = BTreeMap<i64, (Option<i64>, u64)>;
@@ -257,21 +245,11 @@ fn run(ops: &[Op], policy: &str, late: usize) -> Result<(), TestCaseError> {
             Op::Compact => ds.compact().unwrap(),
             Op::Reopen => {
                 drop(ds);
-                db.close().unwrap();
-                drop(db);
-                db = Database::open(dir.path(), opts(&fault)).unwrap();
+                db = reopen(db, dir.path(), &fault);
             }
             Op::Crash => {
-                // Let the log writer hand everything to the OS, then fail
-                // the log's next fsync: the closing flush fails, so the
-                // memtables are lost and the reopen replays the log.
-                std::thread::sleep(std::time::Duration::from_millis(30));
                 drop(ds);
-                fault.fail_next_fsync();
-                let _ = db.close();
-                drop(db);
-                fault = Arc::new(FaultInjector::new());
-                db = Database::open(dir.path(), opts(&fault)).unwrap();
+                db = crash(db, dir.path(), &mut fault);
             }
             Op::Rebuild => {
                 if indexed {
@@ -307,7 +285,7 @@ fn run(ops: &[Op], policy: &str, late: usize) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("SILT_RECENCY_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(12)
+        cases("SILT_RECENCY_CASES", 12)
     ))]
 
     #[test]

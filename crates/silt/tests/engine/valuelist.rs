@@ -6,26 +6,14 @@
 //! must return exactly the current records of the list within its window
 //! and not expired at its time, with their current content.
 
+use crate::restart::{cases, crash, opts, reopen};
 use proptest::prelude::*;
 use silt::lsm::policy::MergePolicy;
 use silt::txn::FaultInjector;
-use silt::{
-    Database, DatasetDef, DbOptions, Durability, FieldType, IndexDef, IndexKind, IndexOptions,
-    ListRead, Value,
-};
+use silt::{Database, DatasetDef, FieldType, IndexDef, IndexKind, IndexOptions, ListRead, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
-
-fn opts(fault: &Arc<FaultInjector>) -> DbOptions {
-    DbOptions {
-        durability: Durability::None,
-        sync: false,
-        block_cache_bytes: 1 << 20,
-        wal_fault: Some(fault.clone()),
-        ..Default::default()
-    }
-}
 
 /// pk -> (list key, time, expiry, write number)
 type Model = BTreeMap<i64, (Option<i64>, i64, Option<i64>, i64)>;
@@ -181,18 +169,11 @@ fn run(ops: &[Op], policy: &str) -> Result<(), TestCaseError> {
             Op::Compact => ds.compact().unwrap(),
             Op::Reopen => {
                 drop(ds);
-                db.close().unwrap();
-                drop(db);
-                db = Database::open(dir.path(), opts(&fault)).unwrap();
+                db = reopen(db, dir.path(), &fault);
             }
             Op::Crash => {
-                std::thread::sleep(std::time::Duration::from_millis(30));
                 drop(ds);
-                fault.fail_next_fsync();
-                let _ = db.close();
-                drop(db);
-                fault = Arc::new(FaultInjector::new());
-                db = Database::open(dir.path(), opts(&fault)).unwrap();
+                db = crash(db, dir.path(), &mut fault);
             }
             Op::Rebuild => {
                 db.drop_index("t", "l").unwrap();
@@ -211,7 +192,7 @@ fn run(ops: &[Op], policy: &str) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("SILT_VALUELIST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(12)
+        cases("SILT_VALUELIST_CASES", 12)
     ))]
 
     #[test]
