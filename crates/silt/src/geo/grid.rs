@@ -280,6 +280,19 @@ impl Grid {
         (c.num & !mask, c.num | mask)
     }
 
+    /// The child numbers from the top level down to `c` (its Hilbert digit
+    /// at each level, `0 .. 4^n`): a path whose prefixes are `c`'s
+    /// ancestors (the ids of a pub/sub hierarchy over the grid).
+    pub fn digits(&self, c: Cell) -> Vec<u8> {
+        (0..=usize::from(c.level).min(self.depth() - 1))
+            .map(|j| {
+                let width = 2 * u32::from(self.levels[j]);
+                let d = (c.num >> self.low_bits(j)) & ((1u64 << width) - 1);
+                d as u8
+            })
+            .collect()
+    }
+
     /// The ancestor of `c` at `level` (< c.level).
     pub fn ancestor(&self, c: Cell, level: u8) -> Cell {
         let (lo, _) = self.subtree(Cell { num: c.num, level });

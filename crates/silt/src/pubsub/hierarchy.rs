@@ -19,6 +19,7 @@
 //!   which its own "politics / US politics" example needs).
 
 use crate::error::{Error, Result};
+use crate::geo::grid::Grid;
 use crate::value::{self, Value};
 
 /// How a hierarchical space stores its operations.
@@ -91,6 +92,20 @@ impl Granularity {
     }
 }
 
+/// The nodes of a spatial hierarchy over `grid` that cover the rectangle
+/// `r` (`[min x, min y, max x, max y]`; a circle's bounding box), by the
+/// grid's covering rule with at most `budget` nodes: cells the rectangle
+/// covers whole are kept at their level, the others divided. Each node is a
+/// path of Hilbert digits (`Grid::digits`), for a space opened with
+/// `Granularity::Variable { depth: grid.depth(), fanout: 4^n }` (quad tree:
+/// levels of n = 1, fan-out 4).
+pub fn cover(grid: &Grid, r: &[f64; 4], budget: usize) -> Vec<Vec<u8>> {
+    grid.decompose(r, budget)
+        .into_iter()
+        .map(|c| grid.digits(c))
+        .collect()
+}
+
 /// The proper ancestors of `path`, the root first.
 pub fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
     (0..path.len()).map(move |n| &path[..n])
@@ -129,6 +144,35 @@ mod tests {
         for p in [&[1u8][..], &[1, 1], &[0, 0], &[]] {
             assert!(!enc(p).starts_with(&pre), "{p:?}");
         }
+    }
+
+    #[test]
+    fn grid_cells_are_paths_whose_prefixes_are_their_ancestors() {
+        use crate::geo::hilbert::Space;
+        let space = Space {
+            min_x: 0.0,
+            min_y: 0.0,
+            max_x: 1.0,
+            max_y: 1.0,
+        };
+        let grid = Grid::new(space, &[1, 1, 1, 1, 1]).unwrap();
+        // A small box deep in the space, and a big one.
+        for (r, budget) in [([0.30, 0.30, 0.34, 0.31], 16), ([0.1, 0.1, 0.9, 0.6], 32)] {
+            let nodes = cover(&grid, &r, budget);
+            assert!(!nodes.is_empty() && nodes.len() <= budget.max(4));
+            for (c, p) in grid.decompose(&r, budget).into_iter().zip(&nodes) {
+                assert_eq!(p.len(), usize::from(c.level) + 1);
+                assert!(p.iter().all(|&d| d < 4));
+                for (l, a) in grid.ancestors(c).enumerate() {
+                    assert_eq!(grid.digits(a), p[..=l].to_vec());
+                }
+            }
+        }
+        // The point's bottom cell lies under a cover node of a box holding it.
+        let point = cover(&grid, &[0.31, 0.305, 0.31, 0.305], 1);
+        let boxed = cover(&grid, &[0.30, 0.30, 0.34, 0.31], 16);
+        assert_eq!(point.len(), 1);
+        assert!(boxed.iter().any(|b| related(b, &point[0])));
     }
 
     #[test]
