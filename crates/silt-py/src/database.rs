@@ -128,6 +128,8 @@ struct IndexSpec {
     space: Option<[f64; 4]>,
     leaf_bytes: Option<usize>,
     bits_per_key: Option<f64>,
+    /// Value lists: (time field, expiry field, grace, clock).
+    list: (Option<String>, Option<String>, Option<i64>, Option<String>),
 }
 
 fn index_def(spec: IndexSpec, ds: &DatasetDef) -> BindResult<IndexDef> {
@@ -141,6 +143,7 @@ fn index_def(spec: IndexSpec, ds: &DatasetDef) -> BindResult<IndexDef> {
         space,
         leaf_bytes,
         bits_per_key,
+        list,
     } = spec;
     let mut def = IndexDef {
         kind,
@@ -153,6 +156,12 @@ fn index_def(spec: IndexSpec, ds: &DatasetDef) -> BindResult<IndexDef> {
     def.options.space = space;
     def.options.leaf_bytes = leaf_bytes;
     def.options.bits_per_key = bits_per_key;
+    (
+        def.options.time,
+        def.options.expiry,
+        def.options.grace,
+        def.options.clock,
+    ) = list;
     def.validate()?;
     check_field_types(ds, &def)?;
     Ok(def)
@@ -288,13 +297,17 @@ impl Database {
 
     /// Create a secondary index `name` of `kind` on `fields` (a field name
     /// or a list) of `dataset`; existing records are indexed. Kinds: btree,
-    /// rtree, dhvb, keyword, ngram, embedded, eager, lazy, composite.
-    /// Options: `merge_policy` (default: the dataset's), `reconcile`
-    /// ("antimatter" / "deleted_keys": rtree, keyword, ngram), `gram`
-    /// (ngram length, default 3), `space` ((min_x, min_y, max_x, max_y) of
-    /// an rtree's Hilbert curve), `leaf_bytes` (rtree), `bits_per_key`
-    /// (embedded). Returns the index definition as a dict.
-    #[pyo3(signature = (dataset, name, kind, fields, *, merge_policy=None, reconcile=None, gram=None, space=None, leaf_bytes=None, bits_per_key=None))]
+    /// rtree, dhvb, keyword, ngram, embedded, eager, lazy, composite,
+    /// valuelist. Options: `merge_policy` (default: the dataset's),
+    /// `reconcile` ("antimatter" / "deleted_keys": rtree, keyword, ngram),
+    /// `gram` (ngram length, default 3), `space` ((min_x, min_y, max_x,
+    /// max_y) of an rtree's Hilbert curve), `leaf_bytes` (rtree),
+    /// `bits_per_key` (embedded), and for valuelist (publish/subscribe
+    /// lists) `time` (the integer field items are ordered by; required),
+    /// `expiry` (the integer expiry field), `grace` and `clock` ("written",
+    /// "unix_s", "unix_ms", "unix_us"). Returns the index definition as a
+    /// dict.
+    #[pyo3(signature = (dataset, name, kind, fields, *, merge_policy=None, reconcile=None, gram=None, space=None, leaf_bytes=None, bits_per_key=None, time=None, expiry=None, grace=None, clock=None))]
     #[allow(clippy::too_many_arguments)]
     fn create_index(
         &self,
@@ -309,6 +322,10 @@ impl Database {
         space: Option<(f64, f64, f64, f64)>,
         leaf_bytes: Option<usize>,
         bits_per_key: Option<f64>,
+        time: Option<String>,
+        expiry: Option<String>,
+        grace: Option<i64>,
+        clock: Option<String>,
     ) -> PyResult<Py<PyAny>> {
         let spec = (|| -> BindResult<IndexSpec> {
             Ok(IndexSpec {
@@ -321,6 +338,7 @@ impl Database {
                 space: space.map(|(a, b, c, d)| [a, b, c, d]),
                 leaf_bytes,
                 bits_per_key,
+                list: (time, expiry, grace, clock),
             })
         })()
         .py_err(py)?;

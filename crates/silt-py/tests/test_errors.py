@@ -122,6 +122,9 @@ def test_sizes_accept_strings(db):
         (("rtree", "loc"), {"space": (1, 1, 0, 0)}, "space"),
         (("embedded", "t"), {"bits_per_key": 0.5}, "bits_per_key"),
         (("keyword", "t"), {"merge_policy": "leveled"}, "leveled"),
+        (("valuelist", "n"), {}, "needs a `time` option"),
+        (("btree", "n"), {"time": "t"}, "valuelist indexes only"),
+        (("valuelist", "n"), {"time": "t", "clock": "sundial"}, "unknown value list clock"),
     ],
 )
 def test_bad_index_config(db, args, kwargs, match):
@@ -138,6 +141,17 @@ def test_index_refuses_bad_records(db):
         ds.insert({"id": 1, "x": [1, 2]})
     assert e.value.field == "x"
     assert ds.get(1) is None
+
+
+def test_valuelist_index_takes_its_time_and_refuses_bad_times(db):
+    ds = db.create_dataset("d", primary_key="id")
+    d = db.create_index("d", "l", "valuelist", "topic", time="t", expiry="until")
+    assert d["kind"] == "valuelist" and d["options"]["time"] == "t"
+    ds.insert({"id": 1, "topic": "news", "t": 5, "until": 9})
+    with pytest.raises(siltdb.InvalidInputError, match="as an integer") as e:
+        ds.insert({"id": 2, "topic": "news", "t": "noon"})
+    assert e.value.field == "t"
+    assert ds.get(2) is None
 
 
 def test_bad_connect_options(tmp_path):

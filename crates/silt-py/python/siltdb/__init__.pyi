@@ -110,6 +110,10 @@ class Database:
         space: tuple[float, float, float, float] | None = None,
         leaf_bytes: int | None = None,
         bits_per_key: float | None = None,
+        time: str | None = None,
+        expiry: str | None = None,
+        grace: int | None = None,
+        clock: str | None = None,
     ) -> dict[str, Any]: ...
     def drop_index(self, dataset: str, name: str) -> None: ...
     def stats(self) -> dict[str, Any]: ...
