@@ -160,6 +160,7 @@ impl SiltPs {
                 memory_budget: Some(MEMORY),
                 policy: MergePolicy::parse("leveled")?,
                 grace: 0,
+                hierarchy: None,
             },
         )?;
         Ok(Self { db, ps })
