@@ -253,7 +253,7 @@ fn run(
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
-        cases("SILT_PUBSUB_CASES", 10)
+        cases("SILT_PUBSUB_CASES", 6)
     ))]
 
     #[test]
