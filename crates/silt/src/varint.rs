@@ -7,6 +7,20 @@
 //! 64), and no overlong forms (a last byte of 0 after others). Silt never
 //! writes those, so a strict reader only turns corruption into errors.
 
+/// Map a signed integer onto an unsigned one so that small magnitudes stay
+/// small (0, -1, 1, -2, ... become 0, 1, 2, 3, ...): signed values are
+/// written as `put(zigzag(v))`.
+#[inline]
+pub fn zigzag(i: i64) -> u64 {
+    ((i << 1) ^ (i >> 63)) as u64
+}
+
+/// The inverse of [`zigzag`].
+#[inline]
+pub fn unzigzag(u: u64) -> i64 {
+    ((u >> 1) as i64) ^ -((u & 1) as i64)
+}
+
 /// Why a varint could not be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VarintError {

@@ -1,22 +1,13 @@
 //! The time zone map of a value-list component (its aux block): per data
 //! block and for the whole component, the smallest and largest item time.
-//! Written by the value-list index's block observer
-//! (`crate::index::valuelist::hooks`), decoded once when the component is
-//! opened (`crate::lsm::kind`), read by list reads to stop early.
+//! Written by the value-list index's block observer, decoded once when the
+//! component is opened, read by list reads to stop early.
 
 use crate::error::{Error, Result};
-use crate::storage::varint;
+use crate::storage::varint::{self, unzigzag as unzz, zigzag as zz};
 
 fn corrupt(reason: &str) -> Error {
     Error::corrupt("<time zone map>", reason)
-}
-
-fn zz(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn unzz(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
 /// Widen the range `a` to cover `b`.

@@ -27,7 +27,7 @@
 
 use super::{Geometry, MAX_DEPTH, Value, parse_index};
 use crate::error::{Error, Result};
-use crate::varint::{VarintError, put as put_varint};
+use crate::varint::{VarintError, put as put_varint, unzigzag, zigzag};
 
 const T_NULL: u8 = 0x00;
 const T_FALSE: u8 = 0x01;
@@ -310,14 +310,6 @@ fn seek_child(
         tag if tag <= T_POLYGON => Ok(false),
         tag => Err(r.unknown_tag(tag)),
     }
-}
-
-fn zigzag(i: i64) -> u64 {
-    ((i << 1) ^ (i >> 63)) as u64
-}
-
-fn unzigzag(u: u64) -> i64 {
-    ((u >> 1) as i64) ^ -((u & 1) as i64)
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {

@@ -10,7 +10,7 @@
 //!
 //! A fragment holds at most one entry (item or marker) per primary key, its
 //! newest, except that an item which replaced an earlier version of its
-//! record in the same list also leaves a marker of the same write (a read
+//! record (an update) also leaves a marker of the same write (a read
 //! that stops above the item's time must still hide the older version: on
 //! equal sequence numbers the item wins); markers come first, then items sorted by time, newest first
 //! (then by sequence number), so a read for times at or after `lo` stops at
@@ -24,7 +24,7 @@
 //! `docs/format/valuelist.md`.
 
 use crate::error::{Error, Result};
-use crate::storage::varint;
+use crate::storage::varint::{self, unzigzag as unzz, zigzag as zz};
 use std::collections::HashMap;
 
 const TAG: u8 = b'L';
@@ -64,14 +64,6 @@ pub struct Fragment {
 
 pub(crate) fn corrupt(reason: impl Into<String>) -> Error {
     Error::corrupt("<value list>", reason)
-}
-
-fn zz(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn unzz(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
 fn get(b: &[u8], pos: &mut usize, what: &str) -> Result<u64> {

@@ -26,9 +26,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 const LIVE: u8 = 1;
 const MARKER: u8 = 2;
-/// An item that replaced an earlier version of its record in the same
-/// list: stored as the item and a marker of the same write, so a read that
-/// stops above the item's time still knows the older version is gone.
+/// An item that replaced an earlier version of its record (which may sit in
+/// this list in an older component): stored as the item and a marker of
+/// the same write, so a read that stops above the item's time still knows
+/// the older version is gone.
 const REPLACING: u8 = 3;
 
 /// The memtable key of one append: `list key ‖ !seq ‖ pk` (within a key,
@@ -42,7 +43,7 @@ pub fn mem_key(list: &[u8], seq: u64, pk: &[u8]) -> Vec<u8> {
 }
 
 /// The memtable value of an item (`replacing`: the write replaced an
-/// earlier version of the record in the same list).
+/// earlier version of the record).
 pub fn mem_item(t: i64, exp: Option<i64>, record: &[u8], replacing: bool) -> Vec<u8> {
     let mut v = Vec::with_capacity(record.len() + 12);
     v.push(if replacing { REPLACING } else { LIVE });

@@ -165,12 +165,15 @@ impl IndexType for ValueList {
     }
 
     /// Appends only: the record's item to its list key (marked as replacing
-    /// when the record was already in that list), and a marker to the key
-    /// the record left (if it moved, or was deleted).
+    /// when the record had an earlier version), and a marker to the key the
+    /// record left (if it moved, or was deleted).
     fn recency_writes(&self, w: &RecencyWrite<'_>) -> Result<Vec<(Vec<u8>, Entry)>> {
         let mut writes = Vec::new();
         if let (Some(n), Some((t, exp)), Some(rec)) = (w.new, w.time, w.record) {
-            let replacing = w.old == Some(n);
+            // Any earlier version of the record may sit in this list in an
+            // older component (it may have left and come back), so every
+            // update leaves a marker with its item.
+            let replacing = w.old.is_some();
             writes.push((
                 mem_key(n, w.seq, w.pk),
                 Entry::put(w.seq, mem_item(t, exp, rec, replacing)),
