@@ -8,6 +8,8 @@
 #  - PostgreSQL + PostGIS (Debian's postgresql and postgresql-NN-postgis-3), the PostGIS peer of
 #    `spatial-rtree` (the harness runs its own throw-away cluster, as the `postgres` OS user
 #    when run as root). Optional: without them the peer is skipped and recorded as such.
+#  - Redis (Debian's redis-server), the broker peer of `pubsub` (the harness starts its own
+#    throw-away server on loopback). Optional: without it the peer is skipped and recorded.
 #  - a JDK 17+ and Maven, and the Lucene peer's driver built from bench/lucene (lucene-core and
 #    lucene-sandbox from Maven Central) into bench/lucene/target/silt-lucene-peer.jar.
 #    Optional: without it the Lucene peer is skipped and recorded as such.
@@ -49,6 +51,7 @@ have_postgis() {
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   opt_pkgs+=(postgresql)
 fi
+command -v redis-server >/dev/null 2>&1 || opt_pkgs+=(redis-server)
 command -v java >/dev/null 2>&1 || opt_pkgs+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || opt_pkgs+=(maven)
 

@@ -13,6 +13,8 @@ pub mod pg_copy;
 #[cfg(feature = "silt")]
 pub mod pubsub;
 #[cfg(feature = "silt")]
+mod pubsub_redis;
+#[cfg(feature = "silt")]
 pub mod server_abuse;
 #[cfg(feature = "silt")]
 pub mod spatial_indexes;

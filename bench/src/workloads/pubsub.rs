@@ -40,13 +40,13 @@ const GRID: u64 = 500;
 /// Logical milliseconds between operations: 1,000 operations per second.
 const STEP_MS: i64 = 1;
 /// A subscription's window: TS - 10 s .. TS + 10 s (§4.7).
-const WINDOW_MS: i64 = 10_000;
+pub(super) const WINDOW_MS: i64 = 10_000;
 /// A publication's lifetime (§4.7: expiry 20 s).
-const LIFE_MS: i64 = 20_000;
+pub(super) const LIFE_MS: i64 = 20_000;
 /// RepQueries: a query every TR = 1 s until the subscription expires (10 polls).
 const TR_MS: i64 = 1_000;
 /// Self-joining publications look back this far.
-const SELF_JOIN_MS: i64 = 10_000;
+pub(super) const SELF_JOIN_MS: i64 = 10_000;
 const MEMORY: u64 = 16 << 20;
 const BLOCK_CACHE: u64 = 64 << 20;
 
@@ -77,7 +77,8 @@ fn operations(seed: u64, n: u64, subs: u64, pubs: u64) -> Vec<Op> {
     let mut out = Vec::with_capacity(n as usize);
     for i in 0..n {
         let (x, y) = if r.below(10) < 8 {
-            let (cx, cy) = hot[zipf.sample(&mut r) as usize];
+            // Zipf ranks count from 1.
+            let (cx, cy) = hot[(zipf.sample(&mut r) - 1) as usize];
             // Box-Muller, sd 0.004 (about two cells).
             let (u1, u2) = (r.next_f64().max(1e-12), r.next_f64());
             let m = (-2.0 * u1.ln()).sqrt() * 0.004;
@@ -114,16 +115,16 @@ fn operations(seed: u64, n: u64, subs: u64, pubs: u64) -> Vec<Op> {
 
 /// What a system reported over a run.
 #[derive(Default)]
-struct Tally {
+pub(super) struct Tally {
     /// Matching (subscription, publication) pairs reported.
-    matches: u64,
+    pub(super) matches: u64,
     /// Self-join answers (other subscriptions or publications) returned.
-    joined: u64,
+    pub(super) joined: u64,
     /// RepQueries' repeated queries.
-    polls: u64,
+    pub(super) polls: u64,
 }
 
-trait PsStore {
+pub(super) trait PsStore {
     fn subscribe(&mut self, s: &Subscription, self_join: bool, t: &mut Tally) -> Result<()>;
     fn publish(&mut self, p: &Publication, self_join: bool, t: &mut Tally) -> Result<()>;
     /// RepQueries: the poll of `s` covering `(after, now]`.
@@ -136,7 +137,8 @@ trait PsStore {
 }
 
 struct SiltPs {
-    db: Database,
+    /// Kept open while the space is used.
+    _db: Database,
     ps: PubSub,
 }
 
@@ -161,9 +163,10 @@ impl SiltPs {
                 policy: MergePolicy::parse("leveled")?,
                 grace: 0,
                 hierarchy: None,
+                delivery: false,
             },
         )?;
-        Ok(Self { db, ps })
+        Ok(Self { _db: db, ps })
     }
 }
 
@@ -209,7 +212,7 @@ struct RocksPs {
 
 const ITEM: usize = 40;
 
-fn item(t: i64, tmax: i64, iid: i64, uid: i64, tmin: i64) -> [u8; ITEM] {
+pub(super) fn item(t: i64, tmax: i64, iid: i64, uid: i64, tmin: i64) -> [u8; ITEM] {
     let mut b = [0u8; ITEM];
     for (i, v) in [t, tmax, iid, uid, tmin].into_iter().enumerate() {
         b[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
@@ -217,7 +220,7 @@ fn item(t: i64, tmax: i64, iid: i64, uid: i64, tmin: i64) -> [u8; ITEM] {
     b
 }
 
-fn field(b: &[u8], i: usize) -> i64 {
+pub(super) fn field(b: &[u8], i: usize) -> i64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[i * 8..i * 8 + 8]);
     i64::from_le_bytes(a)
@@ -269,7 +272,8 @@ impl RocksPs {
                 Decision::Keep
             }
         });
-        let db = DB::open(&o, dir).with_context(|| format!("opening RocksDB at {}", dir.display()))?;
+        let db =
+            DB::open(&o, dir).with_context(|| format!("opening RocksDB at {}", dir.display()))?;
         let mut wo = WriteOptions::default();
         wo.set_sync(false);
         Ok(Self {
@@ -337,6 +341,7 @@ impl PsStore for RocksPs {
 enum Sys {
     Silt(Design),
     Rocks,
+    Redis,
 }
 
 impl Sys {
@@ -346,6 +351,7 @@ impl Sys {
             Sys::Silt(Design::TwoDb) => "silt-twodb",
             Sys::Silt(Design::DualDb) => "silt-dualdb",
             Sys::Rocks => "rocksdb-dualdb",
+            Sys::Redis => "redis-streams",
         }
     }
 
@@ -353,6 +359,7 @@ impl Sys {
         Ok(match self {
             Sys::Silt(d) => Box::new(SiltPs::open(dir, d)?),
             Sys::Rocks => Box::new(RocksPs::open(dir)?),
+            Sys::Redis => Box::new(super::pubsub_redis::RedisPs::open(dir)?),
         })
     }
 }
@@ -363,6 +370,7 @@ fn wants(ctx: &Ctx, s: Sys) -> bool {
             x.eq_ignore_ascii_case(s.label())
                 || (x.eq_ignore_ascii_case("silt") && matches!(s, Sys::Silt(_)))
                 || (x.eq_ignore_ascii_case("rocksdb") && s == Sys::Rocks)
+                || (x.eq_ignore_ascii_case("redis") && s == Sys::Redis)
         })
     })
 }
@@ -417,7 +425,7 @@ impl Workload for Pubsub {
     }
 
     fn description(&self) -> &'static str {
-        "Pub/sub on LSM storage (seed 001 §4.7, Figs. 4.8-4.11): RepQueries, TwoDB, DualDB and RocksDB (append merge + expiry), S/P = 3 and 1/3, simple and self-joining subscriptions, logical clock"
+        "Pub/sub on LSM storage (seed 001 §4.7, Figs. 4.8-4.11): RepQueries, TwoDB, DualDB, RocksDB (append merge + expiry) and Redis Streams, S/P = 3 and 1/3, simple and self-joining subscriptions, logical clock"
     }
 
     fn explanation(&self) -> &'static str {
@@ -433,8 +441,11 @@ impl Workload for Pubsub {
          the other live subscriptions of its cell, a publication the valid publications of the last \
          10 s. RocksDB is the storage-level peer: DualDB's layout in one store, items appended by an \
          associative merge operator that drops expired items, a compaction filter removing lists that \
-         expired whole (sync off). Reported: operations per second, and the matches each system \
-         reported (TwoDB, DualDB and RocksDB must agree exactly; RepQueries misses what expires \
+         expired whole (sync off). Redis Streams is the broker peer: a throw-away redis-server on \
+         loopback (append-only file, no fsync), streams S:<cell> and P:<cell> with the operation \
+         times as entry ids, trimmed by MINID as items expire, one pipelined round trip per \
+         operation (append + XRANGE of the window). Reported: operations per second, and the matches each system \
+         reported (TwoDB, DualDB, RocksDB and Redis must agree exactly; RepQueries misses what expires \
          between polls)."
     }
 
@@ -450,7 +461,17 @@ impl Workload for Pubsub {
             Sys::Silt(Design::TwoDb),
             Sys::Silt(Design::DualDb),
             Sys::Rocks,
+            Sys::Redis,
         ];
+        let redis = super::pubsub_redis::RedisServer::version();
+        match &redis {
+            Some(v) => ctx.note(format!("redis-streams: {v}, appendonly yes, appendfsync no, one pipelined round trip per operation on loopback")),
+            None if wants(ctx, Sys::Redis) => {
+                eprintln!("note: skipping redis-streams: no redis-server on PATH");
+                ctx.note("redis-streams: SKIPPED: no redis-server on PATH (bench/setup.sh installs Debian's redis-server)".into());
+            }
+            None => {}
+        }
         for (mix, subs, pubs) in MIXES {
             let ops = operations(ctx.seed, n, subs, pubs);
             for self_join in [false, true] {
@@ -460,6 +481,7 @@ impl Workload for Pubsub {
                     .copied()
                     .filter(|s| wants(ctx, *s))
                     .filter(|s| !(self_join && *s == Sys::Silt(Design::RepQueries)))
+                    .filter(|s| *s != Sys::Redis || redis.is_some())
                     .collect();
                 if !order.is_empty() {
                     let len = order.len();
@@ -468,7 +490,8 @@ impl Workload for Pubsub {
                 let mut exact: Option<(u64, u64, &str)> = None;
                 let mut thr: Vec<(Sys, f64)> = Vec::new();
                 for sys in order {
-                    let scratch = ScratchDir::new(&ctx.scratch, &format!("pubsub-{}", sys.label()))?;
+                    let scratch =
+                        ScratchDir::new(&ctx.scratch, &format!("pubsub-{}", sys.label()))?;
                     let label = format!("{} {mix} {kind}", sys.label());
                     let (secs, t) = run_one(sys, scratch.path(), &ops, self_join, &label)?;
                     let ops_s = n as f64 / secs;
@@ -480,8 +503,18 @@ impl Workload for Pubsub {
                         t.polls
                     );
                     let metric = |m: &str| format!("{mix} {kind} {m}");
-                    rows.push(ResultRow::measure(sys.label(), &metric("throughput"), "ops/s", ops_s));
-                    rows.push(ResultRow::stat(sys.label(), &metric("matches"), "pairs", t.matches as f64));
+                    rows.push(ResultRow::measure(
+                        sys.label(),
+                        &metric("throughput"),
+                        "ops/s",
+                        ops_s,
+                    ));
+                    rows.push(ResultRow::stat(
+                        sys.label(),
+                        &metric("matches"),
+                        "pairs",
+                        t.matches as f64,
+                    ));
                     thr.push((sys, ops_s));
                     if sys != Sys::Silt(Design::RepQueries) {
                         match exact {
@@ -500,7 +533,12 @@ impl Workload for Pubsub {
                 // +20% with self-joins; the issue: ahead of every peer).
                 let of = |s: Sys| thr.iter().find(|(x, _)| *x == s).map(|(_, v)| *v);
                 if let Some(d) = of(Sys::Silt(Design::DualDb)) {
-                    for other in [Sys::Silt(Design::RepQueries), Sys::Silt(Design::TwoDb), Sys::Rocks] {
+                    for other in [
+                        Sys::Silt(Design::RepQueries),
+                        Sys::Silt(Design::TwoDb),
+                        Sys::Rocks,
+                        Sys::Redis,
+                    ] {
                         if let Some(o) = of(other) {
                             let mut r = ResultRow::new(
                                 "silt-dualdb",
@@ -509,7 +547,7 @@ impl Workload for Pubsub {
                                 crate::results::Kind::Ratio,
                                 d / o,
                             );
-                            if other == Sys::Rocks && subs > pubs {
+                            if matches!(other, Sys::Rocks | Sys::Redis) && subs > pubs {
                                 r = r.with_target(1.0);
                             }
                             rows.push(r);

@@ -14,6 +14,7 @@ use crate::convert::serde_to_py;
 use crate::dataset::Dataset;
 use crate::errors::{BindError, BindResult, IntoPyResult, detached};
 use crate::handle::Handle;
+use crate::pubsub::{PubSub, SpaceSpec};
 use crate::transaction::Transaction;
 
 /// Parse a size: an int (bytes) or a string such as `"64MB"`, `"1 GiB"`,
@@ -278,6 +279,51 @@ impl Database {
     fn transaction(&self, py: Python<'_>) -> PyResult<Transaction> {
         let tx = detached(py, || self.handle.with(|db| Ok(db.begin()?)))?;
         Ok(Transaction::new(self.handle.clone(), tx))
+    }
+
+    /// Open (creating if needed) the publish/subscribe space `name`:
+    /// subscriptions and publications on ids (topics, grid cells, ...)
+    /// with time windows and expiry, stored as append-only value lists.
+    /// `design`: "dualdb" (one store, both lists of an id side by side),
+    /// "twodb" (a subscription store and a publication store) or
+    /// "repqueries" (publications only; subscribers poll). `delivery`
+    /// queues every match for its subscriber's `listen()` feed (twodb and
+    /// dualdb). `grace`: how far behind the newest time an item's expiry
+    /// must be before a merge drops it. `hierarchy`: "fixed" or "variable"
+    /// for ids that are paths in a tree of `depth` levels and `fanout`
+    /// children (lists of child numbers); a subscription then also matches
+    /// publications above and below its node.
+    ///
+    ///     ps = db.pubsub("alerts")
+    ///     ps.subscribe(7, sid=1, uid=42, ts=100, tmin=90, tmax=200)
+    ///     ps.publish(7, pid=1, tp=120, tmax=300, desc="road closed")
+    ///     for d in ps.listen(42, timeout=1.0):
+    ///         print(d["desc"])
+    #[pyo3(signature = (name, *, design="dualdb", delivery=true, partitions=1, merge_policy=None, grace=0, hierarchy=None, depth=5, fanout=4))]
+    #[allow(clippy::too_many_arguments)]
+    fn pubsub(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        design: &str,
+        delivery: bool,
+        partitions: u32,
+        merge_policy: Option<String>,
+        grace: i64,
+        hierarchy: Option<String>,
+        depth: u8,
+        fanout: u8,
+    ) -> PyResult<PubSub> {
+        let spec = SpaceSpec {
+            design: design.to_owned(),
+            delivery,
+            partitions,
+            merge_policy,
+            grace,
+            hierarchy: hierarchy.map(|h| (h, depth, fanout)),
+        };
+        let handle = self.handle.clone();
+        detached(py, || PubSub::open(handle, name, &spec))
     }
 
     /// `db[name]`: the dataset `name` (raises `NotFoundError`).

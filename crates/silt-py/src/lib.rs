@@ -10,6 +10,7 @@ mod database;
 mod dataset;
 mod errors;
 mod handle;
+mod pubsub;
 mod results;
 #[cfg(feature = "sql")]
 mod sql;
@@ -26,6 +27,8 @@ fn _siltdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<dataset::BatchReport>()?;
     m.add_class::<transaction::Transaction>()?;
+    m.add_class::<pubsub::PubSub>()?;
+    m.add_class::<pubsub::Listener>()?;
     m.add_class::<results::QueryIterator>()?;
     m.add_class::<results::ScanIterator>()?;
     m.add_class::<results::JoinIterator>()?;

@@ -8,9 +8,11 @@
 //!
 //! Knobs: `SILT_CRASH_CYCLES` (default 100 per phase, two phases) for longer runs.
 //!
-//! The transaction crash test (`txn`) and the sequence one (`sequence`)
-//! share this binary.
+//! The transaction crash test (`txn`), the sequence one (`sequence`) and
+//! the pub/sub delivery one (`pubsub`) share this binary.
 
+#[path = "crash/pubsub.rs"]
+mod pubsub;
 #[path = "crash/sequence.rs"]
 mod sequence;
 #[path = "crash/txn.rs"]

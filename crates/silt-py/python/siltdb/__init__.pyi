@@ -95,6 +95,19 @@ class Database:
     def dataset(self, name: str) -> Dataset: ...
     def __getitem__(self, name: str, /) -> Dataset: ...
     def transaction(self) -> Transaction: ...
+    def pubsub(
+        self,
+        name: str,
+        *,
+        design: str = "dualdb",
+        delivery: bool = True,
+        partitions: int = 1,
+        merge_policy: str | None = None,
+        grace: int = 0,
+        hierarchy: str | None = None,
+        depth: int = 5,
+        fanout: int = 4,
+    ) -> PubSub: ...
     def datasets(self) -> list[str]: ...
     def drop_dataset(self, name: str) -> None: ...
     def create_index(
@@ -125,6 +138,43 @@ class Database:
     def close(self) -> None: ...
     def __enter__(self) -> Database: ...
     def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> bool: ...
+
+_Id = Union[int, str, bytes, Sequence[int]]
+
+@final
+class PubSub:
+    def subscribe(
+        self,
+        id: _Id,
+        *,
+        sid: int,
+        uid: int,
+        ts: int,
+        tmin: int,
+        tmax: int,
+        self_join: bool = False,
+    ) -> dict[str, list[dict[str, Any]]]: ...
+    def publish(
+        self,
+        id: _Id,
+        *,
+        pid: int,
+        tp: int,
+        tmax: int,
+        desc: str = "",
+        since: int | None = None,
+    ) -> dict[str, list[dict[str, Any]]]: ...
+    def listen(self, uid: int, *, timeout: float | None = None) -> Listener: ...
+    def datasets(self) -> list[str]: ...
+
+@final
+class Listener(Iterator[dict[str, Any]]):
+    def __iter__(self) -> Listener: ...
+    def __next__(self) -> dict[str, Any]: ...
+    def poll(self, timeout: float = 0.0) -> dict[str, Any] | None: ...
+    def ack(self, seq: int | None = None) -> None: ...
+    @property
+    def cursor(self) -> int: ...
 
 @final
 class Transaction:

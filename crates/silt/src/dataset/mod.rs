@@ -313,6 +313,14 @@ impl Dataset {
         self.id
     }
 
+    /// A transaction over the datasets of this dataset's database, as
+    /// [`crate::Database::begin`] makes (for layers that hold datasets
+    /// rather than the database). After the database closes its commit
+    /// fails.
+    pub fn transaction(&self) -> Transaction {
+        Transaction::new(self.txn.clone(), TxnLimits::default())
+    }
+
     pub(crate) fn memory_group(&self) -> &Arc<MemoryGroup> {
         &self.group
     }

@@ -6,7 +6,8 @@
 //! Sources (memtables and disk components of every partition) are read
 //! newest first (by their largest sequence number). The read ends once the
 //! time zone maps of all remaining disk components say their items are
-//! older than the window: the paper's "stop at the first fragment older
+//! older than the window (a memtable that holds only first appends is read
+//! from its window's top down to its start: its keys are in time order): the paper's "stop at the first fragment older
 //! than Tmin", made safe for overlapping level-0 components and
 //! out-of-order times (the remaining sources' largest time decides, not
 //! their position). Within a fragment items are in time order, so decoding
@@ -25,13 +26,13 @@ use super::recency::{Src, SrcKind, sources};
 use crate::error::{Error, Result};
 use crate::index::IndexKind;
 use crate::index::valuelist::fragment::{Fragment, Item};
-use crate::index::valuelist::hooks::{MemEntry, parse_mem};
+use crate::index::valuelist::hooks::{ListMemFacts, MemEntry, mem_seek, parse_mem, parse_mem_ref};
 use crate::index::valuelist::in_window;
 use crate::lsm::kind::time_zones;
 use crate::lsm::memtable::MemIter;
-use crate::storage::ComponentReader;
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
+use crate::storage::{ComponentReader, EntryKind};
 use crate::txn::LockManager;
 use crate::value::{self, Value};
 use std::collections::HashMap;
@@ -332,6 +333,61 @@ impl Dataset {
             }
             match &s.kind {
                 SrcKind::Mem(m) => {
+                    let life = m
+                        .facts()
+                        .and_then(|f| f.as_any().downcast_ref::<ListMemFacts>())
+                        .and_then(ListMemFacts::window_bound);
+                    if let (Some(life), None) = (life, &span.any) {
+                        // Only first appends here: each list's window alone.
+                        for (list, read) in &span.windows {
+                            let mut bad = None;
+                            m.visit(&mem_seek(list, read.hi), &mut |key, e| {
+                                if !key.starts_with(list) {
+                                    return false;
+                                }
+                                if e.kind != EntryKind::Put {
+                                    return true;
+                                }
+                                let r = match parse_mem_ref(key, e.value, nfields) {
+                                    Ok(r) => r,
+                                    Err(x) => {
+                                        bad = Some(x);
+                                        return false;
+                                    }
+                                };
+                                let Some((t, exp, record, _)) = r.item else {
+                                    return true;
+                                };
+                                // Times descend: nothing further is in the
+                                // window, or (past the longest life) valid.
+                                if t < read.lo
+                                    || read.at.is_some_and(|at| {
+                                        t.checked_add(life).is_some_and(|e| e <= at)
+                                    })
+                                {
+                                    return false;
+                                }
+                                let pk = r.pk.to_vec();
+                                if in_window(t, exp, read.lo, read.hi, read.at) {
+                                    let item = Item {
+                                        t,
+                                        exp,
+                                        seq: r.seq,
+                                        pk: pk.clone(),
+                                        record: record.to_vec(),
+                                    };
+                                    note(Some((item, list.clone(), true)), r.seq, pk);
+                                } else {
+                                    note(None, r.seq, pk);
+                                }
+                                true
+                            });
+                            if let Some(e) = bad {
+                                return Err(e);
+                            }
+                        }
+                        continue;
+                    }
                     let mut it = MemIter::new(m.clone(), Bound::Included(span.start));
                     while let Some((key, e)) = it.next_entry() {
                         if e.is_delete() {

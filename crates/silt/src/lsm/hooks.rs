@@ -10,6 +10,8 @@
 //! - a [`FlushTransform`] decides how a memtable's entries become component
 //!   entries (the lazy index packs per-write postings into one posting-list
 //!   fragment per attribute value);
+//! - [`MemFacts`] keep facts about each memtable's writes for readers (the
+//!   value lists' time bounds);
 //! - a [`ValueMerger`] combines the versions of a key that meet in a merge
 //!   instead of keeping only the newest (the lazy index concatenates
 //!   fragments), and finishes each merged entry.
@@ -17,8 +19,8 @@
 //! A tree without hooks behaves exactly as before.
 
 use super::kind::ComponentBuilder;
-pub use super::memtable::MemSecondary;
 use super::memtable::MemTable;
+pub use super::memtable::{MemFacts, MemSecondary};
 use crate::error::Result;
 use crate::storage::Entry;
 pub use crate::storage::block_filters::BlockObserver;
@@ -53,6 +55,8 @@ pub struct TreeHooks {
     pub mem_secondary: Option<Arc<dyn MemSecondary>>,
     pub flush: Option<Arc<dyn FlushTransform>>,
     pub merger: Option<Arc<dyn ValueMerger>>,
+    /// Makes each memtable's [`MemFacts`].
+    pub mem_facts: Option<Arc<dyn Fn() -> Arc<dyn MemFacts> + Send + Sync>>,
 }
 
 impl std::fmt::Debug for TreeHooks {
@@ -62,6 +66,7 @@ impl std::fmt::Debug for TreeHooks {
             .field("mem_secondary", &self.mem_secondary.is_some())
             .field("flush", &self.flush.is_some())
             .field("merger", &self.merger.is_some())
+            .field("mem_facts", &self.mem_facts.is_some())
             .finish()
     }
 }

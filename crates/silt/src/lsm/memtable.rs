@@ -31,6 +31,17 @@ pub trait MemSecondary: Send + Sync + std::fmt::Debug {
     fn keys(&self, key: &[u8], e: EntryRef<'_>, out: &mut Vec<Vec<u8>>);
 }
 
+/// Facts an index kind keeps about one memtable's writes (one object per
+/// memtable, made by `lsm::hooks::TreeHooks::mem_facts`): it sees every
+/// entry written, before it is inserted, and readers ask it through
+/// [`MemTable::facts`]. Undone writes are not unseen, so facts must be
+/// bounds that stay true when entries disappear.
+pub trait MemFacts: Send + Sync + std::fmt::Debug {
+    fn observe(&self, key: &[u8], e: EntryRef<'_>);
+    /// For the index kind to recover its own type.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
 /// A memtable key: the first 32 bytes inline as two zero-padded big-endian
 /// `u128`s, the bytes past 32 (if any) on the heap, and the length.
 ///
@@ -255,6 +266,8 @@ pub struct MemTable {
     writers: AtomicUsize,
     /// The in-memory secondary structure's key maker, if any.
     secondary: std::sync::OnceLock<Arc<dyn MemSecondary>>,
+    /// The index kind's facts about this table's writes, if any.
+    facts: std::sync::OnceLock<Arc<dyn MemFacts>>,
     /// Unique among the memtables of this process (0 only for a
     /// `Default` table, which no tree uses).
     uid: u64,
@@ -408,6 +421,9 @@ impl MemTable {
         let mut cost = key.len() as u64 + e.value.len() as u64 + ENTRY_OVERHEAD;
         let seq = e.seq;
         let mk = MemKey::new(key);
+        if let Some(f) = self.facts.get() {
+            f.observe(key, e);
+        }
         // Secondary keys are derived outside the lock.
         let mut sec_keys = Vec::new();
         if let Some(h) = self.secondary.get()
@@ -645,6 +661,69 @@ impl MemTable {
             inner.sec.insert(k);
         }
         self.bytes.fetch_add(added, Ordering::Relaxed);
+    }
+
+    /// Attach the index kind's facts (once per memtable; a second call is
+    /// ignored and returns false); they see the entries already here.
+    /// Writers must not insert concurrently (as for
+    /// [`attach_secondary`](Self::attach_secondary)).
+    pub fn attach_facts(&self, f: Arc<dyn MemFacts>) -> bool {
+        if self.facts.set(f.clone()).is_err() {
+            return false;
+        }
+        let g = self.inner.read();
+        let mut key = Vec::new();
+        for (k, s) in g.map.iter() {
+            k.write_to(&mut key);
+            f.observe(
+                &key,
+                EntryRef {
+                    seq: s.seq,
+                    kind: s.kind,
+                    value: g.value(s),
+                },
+            );
+        }
+        true
+    }
+
+    /// The index kind's facts about this table's writes, if attached.
+    pub fn facts(&self) -> Option<&Arc<dyn MemFacts>> {
+        self.facts.get()
+    }
+
+    /// Visit entries in key order from `start`, borrowing them from the
+    /// table, until `f` returns false or the table ends. The read lock is
+    /// taken for [`BATCH`] entries at a time (writers wait at most that
+    /// long), so a visit sees a read-committed view, as [`MemIter`] does.
+    pub fn visit(&self, start: &[u8], f: &mut dyn FnMut(&[u8], EntryRef<'_>) -> bool) {
+        let mut from = Bound::Included(MemKey::new(start));
+        let mut key = Vec::new();
+        loop {
+            let g = self.inner.read();
+            let mut n = 0;
+            let mut last = None;
+            for (k, s) in g.map.range::<MemKey, _>((from.clone(), Bound::Unbounded)) {
+                k.write_to(&mut key);
+                let e = EntryRef {
+                    seq: s.seq,
+                    kind: s.kind,
+                    value: g.value(s),
+                };
+                if !f(&key, e) {
+                    return;
+                }
+                n += 1;
+                if n == BATCH {
+                    last = Some(k.clone());
+                    break;
+                }
+            }
+            match last {
+                Some(k) => from = Bound::Excluded(k),
+                None => return,
+            }
+        }
     }
 
     /// Whether an in-memory secondary structure is attached.

@@ -22,6 +22,9 @@ use crate::error::{Error, Result};
 use crate::geo::grid::Grid;
 use crate::value::{self, Value};
 
+/// The most leaves a fixed-granularity tree may have.
+pub const MAX_LEAVES: u64 = 1 << 16;
+
 /// How a hierarchical space stores its operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Granularity {
@@ -40,6 +43,27 @@ impl Granularity {
                 (depth, fanout)
             }
         }
+    }
+
+    /// Refuse shapes that cannot work: no children, paths deeper than a key
+    /// is meant for, or (fixed granularity, which copies an operation on
+    /// the root to every leaf) more than [`MAX_LEAVES`] leaves.
+    pub fn check(self) -> Result<()> {
+        let (depth, fanout) = self.bounds();
+        if fanout < 2 || depth == 0 || depth > 32 {
+            return Err(Error::Config(format!(
+                "a pub/sub hierarchy needs 1 to 32 levels and at least 2 children per node, got depth {depth} and fanout {fanout}"
+            )));
+        }
+        if let Granularity::Fixed { .. } = self {
+            let leaves = u64::from(fanout).checked_pow(u32::from(depth));
+            if leaves.is_none_or(|n| n > MAX_LEAVES) {
+                return Err(Error::Config(format!(
+                    "fixed granularity copies an operation to every leaf under its node; a tree of depth {depth} and fanout {fanout} has more than {MAX_LEAVES} leaves: use variable granularity, or a smaller tree"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The path of `id`, checked against the tree's shape.

@@ -7,13 +7,17 @@
 //! - [`store`]: the storage designs RepQueries, TwoDB and DualDB over
 //!   datasets with a valuelist index (`crate::index::valuelist`), and the
 //!   operations SUBSCRIBE, PUBLISH and the RepQueries poll.
+//! - [`delivery`]: live delivery (beyond the paper): per-subscriber queues
+//!   of matches written with the operation, a durable cursor, listeners.
 //!
 //! The layer sits on `db` and `dataset`.
 
+pub mod delivery;
 pub mod hierarchy;
 pub mod model;
 pub mod store;
 
+pub use delivery::{Delivery, Listener};
 pub use hierarchy::Granularity;
 pub use model::{Publication, Subscription, live_at, matches};
 pub use store::{Design, PubSub, PubSubOptions, PublishResult, SubscribeResult};

@@ -12,13 +12,16 @@
 //!   list (`S`) and publication list (`P`) sit side by side and a
 //!   self-joining operation reads both in one pass (Alg. 4).
 //!
-//! Every operation writes its record (a committed, logged write), then
-//! reads, holding a lock on its id throughout: operations on one id are
-//! serialized, so a subscription and a publication that match are
-//! reported exactly once, by whichever came second (erratum 8). In a
+//! Every operation reads, then writes its record (a committed, logged
+//! write; with live delivery, in one transaction with the matches it
+//! appends to the subscribers' queues, `super::delivery`), holding a lock
+//! on its id throughout: operations on one id are serialized, so a
+//! subscription and a publication that match are reported exactly once, by
+//! whichever came second (erratum 8). In a
 //! hierarchical space (`super::hierarchy`) related ids share the stripe of
 //! their top-level node, and operations on the root exclude all others.
 
+use super::delivery::{Deliveries, Listener};
 use super::hierarchy::{Granularity, ancestors, related, subtree_prefix};
 use super::model::{PUB, Publication, SUB, Subscription, live_at, matches};
 use crate::dataset::{BatchOptions, Dataset, ListItem, ListRead, WriteMode};
@@ -72,6 +75,10 @@ pub struct PubSubOptions {
     pub grace: i64,
     /// Hierarchical ids (paths in a tree) and how they are stored.
     pub hierarchy: Option<Granularity>,
+    /// Live delivery (`super::delivery`): every match is also appended to
+    /// its subscriber's queue, in the operation's transaction, for
+    /// [`PubSub::listen`]. TwoDB and DualDB only.
+    pub delivery: bool,
 }
 
 impl Default for PubSubOptions {
@@ -83,6 +90,7 @@ impl Default for PubSubOptions {
             policy: MergePolicy::default(),
             grace: 0,
             hierarchy: None,
+            delivery: false,
         }
     }
 }
@@ -126,6 +134,8 @@ pub struct PubSub {
     /// Hierarchies: held shared by every operation, exclusively by those on
     /// the root (related to every node).
     root: RwLock<()>,
+    /// Live delivery's queues and cursors.
+    deliveries: Option<Arc<Deliveries>>,
 }
 
 /// The locks an operation holds (released when dropped).
@@ -149,6 +159,9 @@ impl PubSub {
     /// Open pub/sub space `name`, creating its datasets if they do not
     /// exist (an existing dataset must have the layout the design needs).
     pub fn open(db: &Database, name: &str, opts: &PubSubOptions) -> Result<PubSub> {
+        if let Some(g) = opts.hierarchy {
+            g.check()?;
+        }
         let (subs, pubs) = match opts.design {
             Design::DualDb => {
                 let d = ensure(db, name, &["id", "kind"], opts)?;
@@ -160,6 +173,15 @@ impl PubSub {
             ),
             Design::RepQueries => (None, ensure(db, &format!("{name}_pubs"), &["id"], opts)?),
         };
+        let deliveries = match (opts.delivery, opts.design) {
+            (false, _) => None,
+            (true, Design::RepQueries) => {
+                return Err(Error::Config(
+                    "live delivery needs stored subscriptions: use design twodb or dualdb (RepQueries subscribers poll)".into(),
+                ));
+            }
+            (true, _) => Some(Arc::new(Deliveries::open(db, name, opts.partitions)?)),
+        };
         Ok(PubSub {
             design: opts.design,
             hierarchy: opts.hierarchy,
@@ -167,7 +189,20 @@ impl PubSub {
             pubs,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             root: RwLock::new(()),
+            deliveries,
         })
+    }
+
+    /// Subscriber `uid`'s live feed, resuming after its acknowledged
+    /// cursor (see `super::delivery`).
+    pub fn listen(&self, uid: i64) -> Result<Listener> {
+        match &self.deliveries {
+            Some(d) => Listener::new(d.clone(), uid),
+            None => Err(Error::Config(
+                "this pub/sub space was opened without live delivery (PubSubOptions::delivery)"
+                    .into(),
+            )),
+        }
     }
 
     pub fn design(&self) -> Design {
@@ -181,6 +216,9 @@ impl PubSub {
             && !Arc::ptr_eq(s, &self.pubs)
         {
             v.insert(0, s.clone());
+        }
+        if let Some(d) = &self.deliveries {
+            v.extend(d.datasets());
         }
         v
     }
@@ -206,21 +244,50 @@ impl PubSub {
         })
     }
 
-    /// Store `records` (fixed granularity: a copy at each leaf under the
-    /// id, written atomically).
-    fn store(&self, d: &Dataset, id: &Value, record: Value) -> Result<()> {
-        match self.hierarchy {
-            Some(g @ Granularity::Fixed { .. }) => {
-                let leaves = g.leaves(g.path(id)?);
-                let copies: Vec<Value> = leaves
-                    .into_iter()
-                    .map(|leaf| with_id(&record, Value::Binary(leaf)))
-                    .collect();
-                d.write_batch(copies, BatchOptions::atomic(WriteMode::Upsert))?;
-                Ok(())
+    /// The records an operation on `id` stores: `record`, or with fixed
+    /// granularity a copy at each leaf under the id.
+    fn copies(&self, id: &Value, record: Value) -> Result<Vec<Value>> {
+        Ok(match self.hierarchy {
+            Some(g @ Granularity::Fixed { .. }) => g
+                .leaves(g.path(id)?)
+                .into_iter()
+                .map(|leaf| with_id(&record, Value::Binary(leaf)))
+                .collect(),
+            _ => vec![record],
+        })
+    }
+
+    /// Store `record` on `id` (all copies atomically) and, with live
+    /// delivery, append `deliver` ((uid, sid, publication), in delivery
+    /// order) to the subscribers' queues in the same transaction.
+    fn store(
+        &self,
+        d: &Arc<Dataset>,
+        id: &Value,
+        record: Value,
+        deliver: &[(i64, i64, Publication)],
+    ) -> Result<()> {
+        let mut copies = self.copies(id, record)?;
+        let Some(dl) = &self.deliveries else {
+            if copies.len() == 1
+                && let Some(r) = copies.pop()
+            {
+                return d.upsert(r);
             }
-            _ => d.upsert(record),
+            d.write_batch(copies, BatchOptions::atomic(WriteMode::Upsert))?;
+            return Ok(());
+        };
+        let mut txn = dl.queue().transaction();
+        for r in copies {
+            txn.upsert(d, r)?;
         }
+        let held = dl.reserve(deliver.len())?;
+        for r in Deliveries::records(&held, deliver) {
+            txn.upsert(dl.queue(), r)?;
+        }
+        txn.commit()?;
+        drop(held);
+        Ok(())
     }
 
     /// SUBSCRIBE: store `s` (RepQueries: nothing) and return the stored
@@ -235,9 +302,6 @@ impl PubSub {
             ));
         }
         let _held = self.lock(&s.id)?;
-        if let Some(d) = &self.subs {
-            self.store(d, &s.id, s.record())?;
-        }
         let mut wants = vec![Want {
             kind: PUB,
             read: ListRead {
@@ -270,6 +334,21 @@ impl PubSub {
                 out.subscriptions.push(o);
             }
         }
+        // Stored after the reads (under the id's lock, so no operation on a
+        // related id comes between): the answers never include the
+        // operation's own record.
+        if let Some(d) = &self.subs {
+            let deliver: Vec<(i64, i64, Publication)> = match self.deliveries {
+                Some(_) => out
+                    .publications
+                    .iter()
+                    .rev()
+                    .map(|p| (s.uid, s.sid, p.clone()))
+                    .collect(),
+                None => Vec::new(),
+            };
+            self.store(d, &s.id, s.record(), &deliver)?;
+        }
         Ok(out)
     }
 
@@ -280,7 +359,6 @@ impl PubSub {
     pub fn publish(&self, p: &Publication, since: Option<i64>) -> Result<PublishResult> {
         p.check()?;
         let _held = self.lock(&p.id)?;
-        self.store(&self.pubs, &p.id, p.record())?;
         // Subscriptions not expired at TP (the match needs TP < Tmax).
         let mut wants = vec![Want {
             kind: SUB,
@@ -314,6 +392,15 @@ impl PubSub {
                 out.publications.push(o);
             }
         }
+        let deliver: Vec<(i64, i64, Publication)> = match self.deliveries {
+            Some(_) => out
+                .subscribers
+                .iter()
+                .map(|s| (s.uid, s.sid, p.clone()))
+                .collect(),
+            None => Vec::new(),
+        };
+        self.store(&self.pubs, &p.id, p.record(), &deliver)?;
         Ok(out)
     }
 

@@ -19,6 +19,7 @@ use silt::{Database, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// How late an operation may be stamped (below the newest time so far);
 /// the spaces' grace covers it.
@@ -32,6 +33,7 @@ fn space_opts(design: Design, policy: &str) -> PubSubOptions {
         policy: MergePolicy::parse(policy).unwrap(),
         grace: DISORDER,
         hierarchy: None,
+        delivery: design != Design::RepQueries,
     }
 }
 
@@ -246,9 +248,90 @@ fn run(
             prop_assert_eq!(pids(&got), pids(&want), "poll id {}", id);
         }
     }
+    if design != Design::RepQueries {
+        (db, ps) = check_deliveries(&m, db, ps, dir.path(), &so, &mut fault)?;
+    }
     drop(ps);
     db.close().unwrap();
     Ok(())
+}
+
+/// Live delivery: each subscriber's queue holds exactly its matching pairs
+/// (whichever operation found them), in increasing sequence numbers. Each
+/// queue is taken whole and its first half acknowledged; after a crash
+/// each listener resumes right after its cursor: the unacknowledged
+/// deliveries come again, the acknowledged never.
+fn check_deliveries(
+    m: &Model,
+    db: Database,
+    ps: PubSub,
+    dir: &Path,
+    so: &PubSubOptions,
+    fault: &mut Arc<FaultInjector>,
+) -> Result<(Database, PubSub), TestCaseError> {
+    let uids: BTreeSet<i64> = m.subs.iter().map(|s| s.uid).collect();
+    let mut want: HashMap<i64, BTreeSet<(i64, i64)>> = HashMap::new();
+    for s in &m.subs {
+        for p in &m.pubs {
+            if rel(&s.id, &p.id) && matches(s, p) {
+                want.entry(s.uid).or_default().insert((s.sid, p.pid));
+            }
+        }
+    }
+    // Per subscriber, what stays unacknowledged.
+    let mut rest: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+    for &uid in &uids {
+        let want = want.remove(&uid).unwrap_or_default();
+        let mut l = ps.listen(uid).unwrap();
+        let mut got = Vec::new();
+        let mut last = 0;
+        while let Some(d) = l.try_next().unwrap() {
+            prop_assert!(d.seq > last, "uid {}: seq {} after {}", uid, d.seq, last);
+            prop_assert_eq!(d.uid, uid);
+            prop_assert_eq!(&d.publication.desc, &format!("p{}", d.publication.pid));
+            last = d.seq;
+            got.push((d.sid, d.publication.pid, d.seq));
+        }
+        let pairs: Vec<(i64, i64)> = got.iter().map(|g| (g.0, g.1)).collect();
+        let set: BTreeSet<(i64, i64)> = pairs.iter().copied().collect();
+        prop_assert_eq!(
+            set.len(),
+            pairs.len(),
+            "uid {}: a pair delivered twice",
+            uid
+        );
+        prop_assert_eq!(&set, &want, "uid {}: deliveries", uid);
+        // A fresh listener sees the same queue: nothing was acknowledged.
+        let mut again = ps.listen(uid).unwrap();
+        prop_assert_eq!(
+            again.try_next().unwrap().map(|d| d.seq),
+            got.first().map(|g| g.2)
+        );
+        let half = got.len() / 2;
+        if half > 0 {
+            l.ack(got[half - 1].2).unwrap();
+            prop_assert_eq!(l.cursor(), got[half - 1].2);
+        }
+        prop_assert!(
+            l.ack(last + 1).is_err(),
+            "acknowledged what was not handed out"
+        );
+        rest.insert(uid, got[half..].iter().map(|g| (g.0, g.1)).collect());
+    }
+    // A crash (the listeners above took deliveries past their cursors).
+    drop(ps);
+    let db = crash(db, dir, fault);
+    let ps = PubSub::open(&db, "ps", so).unwrap();
+    for &uid in &uids {
+        let mut l = ps.listen(uid).unwrap();
+        let mut got = Vec::new();
+        while let Some(d) = l.try_next().unwrap() {
+            got.push((d.sid, d.publication.pid));
+        }
+        let want = rest.remove(&uid).unwrap_or_default();
+        prop_assert_eq!(got, want, "uid {}: after the crash", uid);
+    }
+    Ok((db, ps))
 }
 
 proptest! {
@@ -305,6 +388,33 @@ fn simultaneous_subscribe_and_publish_match_exactly_once() {
         let hier = hierarchy.is_some();
         let threads = 4;
         let per = 300;
+        // Live listeners, one per user, reading while the operations on
+        // different ids commit out of sequence order.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let listeners: Vec<_> = (0..threads as i64)
+            .map(|uid| {
+                let (ps, stop) = (ps.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut l = ps.listen(uid).unwrap();
+                    let mut got: Vec<(i64, i64, i64)> = Vec::new();
+                    loop {
+                        let done = stop.load(std::sync::atomic::Ordering::SeqCst);
+                        match l.next_within(Some(Duration::from_millis(20))).unwrap() {
+                            Some(d) => {
+                                assert!(got.last().is_none_or(|g| g.2 < d.seq), "out of order");
+                                got.push((d.sid, d.publication.pid, d.seq));
+                                if got.len().is_multiple_of(50) {
+                                    l.ack_all().unwrap();
+                                }
+                            }
+                            None if done => break,
+                            None => {}
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
         let results: Vec<_> = (0..threads)
             .map(|t| {
                 let ps = ps.clone();
@@ -359,6 +469,27 @@ fn simultaneous_subscribe_and_publish_match_exactly_once() {
             subs.extend(a);
             pubs.extend(b);
         }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut delivered: HashMap<(i64, i64), usize> = HashMap::new();
+        for h in listeners {
+            for (sid, pid, _) in h.join().unwrap() {
+                *delivered.entry((sid, pid)).or_default() += 1;
+            }
+        }
+        let missing: Vec<_> = seen.keys().filter(|k| !delivered.contains_key(k)).collect();
+        let extra: Vec<_> = delivered.keys().filter(|k| !seen.contains_key(k)).collect();
+        let twice: Vec<_> = delivered.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty() && twice.is_empty(),
+            "{design:?}: the live deliveries differ from the answers ({} pairs): {} missing {:?}, {} extra {:?}, {} twice {:?}",
+            seen.len(),
+            missing.len(),
+            &missing[..missing.len().min(5)],
+            extra.len(),
+            &extra[..extra.len().min(5)],
+            twice.len(),
+            &twice[..twice.len().min(5)]
+        );
         let mut want = 0;
         for s in &subs {
             for p in &pubs {

@@ -1,8 +1,10 @@
 //! How a value-list tree stores its appends (`lsm::hooks`):
 //!
-//! - in memory every append is its own entry, keyed `list key ‖ !seq ‖ pk`
+//! - in memory every append is its own entry, keyed
+//!   `list key ‖ !time ‖ !seq ‖ pk`
 //!   (unique: an append never reads, and undo and redo work as for any
 //!   index entry), valued `LIVE flags t [exp] record` or `MARKER`;
+//!   [`ListMemFacts`] tells reads when they may visit only their window;
 //! - a flush ([`ListFlush`]) packs the entries of each list key into one
 //!   [`Fragment`];
 //! - a merge ([`ListMerger`]) combines the fragments of a key that meet
@@ -14,15 +16,15 @@
 
 use super::fragment::{Fragment, Item, Marker, corrupt, get_time, put_time};
 use crate::error::Result;
-use crate::lsm::hooks::{BlockObserver, FlushTransform, ObserverFactory, ValueMerger};
+use crate::lsm::hooks::{BlockObserver, FlushTransform, MemFacts, ObserverFactory, ValueMerger};
 use crate::lsm::kind::ComponentBuilder;
 use crate::lsm::memtable::MemTable;
 use crate::storage::time_zones::{TimeZones, widen};
-use crate::storage::{Entry, EntryKind};
+use crate::storage::{Entry, EntryKind, EntryRef};
 use crate::value;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 const LIVE: u8 = 1;
 const MARKER: u8 = 2;
@@ -32,14 +34,30 @@ const MARKER: u8 = 2;
 /// the older version is gone.
 const REPLACING: u8 = 3;
 
-/// The memtable key of one append: `list key ‖ !seq ‖ pk` (within a key,
-/// newest first).
-pub fn mem_key(list: &[u8], seq: u64, pk: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(list.len() + 8 + pk.len());
+/// The memtable key of one append: `list key ‖ !time ‖ !seq ‖ pk` (within
+/// a key, newest time first, then newest write first; `time` is the item's
+/// time, or `None` for a marker, which sorts before every item). A read then
+/// seeks straight to the top of its window and stops below it.
+pub fn mem_key(list: &[u8], t: Option<i64>, seq: u64, pk: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(list.len() + 16 + pk.len());
     k.extend_from_slice(list);
+    k.extend_from_slice(&desc_time(t.unwrap_or(i64::MAX)));
     k.extend_from_slice(&(!seq).to_be_bytes());
     k.extend_from_slice(pk);
     k
+}
+
+/// Where the items of `list` with times at or below `t` start in a memtable.
+pub fn mem_seek(list: &[u8], t: i64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(list.len() + 8);
+    k.extend_from_slice(list);
+    k.extend_from_slice(&desc_time(t));
+    k
+}
+
+/// A time encoded so that later times sort first.
+fn desc_time(t: i64) -> [u8; 8] {
+    (!((t as u64) ^ (1 << 63))).to_be_bytes()
 }
 
 /// The memtable value of an item (`replacing`: the write replaced an
@@ -64,36 +82,109 @@ pub enum MemEntry {
     Marker(Marker),
 }
 
-/// Split a memtable entry of a list with `fields` key parts into (length
-/// of the list key, entry).
-pub fn parse_mem(key: &[u8], v: &[u8], fields: usize) -> Result<(usize, MemEntry)> {
+/// One memtable entry, borrowed from the table.
+pub struct MemRef<'a> {
+    /// Length of the list key.
+    pub list: usize,
+    pub seq: u64,
+    pub pk: &'a [u8],
+    /// Item: (time, expiry, encoded record, replacing); `None`: a marker.
+    pub item: Option<(i64, Option<i64>, &'a [u8], bool)>,
+}
+
+/// Parse a memtable entry of a list with `fields` key parts, borrowing.
+pub fn parse_mem_ref<'a>(key: &'a [u8], v: &'a [u8], fields: usize) -> Result<MemRef<'a>> {
     let n = value::key_parts_len(key, fields)?;
     let seq_bytes: [u8; 8] = key
-        .get(n..n + 8)
+        .get(n + 8..n + 16)
         .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| corrupt("list entry without a sequence number"))?;
+        .ok_or_else(|| corrupt("list entry without a time and sequence number"))?;
     let seq = !u64::from_be_bytes(seq_bytes);
-    let pk = key[n + 8..].to_vec();
-    match v.first() {
+    let pk = &key[n + 16..];
+    let item = match v.first() {
         Some(&k @ (LIVE | REPLACING)) => {
             let mut pos = 1;
             let (t, exp) = get_time(v, &mut pos)?;
-            Ok((
-                n,
-                MemEntry::Item(
-                    Item {
-                        t,
-                        exp,
-                        seq,
-                        pk,
-                        record: v[pos..].to_vec(),
-                    },
-                    k == REPLACING,
-                ),
-            ))
+            Some((t, exp, &v[pos..], k == REPLACING))
         }
-        Some(&MARKER) => Ok((n, MemEntry::Marker(Marker { seq, pk }))),
-        _ => Err(corrupt("list entry of unknown kind")),
+        Some(&MARKER) => None,
+        _ => return Err(corrupt("list entry of unknown kind")),
+    };
+    Ok(MemRef {
+        list: n,
+        seq,
+        pk,
+        item,
+    })
+}
+
+/// Split a memtable entry of a list with `fields` key parts into (length
+/// of the list key, entry).
+pub fn parse_mem(key: &[u8], v: &[u8], fields: usize) -> Result<(usize, MemEntry)> {
+    let r = parse_mem_ref(key, v, fields)?;
+    let pk = r.pk.to_vec();
+    Ok((
+        r.list,
+        match r.item {
+            Some((t, exp, record, replacing)) => MemEntry::Item(
+                Item {
+                    t,
+                    exp,
+                    seq: r.seq,
+                    pk,
+                    record: record.to_vec(),
+                },
+                replacing,
+            ),
+            None => MemEntry::Marker(Marker { seq: r.seq, pk }),
+        },
+    ))
+}
+
+/// What one memtable of a value-list tree holds, as far as reads need to
+/// know (`lsm::hooks::MemFacts`): whether every entry is a first append of
+/// its record (no markers, no replacing items, no removals), and the longest
+/// life (expiry minus time) of an item. With both, a read of one list
+/// visits only its window: an item older than the window's start is out,
+/// and once `time + longest life <= at` every older item has expired.
+/// Undone entries leave the facts as they were (still true bounds).
+#[derive(Debug, Default)]
+pub struct ListMemFacts {
+    unordered: AtomicBool,
+    max_life: AtomicI64,
+}
+
+impl ListMemFacts {
+    /// `None` when reads must visit the whole list (markers or replacing
+    /// items are here); else the longest life of an item.
+    pub fn window_bound(&self) -> Option<i64> {
+        (!self.unordered.load(Ordering::Acquire)).then(|| self.max_life.load(Ordering::Acquire))
+    }
+}
+
+impl MemFacts for ListMemFacts {
+    fn observe(&self, _key: &[u8], e: EntryRef<'_>) {
+        let life = match (e.kind, e.value.first()) {
+            (EntryKind::Put, Some(&LIVE)) => {
+                let mut pos = 1;
+                match get_time(e.value, &mut pos) {
+                    Ok((t, Some(exp))) => Some(exp.saturating_sub(t)),
+                    Ok((_, None)) => Some(i64::MAX),
+                    Err(_) => None,
+                }
+            }
+            _ => None,
+        };
+        match life {
+            Some(l) => {
+                self.max_life.fetch_max(l, Ordering::AcqRel);
+            }
+            None => self.unordered.store(true, Ordering::Release),
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -155,10 +246,41 @@ pub struct ListFlush {
 
 impl FlushTransform for ListFlush {
     fn write(&self, mem: &MemTable, out: &mut ComponentBuilder) -> Result<()> {
-        // The key being packed, its fragment and the records it holds.
-        let mut cur: Option<(Vec<u8>, Fragment, HashSet<Vec<u8>>)> = None;
+        // The key being packed and its entries (in time order, not write
+        // order: each record's newest write is picked when the key ends).
+        let mut cur: Option<(Vec<u8>, Vec<MemEntry>)> = None;
         let clock = &self.clock;
-        let emit = |out: &mut ComponentBuilder, k: &[u8], mut f: Fragment| -> Result<()> {
+        let emit = |out: &mut ComponentBuilder, k: &[u8], entries: Vec<MemEntry>| -> Result<()> {
+            let mut newest: HashMap<Vec<u8>, MemEntry> = HashMap::new();
+            for e in entries {
+                let (pk, seq) = match &e {
+                    MemEntry::Item(i, _) => (&i.pk, i.seq),
+                    MemEntry::Marker(m) => (&m.pk, m.seq),
+                };
+                let newer = match newest.get(pk) {
+                    Some(MemEntry::Item(i, _)) => seq > i.seq,
+                    Some(MemEntry::Marker(m)) => seq > m.seq,
+                    None => true,
+                };
+                if newer {
+                    newest.insert(pk.clone(), e);
+                }
+            }
+            let mut f = Fragment::default();
+            for e in newest.into_values() {
+                match e {
+                    MemEntry::Item(i, replacing) => {
+                        if replacing {
+                            f.markers.push(Marker {
+                                seq: i.seq,
+                                pk: i.pk.clone(),
+                            });
+                        }
+                        f.items.push(i)
+                    }
+                    MemEntry::Marker(m) => f.markers.push(m),
+                }
+            }
             if f.is_empty() {
                 return Ok(());
             }
@@ -183,40 +305,20 @@ impl FlushTransform for ListFlush {
             };
             if cur
                 .as_ref()
-                .is_none_or(|(key, _, _)| key.as_slice() != &k[..n])
+                .is_none_or(|(key, _)| key.as_slice() != &k[..n])
             {
-                if let Some((key, f, _)) = cur.take() {
-                    emit(out, &key, f)?;
+                if let Some((key, entries)) = cur.take() {
+                    emit(out, &key, entries)?;
                 }
-                cur = Some((k[..n].to_vec(), Fragment::default(), HashSet::new()));
+                cur = Some((k[..n].to_vec(), Vec::new()));
             }
-            let Some((_, f, seen)) = cur.as_mut() else {
-                return Ok(());
-            };
-            // Entries of a key come newest first: keep each record's first.
-            let pk = match &e {
-                MemEntry::Item(i, _) => &i.pk,
-                MemEntry::Marker(m) => &m.pk,
-            };
-            if !seen.insert(pk.clone()) {
-                return Ok(());
-            }
-            match e {
-                MemEntry::Item(i, replacing) => {
-                    if replacing {
-                        f.markers.push(Marker {
-                            seq: i.seq,
-                            pk: i.pk.clone(),
-                        });
-                    }
-                    f.items.push(i)
-                }
-                MemEntry::Marker(m) => f.markers.push(m),
+            if let Some((_, entries)) = cur.as_mut() {
+                entries.push(e);
             }
             Ok(())
         })?;
-        if let Some((key, f, _)) = cur {
-            emit(out, &key, f)?;
+        if let Some((key, entries)) = cur {
+            emit(out, &key, entries)?;
         }
         Ok(())
     }

@@ -21,12 +21,15 @@ use super::kind::{BulkRow, IndexOption, IndexType, RecencyWrite};
 use super::query::{KeyRange, Query, Recheck};
 use crate::error::{Error, Result};
 use crate::lsm::LsmTree;
+use crate::lsm::hooks::MemFacts;
 use crate::lsm::hooks::TreeHooks;
 use crate::lsm::kind::PkSplit;
 use crate::storage::{Entry, varint};
 use crate::value::Value;
 use fragment::Fragment;
-use hooks::{ListClock, ListFlush, ListMerger, ZoneFactory, mem_item, mem_key, mem_marker};
+use hooks::{
+    ListClock, ListFlush, ListMemFacts, ListMerger, ZoneFactory, mem_item, mem_key, mem_marker,
+};
 use std::sync::Arc;
 
 /// The `valuelist` kind.
@@ -131,7 +134,7 @@ impl IndexType for ValueList {
             let Some((pk, end)) = pk else {
                 return Err(fragment::corrupt("bulk list row without a primary key"));
             };
-            let mut full = mem_key(&k, seq, pk);
+            let mut full = mem_key(&k, None, seq, pk);
             let (_, e) = hooks::parse_mem(&full, &v[end..], def.fields.len())?;
             full.clear();
             let hooks::MemEntry::Item(item, _) = e else {
@@ -175,14 +178,17 @@ impl IndexType for ValueList {
             // update leaves a marker with its item.
             let replacing = w.old.is_some();
             writes.push((
-                mem_key(n, w.seq, w.pk),
+                mem_key(n, Some(t), w.seq, w.pk),
                 Entry::put(w.seq, mem_item(t, exp, rec, replacing)),
             ));
         }
         if let Some(o) = w.old
             && w.new != Some(o)
         {
-            writes.push((mem_key(o, w.seq, w.pk), Entry::put(w.seq, mem_marker())));
+            writes.push((
+                mem_key(o, None, w.seq, w.pk),
+                Entry::put(w.seq, mem_marker()),
+            ));
         }
         Ok(writes)
     }
@@ -202,6 +208,10 @@ impl IndexType for ValueList {
                 clock: clock.clone(),
             })),
             merger: Some(Arc::new(ListMerger { clock })),
+            mem_facts: Some(Arc::new(|| {
+                let f: Arc<dyn MemFacts> = Arc::new(ListMemFacts::default());
+                f
+            })),
             ..TreeHooks::default()
         });
     }

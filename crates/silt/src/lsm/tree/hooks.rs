@@ -30,6 +30,11 @@ impl LsmTree {
                 m.attach_secondary(h.clone());
             }
         }
+        if let Some(f) = &hooks.mem_facts {
+            for m in &mems {
+                m.attach_facts(f());
+            }
+        }
         *self.hooks.write() = hooks;
     }
 
@@ -49,11 +54,15 @@ impl LsmTree {
         }
     }
 
-    /// A fresh memtable with the hooks' secondary structure attached.
+    /// A fresh memtable with the hooks' secondary structure and facts attached.
     pub(super) fn hooked_memtable(&self) -> MemTable {
         let m = Self::new_memtable(&self.cfg.kind);
-        if let Some(h) = self.hooks.read().mem_secondary.clone() {
+        let hooks = self.hooks.read();
+        if let Some(h) = hooks.mem_secondary.clone() {
             m.attach_secondary(h);
+        }
+        if let Some(f) = &hooks.mem_facts {
+            m.attach_facts(f());
         }
         m
     }
