@@ -105,7 +105,12 @@ def panel(ax, rows, title, log, colors, targets=False):
                 ax.annotate(f"target {t:.2g}", (x0, t), fontsize=7, color="red",
                             ha="left", va="top", xytext=(0, -2), textcoords="offset points")
     ax.set_xticks(range(len(metrics)))
-    ax.set_xticklabels(metrics, fontsize=8)
+    if len(metrics) > 6:
+        # Many groups: wrapped, slanted labels that do not run into each other.
+        ax.set_xticklabels(metrics, fontsize=7, rotation=40, ha="right",
+                           rotation_mode="anchor")
+    else:
+        ax.set_xticklabels([textwrap.fill(m, 24) for m in metrics], fontsize=8)
     ax.set_title(title, fontsize=9)
     if log:
         ax.set_yscale("log")

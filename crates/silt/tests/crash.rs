@@ -70,6 +70,49 @@ fn record(k: i64, v: i64, pad: usize) -> Value {
 /// shares another phase's open LOCK file description (until exec closes
 /// it), so a flock can outlive the parent's close by a moment. Retry
 /// briefly.
+/// Start this test binary again as the child test `test` (its environment
+/// `envs`), let it run for `after` (it must not exit first: its stderr is
+/// then the panic message), kill it with SIGKILL and return the lines it
+/// printed.
+fn run_and_kill(
+    test: &str,
+    envs: &[(&str, String)],
+    stderr: &Path,
+    after: Duration,
+) -> Vec<String> {
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut cmd = Command::new(&exe);
+    cmd.args(["--exact", test, "--nocapture", "--test-threads", "1"]);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(
+            std::fs::File::create(stderr).expect("stderr file"),
+        ))
+        .spawn()
+        .expect("spawn the child");
+    let stdout = child.stdout.take().expect("child stdout");
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    let start = Instant::now();
+    while start.elapsed() < after {
+        if let Ok(Some(st)) = child.try_wait() {
+            let err = std::fs::read_to_string(stderr).unwrap_or_default();
+            panic!("{test} exited early with {st}: {err}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().expect("SIGKILL the child");
+    let _ = child.wait();
+    reader.join().expect("reader thread")
+}
+
 fn open_retrying(dir: &Path, opts: DbOptions) -> Arc<Database> {
     let mut tries = 0;
     loop {

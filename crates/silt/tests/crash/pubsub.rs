@@ -17,12 +17,11 @@
 use silt::pubsub::{Design, PubSub, PubSubOptions, Publication, Subscription, matches};
 use silt::{Database, DbOptions, Durability, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::ops::Bound;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const USERS: i64 = 3;
 const IDS: i64 = 3;
@@ -187,7 +186,6 @@ fn pubsub_delivery_crash_torture() {
     if std::env::var_os("SILT_PUBSUB_CRASH_CHILD").is_some() {
         return;
     }
-    let exe = std::env::current_exe().expect("test binary path");
     let dir = tempfile::tempdir().expect("tempdir");
     let db_dir = dir.path().join("db");
     let stderr_path = dir.path().join("child-stderr");
@@ -202,41 +200,16 @@ fn pubsub_delivery_crash_torture() {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "pubsub::pubsub_crash_child",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env("SILT_PUBSUB_CRASH_CHILD", &db_dir)
-            .env("SILT_CRASH_SEED", (cycle + 1).to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(
-                std::fs::File::create(&stderr_path).expect("stderr file"),
-            ))
-            .spawn()
-            .expect("spawn writer");
-        let stdout = child.stdout.take().expect("child stdout");
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<_>>()
-        });
-        let kill_after = Duration::from_millis(150 + rng % 400);
-        let start = Instant::now();
-        while start.elapsed() < kill_after {
-            if let Ok(Some(st)) = child.try_wait() {
-                let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-                panic!("writer exited early with {st} in cycle {cycle}: {err}");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        child.kill().expect("SIGKILL the writer");
-        let _ = child.wait();
-        for l in reader.join().expect("reader") {
+        let lines = super::run_and_kill(
+            "pubsub::pubsub_crash_child",
+            &[
+                ("SILT_PUBSUB_CRASH_CHILD", db_dir.display().to_string()),
+                ("SILT_CRASH_SEED", (cycle + 1).to_string()),
+            ],
+            &stderr_path,
+            Duration::from_millis(150 + rng % 400),
+        );
+        for l in lines {
             // The first line follows libtest's `test ... ` on the same line.
             let at = ["GOT ", "ACK", "FAIL "]
                 .iter()

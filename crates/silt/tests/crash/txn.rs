@@ -13,12 +13,11 @@
 use silt::lsm::policy::MergePolicy;
 use silt::{Database, DatasetDef, DbOptions, Durability, FieldType, IndexDef, Query, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::ops::Bound;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const KEYS: i64 = 90;
 const THREADS: u64 = 3;
@@ -227,7 +226,6 @@ fn check_indexes(ds: &Arc<silt::Dataset>, want: &BTreeMap<i64, i64>, cycle: usiz
 }
 
 fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
-    let exe = std::env::current_exe().expect("test binary path");
     let mut acked: BTreeSet<i64> = BTreeSet::new();
     let mut rng = seed0;
     let mut committed_total = 0usize;
@@ -235,43 +233,17 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let stderr_path = dir.with_extension("txn-child-stderr");
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "txn::txn_crash_child",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env("SILT_TXN_CRASH_CHILD", dir)
-            .env("SILT_CRASH_PAD", pad.to_string())
-            .env("SILT_CRASH_SEED", (cycle as u64 + 1).to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(
-                std::fs::File::create(&stderr_path).expect("stderr file"),
-            ))
-            .spawn()
-            .expect("spawn writer");
-        let stdout = child.stdout.take().expect("child stdout");
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<_>>()
-        });
-        let kill_after = Duration::from_millis(40 + rng % 300);
-        let start = Instant::now();
-        while start.elapsed() < kill_after {
-            if let Ok(Some(st)) = child.try_wait() {
-                let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-                panic!("writer exited early with {st} in cycle {cycle}: {err}");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        child.kill().expect("SIGKILL the writer");
-        let _ = child.wait();
-        for l in reader.join().expect("reader thread") {
+        let lines = super::run_and_kill(
+            "txn::txn_crash_child",
+            &[
+                ("SILT_TXN_CRASH_CHILD", dir.display().to_string()),
+                ("SILT_CRASH_PAD", pad.to_string()),
+                ("SILT_CRASH_SEED", (cycle as u64 + 1).to_string()),
+            ],
+            &dir.with_extension("txn-child-stderr"),
+            Duration::from_millis(40 + rng % 300),
+        );
+        for l in lines {
             if let Some(i) = l.find("ACK ") {
                 let n: i64 = l[i + 4..].trim().parse().expect("ack number");
                 acked.insert(n);
