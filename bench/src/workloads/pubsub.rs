@@ -99,6 +99,7 @@ fn operations(seed: u64, n: u64, subs: u64, pubs: u64) -> Vec<Op> {
                 ts: now,
                 tmin: now - WINDOW_MS,
                 tmax: now + WINDOW_MS,
+                ..Default::default()
             }));
         } else {
             out.push(Op::Pub(Publication {
@@ -107,6 +108,7 @@ fn operations(seed: u64, n: u64, subs: u64, pubs: u64) -> Vec<Op> {
                 tp: now,
                 tmax: now + LIFE_MS,
                 desc: format!("incident {iid} at ({x:.4}, {y:.4})"),
+                ..Default::default()
             }));
         }
     }
@@ -139,7 +141,7 @@ pub(super) trait PsStore {
 struct SiltPs {
     /// Kept open while the space is used.
     _db: Database,
-    ps: PubSub,
+    ps: std::sync::Arc<PubSub>,
 }
 
 impl SiltPs {

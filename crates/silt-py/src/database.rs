@@ -299,31 +299,55 @@ impl Database {
     ///     ps.publish(7, pid=1, tp=120, tmax=300, desc="road closed")
     ///     for d in ps.listen(42, timeout=1.0):
     ///         print(d["desc"])
-    #[pyo3(signature = (name, *, design="dualdb", delivery=true, partitions=1, merge_policy=None, grace=0, hierarchy=None, depth=5, fanout=4))]
+    ///
+    /// The space is kept in the database: opening it again (in this
+    /// process or after a restart) needs only its name; options given then
+    /// must agree with the ones it was created with. Every handle on a
+    /// space in one process shares it.
+    #[pyo3(signature = (name, *, design=None, delivery=None, partitions=None, merge_policy=None, grace=None, hierarchy=None, depth=None, fanout=None))]
     #[allow(clippy::too_many_arguments)]
     fn pubsub(
         &self,
         py: Python<'_>,
         name: &str,
-        design: &str,
-        delivery: bool,
-        partitions: u32,
+        design: Option<String>,
+        delivery: Option<bool>,
+        partitions: Option<u32>,
         merge_policy: Option<String>,
-        grace: i64,
+        grace: Option<i64>,
         hierarchy: Option<String>,
-        depth: u8,
-        fanout: u8,
+        depth: Option<u8>,
+        fanout: Option<u8>,
     ) -> PyResult<PubSub> {
         let spec = SpaceSpec {
-            design: design.to_owned(),
+            design,
             delivery,
             partitions,
             merge_policy,
             grace,
-            hierarchy: hierarchy.map(|h| (h, depth, fanout)),
+            hierarchy,
+            depth,
+            fanout,
         };
         let handle = self.handle.clone();
         detached(py, || PubSub::open(handle, name, &spec))
+    }
+
+    /// Drop pub/sub space `name` and everything stored in it (its
+    /// datasets, queued deliveries and cursors).
+    fn drop_pubsub(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let handle = self.handle.clone();
+        detached(py, || {
+            handle.with(|db| Ok(silt::pubsub::PubSub::drop_space(db, name)?))
+        })
+    }
+
+    /// The pub/sub spaces: `{name: options}`, the options as
+    /// `Database.pubsub` takes them.
+    fn pubsubs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        let handle = self.handle.clone();
+        let list = detached(py, || handle.with(|db| Ok(silt::pubsub::PubSub::list(db)?)))?;
+        crate::pubsub::spaces_to_py(py, &list)
     }
 
     /// `db[name]`: the dataset `name` (raises `NotFoundError`).

@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyList};
 use silt::Value;
 use silt::lsm::policy::MergePolicy;
 use silt::pubsub::{
-    Delivery, Design, Granularity, Listener as CoreListener, PubSubOptions, Publication,
+    Delivery, Design, Filter, Granularity, Listener as CoreListener, PubSubOptions, Publication,
     Subscription,
 };
 
@@ -21,29 +21,34 @@ use crate::handle::Handle;
 /// How long one wait of a listener lasts before it looks for Ctrl-C.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
 
-/// Options of `Database.pubsub` after conversion.
+/// Options of `Database.pubsub` as given (`None`: not given).
 pub struct SpaceSpec {
-    pub design: String,
-    pub delivery: bool,
-    pub partitions: u32,
+    pub design: Option<String>,
+    pub delivery: Option<bool>,
+    pub partitions: Option<u32>,
     pub merge_policy: Option<String>,
-    pub grace: i64,
-    pub hierarchy: Option<(String, u8, u8)>,
+    pub grace: Option<i64>,
+    pub hierarchy: Option<String>,
+    pub depth: Option<u8>,
+    pub fanout: Option<u8>,
 }
 
 impl SpaceSpec {
+    /// The options of a new space: the ones given, defaults for the rest.
     fn options(&self) -> BindResult<PubSubOptions> {
+        let d = PubSubOptions::default();
+        if self.hierarchy.is_none() && (self.depth.is_some() || self.fanout.is_some()) {
+            return Err(BindError::Config(
+                "depth and fanout shape a hierarchy: give hierarchy=\"fixed\" or \"variable\" too"
+                    .into(),
+            ));
+        }
+        let (depth, fanout) = (self.depth.unwrap_or(5), self.fanout.unwrap_or(4));
         let hierarchy = match &self.hierarchy {
             None => None,
-            Some((kind, depth, fanout)) => Some(match kind.to_ascii_lowercase().as_str() {
-                "fixed" => Granularity::Fixed {
-                    depth: *depth,
-                    fanout: *fanout,
-                },
-                "variable" => Granularity::Variable {
-                    depth: *depth,
-                    fanout: *fanout,
-                },
+            Some(kind) => Some(match kind.to_ascii_lowercase().as_str() {
+                "fixed" => Granularity::Fixed { depth, fanout },
+                "variable" => Granularity::Variable { depth, fanout },
                 other => {
                     return Err(BindError::Config(format!(
                         "hierarchy must be \"fixed\" or \"variable\", got {other:?}"
@@ -52,18 +57,98 @@ impl SpaceSpec {
             }),
         };
         Ok(PubSubOptions {
-            design: Design::parse(&self.design)?,
-            partitions: self.partitions,
+            design: match &self.design {
+                Some(s) => Design::parse(s)?,
+                None => d.design,
+            },
+            partitions: self.partitions.unwrap_or(d.partitions),
             policy: match &self.merge_policy {
                 Some(p) => MergePolicy::parse(p)?,
-                None => MergePolicy::default(),
+                None => d.policy,
             },
-            grace: self.grace,
+            grace: self.grace.unwrap_or(d.grace),
             hierarchy,
-            delivery: self.delivery,
-            ..PubSubOptions::default()
+            // RepQueries subscribers poll: no queues unless asked.
+            delivery: self.delivery.unwrap_or(!matches!(
+                self.design.as_deref().map(Design::parse),
+                Some(Ok(Design::RepQueries))
+            )),
+            memory_budget: d.memory_budget,
         })
     }
+
+    /// Refuse options given that differ from an existing space's.
+    fn agrees(&self, name: &str, have: &PubSubOptions) -> BindResult<()> {
+        let want = self.options()?;
+        let given = [
+            ("design", self.design.is_some(), want.design == have.design),
+            (
+                "delivery",
+                self.delivery.is_some(),
+                want.delivery == have.delivery,
+            ),
+            (
+                "partitions",
+                self.partitions.is_some(),
+                want.partitions == have.partitions,
+            ),
+            (
+                "merge_policy",
+                self.merge_policy.is_some(),
+                want.policy == have.policy,
+            ),
+            ("grace", self.grace.is_some(), want.grace == have.grace),
+            (
+                "hierarchy",
+                self.hierarchy.is_some() || self.depth.is_some() || self.fanout.is_some(),
+                want.hierarchy == have.hierarchy,
+            ),
+        ];
+        let differ: Vec<&str> = given
+            .iter()
+            .filter(|(_, g, same)| *g && !*same)
+            .map(|(n, _, _)| *n)
+            .collect();
+        if differ.is_empty() {
+            return Ok(());
+        }
+        Err(BindError::Config(format!(
+            "pub/sub space {name:?} exists with other {} ({}); open it with db.pubsub({name:?}) alone, or drop it first (db.drop_pubsub)",
+            differ.join(", "),
+            silt::pubsub::store::describe(have)
+        )))
+    }
+}
+
+/// `Database.pubsubs()`: `{name: {option: value}}`.
+pub fn spaces_to_py<'py>(
+    py: Python<'py>,
+    list: &[(String, PubSubOptions)],
+) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    for (name, o) in list {
+        let d = PyDict::new(py);
+        d.set_item("design", o.design.name())?;
+        d.set_item("delivery", o.delivery)?;
+        d.set_item("partitions", o.partitions)?;
+        d.set_item("merge_policy", o.policy.to_string())?;
+        d.set_item("grace", o.grace)?;
+        match o.hierarchy {
+            Some(Granularity::Fixed { depth, fanout }) => {
+                d.set_item("hierarchy", "fixed")?;
+                d.set_item("depth", depth)?;
+                d.set_item("fanout", fanout)?;
+            }
+            Some(Granularity::Variable { depth, fanout }) => {
+                d.set_item("hierarchy", "variable")?;
+                d.set_item("depth", depth)?;
+                d.set_item("fanout", fanout)?;
+            }
+            None => d.set_item("hierarchy", py.None())?,
+        }
+        out.set_item(name, d)?;
+    }
+    Ok(out)
 }
 
 /// A publish/subscribe space (from `Database.pubsub`): subscriptions get
@@ -79,13 +164,19 @@ pub struct PubSub {
 }
 
 impl PubSub {
+    /// The space `name`: the existing one (options given must agree), or
+    /// a new one.
     pub fn open(handle: Arc<Handle>, name: &str, spec: &SpaceSpec) -> BindResult<PubSub> {
-        let opts = spec.options()?;
-        let space = handle.with(|db| Ok(silt::pubsub::PubSub::open(db, name, &opts)?))?;
-        Ok(PubSub {
-            handle,
-            space: Arc::new(space),
-        })
+        let space = handle.with(|db| {
+            use silt::pubsub::PubSub as Core;
+            if Core::exists(db, name) {
+                let ps = Core::get(db, name)?;
+                spec.agrees(name, ps.options())?;
+                return Ok(ps);
+            }
+            Ok(Core::open(db, name, &spec.options()?)?)
+        })?;
+        Ok(PubSub { handle, space })
     }
 }
 
@@ -96,6 +187,7 @@ fn publication_to_py<'py>(py: Python<'py>, p: &Publication) -> PyResult<Bound<'p
     d.set_item("tp", p.tp)?;
     d.set_item("tmax", p.tmax)?;
     d.set_item("desc", &p.desc)?;
+    d.set_item("loc", p.loc)?;
     Ok(d)
 }
 
@@ -107,6 +199,12 @@ fn subscription_to_py<'py>(py: Python<'py>, s: &Subscription) -> PyResult<Bound<
     d.set_item("ts", s.ts)?;
     d.set_item("tmin", s.tmin)?;
     d.set_item("tmax", s.tmax)?;
+    if !s.filter.words.is_empty() {
+        d.set_item("words", &s.filter.words)?;
+    }
+    if let Some([a, b, c, e]) = s.filter.region {
+        d.set_item("region", (a, b, c, e))?;
+    }
     Ok(d)
 }
 
@@ -135,8 +233,10 @@ impl PubSub {
     /// `{"publications": [...], "subscriptions": [...]}`: the stored
     /// publications on `id` published in `[tmin, tmax)` and still valid at
     /// `ts`, newest first; with `self_join`, also the other subscriptions
-    /// on the id live at `ts`.
-    #[pyo3(signature = (id, *, sid, uid, ts, tmin, tmax, self_join=false))]
+    /// on the id live at `ts`. Content filters: `words` (a str or a list
+    /// of words, every one among the description's words) and `region`
+    /// (`(x0, y0, x1, y1)`: the publication's `loc` must be inside).
+    #[pyo3(signature = (id, *, sid, uid, ts, tmin, tmax, self_join=false, words=None, region=None))]
     #[allow(clippy::too_many_arguments)]
     fn subscribe<'py>(
         &self,
@@ -148,7 +248,18 @@ impl PubSub {
         tmin: i64,
         tmax: i64,
         self_join: bool,
+        words: Option<&Bound<'py, PyAny>>,
+        region: Option<(f64, f64, f64, f64)>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let words = match words {
+            None => Vec::new(),
+            Some(w) => match w.extract::<String>() {
+                Ok(text) => text.split_whitespace().map(str::to_owned).collect(),
+                Err(_) => w.extract::<Vec<String>>().map_err(|_| {
+                    pyo3::exceptions::PyTypeError::new_err("words must be a str or a list of str")
+                })?,
+            },
+        };
         let s = Subscription {
             id: to_id(id)?,
             sid,
@@ -156,6 +267,10 @@ impl PubSub {
             ts,
             tmin,
             tmax,
+            filter: Filter {
+                words,
+                region: region.map(|(a, b, c, d)| [a, b, c, d]),
+            },
         };
         let r = detached(py, || {
             self.handle
@@ -178,8 +293,9 @@ impl PubSub {
     /// PUBLISH: store the publication and return
     /// `{"subscribers": [...], "publications": [...]}`: the stored
     /// subscriptions it matches; with `since`, also the other publications
-    /// on the id published in `[since, tp]` and valid at `tp`.
-    #[pyo3(signature = (id, *, pid, tp, tmax, desc="", since=None))]
+    /// on the id published in `[since, tp]` and valid at `tp`. `loc`:
+    /// where it happened, `(x, y)`, for subscriptions with a region.
+    #[pyo3(signature = (id, *, pid, tp, tmax, desc="", since=None, loc=None))]
     #[allow(clippy::too_many_arguments)]
     fn publish<'py>(
         &self,
@@ -190,6 +306,7 @@ impl PubSub {
         tmax: i64,
         desc: &str,
         since: Option<i64>,
+        loc: Option<(f64, f64)>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let p = Publication {
             id: to_id(id)?,
@@ -197,6 +314,7 @@ impl PubSub {
             tp,
             tmax,
             desc: desc.to_owned(),
+            loc,
         };
         let r = detached(py, || {
             self.handle.with(|_| Ok(self.space.publish(&p, since)?))

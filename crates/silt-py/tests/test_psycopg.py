@@ -299,3 +299,28 @@ def test_psql_copy(server, tmp_path):
     r = subprocess.run(base + ["-c", f"\\copy log FROM '{bad}' CSV"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "row 2" in r.stderr, r.stdout + r.stderr
+
+
+def test_pubsub_through_sql(server):
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute("CREATE PUBSUB feed WITH (design = 'dualdb')")
+        # psycopg sends parameters apart from the text (extended protocol).
+        got = c.execute(
+            "SELECT kind, pid FROM pubsub_subscribe('feed', %s, %s, %s, %s, %s, %s)",
+            (7, 1, 42, 100, 0, 1000),
+        ).fetchall()
+        assert got == []
+        got = c.execute(
+            "SELECT uid FROM pubsub_publish('feed', %s, %s, %s, %s, %s)",
+            (7, 1, 110, 5000, "it's out"),
+        ).fetchall()
+        assert got == [(42,)]
+        rows = c.execute("SELECT seq, pid, description FROM pubsub_deliveries('feed', 42)").fetchall()
+        assert [(r[1], r[2]) for r in rows] == [(1, "it's out")]
+        (cursor,) = c.execute("SELECT cursor FROM pubsub_ack('feed', 42, %s)", (rows[0][0],)).fetchone()
+        assert cursor == rows[0][0]
+        assert c.execute("SELECT * FROM pubsub_deliveries('feed', 42)").fetchall() == []
+        with pytest.raises(psycopg.Error, match="inside a transaction block"):
+            with c.transaction():
+                c.execute("SELECT * FROM pubsub_publish('feed', 7, 2, 120, 5000, 'x')")
+        c.execute("DROP PUBSUB feed")

@@ -114,7 +114,9 @@ def test_bad_options_and_input_are_refused(db):
     with pytest.raises(siltdb.ConfigError, match="unknown pub/sub design"):
         db.pubsub("x", design="tripledb")
     with pytest.raises(siltdb.ConfigError, match="twodb or dualdb"):
-        db.pubsub("x", design="repqueries")
+        db.pubsub("x", design="repqueries", delivery=True)
+    with pytest.raises(siltdb.ConfigError, match="give hierarchy"):
+        db.pubsub("x", depth=3)
     with pytest.raises(siltdb.ConfigError, match="leaves"):
         db.pubsub("x", hierarchy="fixed", depth=20, fanout=16, delivery=False)
     with pytest.raises(siltdb.ConfigError, match="fixed"):
@@ -145,3 +147,60 @@ def test_a_closed_database_refuses_the_space(db_path):
         ps.publish(1, pid=1, tp=1, tmax=2)
     with pytest.raises(siltdb.ClosedError):
         feed.poll()
+
+
+def test_spaces_are_kept_shared_and_dropped(db_path):
+    db = siltdb.connect(db_path, durability="none")
+    ps = db.pubsub("twin", design="twodb", partitions=2, grace=5)
+    ps.subscribe(1, sid=1, uid=9, ts=10, tmin=0, tmax=100)
+    # RepQueries subscribers poll: no queues unless asked.
+    db.pubsub("poll", design="repqueries")
+    db.close()
+    db = siltdb.connect(db_path, durability="none")
+    assert db.pubsubs()["twin"] == {
+        "design": "twodb",
+        "delivery": True,
+        "partitions": 2,
+        "merge_policy": db.pubsubs()["twin"]["merge_policy"],
+        "grace": 5,
+        "hierarchy": None,
+    }
+    assert db.pubsubs()["poll"]["delivery"] is False
+    # By name alone, as it was made; options given must agree.
+    ps = db.pubsub("twin")
+    assert sorted(ps.datasets()) == ["twin_cursors", "twin_deliveries", "twin_pubs", "twin_subs"]
+    assert db.pubsub("twin", design="twodb", grace=5) is not None
+    with pytest.raises(siltdb.ConfigError, match="other design, grace"):
+        db.pubsub("twin", design="dualdb", grace=0)
+    # Two handles share one space: a publication through one reaches the
+    # feed of the other.
+    other = db.pubsub("twin")
+    assert [s["uid"] for s in other.publish(1, pid=1, tp=20, tmax=50)["subscribers"]] == [9]
+    assert ps.listen(9).poll(timeout=1)["pid"] == 1
+    with pytest.raises(siltdb.ConfigError, match="pubsub space `twin`"):
+        db.drop_dataset("twin_subs")
+    db.drop_pubsub("twin")
+    assert "twin" not in db.pubsubs()
+    assert not [n for n in db.datasets() if n.startswith("twin")]
+    with pytest.raises(siltdb.ConfigError, match="was dropped"):
+        ps.publish(1, pid=2, tp=30, tmax=50)
+    db.close()
+
+
+def test_content_filters(db):
+    ps = db.pubsub("city", design="twodb", delivery=False)
+    ps.subscribe("traffic", sid=1, uid=1, ts=10, tmin=0, tmax=1000, words="Road closed")
+    ps.subscribe("traffic", sid=2, uid=2, ts=10, tmin=0, tmax=1000, region=(0, 0, 10, 10))
+    ps.subscribe("traffic", sid=3, uid=3, ts=10, tmin=0, tmax=1000, words=["closed"], region=(5, 5, 6, 6))
+    got = ps.publish("traffic", pid=1, tp=20, tmax=500, desc="ROAD closed at the bridge", loc=(5.5, 5))
+    assert sorted(s["uid"] for s in got["subscribers"]) == [1, 2, 3]
+    got = ps.publish("traffic", pid=2, tp=21, tmax=500, desc="road open", loc=(5.5, 5.5))
+    assert [s["uid"] for s in got["subscribers"]] == [2]
+    got = ps.publish("traffic", pid=3, tp=22, tmax=500, desc="closed road")
+    assert [s["uid"] for s in got["subscribers"]] == [1]
+    got = ps.subscribe("traffic", sid=4, uid=4, ts=30, tmin=0, tmax=1000, words="road", region=(5, 5, 6, 6))
+    assert sorted((p["pid"], p["loc"]) for p in got["publications"]) == [(1, (5.5, 5.0)), (2, (5.5, 5.5))]
+    with pytest.raises(siltdb.InvalidInputError, match="not a box"):
+        ps.subscribe("traffic", sid=5, uid=5, ts=30, tmin=0, tmax=100, region=(3, 0, 1, 1))
+    with pytest.raises(siltdb.InvalidInputError, match="not finite"):
+        ps.publish("traffic", pid=5, tp=30, tmax=100, loc=(float("nan"), 0))

@@ -33,6 +33,9 @@
 //!   token from `POST /auth/token`; statements run with the user's
 //!   privileges (403 / `42501` when one is missing). With a certificate
 //!   the listener speaks HTTPS only.
+//! - `GET /pubsub/{space}/listen?uid=N`: a subscriber's live feed of a
+//!   pub/sub space, streamed as NDJSON or server-sent events
+//!   ([`crate::http_pubsub`]).
 //! - `GET /health`: `{"status": "ok", "running": n, "waiting": n,
 //!   "memory": bytes}` (statements executing and waiting, and the memory
 //!   DataFusion's operators hold now).
@@ -91,6 +94,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
     let guarded = Router::new()
         .route("/query/service", get(query).post(query))
         .route("/stats", get(stats))
+        .route("/pubsub/{space}/listen", get(crate::http_pubsub::listen))
         .route_layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             http_auth::require,

@@ -50,6 +50,7 @@ pub mod exec;
 pub mod frames;
 pub mod http;
 pub mod http_auth;
+pub mod http_pubsub;
 pub mod idle;
 pub mod limits;
 pub mod panics;

@@ -17,6 +17,8 @@ mod pgtls;
 mod catalog;
 #[path = "pg/copy.rs"]
 mod copy;
+#[path = "server/pubsub.rs"]
+mod pubsub;
 #[path = "server/security.rs"]
 mod security;
 #[path = "server/transactions.rs"]

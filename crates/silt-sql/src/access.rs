@@ -403,6 +403,12 @@ pub fn check_parsed(who: &Role, parsed: &Parsed) -> Result<(), SqlError> {
     match parsed {
         Parsed::Compact(t) => need(who, t, DDL, "compact"),
         Parsed::CreateTable(_) => need(who, ALL_DATASETS, DDL, "create a table like"),
+        Parsed::PubSub(_) => need(
+            who,
+            ALL_DATASETS,
+            DDL,
+            "create or drop a pub/sub space like",
+        ),
         Parsed::Sequence(_) => need(
             who,
             ALL_DATASETS,
@@ -540,6 +546,32 @@ fn is_catalog(s: &datafusion::logical_expr::TableScan) -> bool {
     in_catalog_schema && !dataset && crate::pg_catalog::is_relation(s.table_name.table())
 }
 
+/// Check that `who` may read (and with `write`, write) every dataset of
+/// `datasets` (`what`: the action, for the message).
+pub fn check_datasets(
+    who: &Role,
+    datasets: &[String],
+    write: bool,
+    what: &str,
+) -> Result<(), SqlError> {
+    for d in datasets {
+        need(who, d, READ, what)?;
+        if write {
+            need(who, d, WRITE, what)?;
+        }
+    }
+    Ok(())
+}
+
+/// The pub/sub operation a scan calls, if it is one (`crate::pubsub`).
+fn pubsub_call(
+    s: &datafusion::logical_expr::TableScan,
+) -> Option<std::sync::Arc<dyn datafusion::datasource::TableProvider>> {
+    let p = datafusion::datasource::source_as_provider(&s.source).ok()?;
+    let any: &dyn std::any::Any = p.as_ref();
+    any.is::<crate::pubsub::PubSubCall>().then_some(p)
+}
+
 fn check_node(who: Option<&Role>, files: &FileAccess, node: &LogicalPlan) -> Result<(), SqlError> {
     match node {
         LogicalPlan::Ddl(DdlStatement::CreateExternalTable(c)) => {
@@ -554,6 +586,20 @@ fn check_node(who: Option<&Role>, files: &FileAccess, node: &LogicalPlan) -> Res
         return Ok(());
     };
     match node {
+        LogicalPlan::TableScan(s) if pubsub_call(s).is_some() => {
+            let p = pubsub_call(s);
+            if let Some(call) = p.as_ref().and_then(|p| {
+                (p.as_ref() as &dyn std::any::Any).downcast_ref::<crate::pubsub::PubSubCall>()
+            }) {
+                let (datasets, writes) = call.needs();
+                check_datasets(
+                    who,
+                    &datasets,
+                    writes,
+                    &format!("call {} on", call.function()),
+                )?;
+            }
+        }
         LogicalPlan::TableScan(s) => {
             if s.table_name.schema() != Some("information_schema") && !is_catalog(s) {
                 need(who, s.table_name.table(), READ, "read")?;

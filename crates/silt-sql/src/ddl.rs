@@ -209,6 +209,8 @@ pub enum Parsed {
     Role(Box<crate::access::RoleStmt>),
     /// `CREATE`, `ALTER` or `DROP SEQUENCE` (see [`crate::sequence_ddl`]).
     Sequence(Box<crate::sequence_ddl::SeqStmt>),
+    /// `CREATE` or `DROP PUBSUB` (see [`crate::pubsub`]).
+    PubSub(Box<crate::pubsub::PubSubStmt>),
     /// Anything else: DataFusion plans it.
     DataFusion(Box<DFStatement>),
 }
@@ -284,6 +286,9 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
         && let Some(c) = crate::copy::parse(&seg.text)?
     {
         return Ok(Parsed::Copy(Box::new(c)));
+    }
+    if let Some(p) = crate::pubsub::parse_text(&w, &seg.text)? {
+        return Ok(Parsed::PubSub(Box::new(p)));
     }
     if let Some(r) = crate::access::parse_text(&w, &seg.text)? {
         return Ok(Parsed::Role(Box::new(r)));

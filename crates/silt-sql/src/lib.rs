@@ -70,6 +70,7 @@ pub mod pg_forms;
 pub mod plan_cache;
 pub mod point_get;
 mod prepared;
+pub mod pubsub;
 mod returning;
 pub mod rules;
 pub mod scan;
@@ -316,6 +317,7 @@ impl SqlEngine {
         {
             ctx.register_udf(f);
         }
+        pubsub::register(&ctx, &db);
         let catalog = ctx.catalog(CATALOG).ok_or_else(|| {
             SqlError::Runtime(format!("the default catalog `{CATALOG}` is missing"))
         })?;
@@ -1300,6 +1302,17 @@ impl SqlEngine {
             Parsed::Sequence(q) => {
                 let db = self.db.clone();
                 ddl::blocking(move || sequence_ddl::run(&db, &q)).await?;
+                empty()
+            }
+            Parsed::PubSub(q) => {
+                if session.slot().is_some() {
+                    return Err(SqlError::Unsupported(
+                        "CREATE or DROP PUBSUB inside a transaction block; COMMIT or ROLLBACK first".to_owned(),
+                    ));
+                }
+                let db = self.db.clone();
+                ddl::blocking(move || pubsub::run(&db, *q)).await?;
+                self.plans.invalidate();
                 empty()
             }
             Parsed::Truncate(names) => {

@@ -34,6 +34,8 @@ mod key_order;
 mod plan_cache;
 #[path = "sql/prepare.rs"]
 mod prepare;
+#[path = "sql/pubsub.rs"]
+mod pubsub;
 #[path = "sql/sequences.rs"]
 mod sequences;
 #[path = "sql/serial.rs"]

@@ -65,6 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ts: now,
                 tmin: now - 10_000,
                 tmax: now + 10_000,
+                ..Default::default()
             };
             matches += ps.subscribe(&s, false)?.publications.len();
         } else {
@@ -74,6 +75,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 tp: now,
                 tmax: now + 20_000,
                 desc: format!("incident {iid} at ({x:.4}, {y:.4})"),
+                ..Default::default()
             };
             matches += ps.publish(&p, None)?.subscribers.len();
         }

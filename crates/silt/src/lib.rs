@@ -26,6 +26,7 @@ pub use dataset::{
     WriteMode,
 };
 pub use db::roles::{Privileges, Role};
+pub use db::spaces::SpaceDef;
 pub use db::views::ViewDef;
 pub use db::{Alteration, Database, DbOptions, DbStats, RecoverySummary};
 pub use error::{Error, Result};

@@ -99,15 +99,17 @@ class Database:
         self,
         name: str,
         *,
-        design: str = "dualdb",
-        delivery: bool = True,
-        partitions: int = 1,
+        design: str | None = None,
+        delivery: bool | None = None,
+        partitions: int | None = None,
         merge_policy: str | None = None,
-        grace: int = 0,
+        grace: int | None = None,
         hierarchy: str | None = None,
-        depth: int = 5,
-        fanout: int = 4,
+        depth: int | None = None,
+        fanout: int | None = None,
     ) -> PubSub: ...
+    def drop_pubsub(self, name: str) -> None: ...
+    def pubsubs(self) -> dict[str, dict[str, Any]]: ...
     def datasets(self) -> list[str]: ...
     def drop_dataset(self, name: str) -> None: ...
     def create_index(
@@ -153,6 +155,8 @@ class PubSub:
         tmin: int,
         tmax: int,
         self_join: bool = False,
+        words: str | Sequence[str] | None = None,
+        region: tuple[float, float, float, float] | None = None,
     ) -> dict[str, list[dict[str, Any]]]: ...
     def publish(
         self,
@@ -163,6 +167,7 @@ class PubSub:
         tmax: int,
         desc: str = "",
         since: int | None = None,
+        loc: tuple[float, float] | None = None,
     ) -> dict[str, list[dict[str, Any]]]: ...
     def listen(self, uid: int, *, timeout: float | None = None) -> Listener: ...
     def datasets(self) -> list[str]: ...

@@ -35,6 +35,10 @@ pub(super) struct Catalog {
     /// Absent in catalogs written before them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) sequences: Vec<(String, crate::schema::SequenceDef)>,
+    /// The spaces built of datasets by the layers above (see
+    /// [`super::spaces`]). Absent in catalogs written before them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) spaces: Vec<super::spaces::SpaceDef>,
 }
 
 impl Catalog {
@@ -54,6 +58,15 @@ impl Catalog {
             .ok_or_else(|| Error::NoSuchDataset(name.to_owned()))
     }
 
+    /// The spaces holding dataset `name` (`kind `name``, for messages).
+    pub(super) fn spaces_holding(&self, name: &str) -> Vec<String> {
+        self.spaces
+            .iter()
+            .filter(|s| s.datasets.iter().any(|d| d == name))
+            .map(|s| format!("{} space `{}`", s.kind, s.name))
+            .collect()
+    }
+
     /// Read the catalog of the database in `dir` (an empty one if the
     /// database is new).
     pub(super) fn load(dir: &Path) -> Result<Catalog> {
@@ -68,6 +81,7 @@ impl Catalog {
                 roles: Vec::new(),
                 views: Vec::new(),
                 sequences: Vec::new(),
+                spaces: Vec::new(),
             }),
             Err(e) => Err(Error::io(&cat_path, e)),
         }

@@ -14,6 +14,7 @@ mod checkpoint;
 mod recovery;
 pub mod roles;
 mod sequences;
+pub mod spaces;
 mod truncate;
 pub mod views;
 
@@ -119,6 +120,8 @@ pub struct Database {
     /// The counters of the sequences of their own (`sequences.json` in the
     /// database's directory; see [`sequences`]).
     counters: crate::dataset::sequence::Sequences,
+    /// The live instances of the spaces (see [`spaces`]), by kind and name.
+    live_spaces: Mutex<std::collections::HashMap<(String, String), spaces::LiveSpace>>,
 }
 
 impl Database {
@@ -199,6 +202,7 @@ impl Database {
             checkpointer: Mutex::new(None),
             schema_version: AtomicU64::new(0),
             counters,
+            live_spaces: Mutex::new(std::collections::HashMap::new()),
         };
         db.start_checkpointer();
         Ok(db)
@@ -329,6 +333,13 @@ impl Database {
     pub fn drop_dataset(&self, name: &str) -> Result<()> {
         self.check_open()?;
         let mut cat = self.catalog.lock();
+        let spaces = cat.spaces_holding(name);
+        if !spaces.is_empty() {
+            return Err(Error::Config(format!(
+                "cannot drop table `{name}`: it holds {}; drop that instead (DROP PUBSUB, PubSub::drop)",
+                spaces.join(", ")
+            )));
+        }
         let readers = views::dependents(&cat.views, name);
         if !readers.is_empty() {
             return Err(Error::Dependents {

@@ -59,7 +59,7 @@ pub struct Delivery {
 impl Delivery {
     fn record(&self) -> Value {
         let p = &self.publication;
-        Value::Object(vec![
+        let mut fields = vec![
             ("uid".into(), Value::Int(self.uid)),
             ("seq".into(), Value::Int(self.seq)),
             ("sid".into(), Value::Int(self.sid)),
@@ -68,7 +68,14 @@ impl Delivery {
             ("tp".into(), Value::Int(p.tp)),
             ("tmax".into(), Value::Int(p.tmax)),
             ("desc".into(), Value::String(p.desc.clone())),
-        ])
+        ];
+        if let Some((x, y)) = p.loc {
+            fields.push((
+                "loc".into(),
+                Value::Array(vec![Value::Double(x), Value::Double(y)]),
+            ));
+        }
+        Value::Object(fields)
     }
 
     fn from_record(r: &Value) -> Result<Delivery> {
@@ -91,6 +98,13 @@ impl Delivery {
                 desc: match r.get("desc") {
                     Some(Value::String(s)) => s.clone(),
                     _ => String::new(),
+                },
+                loc: match r.get("loc") {
+                    Some(Value::Array(v)) => {
+                        let [x, y] = super::model::doubles(v, "loc")?;
+                        Some((x, y))
+                    }
+                    _ => None,
                 },
             },
         })

@@ -26,7 +26,8 @@ use crate::value::{self, Value};
 pub const MAX_LEAVES: u64 = 1 << 16;
 
 /// How a hierarchical space stores its operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Granularity {
     /// Copies at every leaf: leaves are `depth` levels deep, each node has
     /// `fanout` children.

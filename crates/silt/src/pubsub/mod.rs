@@ -19,5 +19,5 @@ pub mod store;
 
 pub use delivery::{Delivery, Listener};
 pub use hierarchy::Granularity;
-pub use model::{Publication, Subscription, live_at, matches};
+pub use model::{Filter, Publication, Subscription, live_at, matches};
 pub use store::{Design, PubSub, PubSubOptions, PublishResult, SubscribeResult};

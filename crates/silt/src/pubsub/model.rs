@@ -19,12 +19,75 @@
 //! (SUBSCRIBE returns it when the publication was stored first, PUBLISH
 //! when the subscription was), even out of time order. Operations on one
 //! id are serialized so that "second" is well defined (erratum 8).
+//!
+//! **Content filters** (beyond the paper; [`Filter`]): a subscription may
+//! also ask for words (every one must be among the description's words, as
+//! the keyword index reads text: [`crate::geo::text::keyword_tokens`]) and
+//! a region (a box the publication's location must fall in, edges
+//! included; a publication without a location never passes). A filter is
+//! part of the pair's rule, so exactly-once matching holds with filters
+//! too. It is checked on the id's list, which the id and the time window
+//! already narrow to the few candidates an index probe over every id
+//! would have to be intersected with.
 
 use crate::error::{Error, Result};
+use crate::geo::text::{has_words, keyword_tokens};
 use crate::value::Value;
 
+/// What a subscription asks of a publication's content (empty: nothing).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Filter {
+    /// Words the description must all hold (any case; stored as keyword
+    /// tokens, sorted).
+    pub words: Vec<String>,
+    /// `[x0, y0, x1, y1]`: the publication's location must be inside.
+    pub region: Option<[f64; 4]>,
+}
+
+impl Filter {
+    /// Whether `p` passes.
+    pub fn admits(&self, p: &Publication) -> bool {
+        if !self.words.is_empty() && !has_words(&p.desc, &self.words, true) {
+            return false;
+        }
+        match (self.region, p.loc) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some([x0, y0, x1, y1]), Some((x, y))) => x0 <= x && x <= x1 && y0 <= y && y <= y1,
+        }
+    }
+
+    /// Whether it asks for anything.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty() && self.region.is_none()
+    }
+
+    /// The filter with its words as keyword tokens (so a word with
+    /// punctuation asks for each of its parts, as the text would be read).
+    pub fn normalized(&self) -> Filter {
+        Filter {
+            words: keyword_tokens(&self.words.join(" ")),
+            region: self.region,
+        }
+    }
+
+    fn check(&self, sid: i64) -> Result<()> {
+        if let Some(r @ [x0, y0, x1, y1]) = self.region
+            && (r.iter().any(|v| !v.is_finite()) || x0 > x1 || y0 > y1)
+        {
+            return Err(Error::invalid(
+                Some("region"),
+                format!(
+                    "subscription {sid}: region [{x0}, {y0}, {x1}, {y1}] is not a box (finite, x0 <= x1, y0 <= y1)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A subscription.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Subscription {
     /// The topic or cell (a key value: integer, string, ...).
     pub id: Value,
@@ -38,10 +101,12 @@ pub struct Subscription {
     /// expires at `tmax`.
     pub tmin: i64,
     pub tmax: i64,
+    /// What it asks of a publication's content.
+    pub filter: Filter,
 }
 
 /// A publication.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Publication {
     pub id: Value,
     /// The publication's own id (unique per pub/sub space).
@@ -51,11 +116,14 @@ pub struct Publication {
     /// When it expires.
     pub tmax: i64,
     pub desc: String,
+    /// Where it happened (`x`, `y`: longitude and latitude, or any plane),
+    /// for subscriptions with a region.
+    pub loc: Option<(f64, f64)>,
 }
 
 /// Whether `s` and `p` (on the same id) match: see the module docs.
 pub fn matches(s: &Subscription, p: &Publication) -> bool {
-    s.tmin <= p.tp && p.tp < s.tmax && (p.tp >= s.ts || s.ts < p.tmax)
+    s.tmin <= p.tp && p.tp < s.tmax && (p.tp >= s.ts || s.ts < p.tmax) && s.filter.admits(p)
 }
 
 /// Whether `s` is live at `t`: made by then and not expired.
@@ -90,7 +158,7 @@ impl Subscription {
                 ),
             ));
         }
-        Ok(())
+        self.filter.check(self.sid)
     }
 
     /// The stored record: its list time `t` is when it was made (list
@@ -98,7 +166,7 @@ impl Subscription {
     /// a subscription list is read whole, as Algorithm 2 does, filtered by
     /// expiry).
     pub(super) fn record(&self) -> Value {
-        Value::Object(vec![
+        let mut fields = vec![
             ("kind".into(), Value::String(SUB.into())),
             ("iid".into(), Value::Int(self.sid)),
             ("id".into(), self.id.clone()),
@@ -107,10 +175,33 @@ impl Subscription {
             ("tmin".into(), Value::Int(self.tmin)),
             ("ts".into(), Value::Int(self.ts)),
             ("uid".into(), Value::Int(self.uid)),
-        ])
+        ];
+        if !self.filter.words.is_empty() {
+            let words = self.filter.words.iter().cloned().map(Value::String);
+            fields.push(("words".into(), Value::Array(words.collect())));
+        }
+        if let Some(r) = self.filter.region {
+            let r = r.iter().map(|v| Value::Double(*v));
+            fields.push(("region".into(), Value::Array(r.collect())));
+        }
+        Value::Object(fields)
     }
 
     pub(super) fn from_record(r: &Value) -> Result<Subscription> {
+        let words = match r.get("words") {
+            Some(Value::Array(w)) => w
+                .iter()
+                .map(|w| match w {
+                    Value::String(s) => Ok(s.clone()),
+                    _ => Err(bad_field("words")),
+                })
+                .collect::<Result<_>>()?,
+            _ => Vec::new(),
+        };
+        let region = match r.get("region") {
+            Some(Value::Array(v)) => Some(doubles(v, "region")?),
+            _ => None,
+        };
         Ok(Subscription {
             id: r.get("id").cloned().unwrap_or(Value::Null),
             sid: int(r, "iid")?,
@@ -118,6 +209,7 @@ impl Subscription {
             ts: int(r, "ts")?,
             tmin: int(r, "tmin")?,
             tmax: int(r, "tmax")?,
+            filter: Filter { words, region },
         })
     }
 }
@@ -135,19 +227,37 @@ impl Publication {
                 ),
             ));
         }
+        if let Some((x, y)) = self.loc
+            && !(x.is_finite() && y.is_finite())
+        {
+            return Err(Error::invalid(
+                Some("loc"),
+                format!(
+                    "publication {}: location ({x}, {y}) is not finite",
+                    self.pid
+                ),
+            ));
+        }
         Ok(())
     }
 
     /// The stored record: its list time `t` is its publication time.
     pub(super) fn record(&self) -> Value {
-        Value::Object(vec![
+        let mut fields = vec![
             ("kind".into(), Value::String(PUB.into())),
             ("iid".into(), Value::Int(self.pid)),
             ("id".into(), self.id.clone()),
             ("t".into(), Value::Int(self.tp)),
             ("tmax".into(), Value::Int(self.tmax)),
             ("desc".into(), Value::String(self.desc.clone())),
-        ])
+        ];
+        if let Some((x, y)) = self.loc {
+            fields.push((
+                "loc".into(),
+                Value::Array(vec![Value::Double(x), Value::Double(y)]),
+            ));
+        }
+        Value::Object(fields)
     }
 
     pub(super) fn from_record(r: &Value) -> Result<Publication> {
@@ -160,8 +270,34 @@ impl Publication {
                 Some(Value::String(s)) => s.clone(),
                 _ => String::new(),
             },
+            loc: match r.get("loc") {
+                Some(Value::Array(v)) => {
+                    let [x, y] = doubles(v, "loc")?;
+                    Some((x, y))
+                }
+                _ => None,
+            },
         })
     }
+}
+
+fn bad_field(f: &str) -> Error {
+    Error::corrupt("<pub/sub record>", format!("field `{f}` is malformed"))
+}
+
+/// `N` doubles from a stored array.
+pub(super) fn doubles<const N: usize>(v: &[Value], f: &str) -> Result<[f64; N]> {
+    let mut out = [0.0; N];
+    if v.len() != N {
+        return Err(bad_field(f));
+    }
+    for (o, x) in out.iter_mut().zip(v) {
+        *o = match x {
+            Value::Double(d) => *d,
+            _ => return Err(bad_field(f)),
+        };
+    }
+    Ok(out)
 }
 
 /// An id must be a key value.
@@ -192,6 +328,7 @@ mod tests {
             ts,
             tmin,
             tmax,
+            ..Default::default()
         }
     }
 
@@ -202,6 +339,7 @@ mod tests {
             tp,
             tmax,
             desc: String::new(),
+            ..Default::default()
         }
     }
 
@@ -232,5 +370,47 @@ mod tests {
         let mut bad = publ(1, 2);
         bad.id = Value::Array(vec![]);
         assert!(bad.check().is_err());
+    }
+
+    #[test]
+    fn content_filters_admit_by_words_and_region() {
+        let f = Filter {
+            words: vec!["Road".into(), "closed,".into()],
+            region: None,
+        }
+        .normalized();
+        assert_eq!(f.words, ["closed", "road"]);
+        let mut p = publ(1, 2);
+        p.desc = "ROAD closed: detour".into();
+        assert!(f.admits(&p));
+        p.desc = "road open".into();
+        assert!(!f.admits(&p));
+        let boxed = Filter {
+            words: vec![],
+            region: Some([0.0, 0.0, 1.0, 1.0]),
+        };
+        assert!(!boxed.admits(&p), "no location, no region match");
+        p.loc = Some((1.0, 0.0));
+        assert!(boxed.admits(&p), "edges included");
+        p.loc = Some((1.5, 0.0));
+        assert!(!boxed.admits(&p));
+        // A filter is part of the pair's rule.
+        let mut s = sub(100, 90, 110);
+        s.filter = boxed.clone();
+        p.tp = 95;
+        p.tmax = 200;
+        assert!(!matches(&s, &p));
+        p.loc = Some((0.5, 0.5));
+        assert!(matches(&s, &p));
+        // Stored and read back whole.
+        assert_eq!(Subscription::from_record(&s.record()).unwrap(), s);
+        assert_eq!(Publication::from_record(&p.record()).unwrap(), p);
+        // Bad regions and locations are refused.
+        for r in [[0.0, 0.0, f64::NAN, 1.0], [2.0, 0.0, 1.0, 1.0]] {
+            s.filter.region = Some(r);
+            assert!(s.check().is_err(), "{r:?}");
+        }
+        p.loc = Some((f64::INFINITY, 0.0));
+        assert!(p.check().is_err());
     }
 }

@@ -26,6 +26,7 @@ use super::hierarchy::{Granularity, ancestors, related, subtree_prefix};
 use super::model::{PUB, Publication, SUB, Subscription, live_at, matches};
 use crate::dataset::{BatchOptions, Dataset, ListItem, ListRead, WriteMode};
 use crate::db::Database;
+use crate::db::spaces::SpaceDef;
 use crate::error::{Error, Result};
 use crate::index::valuelist::in_window;
 use crate::index::{IndexDef, IndexKind, IndexOptions};
@@ -33,11 +34,14 @@ use crate::lsm::policy::MergePolicy;
 use crate::schema::DatasetDef;
 use crate::value::{self, FieldType, Value};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Which storage design a pub/sub space uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Design {
     /// Publications only; subscriptions poll.
     RepQueries,
@@ -58,15 +62,27 @@ impl Design {
             ))),
         }
     }
+
+    /// The name [`Design::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Design::RepQueries => "repqueries",
+            Design::TwoDb => "twodb",
+            Design::DualDb => "dualdb",
+        }
+    }
 }
 
-/// How a pub/sub space is created.
-#[derive(Clone, Debug)]
+/// How a pub/sub space is created (kept in the catalog as JSON of this
+/// shape, `docs/format/catalog.md`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PubSubOptions {
     pub design: Design,
     /// Storage partitions of each dataset.
     pub partitions: u32,
     /// Memory budget of each dataset, bytes.
+    #[serde(default)]
     pub memory_budget: Option<u64>,
     /// Merge policy of the lists.
     pub policy: MergePolicy,
@@ -74,6 +90,7 @@ pub struct PubSubOptions {
     /// merge drops it (operations stamped that late still see it).
     pub grace: i64,
     /// Hierarchical ids (paths in a tree) and how they are stored.
+    #[serde(default)]
     pub hierarchy: Option<Granularity>,
     /// Live delivery (`super::delivery`): every match is also appended to
     /// its subscriber's queue, in the operation's transaction, for
@@ -122,7 +139,8 @@ const STRIPES: usize = 1024;
 
 /// A pub/sub space.
 pub struct PubSub {
-    design: Design,
+    name: String,
+    opts: PubSubOptions,
     hierarchy: Option<Granularity>,
     /// TwoDB: the subscriptions; DualDB: everything; RepQueries: none.
     subs: Option<Arc<Dataset>>,
@@ -136,6 +154,8 @@ pub struct PubSub {
     root: RwLock<()>,
     /// Live delivery's queues and cursors.
     deliveries: Option<Arc<Deliveries>>,
+    /// Set by [`PubSub::drop_space`]: every operation fails from then on.
+    dropped: AtomicBool,
 }
 
 /// The locks an operation holds (released when dropped).
@@ -156,11 +176,69 @@ struct Want {
 }
 
 impl PubSub {
-    /// Open pub/sub space `name`, creating its datasets if they do not
-    /// exist (an existing dataset must have the layout the design needs).
-    pub fn open(db: &Database, name: &str, opts: &PubSubOptions) -> Result<PubSub> {
+    /// Open pub/sub space `name`: the one the catalog has, which must have
+    /// been created with `opts`, or a new one with `opts` (its datasets
+    /// made, or taken over when they exist with the layout the design
+    /// needs). Every call in a process returns the same space.
+    pub fn open(db: &Database, name: &str, opts: &PubSubOptions) -> Result<Arc<PubSub>> {
+        let ps = live(db, name, Some(opts))?;
+        if ps.options() != opts {
+            return Err(Error::Config(format!(
+                "pub/sub space `{name}` exists with other options ({}); open it as it is (PubSub::get; Python: db.pubsub(name) with no options) or drop it first",
+                ps.describe()
+            )));
+        }
+        Ok(ps)
+    }
+
+    /// Open the existing pub/sub space `name` with the options it was
+    /// created with.
+    pub fn get(db: &Database, name: &str) -> Result<Arc<PubSub>> {
+        live(db, name, None)
+    }
+
+    /// Whether `db` has a pub/sub space named `name`.
+    pub fn exists(db: &Database, name: &str) -> bool {
+        db.space(SPACE_KIND, name).is_some()
+    }
+
+    /// The pub/sub spaces of `db`, with their options, in the order they
+    /// were created.
+    pub fn list(db: &Database) -> Result<Vec<(String, PubSubOptions)>> {
+        db.spaces(SPACE_KIND)
+            .into_iter()
+            .map(|d| Ok((d.name.clone(), options_of(&d)?)))
+            .collect()
+    }
+
+    /// Drop pub/sub space `name` and its datasets (everything stored in
+    /// it, queued deliveries and cursors included). Handles still open on
+    /// it fail from then on.
+    pub fn drop_space(db: &Database, name: &str) -> Result<()> {
+        if let Some(any) = db.live_space_if_made(SPACE_KIND, name)
+            && let Ok(ps) = any.downcast::<PubSub>()
+        {
+            ps.dropped.store(true, Ordering::SeqCst);
+        }
+        let def = db.remove_space(SPACE_KIND, name)?;
+        for d in &def.datasets {
+            match db.drop_dataset(d) {
+                Ok(()) | Err(Error::NoSuchDataset(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Make the space (its datasets, if need be).
+    fn build(db: &Database, name: &str, opts: &PubSubOptions) -> Result<PubSub> {
         if let Some(g) = opts.hierarchy {
             g.check()?;
+        }
+        if opts.delivery && opts.design == Design::RepQueries {
+            return Err(Error::Config(
+                "live delivery needs stored subscriptions: use design twodb or dualdb (RepQueries subscribers poll)".into(),
+            ));
         }
         let (subs, pubs) = match opts.design {
             Design::DualDb => {
@@ -173,29 +251,52 @@ impl PubSub {
             ),
             Design::RepQueries => (None, ensure(db, &format!("{name}_pubs"), &["id"], opts)?),
         };
-        let deliveries = match (opts.delivery, opts.design) {
-            (false, _) => None,
-            (true, Design::RepQueries) => {
-                return Err(Error::Config(
-                    "live delivery needs stored subscriptions: use design twodb or dualdb (RepQueries subscribers poll)".into(),
-                ));
-            }
-            (true, _) => Some(Arc::new(Deliveries::open(db, name, opts.partitions)?)),
+        let deliveries = match opts.delivery {
+            false => None,
+            true => Some(Arc::new(Deliveries::open(db, name, opts.partitions)?)),
         };
         Ok(PubSub {
-            design: opts.design,
+            name: name.to_owned(),
+            opts: opts.clone(),
             hierarchy: opts.hierarchy,
             subs,
             pubs,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             root: RwLock::new(()),
             deliveries,
+            dropped: AtomicBool::new(false),
         })
+    }
+
+    fn check_live(&self) -> Result<()> {
+        if self.dropped.load(Ordering::SeqCst) {
+            return Err(Error::Config(format!(
+                "pub/sub space `{}` was dropped",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The space's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The options it was created with.
+    pub fn options(&self) -> &PubSubOptions {
+        &self.opts
+    }
+
+    /// Its options in words, for messages and listings.
+    pub fn describe(&self) -> String {
+        describe(&self.opts)
     }
 
     /// Subscriber `uid`'s live feed, resuming after its acknowledged
     /// cursor (see `super::delivery`).
     pub fn listen(&self, uid: i64) -> Result<Listener> {
+        self.check_live()?;
         match &self.deliveries {
             Some(d) => Listener::new(d.clone(), uid),
             None => Err(Error::Config(
@@ -206,7 +307,7 @@ impl PubSub {
     }
 
     pub fn design(&self) -> Design {
-        self.design
+        self.opts.design
     }
 
     /// The datasets holding the space (one for DualDB and RepQueries).
@@ -224,6 +325,7 @@ impl PubSub {
     }
 
     fn lock(&self, id: &Value) -> Result<Held<'_>> {
+        self.check_live()?;
         let (key, shared) = match self.hierarchy {
             Some(h) => match h.path(id)?.first() {
                 None => {
@@ -295,6 +397,16 @@ impl PubSub {
     /// subscriptions on its id live when it was made.
     pub fn subscribe(&self, s: &Subscription, self_join: bool) -> Result<SubscribeResult> {
         s.check()?;
+        let normalized;
+        let s = if s.filter.words.is_empty() {
+            s
+        } else {
+            normalized = Subscription {
+                filter: s.filter.normalized(),
+                ..s.clone()
+            };
+            &normalized
+        };
         if self_join && self.subs.is_none() {
             return Err(Error::invalid(
                 None,
@@ -408,6 +520,7 @@ impl PubSub {
     /// `(after, now]` within the subscription's window and valid at `now`.
     pub fn poll(&self, s: &Subscription, after: i64, now: i64) -> Result<Vec<Publication>> {
         s.check()?;
+        self.check_live()?;
         let read = ListRead {
             lo: after.saturating_add(1).max(s.tmin),
             hi: now.min(s.tmax - 1),
@@ -417,10 +530,11 @@ impl PubSub {
             return Ok(Vec::new());
         }
         let [pubs, _] = self.gather(&s.id, &[Want { kind: PUB, read }])?;
+        let filter = s.filter.normalized();
         let mut out = Vec::new();
         for it in pubs {
             let p = Publication::from_record(&it.record)?;
-            if self.related(&s.id, &p.id) {
+            if self.related(&s.id, &p.id) && filter.admits(&p) {
                 out.push(p);
             }
         }
@@ -446,7 +560,7 @@ impl PubSub {
 
     /// The list key of `id` and `kind` in this design.
     fn key(&self, id: &Value, kind: &str) -> Vec<Value> {
-        match self.design {
+        match self.opts.design {
             Design::DualDb => vec![id.clone(), Value::String(kind.into())],
             _ => vec![id.clone()],
         }
@@ -492,7 +606,7 @@ impl PubSub {
     }
 
     fn read_point(&self, node: &Value, wants: &[Want], out: &mut [Vec<ListItem>; 2]) -> Result<()> {
-        if self.design == Design::DualDb && wants.len() == 2 {
+        if self.opts.design == Design::DualDb && wants.len() == 2 {
             let both: Vec<(Vec<Value>, ListRead)> = wants
                 .iter()
                 .map(|w| (self.key(node, w.kind), w.read.clone()))
@@ -516,7 +630,7 @@ impl PubSub {
     /// Variable granularity: every list under the subtree prefix `raw`;
     /// DualDB reads both kinds in the one range.
     fn read_subtree(&self, raw: &[u8], wants: &[Want], out: &mut [Vec<ListItem>; 2]) -> Result<()> {
-        if self.design == Design::DualDb {
+        if self.opts.design == Design::DualDb {
             let union = ListRead {
                 lo: wants.iter().map(|w| w.read.lo).min().unwrap_or(i64::MIN),
                 hi: wants.iter().map(|w| w.read.hi).max().unwrap_or(i64::MAX),
@@ -563,6 +677,78 @@ fn iid_of(r: &Value) -> (Option<Value>, Option<Value>) {
 
 /// Open dataset `name` with a valuelist index on `key`, creating it if
 /// needed.
+/// The kind of space the catalog records for pub/sub (see
+/// `crate::db::spaces`).
+pub const SPACE_KIND: &str = "pubsub";
+
+/// The live space `name`: already open, or opened from the catalog, or
+/// (with `create`) made with those options and recorded.
+fn live(db: &Database, name: &str, create: Option<&PubSubOptions>) -> Result<Arc<PubSub>> {
+    let any = db.live_space(SPACE_KIND, name, || {
+        let ps = match (db.space(SPACE_KIND, name), create) {
+            (Some(def), _) => PubSub::build(db, name, &options_of(&def)?)?,
+            (None, None) => {
+                return Err(Error::Config(format!(
+                    "no pub/sub space named `{name}`: create it with options first (PubSub::open; SQL: CREATE PUBSUB {name})"
+                )));
+            }
+            (None, Some(opts)) => {
+                let ps = PubSub::build(db, name, opts)?;
+                let options = serde_json::to_value(opts)
+                    .map_err(|e| Error::Config(format!("pub/sub options of `{name}`: {e}")))?;
+                db.create_space(SpaceDef {
+                    kind: SPACE_KIND.to_owned(),
+                    name: name.to_owned(),
+                    datasets: ps.datasets().iter().map(|d| d.name().to_owned()).collect(),
+                    options,
+                })?;
+                ps
+            }
+        };
+        Ok(Arc::new(ps))
+    })?;
+    any.downcast::<PubSub>()
+        .map_err(|_| Error::Config(format!("space `{name}` is not a pub/sub space")))
+}
+
+/// The options the catalog holds for a space.
+fn options_of(def: &SpaceDef) -> Result<PubSubOptions> {
+    serde_json::from_value(def.options.clone()).map_err(|e| {
+        Error::Config(format!(
+            "pub/sub space `{}`: unreadable options in the catalog ({e})",
+            def.name
+        ))
+    })
+}
+
+/// Options in words.
+pub fn describe(o: &PubSubOptions) -> String {
+    let mut s = format!(
+        "design {}, {} partition{}, delivery {}",
+        o.design.name(),
+        o.partitions,
+        if o.partitions == 1 { "" } else { "s" },
+        if o.delivery { "on" } else { "off" }
+    );
+    if o.grace != 0 {
+        s.push_str(&format!(", grace {}", o.grace));
+    }
+    if let Some(b) = o.memory_budget {
+        s.push_str(&format!(", memory {b} bytes"));
+    }
+    match o.hierarchy {
+        Some(Granularity::Fixed { depth, fanout }) => {
+            s.push_str(&format!(", fixed hierarchy depth {depth} fanout {fanout}"))
+        }
+        Some(Granularity::Variable { depth, fanout }) => s.push_str(&format!(
+            ", variable hierarchy depth {depth} fanout {fanout}"
+        )),
+        None => {}
+    }
+    s.push_str(&format!(", merge policy {}", o.policy));
+    s
+}
+
 fn ensure(db: &Database, name: &str, key: &[&str], opts: &PubSubOptions) -> Result<Arc<Dataset>> {
     let want = IndexDef {
         name: LIST_INDEX.into(),

@@ -59,9 +59,10 @@ use geometry::canonical_bits;
 pub const MAX_DEPTH: usize = 64;
 
 /// A record or field value.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub enum Value {
     /// Absent / JSON `null`.
+    #[default]
     Null,
     /// A boolean.
     Bool(bool),

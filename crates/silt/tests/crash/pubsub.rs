@@ -57,7 +57,7 @@ fn pubsub_crash_child() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     let db = super::open_retrying(Path::new(&dir), opts());
-    let ps = Arc::new(PubSub::open(&db, "ps", &space()).expect("open space"));
+    let ps = PubSub::open(&db, "ps", &space()).expect("open space");
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let say = {
         let out = out.clone();
@@ -118,6 +118,7 @@ fn pubsub_crash_child() {
                         ts: now,
                         tmin: now - 40,
                         tmax: now + 40,
+                        ..Default::default()
                     };
                     ps.subscribe(&s, false).map(|_| format!("ACK S {iid}"))
                 } else {
@@ -127,6 +128,7 @@ fn pubsub_crash_child() {
                         tp: now,
                         tmax: now + 30,
                         desc: format!("p{iid}"),
+                        ..Default::default()
                     };
                     ps.publish(&p, None).map(|_| format!("ACK P {iid}"))
                 };
@@ -167,6 +169,7 @@ fn stored(db: &Database) -> (Vec<Subscription>, Vec<Publication>) {
                 ts: int(&r, "ts"),
                 tmin: int(&r, "tmin"),
                 tmax: int(&r, "tmax"),
+                ..Default::default()
             });
         } else {
             pubs.push(Publication {
@@ -175,6 +178,7 @@ fn stored(db: &Database) -> (Vec<Subscription>, Vec<Publication>) {
                 tp: int(&r, "t"),
                 tmax: int(&r, "tmax"),
                 desc: String::new(),
+                ..Default::default()
             });
         }
     }

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use silt::lsm::policy::MergePolicy;
 use silt::pubsub::hierarchy::related;
 use silt::pubsub::{
-    Design, Granularity, PubSub, PubSubOptions, Publication, Subscription, live_at, matches,
+    Design, Filter, Granularity, PubSub, PubSubOptions, Publication, Subscription, live_at,
 };
 use silt::txn::FaultInjector;
 use silt::{Database, Value};
@@ -94,6 +94,54 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The content filter of subscription `n`: none, words, a region, or
+/// both (words as a user types them).
+fn filter_of(n: i64) -> Filter {
+    let region = Some([0.0, 0.0, 5.0, 5.0]);
+    match n % 6 {
+        0 => Filter {
+            words: vec!["Red".into()],
+            region: None,
+        },
+        1 => Filter {
+            words: vec![],
+            region,
+        },
+        2 => Filter {
+            words: vec!["red".into(), "SUN".into()],
+            region,
+        },
+        _ => Filter::default(),
+    }
+}
+
+/// The match rule written again from its description (seed 001 §4.3 with
+/// the errata; content filters): the model does not use the library's.
+fn model_match(s: &Subscription, p: &Publication) -> bool {
+    let time = s.tmin <= p.tp && p.tp < s.tmax && (p.tp >= s.ts || s.ts < p.tmax);
+    let words: Vec<String> = p
+        .desc
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .collect();
+    let has_words = s
+        .filter
+        .words
+        .iter()
+        .all(|w| words.contains(&w.to_lowercase()));
+    let in_region = match (s.filter.region, p.loc) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some([x0, y0, x1, y1]), Some((x, y))) => x >= x0 && x <= x1 && y >= y0 && y <= y1,
+    };
+    time && has_words && in_region
+}
+
+/// A publication but its id (fixed granularity stores a copy per leaf).
+fn content(p: &Publication) -> (i64, i64, i64, String, Option<(f64, f64)>) {
+    (p.pid, p.tp, p.tmax, p.desc.clone(), p.loc)
+}
+
 #[derive(Default)]
 struct Model {
     subs: Vec<Subscription>,
@@ -146,6 +194,7 @@ fn run(
                     ts,
                     tmin: ts - before,
                     tmax: ts + after,
+                    filter: filter_of(next_id),
                 };
                 next_id += 1;
                 let sj = *self_join && design != Design::RepQueries;
@@ -153,7 +202,7 @@ fn run(
                 let want: Vec<Publication> = m
                     .pubs
                     .iter()
-                    .filter(|p| rel(&p.id, &s.id) && matches(&s, p))
+                    .filter(|p| rel(&p.id, &s.id) && model_match(&s, p))
                     .cloned()
                     .collect();
                 prop_assert_eq!(pids(&got.publications), pids(&want), "subscribe {:?}", s);
@@ -178,7 +227,17 @@ fn run(
                     pid: next_id,
                     tp,
                     tmax: tp + life,
-                    desc: format!("p{next_id}"),
+                    desc: format!(
+                        "p{next_id} {}",
+                        ["red sun", "Red", "blue", "SUN, red!"][(next_id % 4) as usize]
+                    ),
+                    loc: [
+                        None,
+                        Some((1.0, 1.0)),
+                        Some((7.0, 7.0)),
+                        Some((5.0, 0.0)),
+                        Some((2.0, 3.0)),
+                    ][(next_id % 5) as usize],
                 };
                 next_id += 1;
                 let since = since.map(|s| tp - s);
@@ -186,7 +245,7 @@ fn run(
                 let want: Vec<Subscription> = m
                     .subs
                     .iter()
-                    .filter(|s| rel(&s.id, &p.id) && matches(s, &p))
+                    .filter(|s| rel(&s.id, &p.id) && model_match(s, &p))
                     .cloned()
                     .collect();
                 prop_assert_eq!(sids(&got.subscribers), sids(&want), "publish {:?}", p);
@@ -202,7 +261,8 @@ fn run(
                     prop_assert_eq!(pids(&got.publications), pids(&want), "self-join {:?}", p);
                     // Records come back whole.
                     for o in &got.publications {
-                        prop_assert_eq!(&o.desc, &format!("p{}", o.pid));
+                        let stored = m.pubs.iter().find(|x| x.pid == o.pid);
+                        prop_assert_eq!(Some(content(o)), stored.map(content));
                     }
                 }
                 m.pubs.push(p);
@@ -237,6 +297,7 @@ fn run(
                 ts: now - 20,
                 tmin: now - 40,
                 tmax: now + 1,
+                ..Default::default()
             };
             let got = ps.poll(&s, now - 10, now).unwrap();
             let want: Vec<Publication> = m
@@ -264,16 +325,16 @@ fn run(
 fn check_deliveries(
     m: &Model,
     db: Database,
-    ps: PubSub,
+    ps: Arc<PubSub>,
     dir: &Path,
     so: &PubSubOptions,
     fault: &mut Arc<FaultInjector>,
-) -> Result<(Database, PubSub), TestCaseError> {
+) -> Result<(Database, Arc<PubSub>), TestCaseError> {
     let uids: BTreeSet<i64> = m.subs.iter().map(|s| s.uid).collect();
     let mut want: HashMap<i64, BTreeSet<(i64, i64)>> = HashMap::new();
     for s in &m.subs {
         for p in &m.pubs {
-            if rel(&s.id, &p.id) && matches(s, p) {
+            if rel(&s.id, &p.id) && model_match(s, p) {
                 want.entry(s.uid).or_default().insert((s.sid, p.pid));
             }
         }
@@ -288,7 +349,9 @@ fn check_deliveries(
         while let Some(d) = l.try_next().unwrap() {
             prop_assert!(d.seq > last, "uid {}: seq {} after {}", uid, d.seq, last);
             prop_assert_eq!(d.uid, uid);
-            prop_assert_eq!(&d.publication.desc, &format!("p{}", d.publication.pid));
+            // The publication comes whole (its description and location).
+            let stored = m.pubs.iter().find(|x| x.pid == d.publication.pid);
+            prop_assert_eq!(Some(content(&d.publication)), stored.map(content));
             last = d.seq;
             got.push((d.sid, d.publication.pid, d.seq));
         }
@@ -384,7 +447,7 @@ fn simultaneous_subscribe_and_publish_match_exactly_once() {
             hierarchy,
             ..space_opts(design, "tiered(3)")
         };
-        let ps = Arc::new(PubSub::open(&db, "ps", &so).unwrap());
+        let ps = PubSub::open(&db, "ps", &so).unwrap();
         let hier = hierarchy.is_some();
         let threads = 4;
         let per = 300;
@@ -438,6 +501,7 @@ fn simultaneous_subscribe_and_publish_match_exactly_once() {
                                 ts: time,
                                 tmin: time - 50,
                                 tmax: time + 50,
+                                ..Default::default()
                             };
                             let r = ps.subscribe(&s, false).unwrap();
                             seen.extend(r.publications.iter().map(|p| (s.sid, p.pid)));
@@ -449,6 +513,7 @@ fn simultaneous_subscribe_and_publish_match_exactly_once() {
                                 tp: time,
                                 tmax: time + 30,
                                 desc: String::new(),
+                                ..Default::default()
                             };
                             let r = ps.publish(&p, None).unwrap();
                             seen.extend(r.subscribers.iter().map(|s| (s.sid, p.pid)));
@@ -493,7 +558,7 @@ fn simultaneous_subscribe_and_publish_match_exactly_once() {
         let mut want = 0;
         for s in &subs {
             for p in &pubs {
-                if rel(&s.id, &p.id) && matches(s, p) {
+                if rel(&s.id, &p.id) && model_match(s, p) {
                     want += 1;
                     assert_eq!(
                         seen.get(&(s.sid, p.pid)),
@@ -518,4 +583,81 @@ fn simultaneous_subscribe_and_publish_match_exactly_once() {
         drop(ps);
         db.close().unwrap();
     }
+}
+
+/// A space is kept in the catalog: reopened by name with its options,
+/// shared by every handle of a process (one set of locks and one delivery
+/// watermark), refused with other options, and dropped whole.
+#[test]
+fn spaces_are_kept_shared_and_dropped_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = PubSubOptions {
+        hierarchy: Some(Granularity::Variable {
+            depth: 3,
+            fanout: 4,
+        }),
+        ..space_opts(Design::TwoDb, "tiered(3)")
+    };
+    let fault = Arc::new(FaultInjector::new());
+    let db = Database::open(dir.path(), opts(&fault)).unwrap();
+    let err = PubSub::get(&db, "ps").err().unwrap().to_string();
+    assert!(err.contains("no pub/sub space named `ps`"), "{err}");
+    let a = PubSub::open(&db, "ps", &so).unwrap();
+    let b = PubSub::get(&db, "ps").unwrap();
+    assert!(Arc::ptr_eq(&a, &b), "two handles, two spaces");
+    let other = PubSubOptions {
+        design: Design::DualDb,
+        ..so.clone()
+    };
+    let err = PubSub::open(&db, "ps", &other).err().unwrap().to_string();
+    assert!(
+        err.contains("exists with other options (design twodb"),
+        "{err}"
+    );
+    let sub = Subscription {
+        id: Value::Binary(vec![1]),
+        sid: 1,
+        uid: 9,
+        ts: 10,
+        tmin: 0,
+        tmax: 100,
+        ..Default::default()
+    };
+    a.subscribe(&sub, false).unwrap();
+    let err = db.drop_dataset("ps_subs").unwrap_err().to_string();
+    assert!(err.contains("pubsub space `ps`"), "{err}");
+    drop((a, b));
+    let db = reopen(db, dir.path(), &fault);
+    assert_eq!(
+        PubSub::list(&db).unwrap(),
+        vec![("ps".to_owned(), so.clone())]
+    );
+    let ps = PubSub::get(&db, "ps").unwrap();
+    assert_eq!(ps.options(), &so);
+    let p = Publication {
+        id: Value::Binary(vec![1, 2]),
+        pid: 1,
+        tp: 20,
+        tmax: 50,
+        desc: "under the subscriber's node".into(),
+        ..Default::default()
+    };
+    let r = ps.publish(&p, None).unwrap();
+    assert_eq!(sids(&r.subscribers), BTreeSet::from([1]));
+    let mut l = ps.listen(9).unwrap();
+    assert_eq!(l.try_next().unwrap().map(|d| d.publication.pid), Some(1));
+    PubSub::drop_space(&db, "ps").unwrap();
+    let err = ps.publish(&p, None).unwrap_err().to_string();
+    assert!(err.contains("was dropped"), "{err}");
+    assert!(db.dataset_names().iter().all(|n| !n.starts_with("ps")));
+    assert!(PubSub::list(&db).unwrap().is_empty());
+    // The name is free again, for any design.
+    let fresh = PubSub::open(&db, "ps", &other).unwrap();
+    assert!(
+        fresh
+            .subscribe(&sub, false)
+            .unwrap()
+            .publications
+            .is_empty()
+    );
 }
