@@ -9,11 +9,10 @@
 
 use silt::{Database, DatasetDef, DbOptions, Durability, FieldDefault, FieldType, Value};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::ops::Bound;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn opts() -> DbOptions {
     DbOptions {
@@ -67,6 +66,7 @@ fn seq_crash_child() {
                         Ok(()) => say(format!("ACK {tag}")),
                         Err(e) => {
                             say(format!("FAIL {tag} {e}"));
+                            eprintln!("FAIL {tag} {e}");
                             std::process::exit(3);
                         }
                     }
@@ -86,45 +86,24 @@ fn sequence_crash_torture() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let db_dir = dir.path().join("db");
-    let exe = std::env::current_exe().expect("test binary path");
     let mut acked: BTreeSet<String> = BTreeSet::new();
     let mut rng = 0x5EED_u64;
     for cycle in 0..20 {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "sequence::seq_crash_child",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env("SILT_SEQ_CRASH_CHILD", &db_dir)
-            .env("SILT_CRASH_SEED", cycle.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn writer");
-        let stdout = child.stdout.take().expect("child stdout");
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<_>>()
-        });
-        let kill_after = Duration::from_millis(40 + rng % 200);
-        let start = Instant::now();
-        while start.elapsed() < kill_after {
-            if let Ok(Some(_)) = child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        child.kill().expect("SIGKILL the writer");
-        let _ = child.wait();
-        for l in reader.join().expect("reader") {
+        // The writer never stops on its own: an early exit is a failure,
+        // reported with its stderr.
+        let lines = super::run_and_kill(
+            "sequence::seq_crash_child",
+            &[
+                ("SILT_SEQ_CRASH_CHILD", db_dir.display().to_string()),
+                ("SILT_CRASH_SEED", cycle.to_string()),
+            ],
+            &dir.path().join("writer.stderr"),
+            Duration::from_millis(40 + rng % 200),
+        );
+        for l in lines {
             if let Some(i) = l.find("FAIL ") {
                 panic!("cycle {cycle}: the writer failed: {}", &l[i..]);
             }
