@@ -141,7 +141,6 @@ const STRIPES: usize = 1024;
 pub struct PubSub {
     name: String,
     opts: PubSubOptions,
-    hierarchy: Option<Granularity>,
     /// TwoDB: the subscriptions; DualDB: everything; RepQueries: none.
     subs: Option<Arc<Dataset>>,
     /// The publications (DualDB: the same dataset as `subs`).
@@ -258,7 +257,6 @@ impl PubSub {
         Ok(PubSub {
             name: name.to_owned(),
             opts: opts.clone(),
-            hierarchy: opts.hierarchy,
             subs,
             pubs,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
@@ -326,7 +324,7 @@ impl PubSub {
 
     fn lock(&self, id: &Value) -> Result<Held<'_>> {
         self.check_live()?;
-        let (key, shared) = match self.hierarchy {
+        let (key, shared) = match self.opts.hierarchy {
             Some(h) => match h.path(id)?.first() {
                 None => {
                     return Ok(Held::Root {
@@ -349,7 +347,7 @@ impl PubSub {
     /// The records an operation on `id` stores: `record`, or with fixed
     /// granularity a copy at each leaf under the id.
     fn copies(&self, id: &Value, record: Value) -> Result<Vec<Value>> {
-        Ok(match self.hierarchy {
+        Ok(match self.opts.hierarchy {
             Some(g @ Granularity::Fixed { .. }) => g
                 .leaves(g.path(id)?)
                 .into_iter()
@@ -543,7 +541,7 @@ impl PubSub {
 
     /// Whether two ids can match: equal, or related in a hierarchy.
     fn related(&self, a: &Value, b: &Value) -> bool {
-        match (self.hierarchy, a, b) {
+        match (self.opts.hierarchy, a, b) {
             (Some(_), Value::Binary(x), Value::Binary(y)) => related(x, y),
             _ => a == b,
         }
@@ -573,7 +571,7 @@ impl PubSub {
     /// and its ancestors. DualDB reads the kinds of one id together (Alg. 4).
     fn gather(&self, id: &Value, wants: &[Want]) -> Result<[Vec<ListItem>; 2]> {
         let mut out: [Vec<ListItem>; 2] = [Vec::new(), Vec::new()];
-        let (points, subtree): (Vec<Value>, Option<Vec<u8>>) = match self.hierarchy {
+        let (points, subtree): (Vec<Value>, Option<Vec<u8>>) = match self.opts.hierarchy {
             None => (vec![id.clone()], None),
             Some(g @ Granularity::Fixed { .. }) => (
                 g.leaves(g.path(id)?)
@@ -596,7 +594,7 @@ impl PubSub {
         if let Some(raw) = subtree {
             self.read_subtree(&raw, wants, &mut out)?;
         }
-        if matches!(self.hierarchy, Some(Granularity::Fixed { .. })) {
+        if matches!(self.opts.hierarchy, Some(Granularity::Fixed { .. })) {
             for v in &mut out {
                 let mut seen = HashSet::new();
                 v.retain(|it| seen.insert(iid_of(&it.record)));
