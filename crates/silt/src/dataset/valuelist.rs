@@ -360,10 +360,7 @@ impl Dataset {
                                 };
                                 // Times descend: nothing further is in the
                                 // window, or (past the longest life) valid.
-                                if t < read.lo
-                                    || read.at.is_some_and(|at| {
-                                        t.checked_add(life).is_some_and(|e| e <= at)
-                                    })
+                                if t < read.lo || read.at.is_some_and(|at| life.all_expired(t, at))
                                 {
                                     return false;
                                 }

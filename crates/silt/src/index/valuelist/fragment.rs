@@ -10,9 +10,11 @@
 //!
 //! A fragment holds at most one entry (item or marker) per primary key, its
 //! newest, except that an item which replaced an earlier version of its
-//! record (an update) also leaves a marker of the same write (a read
-//! that stops above the item's time must still hide the older version: on
-//! equal sequence numbers the item wins); markers come first, then items sorted by time, newest first
+//! record (an update), or was kept over an older entry of its record by a
+//! flush or merge, also leaves a marker of the same write (a read that
+//! stops above the item's time must still hide the versions in older
+//! components: on equal sequence numbers the item wins); markers come
+//! first, then items sorted by time, newest first
 //! (then by sequence number), so a read for times at or after `lo` stops at
 //! the first older item.
 //!
@@ -208,12 +210,17 @@ impl Fragment {
 
     /// Combine with an `older` fragment of the same key: each primary key
     /// keeps its newest entry (an older item of a key can never be current
-    /// again once a newer item or marker of it exists).
+    /// again once a newer item or marker of it exists). A kept item whose
+    /// key had an older entry here also keeps a marker of its own write:
+    /// a version older still may sit in a component outside the merge, and
+    /// a read that stops above the item's time must still see it is gone
+    /// (the older entry said so, or was such a marker itself).
     pub fn merge(self, older: Fragment) -> Fragment {
-        // Which entries are their key's newest (decided before the lists
-        // are taken apart, so the map can borrow the keys).
-        let (keep_a, keep_b, keep_m) = {
-            let mut newest: HashMap<&[u8], u64> = HashMap::new();
+        // Which entries are their key's newest, and which keys had more
+        // than one (decided before the lists are taken apart, so the map
+        // can borrow the keys).
+        let (keep_a, keep_b, keep_m, mut superseding) = {
+            let mut newest: HashMap<&[u8], (u64, bool)> = HashMap::new();
             for (pk, seq) in self
                 .items
                 .iter()
@@ -222,10 +229,26 @@ impl Fragment {
                 .chain(older.items.iter().map(|i| (&i.pk, i.seq)))
                 .chain(older.markers.iter().map(|m| (&m.pk, m.seq)))
             {
-                let e = newest.entry(pk.as_slice()).or_insert(seq);
-                *e = (*e).max(seq);
+                newest
+                    .entry(pk.as_slice())
+                    .and_modify(|(s, more)| {
+                        // A replacing item and its own marker are one write.
+                        *more |= *s != seq;
+                        *s = (*s).max(seq);
+                    })
+                    .or_insert((seq, false));
             }
-            let is_newest = |pk: &[u8], seq: u64| newest.get(pk) == Some(&seq);
+            let is_newest = |pk: &[u8], seq: u64| newest.get(pk).map(|e| e.0) == Some(seq);
+            let superseding: Vec<Marker> = self
+                .items
+                .iter()
+                .chain(older.items.iter())
+                .filter(|i| newest.get(i.pk.as_slice()) == Some(&(i.seq, true)))
+                .map(|i| Marker {
+                    seq: i.seq,
+                    pk: i.pk.clone(),
+                })
+                .collect();
             let a: Vec<bool> = self.items.iter().map(|i| is_newest(&i.pk, i.seq)).collect();
             let b: Vec<bool> = older
                 .items
@@ -238,7 +261,7 @@ impl Fragment {
                 .chain(older.markers.iter())
                 .map(|m| is_newest(&m.pk, m.seq))
                 .collect();
-            (a, b, m)
+            (a, b, m, superseding)
         };
         let mut x = self
             .items
@@ -270,7 +293,9 @@ impl Fragment {
             .zip(keep_m)
             .filter_map(|(m, k)| k.then_some(m))
             .collect();
-        // The same marker may sit in both fragments (a bulk build's copy).
+        markers.append(&mut superseding);
+        // The same marker may sit in both fragments (a bulk build's copy),
+        // and a replacing item's marker is also one of `superseding`.
         markers.sort_unstable_by(|a, b| a.pk.cmp(&b.pk));
         markers.dedup_by(|a, b| a.pk == b.pk);
         markers.sort_unstable_by_key(|m| std::cmp::Reverse(m.seq));
@@ -447,7 +472,40 @@ mod tests {
             m.items.iter().map(|i| (i.t, i.pk[0])).collect::<Vec<_>>(),
             vec![(9, b'c'), (8, b'a'), (4, b'd')]
         );
-        assert_eq!(m.markers, vec![marker(6, "b")]);
+        // c's older version may have an older one still, outside the merge.
+        assert_eq!(m.markers, vec![marker(7, "c"), marker(6, "b")]);
+    }
+
+    #[test]
+    fn an_item_that_absorbs_a_marker_keeps_one() {
+        // x left the list (marker 2) and came back at an earlier time
+        // (a first append: its previous version had no list key). Its
+        // version before that, time 79, sits in an older component: a
+        // read from time 44 stops above time 13 and must still find x gone.
+        let newer = Fragment {
+            markers: vec![],
+            items: vec![item(13, Some(31), 3, "x")],
+        };
+        let older = Fragment {
+            markers: vec![marker(2, "x")],
+            items: vec![],
+        };
+        let mut m = newer.merge(older);
+        assert_eq!(m.markers, vec![marker(3, "x")]);
+        assert_eq!(m.items, vec![item(13, Some(31), 3, "x")]);
+        let b = m.encode();
+        let read = Fragment::decode_from(&b, 44).unwrap();
+        assert!(read.items.is_empty());
+        assert_eq!(read.markers, vec![marker(3, "x")]);
+        // A lone first append needs no marker; the oldest merge drops them.
+        let lone = Fragment {
+            markers: vec![],
+            items: vec![item(5, None, 1, "y")],
+        }
+        .merge(Fragment::default());
+        assert!(lone.markers.is_empty());
+        m.expire(Some(0), true);
+        assert!(m.markers.is_empty());
     }
 
     #[test]

@@ -157,8 +157,35 @@ pub struct ListMemFacts {
 impl ListMemFacts {
     /// `None` when reads must visit the whole list (markers or replacing
     /// items are here); else the longest life of an item.
-    pub fn window_bound(&self) -> Option<i64> {
-        (!self.unordered.load(Ordering::Acquire)).then(|| self.max_life.load(Ordering::Acquire))
+    pub fn window_bound(&self) -> Option<Life> {
+        (!self.unordered.load(Ordering::Acquire)).then(|| {
+            match self.max_life.load(Ordering::Acquire) {
+                i64::MAX => Life::Forever,
+                l => Life::Bounded(l),
+            }
+        })
+    }
+}
+
+/// The longest life (expiry minus time) of the items of a memtable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Life {
+    /// Every item expires at most this long after its time.
+    Bounded(i64),
+    /// Some item has no expiry (or one too far to count).
+    Forever,
+}
+
+impl Life {
+    /// Whether every item of time `t` or older has expired at `at` (expiry
+    /// is exclusive). Never for `Forever`: an item without an expiry stays,
+    /// however late `at` is (`t + i64::MAX` does not overflow for `t <= 0`,
+    /// so the sentinel must not be added).
+    pub fn all_expired(self, t: i64, at: i64) -> bool {
+        match self {
+            Life::Forever => false,
+            Life::Bounded(l) => t.checked_add(l).is_some_and(|e| e <= at),
+        }
     }
 }
 
@@ -251,26 +278,40 @@ impl FlushTransform for ListFlush {
         let mut cur: Option<(Vec<u8>, Vec<MemEntry>)> = None;
         let clock = &self.clock;
         let emit = |out: &mut ComponentBuilder, k: &[u8], entries: Vec<MemEntry>| -> Result<()> {
-            let mut newest: HashMap<Vec<u8>, MemEntry> = HashMap::new();
+            // Each record's newest entry, and whether it had others here.
+            let mut newest: HashMap<Vec<u8>, (MemEntry, bool)> = HashMap::new();
             for e in entries {
                 let (pk, seq) = match &e {
                     MemEntry::Item(i, _) => (&i.pk, i.seq),
                     MemEntry::Marker(m) => (&m.pk, m.seq),
                 };
-                let newer = match newest.get(pk) {
-                    Some(MemEntry::Item(i, _)) => seq > i.seq,
-                    Some(MemEntry::Marker(m)) => seq > m.seq,
-                    None => true,
-                };
-                if newer {
-                    newest.insert(pk.clone(), e);
+                match newest.get_mut(pk) {
+                    Some((cur, more)) => {
+                        *more = true;
+                        let cur_seq = match cur {
+                            MemEntry::Item(i, _) => i.seq,
+                            MemEntry::Marker(m) => m.seq,
+                        };
+                        if seq > cur_seq {
+                            *cur = e;
+                        }
+                    }
+                    None => {
+                        newest.insert(pk.clone(), (e, false));
+                    }
                 }
             }
             let mut f = Fragment::default();
-            for e in newest.into_values() {
+            for (e, more) in newest.into_values() {
                 match e {
                     MemEntry::Item(i, replacing) => {
-                        if replacing {
+                        // An item that replaced a version, or absorbed an
+                        // older entry of its record here (a marker, say: the
+                        // record left and came back), keeps a marker of its
+                        // write: a read that stops above its time must still
+                        // know that older versions in older components are
+                        // gone (`Fragment::merge` keeps the same rule).
+                        if replacing || more {
                             f.markers.push(Marker {
                                 seq: i.seq,
                                 pk: i.pk.clone(),
@@ -401,5 +442,23 @@ pub struct ZoneFactory;
 impl ObserverFactory for ZoneFactory {
     fn observer(&self) -> Option<Box<dyn BlockObserver>> {
         Some(Box::<TimeObserver>::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Life;
+
+    #[test]
+    fn an_item_without_expiry_never_counts_as_expired() {
+        // t = 0 plus the old sentinel i64::MAX did not overflow, and a read
+        // at i64::MAX then skipped an item that never expires.
+        assert!(!Life::Forever.all_expired(0, i64::MAX));
+        assert!(!Life::Forever.all_expired(i64::MIN, i64::MAX));
+        // Expiry is exclusive: time 5 with life 3 is gone at 8, not at 7.
+        assert!(Life::Bounded(3).all_expired(5, 8));
+        assert!(!Life::Bounded(3).all_expired(5, 7));
+        // A sum past i64::MAX is later than any read.
+        assert!(!Life::Bounded(i64::MAX - 1).all_expired(10, i64::MAX));
     }
 }
