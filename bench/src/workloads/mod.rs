@@ -13,6 +13,10 @@ pub mod pg_copy;
 #[cfg(feature = "silt")]
 pub mod pubsub;
 #[cfg(feature = "silt")]
+pub mod pubsub_hierarchy;
+#[cfg(feature = "silt")]
+mod pubsub_pg;
+#[cfg(feature = "silt")]
 mod pubsub_redis;
 #[cfg(feature = "silt")]
 pub mod server_abuse;
@@ -133,6 +137,8 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(leveldbpp::bloom::LeveldbppBloom),
         #[cfg(feature = "silt")]
         Box::new(pubsub::Pubsub),
+        #[cfg(feature = "silt")]
+        Box::new(pubsub_hierarchy::PubsubHierarchy),
         #[cfg(feature = "silt")]
         Box::new(asterix::table2::AsterixTable2),
         #[cfg(feature = "silt")]

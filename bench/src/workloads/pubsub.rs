@@ -4,7 +4,10 @@
 //! (S/P = 3) and publication-heavy (S/P = 1/3) mixes, simple and
 //! self-joining subscriptions, through Silt's RepQueries, TwoDB and DualDB
 //! and RocksDB as the storage-level peer (one store, an append merge
-//! operator, expiry in merges and a compaction filter).
+//! operator, expiry in merges and a compaction filter), Redis Streams as
+//! the broker (`pubsub_redis`) and PostgreSQL with LISTEN/NOTIFY as the
+//! Padres stand-in (`pubsub_pg`). Every system gets one memory budget
+//! (TwoDB's two stores share it).
 
 use std::{
     cmp::Reverse,
@@ -24,7 +27,8 @@ use rocksdb::{
 };
 use silt::lsm::policy::MergePolicy;
 use silt::pubsub::{Design, PubSub, PubSubOptions, Publication, Subscription};
-use silt::workload::{SplitMix64, Zipf};
+use silt::workload::SplitMix64;
+use silt::workload::geotagged;
 use silt::{Database, DbOptions, Durability, Value};
 
 use crate::{
@@ -37,12 +41,9 @@ pub struct Pubsub;
 
 /// Grid cells per side (§4.7: 500 x 500 over New York).
 const GRID: u64 = 500;
-/// Logical milliseconds between operations: 1,000 operations per second.
-const STEP_MS: i64 = 1;
-/// A subscription's window: TS - 10 s .. TS + 10 s (§4.7).
-pub(super) const WINDOW_MS: i64 = 10_000;
-/// A publication's lifetime (§4.7: expiry 20 s).
-pub(super) const LIFE_MS: i64 = 20_000;
+/// The logical clock (1,000 operations per second), a subscription's window
+/// (TS - 10 s .. TS + 10 s) and a publication's life (§4.7: expiry 20 s).
+pub(super) use silt::workload::geotagged::{LIFE_MS, WINDOW_MS};
 /// RepQueries: a query every TR = 1 s until the subscription expires (10 polls).
 const TR_MS: i64 = 1_000;
 /// Self-joining publications look back this far.
@@ -61,58 +62,18 @@ fn ops_of(scale: Scale) -> u64 {
 /// (name, subscriptions per publication as a fraction: subs, pubs).
 const MIXES: [(&str, u64, u64); 2] = [("sub-heavy", 3, 1), ("pub-heavy", 1, 3)];
 
-#[derive(Clone)]
-enum Op {
-    Sub(Subscription),
-    Pub(Publication),
-}
+pub(super) use silt::workload::geotagged::GeoOp as Op;
 
-/// Geotagged operations: most fall around Zipf-weighted hotspots (a city's
-/// busy blocks), the rest anywhere; cell = the grid cell of the point.
+/// Geotagged operations on the grid: id = the grid cell of the point.
 fn operations(seed: u64, n: u64, subs: u64, pubs: u64) -> Vec<Op> {
-    let mut r = SplitMix64::new(seed ^ 0x9e37_79b9);
-    let hot: Vec<(f64, f64)> = (0..400).map(|_| (r.next_f64(), r.next_f64())).collect();
-    let zipf = Zipf::new(hot.len() as u64, 1.0);
-    let users = 50_000u64;
-    let mut out = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        let (x, y) = if r.below(10) < 8 {
-            // Zipf ranks count from 1.
-            let (cx, cy) = hot[(zipf.sample(&mut r) - 1) as usize];
-            // Box-Muller, sd 0.004 (about two cells).
-            let (u1, u2) = (r.next_f64().max(1e-12), r.next_f64());
-            let m = (-2.0 * u1.ln()).sqrt() * 0.004;
-            let a = 2.0 * std::f64::consts::PI * u2;
-            (cx + m * a.cos(), cy + m * a.sin())
-        } else {
-            (r.next_f64(), r.next_f64())
-        };
-        let g = |v: f64| ((v.clamp(0.0, 0.999_999) * GRID as f64) as i64).min(GRID as i64 - 1);
-        let id = Value::Int(g(x) * GRID as i64 + g(y));
-        let now = i as i64 * STEP_MS;
-        let iid = i as i64 + 1;
-        if r.below(subs + pubs) < subs {
-            out.push(Op::Sub(Subscription {
-                id,
-                sid: iid,
-                uid: r.below(users) as i64,
-                ts: now,
-                tmin: now - WINDOW_MS,
-                tmax: now + WINDOW_MS,
-                ..Default::default()
-            }));
-        } else {
-            out.push(Op::Pub(Publication {
-                id,
-                pid: iid,
-                tp: now,
-                tmax: now + LIFE_MS,
-                desc: format!("incident {iid} at ({x:.4}, {y:.4})"),
-                ..Default::default()
-            }));
-        }
-    }
-    out
+    let mut users = SplitMix64::new(seed ^ 0x51ed_270b);
+    geotagged::points(seed, n, subs, pubs)
+        .enumerate()
+        .map(|(i, p)| {
+            let uid = users.below(50_000) as i64;
+            geotagged::operation(i as u64, p.grid_cell(GRID as u32), &p, uid)
+        })
+        .collect()
 }
 
 /// What a system reported over a run.
@@ -136,9 +97,13 @@ pub(super) trait PsStore {
     fn polls(&self) -> bool {
         false
     }
+    /// After the last operation (timed): what is still in flight arrives.
+    fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
-struct SiltPs {
+pub(super) struct SiltPs {
     /// Kept open while the space is used.
     _db: Database,
     ps: std::sync::Arc<PubSub>,
@@ -146,6 +111,15 @@ struct SiltPs {
 
 impl SiltPs {
     fn open(dir: &Path, design: Design) -> Result<Self> {
+        Self::open_with(dir, design, None)
+    }
+
+    /// `hierarchy`: ids are paths in a tree (the hierarchy experiments).
+    pub(super) fn open_with(
+        dir: &Path,
+        design: Design,
+        hierarchy: Option<silt::pubsub::Granularity>,
+    ) -> Result<Self> {
         let db = Database::open(
             dir,
             DbOptions {
@@ -161,10 +135,15 @@ impl SiltPs {
             &PubSubOptions {
                 design,
                 partitions: 1,
-                memory_budget: Some(MEMORY),
+                // One budget per system: TwoDB's two stores share it (with
+                // one each, TwoDB had twice the memtable memory of DualDB).
+                memory_budget: Some(match design {
+                    Design::TwoDb => MEMORY / 2,
+                    _ => MEMORY,
+                }),
                 policy: MergePolicy::parse("leveled")?,
                 grace: 0,
-                hierarchy: None,
+                hierarchy,
                 delivery: false,
             },
         )?;
@@ -344,6 +323,7 @@ enum Sys {
     Silt(Design),
     Rocks,
     Redis,
+    Postgres,
 }
 
 impl Sys {
@@ -354,6 +334,7 @@ impl Sys {
             Sys::Silt(Design::DualDb) => "silt-dualdb",
             Sys::Rocks => "rocksdb-dualdb",
             Sys::Redis => "redis-streams",
+            Sys::Postgres => "postgres-notify",
         }
     }
 
@@ -362,6 +343,7 @@ impl Sys {
             Sys::Silt(d) => Box::new(SiltPs::open(dir, d)?),
             Sys::Rocks => Box::new(RocksPs::open(dir)?),
             Sys::Redis => Box::new(super::pubsub_redis::RedisPs::open(dir)?),
+            Sys::Postgres => Box::new(super::pubsub_pg::PgPs::open(dir)?),
         })
     }
 }
@@ -373,6 +355,7 @@ fn wants(ctx: &Ctx, s: Sys) -> bool {
                 || (x.eq_ignore_ascii_case("silt") && matches!(s, Sys::Silt(_)))
                 || (x.eq_ignore_ascii_case("rocksdb") && s == Sys::Rocks)
                 || (x.eq_ignore_ascii_case("redis") && s == Sys::Redis)
+                || (x.eq_ignore_ascii_case("postgres") && s == Sys::Postgres)
         })
     })
 }
@@ -415,6 +398,7 @@ fn run_one(sys: Sys, dir: &Path, ops: &[Op], self_join: bool, label: &str) -> Re
             pb.set_position(i as u64);
         }
     }
+    store.finish()?;
     let secs = start.elapsed().as_secs_f64();
     pb.finish_and_clear();
     drop(store);
@@ -427,7 +411,7 @@ impl Workload for Pubsub {
     }
 
     fn description(&self) -> &'static str {
-        "Pub/sub on LSM storage (seed 001 §4.7, Figs. 4.8-4.11): RepQueries, TwoDB, DualDB, RocksDB (append merge + expiry) and Redis Streams, S/P = 3 and 1/3, simple and self-joining subscriptions, logical clock"
+        "Pub/sub on LSM storage (seed 001 §4.7, Figs. 4.8-4.11): RepQueries, TwoDB, DualDB, RocksDB (append merge + expiry), Redis Streams and PostgreSQL LISTEN/NOTIFY, S/P = 3 and 1/3, simple and self-joining subscriptions, logical clock"
     }
 
     fn explanation(&self) -> &'static str {
@@ -439,16 +423,21 @@ impl Workload for Pubsub {
          subscription-heavy (3 subscriptions per publication) and publication-heavy (1 per 3). \
          RepQueries stores only publications and polls every TR = 1 s until the subscription expires \
          (10 polls; polls count as work, not as operations). TwoDB and DualDB are `silt::pubsub` over \
-         valuelist indexes (leveled merges, WAL without fsync). Self-joining: a subscription also gets \
+         valuelist indexes (leveled merges, WAL without fsync; one 16 MB memory budget per system, \
+         which TwoDB's two stores share). Self-joining: a subscription also gets \
          the other live subscriptions of its cell, a publication the valid publications of the last \
          10 s. RocksDB is the storage-level peer: DualDB's layout in one store, items appended by an \
          associative merge operator that drops expired items, a compaction filter removing lists that \
          expired whole (sync off). Redis Streams is the broker peer: a throw-away redis-server on \
          loopback (append-only file, no fsync), streams S:<cell> and P:<cell> with the operation \
          times as entry ids, trimmed by MINID as items expire, one pipelined round trip per \
-         operation (append + XRANGE of the window). Reported: operations per second, and the matches each system \
-         reported (TwoDB, DualDB, RocksDB and Redis must agree exactly; RepQueries misses what expires \
-         between polls)."
+         operation (append + XRANGE of the window). PostgreSQL is the stand-in for the paper's broker \
+         with history: tables subs and pubs on a throw-away cluster (synchronous_commit off, autovacuum \
+         on), one PL/pgSQL call per operation that stores it and returns its matches, pg_notify for \
+         every subscriber a PUBLISH reaches (a LISTEN connection counts them: they must equal the \
+         matches), expired rows deleted once per logical second. Reported: operations per second, and \
+         the matches each system reported (TwoDB, DualDB, RocksDB, Redis and PostgreSQL must agree \
+         exactly; RepQueries misses what expires between polls)."
     }
 
     fn durability(&self) -> &'static str {
@@ -464,8 +453,18 @@ impl Workload for Pubsub {
             Sys::Silt(Design::DualDb),
             Sys::Rocks,
             Sys::Redis,
+            Sys::Postgres,
         ];
         let redis = super::pubsub_redis::RedisServer::version();
+        let pg_missing = super::pubsub_pg::unavailable();
+        match &pg_missing {
+            None => ctx.note("postgres-notify: throw-away cluster on loopback, synchronous_commit=off, autovacuum on; one PL/pgSQL call per operation, pg_notify per PUBLISH match, a LISTEN connection counting them".into()),
+            Some(why) if wants(ctx, Sys::Postgres) => {
+                eprintln!("note: skipping postgres-notify: {why}");
+                ctx.note(format!("postgres-notify: SKIPPED: {why}"));
+            }
+            Some(_) => {}
+        }
         match &redis {
             Some(v) => ctx.note(format!("redis-streams: {v}, appendonly yes, appendfsync no, one pipelined round trip per operation on loopback")),
             None if wants(ctx, Sys::Redis) => {
@@ -484,6 +483,7 @@ impl Workload for Pubsub {
                     .filter(|s| wants(ctx, *s))
                     .filter(|s| !(self_join && *s == Sys::Silt(Design::RepQueries)))
                     .filter(|s| *s != Sys::Redis || redis.is_some())
+                    .filter(|s| *s != Sys::Postgres || pg_missing.is_none())
                     .collect();
                 if !order.is_empty() {
                     let len = order.len();
@@ -540,6 +540,7 @@ impl Workload for Pubsub {
                         Sys::Silt(Design::TwoDb),
                         Sys::Rocks,
                         Sys::Redis,
+                        Sys::Postgres,
                     ] {
                         if let Some(o) = of(other) {
                             let mut r = ResultRow::new(
@@ -549,7 +550,9 @@ impl Workload for Pubsub {
                                 crate::results::Kind::Ratio,
                                 d / o,
                             );
-                            if matches!(other, Sys::Rocks | Sys::Redis) && subs > pubs {
+                            if matches!(other, Sys::Rocks | Sys::Redis | Sys::Postgres)
+                                && subs > pubs
+                            {
                                 r = r.with_target(1.0);
                             }
                             rows.push(r);

@@ -7,9 +7,10 @@
 //! `cargo run --release -p silt --example pubsub_ops -- 100000 [dualdb|twodb]`
 
 use silt::lsm::policy::MergePolicy;
-use silt::pubsub::{Design, PubSub, PubSubOptions, Publication, Subscription};
-use silt::workload::{SplitMix64, Zipf};
-use silt::{Database, DbOptions, Durability, Value};
+use silt::pubsub::{Design, PubSub, PubSubOptions};
+use silt::workload::SplitMix64;
+use silt::workload::geotagged::{self, GeoOp};
+use silt::{Database, DbOptions, Durability};
 use std::time::Instant;
 
 #[path = "common/cpu.rs"]
@@ -39,46 +40,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..Default::default()
         },
     )?;
-    let mut r = SplitMix64::new(42);
-    let hot: Vec<(f64, f64)> = (0..400).map(|_| (r.next_f64(), r.next_f64())).collect();
-    let zipf = Zipf::new(hot.len() as u64, 1.0);
+    let mut users = SplitMix64::new(7);
     let (start, cpu0, all0) = (Instant::now(), thread_cpu_s(), process_cpu_s());
     let mut matches = 0usize;
-    for i in 0..n {
-        let (x, y) = if r.below(10) < 8 {
-            let (cx, cy) = hot[(zipf.sample(&mut r) - 1) as usize];
-            let (u1, u2) = (r.next_f64().max(1e-12), r.next_f64());
-            let m = (-2.0 * u1.ln()).sqrt() * 0.004;
-            let a = 2.0 * std::f64::consts::PI * u2;
-            (cx + m * a.cos(), cy + m * a.sin())
-        } else {
-            (r.next_f64(), r.next_f64())
+    for (i, p) in geotagged::points(42, n, 3, 1).enumerate() {
+        let op = geotagged::operation(i as u64, p.grid_cell(500), &p, users.below(50_000) as i64);
+        matches += match op {
+            GeoOp::Sub(s) => ps.subscribe(&s, false)?.publications.len(),
+            GeoOp::Pub(p) => ps.publish(&p, None)?.subscribers.len(),
         };
-        let cell = |v: f64| ((v.clamp(0.0, 0.999_999) * 500.0) as i64).min(499);
-        let id = Value::Int(cell(x) * 500 + cell(y));
-        let (now, iid) = (i as i64, i as i64 + 1);
-        if r.below(4) < 3 {
-            let s = Subscription {
-                id,
-                sid: iid,
-                uid: r.below(50_000) as i64,
-                ts: now,
-                tmin: now - 10_000,
-                tmax: now + 10_000,
-                ..Default::default()
-            };
-            matches += ps.subscribe(&s, false)?.publications.len();
-        } else {
-            let p = Publication {
-                id,
-                pid: iid,
-                tp: now,
-                tmax: now + 20_000,
-                desc: format!("incident {iid} at ({x:.4}, {y:.4})"),
-                ..Default::default()
-            };
-            matches += ps.publish(&p, None)?.subscribers.len();
-        }
     }
     let secs = start.elapsed().as_secs_f64();
     let (cpu, all) = (thread_cpu_s() - cpu0, process_cpu_s() - all0);

@@ -3,7 +3,11 @@
 //! - [`tweets`]: the tweet workload of seed 001 §3.5.1 (LevelDB++): ~550-byte
 //!   tweets whose user ids follow a rank-frequency (Zipf-like) skew and whose
 //!   creation times advance ~35 per second.
+//! - [`geotagged`]: the publish/subscribe operations of seed 001 §4.7:
+//!   geotagged subscriptions and publications under a logical clock.
 
+/// The pub/sub operations of seed 001 §4.7.
+pub mod geotagged;
 /// The LevelDB++ tweet workload.
 pub mod tweets;
 

@@ -27,7 +27,6 @@ const LAYERS: &[(&str, u32)] = &[
     ("varint", 0),
     ("value", 1),
     ("geo", 2),
-    ("workload", 2),
     ("storage", 3),
     ("lsm", 4),
     ("index", 5),
@@ -36,6 +35,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("dataset", 8),
     ("db", 9),
     ("pubsub", 10),
+    // Generators of records and operations for examples, tests and
+    // benchmarks: above everything whose types they make.
+    ("workload", 11),
 ];
 
 fn layer(m: &str) -> Option<u32> {
