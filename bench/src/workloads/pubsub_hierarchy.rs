@@ -27,12 +27,12 @@ use silt::pubsub::{Design, Granularity};
 use silt::workload::SplitMix64;
 
 use super::pubsub::{Op, PsStore, SiltPs, Tally};
-use silt::workload::geotagged::{self, GeoPoint};
 use crate::{
     results::{Kind, ResultRow},
     util::{ScratchDir, fmt_num, progress},
     workloads::{Ctx, Scale, Workload},
 };
+use silt::workload::geotagged::{self, GeoPoint};
 
 pub struct PubsubHierarchy;
 
@@ -264,7 +264,9 @@ impl Workload for PubsubHierarchy {
         for (exp, generate, count, groups) in experiments {
             let mut thr = [0.0f64; 2];
             let mut found: [Option<u64>; 2] = [None, None];
-            for (j, (name, fixed)) in [("fixed", true), ("variable", false)].into_iter().enumerate()
+            for (j, (name, fixed)) in [("fixed", true), ("variable", false)]
+                .into_iter()
+                .enumerate()
             {
                 let sys = format!("silt-dualdb-{name}");
                 let g = if fixed {
@@ -304,27 +306,20 @@ impl Workload for PubsubHierarchy {
                     "pairs",
                     t.matches as f64,
                 ));
+                // Mean time per SUBSCRIBE and PUBLISH: overall, then by group.
                 for (k, kind) in ["subscribe", "publish"].into_iter().enumerate() {
-                    let (c, s) = times
+                    let all = times
                         .iter()
                         .fold((0u64, 0.0f64), |(c, s), g| (c + g[k].0, s + g[k].1));
-                    if c > 0 {
-                        rows.push(ResultRow::measure(
-                            &sys,
-                            &format!("{exp} {kind} mean"),
-                            "us",
-                            s / c as f64 * 1e6,
-                        ));
-                    }
-                    for (gi, gname) in groups.iter().enumerate() {
-                        let (c, s) = times[gi][k];
+                    let each = groups
+                        .iter()
+                        .zip(&times)
+                        .map(|(g, t)| (format!("{exp} {kind} {g} mean"), t[k]));
+                    for (metric, (c, s)) in
+                        std::iter::once((format!("{exp} {kind} mean"), all)).chain(each)
+                    {
                         if c > 0 {
-                            rows.push(ResultRow::measure(
-                                &sys,
-                                &format!("{exp} {kind} {gname} mean"),
-                                "us",
-                                s / c as f64 * 1e6,
-                            ));
+                            rows.push(ResultRow::measure(&sys, &metric, "us", s / c as f64 * 1e6));
                         }
                     }
                 }

@@ -113,12 +113,10 @@ impl PgPs {
         client
             .batch_execute(SCHEMA)
             .context("creating the pub/sub tables and functions")?;
-        let sub = client.prepare(
-            "SELECT k, id, descr FROM ps_subscribe($1, $2, $3, $4, $5, $6, $7)",
-        )?;
-        let publ = client.prepare(
-            "SELECT k, id, descr FROM ps_publish($1, $2, $3, $4, $5, $6, $7)",
-        )?;
+        let sub =
+            client.prepare("SELECT k, id, descr FROM ps_subscribe($1, $2, $3, $4, $5, $6, $7)")?;
+        let publ =
+            client.prepare("SELECT k, id, descr FROM ps_publish($1, $2, $3, $4, $5, $6, $7)")?;
         let sweep = (
             client.prepare("DELETE FROM subs WHERE tmax <= $1")?,
             client.prepare("DELETE FROM pubs WHERE tmax <= $1")?,
