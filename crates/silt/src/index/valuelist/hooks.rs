@@ -82,6 +82,16 @@ pub enum MemEntry {
     Marker(Marker),
 }
 
+impl MemEntry {
+    /// The record's primary key and the sequence number of the write.
+    fn key_seq(&self) -> (&Vec<u8>, u64) {
+        match self {
+            MemEntry::Item(i, _) => (&i.pk, i.seq),
+            MemEntry::Marker(m) => (&m.pk, m.seq),
+        }
+    }
+}
+
 /// One memtable entry, borrowed from the table.
 pub struct MemRef<'a> {
     /// Length of the list key.
@@ -281,18 +291,11 @@ impl FlushTransform for ListFlush {
             // Each record's newest entry, and whether it had others here.
             let mut newest: HashMap<Vec<u8>, (MemEntry, bool)> = HashMap::new();
             for e in entries {
-                let (pk, seq) = match &e {
-                    MemEntry::Item(i, _) => (&i.pk, i.seq),
-                    MemEntry::Marker(m) => (&m.pk, m.seq),
-                };
+                let (pk, seq) = e.key_seq();
                 match newest.get_mut(pk) {
                     Some((cur, more)) => {
                         *more = true;
-                        let cur_seq = match cur {
-                            MemEntry::Item(i, _) => i.seq,
-                            MemEntry::Marker(m) => m.seq,
-                        };
-                        if seq > cur_seq {
+                        if seq > cur.key_seq().1 {
                             *cur = e;
                         }
                     }
