@@ -1,5 +1,5 @@
 # Silt — the two commands of the README, and the benchmark suite.
-#   make demo    build everything and run the main job on an embedded database
+#   make demo    build `silt` and run the main job on an embedded database (then SQL, the server)
 #   make test    formatting, lints and every test (what CI runs)
 #   make bench   the benchmark suite against real peers (slow first build: RocksDB)
 
@@ -14,8 +14,11 @@ export CARGO_INCREMENTAL
 
 .PHONY: demo test fmt lint unit python python-full bench bench-small clean
 
+# The `demo` profile (Cargo.toml): Silt's crates as in release, the heavy
+# dependencies at opt-level 1, no LTO, so that a fresh clone's first build
+# takes minutes; the binary is target/demo/silt.
 demo:
-	$(CARGO) run --release -p silt-cli --bin silt -- demo
+	$(CARGO) run --profile demo -p silt-cli --bin silt -- demo
 
 test: fmt lint unit python
 

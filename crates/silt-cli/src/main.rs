@@ -394,6 +394,17 @@ around 20 cities), loads it with a progress bar, runs random point lookups and
 range scans, bulk-builds an R-tree and a keyword index and queries them (the 5
 tweets nearest to a point, the tweets with two words), deletes and upserts a
 record, compacts, and prints timings and statistics.
+
+Then it asks the same kind of questions through SQL in-process (a box, a
+radius, kNN with ORDER BY ST_Distance ... LIMIT, a text search, a spatial join
+with a small `landmarks` table it creates, an aggregate), printing each
+statement, the access path EXPLAIN shows, its answer and its times, and checks
+every answer against the native API's; then it starts `silt serve` on free
+loopback ports, sends one query through the PostgreSQL wire protocol, checks
+it, and stops the server. It ends with the lines to type next (silt serve,
+psql, Python). A differing answer fails the demo (exit code 1), so it doubles
+as a smoke test.
+
 The directory (--dir; --db is not used) is wiped first: it must be absent,
 empty, or a Silt database that no other process holds.
 
@@ -680,7 +691,7 @@ enum Command {
         name: String,
     },
 
-    /// Run a guided tour on a generated data set: load, lookups, scans, spatial and keyword indexes, delete, upsert, compact, stats.
+    /// Run a guided tour on a generated data set: load, lookups, scans, spatial and keyword indexes, delete, upsert, compact, stats, then SQL and the server.
     #[command(after_help = DEMO_HELP)]
     Demo {
         /// Number of records to generate.

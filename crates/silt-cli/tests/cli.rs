@@ -628,10 +628,30 @@ fn demo_runs() {
         "nearest to the Eiffel Tower",
         "leaf blocks read",
         "answered from the index",
-        "Done in",
+        // The SQL door, each answer checked against the native API's.
+        "The same questions through SQL",
+        "access: SiltScan: dataset=tweets, access=rtree(loc)",
+        "access: SiltScan: dataset=tweets, access=keyword(text)",
+        "SpatialJoin",
+        "(its kept plan); same answer as the native API",
+        // The server door: started, one query over the wire, stopped.
+        "PostgreSQL  127.0.0.1:",
+        "5 rows in",
+        "through the wire protocol; same answer as the native API",
+        "database closed (checkpointed)",
+        "stopped (SIGTERM, as Ctrl-C)",
+        "every SQL answer matched the native API's",
+        "psql -h 127.0.0.1 -p 5433",
+        "import psycopg",
     ] {
         assert!(r.stdout.contains(needle), "{needle}:\n{}", r.stdout);
     }
+    let questions = r.stdout.matches("same answer as the native API").count();
+    assert_eq!(
+        questions, 7,
+        "six SQL questions and one through the server:\n{}",
+        r.stdout
+    );
     // The demo database can be explored afterwards, and a second run wipes it.
     let r = expect(&demo_dir, &["stats", "--json"], 0);
     assert_eq!(json(&r.stdout)["datasets"][0]["name"], "tweets");

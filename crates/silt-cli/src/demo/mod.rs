@@ -1,5 +1,10 @@
 //! `silt demo`: a guided tour of the engine on a generated data set of
-//! geotagged tweet-like records.
+//! geotagged tweet-like records: the native API first, then the same
+//! questions through SQL in-process (checked against the native answers),
+//! then one through `silt serve` over the PostgreSQL wire protocol.
+
+mod server;
+mod sql;
 
 use crate::describe::describe;
 use crate::error::{CliError, CliResult};
@@ -18,6 +23,7 @@ use silt::{
 };
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const DATASET: &str = "tweets";
@@ -213,13 +219,13 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
     );
 
     // 1. Create.
-    let db = Database::open(
+    let db = Arc::new(Database::open(
         o.dir,
         DbOptions {
             block_cache_bytes: cache_bytes,
             ..DbOptions::default()
         },
-    )?;
+    )?);
     let def = DatasetDef::new(DATASET, &["id"])
         .field("id", FieldType::Int)
         .field("user_id", FieldType::Int)
@@ -444,10 +450,44 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
         count(t.components),
         plural(u64::from(o.partitions), "partition", "partitions")
     );
+
+    // 10. SQL.
+    step(
+        10,
+        "The same questions through SQL (silt-sql on DataFusion, in-process), each checked against the native API",
+    );
+    let questions = sql::questions(&ds)?;
+    let engine = silt_sql::SqlEngine::new(db.clone())
+        .map_err(|e| CliError::Failed(format!("demo: cannot start the SQL engine: {e}")))?;
+    for stmt in sql::create_landmarks(&engine)? {
+        println!("   {stmt}");
+    }
+    sql::ask(&engine, &questions)?;
+    drop(engine);
     drop(ds);
     db.close()?;
+    // The server opens the directory itself: the lock goes with the last
+    // handle.
+    if Arc::try_unwrap(db).is_err() {
+        return Err(CliError::Failed(
+            "demo: the database is still held after the SQL step, so it cannot be served".into(),
+        ));
+    }
+
+    // 11. The server.
+    step(
+        11,
+        "The same database served: `silt serve` on free loopback ports, one query through the PostgreSQL wire protocol",
+    );
+    let knn = questions
+        .iter()
+        .find(|q| q.title.contains("nearest"))
+        .ok_or_else(|| CliError::Failed("demo: the kNN question is missing".into()))?;
+    server::round_trip(o.dir, o.cache_mb, &knn.sql, &knn.expected)?;
+
+    let exe = shown_exe();
     println!(
-        "\nDone in {}. Explore the data:\n  silt --db {dir} scan {DATASET} --from {lo} --to {hi}\n  silt --db {dir} get {DATASET} {target}\n  silt --db {dir} query {DATASET} --index {NEAR} --near {lon},{lat} --within-m 500 --index-only\n  silt --db {dir} query {DATASET} --index {WORDS_INDEX} --text \"sunset beach\" --limit 5\n  silt --db {dir} stats",
+        "\nDone in {}; every SQL answer matched the native API's. Explore the data:\n  {exe} --db {dir} scan {DATASET} --from {lo} --to {hi}\n  {exe} --db {dir} get {DATASET} {target}\n  {exe} --db {dir} query {DATASET} --index {NEAR} --near {lon},{lat} --within-m 500 --index-only\n  {exe} --db {dir} query {DATASET} --index {WORDS_INDEX} --text \"sunset beach\" --limit 5\n  {exe} --db {dir} stats",
         duration(total_start.elapsed()),
         lo = at(999),
         hi = at(1008),
@@ -455,14 +495,33 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
         lon = EIFFEL.0,
         lat = EIFFEL.1,
     );
+    println!(
+        "Serve it, then connect with psql or Python (psycopg):\n  {exe} --db {dir} serve\n  psql -h 127.0.0.1 -p 5433 -U silt -c \"SELECT id, text FROM tweets WHERE ft_contains(text, 'sunset beach') LIMIT 5\"\n  python3 -m pip install 'psycopg[binary]'    # once, if psycopg is missing\n  python3 -c \"import psycopg; print(psycopg.connect('host=127.0.0.1 port=5433 user=silt').execute('SELECT count(*) FROM tweets').fetchone())\"\n  curl -d 'SELECT name, ST_AsText(loc) FROM landmarks' http://127.0.0.1:8080/query/service\nOr embedded in Python: `make python-full` builds the siltdb package (see crates/silt-py/README.md).",
+        dir = o.dir.display(),
+    );
     Ok(())
 }
 
+/// This binary's path as a user would type it: relative to the current
+/// directory when it lies below it.
+fn shown_exe() -> String {
+    let Ok(exe) = std::env::current_exe() else {
+        return "silt".to_owned();
+    };
+    match std::env::current_dir() {
+        Ok(cwd) => match exe.strip_prefix(&cwd) {
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => exe.display().to_string(),
+        },
+        Err(_) => exe.display().to_string(),
+    }
+}
+
 /// The demo's R-tree and keyword indexes.
-const NEAR: &str = "near";
-const WORDS_INDEX: &str = "words";
+pub(crate) const NEAR: &str = "near";
+pub(crate) const WORDS_INDEX: &str = "words";
 /// Where the nearest-neighbour query looks: the Eiffel Tower (lon, lat).
-const EIFFEL: (f64, f64) = (2.2945, 48.8584);
+pub(crate) const EIFFEL: (f64, f64) = (2.2945, 48.8584);
 
 /// Bulk-build an R-tree on `loc` and a keyword index on `text`, then run a
 /// k-nearest-neighbour and a keyword query through them.
