@@ -456,6 +456,9 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
         10,
         "The same questions through SQL (silt-sql on DataFusion, in-process), each checked against the native API",
     );
+    println!(
+        "   (`make demo` builds DataFusion unoptimized for a quick first build: SQL times here are slower than a release build's)"
+    );
     let questions = sql::questions(&ds)?;
     let engine = silt_sql::SqlEngine::new(db.clone())
         .map_err(|e| CliError::Failed(format!("demo: cannot start the SQL engine: {e}")))?;

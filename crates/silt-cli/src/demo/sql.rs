@@ -30,9 +30,9 @@ pub const LANDMARKS: [(&str, f64, f64); 6] = [
 /// The spatial join's radius, metres.
 const JOIN_M: f64 = 300.0;
 /// The radius query's radius, metres.
-const RADIUS_M: f64 = 500.0;
+const RADIUS_M: f64 = 1000.0;
 /// The box query's box: a few blocks around the Eiffel Tower.
-const BOX: (f64, f64, f64, f64) = (2.290, 48.855, 2.300, 48.862);
+const BOX: (f64, f64, f64, f64) = (2.28, 48.85, 2.31, 48.87);
 /// The kNN query's k.
 const K: usize = 5;
 const WORDS: &str = "sunset beach";
