@@ -654,7 +654,14 @@ fn demo_runs() {
     );
     // The demo database can be explored afterwards, and a second run wipes it.
     let r = expect(&demo_dir, &["stats", "--json"], 0);
-    assert_eq!(json(&r.stdout)["datasets"][0]["name"], "tweets");
+    let stats = json(&r.stdout);
+    let names: Vec<&str> = stats["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["landmarks", "tweets"], "the SQL step made `landmarks`");
     expect(
         &db,
         &[
