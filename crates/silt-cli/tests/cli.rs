@@ -661,7 +661,11 @@ fn demo_runs() {
         .iter()
         .map(|d| d["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["landmarks", "tweets"], "the SQL step made `landmarks`");
+    assert_eq!(
+        names,
+        ["landmarks", "tweets"],
+        "the SQL step made `landmarks`"
+    );
     expect(
         &db,
         &[
