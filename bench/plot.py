@@ -123,6 +123,17 @@ def panel(ax, rows, title, log, colors, targets=False):
     ax.grid(axis="y", alpha=0.3)
 
 
+# Groups beyond which a panel takes a whole row.
+MANY = 12
+
+
+def wide(rows, span=50.0):
+    """Whether a panel's bars span so many orders that a linear axis would
+    flatten the small ones (then it gets a log axis)."""
+    ys = [r["median"] for r in rows if r["median"] > 0]
+    return len(ys) > 1 and max(ys) / min(ys) > span
+
+
 LATENCY = re.compile(r"^(rect ~\d+|kNN k=\d+) (mean|p50|p99) \((.+)\)$")
 
 
@@ -310,26 +321,36 @@ def main(argv):
     if n == 0:
         print(f"{args.csv}: nothing to plot", file=sys.stderr)
         return 1
-    cols = min(n, 3)
-    nrows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 4.0 * nrows), squeeze=False)
-    flat = [a for row in axes for a in row]
+    # Panels with many groups get a row of their own, across the figure; the
+    # others share rows of up to three.
+    panels = [(u, [r for r in measures if r["unit"] == u]) for u in units]
+    if ratios:
+        panels.append((None, ratios))
+    many = [p for p in panels if len(ordered(r["metric"] for r in p[1])) > MANY]
+    few = [p for p in panels if p not in many]
+    cols = max(min(len(few), 3), 1)
+    few_rows = (len(few) + cols - 1) // cols
+    nrows = few_rows + len(many)
+    fig = plt.figure(figsize=(5.2 * 3 if many else 5.2 * cols, 4.0 * nrows))
+    grid = fig.add_gridspec(nrows, cols)
+    slots = [fig.add_subplot(grid[i // cols, i % cols]) for i in range(len(few))]
+    slots += [fig.add_subplot(grid[few_rows + i, :]) for i in range(len(many))]
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     systems = ordered(r["system"].split("/")[0] for r in measures + ratios)
     colors = {s: cycle[i % len(cycle)] for i, s in enumerate(systems)}
-    for ax, unit in zip(flat, units):
-        panel(ax, [r for r in measures if r["unit"] == unit], unit, args.log, colors)
-    if ratios:
-        panel(flat[len(units)], ratios, "Silt / peer (x, higher is better)", False, colors,
-              targets=True)
+    for ax, (unit, of_unit) in zip(slots, few + many):
+        if unit is None:
+            panel(ax, of_unit, "Silt / peer (x, higher is better)", False, colors,
+                  targets=True)
+        else:
+            panel(ax, of_unit, unit, args.log or wide(of_unit), colors)
     measured = ordered(r["system"] for r in measures)
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[s]) for s in measured]
     fig.legend(handles, measured, loc="upper right", fontsize=8, ncol=min(len(measured), 6))
-    for ax in flat[n:]:
-        ax.axis("off")
     name = rows[0]["workload"] if rows else args.csv
     scale = rows[0]["scale"] if rows else ""
-    fig.suptitle(f"{name} ({scale}): median with min..max", fontsize=11)
+    # Left-aligned: the legend takes the top right.
+    fig.suptitle(f"{name} ({scale}): median with min..max", fontsize=11, x=0.01, ha="left")
     return finish(fig, header, args.png)
 
 
