@@ -79,6 +79,10 @@ struct Span<'a> {
     prefix: bool,
     /// Windows of particular list keys.
     windows: Vec<(Vec<u8>, ListRead)>,
+    /// Windows of any other key under the prefix that ends with these bytes
+    /// (encodings of the last key field's values, all of one length, so a
+    /// key ends with at most one of them: DualDB's kinds in a subtree).
+    ends: Vec<(Vec<u8>, ListRead)>,
     /// The window of any other key under the prefix (`None`: skipped).
     any: Option<ListRead>,
 }
@@ -102,7 +106,10 @@ impl Span<'_> {
         if !self.holds(key) {
             return None;
         }
-        match self.windows.iter().find(|(k, _)| k == key) {
+        if let Some((_, r)) = self.windows.iter().find(|(k, _)| k == key) {
+            return Some(r);
+        }
+        match self.ends.iter().find(|(e, _)| key.ends_with(e)) {
             Some((_, r)) => Some(r),
             None => self.any.as_ref(),
         }
@@ -112,6 +119,7 @@ impl Span<'_> {
     fn lo(&self) -> i64 {
         self.windows
             .iter()
+            .chain(&self.ends)
             .map(|(_, r)| r.lo)
             .chain(self.any.as_ref().map(|r| r.lo))
             .min()
@@ -129,6 +137,7 @@ impl Dataset {
             start: &k,
             prefix: false,
             windows: vec![(k.clone(), read.clone())],
+            ends: Vec::new(),
             any: None,
         };
         self.list_items(i, nfields, &span)
@@ -164,6 +173,7 @@ impl Dataset {
             start: &p,
             prefix: true,
             windows,
+            ends: Vec::new(),
             any: None,
         };
         let items = self.list_items(i, nfields, &span)?;
@@ -191,9 +201,56 @@ impl Dataset {
             start: raw,
             prefix: true,
             windows: Vec::new(),
+            ends: Vec::new(),
             any: Some(read.clone()),
         };
         self.list_items(i, nfields, &span)
+    }
+
+    /// [`Dataset::list_read_under`] with a window per value of the lists'
+    /// last key field (DualDB's subtree: its subscription and publication
+    /// lists each under their own window): for each `(last, read)` of
+    /// `wants`, the items of the lists under `raw` whose last key field is
+    /// `last`, in list-key order, each list newest time first. Lists with
+    /// another last field are not read. The values must all encode to keys
+    /// of one length (so that a key's end tells which it is).
+    pub fn list_read_under_by_last(
+        &self,
+        index: &str,
+        raw: &[u8],
+        wants: &[(Value, ListRead)],
+    ) -> Result<Vec<Vec<ListItem>>> {
+        let (i, nfields) = self.list_index(index)?;
+        let mut ends = Vec::with_capacity(wants.len());
+        for (last, r) in wants {
+            let mut e = Vec::new();
+            value::encode_key_part(last, &mut e)?;
+            if ends
+                .first()
+                .is_some_and(|(f, _): &(Vec<u8>, ListRead)| f.len() != e.len())
+            {
+                return Err(Error::invalid(
+                    None,
+                    "the last key fields of a subtree read must all encode to one length",
+                ));
+            }
+            ends.push((e, r.clone()));
+        }
+        let span = Span {
+            start: raw,
+            prefix: true,
+            windows: Vec::new(),
+            ends,
+            any: None,
+        };
+        let items = self.list_items(i, nfields, &span)?;
+        let mut out: Vec<Vec<ListItem>> = vec![Vec::new(); wants.len()];
+        for it in items {
+            if let Some(j) = span.ends.iter().position(|(e, _)| it.list.ends_with(e)) {
+                out[j].push(it);
+            }
+        }
+        Ok(out)
     }
 
     /// The encoded list key (or key prefix) of `values`.
@@ -337,7 +394,7 @@ impl Dataset {
                         .facts()
                         .and_then(|f| f.as_any().downcast_ref::<ListMemFacts>())
                         .and_then(ListMemFacts::window_bound);
-                    if let (Some(life), None) = (life, &span.any) {
+                    if let (Some(life), None, true) = (life, &span.any, span.ends.is_empty()) {
                         // Only first appends here: each list's window alone.
                         for (list, read) in &span.windows {
                             let mut bad = None;

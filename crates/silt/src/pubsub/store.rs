@@ -28,7 +28,6 @@ use crate::dataset::{BatchOptions, Dataset, ListItem, ListRead, WriteMode};
 use crate::db::Database;
 use crate::db::spaces::SpaceDef;
 use crate::error::{Error, Result};
-use crate::index::valuelist::in_window;
 use crate::index::{IndexDef, IndexKind, IndexOptions};
 use crate::lsm::policy::MergePolicy;
 use crate::schema::DatasetDef;
@@ -626,24 +625,20 @@ impl PubSub {
     }
 
     /// Variable granularity: every list under the subtree prefix `raw`;
-    /// DualDB reads both kinds in the one range.
+    /// DualDB reads the wanted kinds in the one range, each list under its
+    /// kind's window (the kind is the list key's last field), and skips the
+    /// lists of a kind not wanted.
     fn read_subtree(&self, raw: &[u8], wants: &[Want], out: &mut [Vec<ListItem>; 2]) -> Result<()> {
         if self.opts.design == Design::DualDb {
-            let union = ListRead {
-                lo: wants.iter().map(|w| w.read.lo).min().unwrap_or(i64::MIN),
-                hi: wants.iter().map(|w| w.read.hi).max().unwrap_or(i64::MAX),
-                at: None,
-            };
-            for it in self.pubs.list_read_under(LIST_INDEX, raw, &union)? {
-                let kind = match it.record.get("kind") {
-                    Some(Value::String(k)) if k == PUB => PUB,
-                    _ => SUB,
-                };
-                if let Some((slot, w)) = out.iter_mut().zip(wants).find(|(_, w)| w.kind == kind)
-                    && in_window(it.t, it.exp, w.read.lo, w.read.hi, w.read.at)
-                {
-                    slot.push(it);
-                }
+            let by_kind: Vec<(Value, ListRead)> = wants
+                .iter()
+                .map(|w| (Value::String(w.kind.into()), w.read.clone()))
+                .collect();
+            let lists = self
+                .pubs
+                .list_read_under_by_last(LIST_INDEX, raw, &by_kind)?;
+            for (slot, l) in out.iter_mut().zip(lists) {
+                slot.extend(l);
             }
             return Ok(());
         }
