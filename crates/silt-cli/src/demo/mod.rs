@@ -482,10 +482,9 @@ pub fn run(o: &DemoOptions) -> CliResult<()> {
         11,
         "The same database served: `silt serve` on free loopback ports, one query through the PostgreSQL wire protocol",
     );
-    let knn = questions
-        .iter()
-        .find(|q| q.title.contains("nearest"))
-        .ok_or_else(|| CliError::Failed("demo: the kNN question is missing".into()))?;
+    let knn = questions.iter().find(|q| q.served).ok_or_else(|| {
+        CliError::Failed("demo: no question is marked for the server step".into())
+    })?;
     server::round_trip(o.dir, o.cache_mb, &knn.sql, &knn.expected)?;
 
     let exe = shown_exe();

@@ -45,6 +45,8 @@ pub struct Question {
     pub title: &'static str,
     pub sql: String,
     pub expected: Expected,
+    /// The one the server step sends again over the wire.
+    pub served: bool,
 }
 
 /// The native API's answer, and how a SQL answer is compared with it.
@@ -67,24 +69,10 @@ impl Expected {
     /// `Err` says how the SQL answer differs.
     pub fn check(&self, got: &Rows) -> Result<(), String> {
         match self {
-            Expected::Ids(ids) => {
-                let got_ids: Vec<i64> = got
-                    .iter()
-                    .map(|r| int_cell(r, 0))
-                    .collect::<Result<_, _>>()?;
-                if &got_ids != ids {
-                    return Err(format!(
-                        "{} ids through SQL, {} through the native API (first SQL ids {:?}, native {:?})",
-                        got_ids.len(),
-                        ids.len(),
-                        &got_ids[..got_ids.len().min(5)],
-                        &ids[..ids.len().min(5)]
-                    ));
-                }
-            }
+            Expected::Ids(ids) => check_ids(ids, got)?,
             Expected::Distances { col, metres, ids } => {
                 if let Some(ids) = ids {
-                    Expected::Ids(ids.clone()).check(got)?;
+                    check_ids(ids, got)?;
                 }
                 if got.len() != metres.len() {
                     return Err(format!(
@@ -110,6 +98,24 @@ impl Expected {
         }
         Ok(())
     }
+}
+
+/// Column 0 of `got` holds exactly `ids`, in order.
+fn check_ids(ids: &[i64], got: &Rows) -> Result<(), String> {
+    let got_ids: Vec<i64> = got
+        .iter()
+        .map(|r| int_cell(r, 0))
+        .collect::<Result<_, _>>()?;
+    if got_ids != ids {
+        return Err(format!(
+            "{} ids through SQL, {} through the native API (first SQL ids {:?}, native {:?})",
+            got_ids.len(),
+            ids.len(),
+            &got_ids[..got_ids.len().min(5)],
+            &ids[..ids.len().min(5)]
+        ));
+    }
+    Ok(())
 }
 
 fn int_cell(row: &[String], col: usize) -> Result<i64, String> {
@@ -166,6 +172,7 @@ pub fn questions(ds: &Arc<Dataset>) -> CliResult<Vec<Question>> {
             "SELECT id, user_id, text FROM tweets WHERE ST_Intersects(loc, ST_MakeEnvelope({x0}, {y0}, {x1}, {y1})) ORDER BY id"
         ),
         expected: Expected::Ids(ids),
+        served: false,
     });
 
     let mut hits = within(ds, lon, lat, RADIUS_M)?;
@@ -180,6 +187,7 @@ pub fn questions(ds: &Arc<Dataset>) -> CliResult<Vec<Question>> {
             metres: hits.iter().map(|h| h.1).collect(),
             ids: Some(hits.iter().map(|h| h.0).collect()),
         },
+        served: false,
     });
 
     let mut metres = Vec::new();
@@ -200,6 +208,7 @@ pub fn questions(ds: &Arc<Dataset>) -> CliResult<Vec<Question>> {
             metres,
             ids: None,
         },
+        served: true,
     });
 
     let text = Query::Text {
@@ -211,6 +220,7 @@ pub fn questions(ds: &Arc<Dataset>) -> CliResult<Vec<Question>> {
         title: "a text search (keyword index)",
         sql: format!("SELECT count(*) AS tweets FROM tweets WHERE ft_contains(text, '{WORDS}')"),
         expected: Expected::Rows(vec![vec![n.to_string()]]),
+        served: false,
     });
 
     let mut counts: Vec<(String, usize)> = Vec::new();
@@ -232,6 +242,7 @@ pub fn questions(ds: &Arc<Dataset>) -> CliResult<Vec<Question>> {
                 .map(|(name, n)| vec![name, n.to_string()])
                 .collect(),
         ),
+        served: false,
     });
 
     let mut per_user: BTreeMap<i64, u64> = BTreeMap::new();
@@ -251,6 +262,7 @@ pub fn questions(ds: &Arc<Dataset>) -> CliResult<Vec<Question>> {
                 .map(|(u, n)| vec![u.to_string(), n.to_string()])
                 .collect(),
         ),
+        served: false,
     });
     Ok(qs)
 }

@@ -225,16 +225,13 @@ impl Dataset {
         for (last, r) in wants {
             let mut e = Vec::new();
             value::encode_key_part(last, &mut e)?;
-            if ends
-                .first()
-                .is_some_and(|(f, _): &(Vec<u8>, ListRead)| f.len() != e.len())
-            {
-                return Err(Error::invalid(
-                    None,
-                    "the last key fields of a subtree read must all encode to one length",
-                ));
-            }
             ends.push((e, r.clone()));
+        }
+        if ends.windows(2).any(|w| w[0].0.len() != w[1].0.len()) {
+            return Err(Error::invalid(
+                None,
+                "the last key fields of a subtree read must all encode to one length",
+            ));
         }
         let span = Span {
             start: raw,
