@@ -24,6 +24,8 @@ pub struct CreateOptions<'a> {
     pub compression: Option<&'a str>,
     /// `--index NAME:FIELD[,FIELD...]` or `NAME:TYPE:FIELD` specifications.
     pub indexes: &'a [String],
+    /// `--ttl-*`: how records expire.
+    pub ttl: Option<silt::TtlDef>,
 }
 
 /// Build a dataset definition from command-line options.
@@ -94,6 +96,7 @@ pub fn dataset_def(o: &CreateOptions) -> CliResult<DatasetDef> {
     if let Some(c) = o.compression {
         def = def.compression(Compression::parse(c)?);
     }
+    def.ttl.clone_from(&o.ttl);
     def.validate()?;
     index_specs(o, &def)?;
     Ok(def)
@@ -140,6 +143,12 @@ pub fn create_dataset(db: &Database, o: &CreateOptions) -> CliResult<()> {
         def.policy,
         compression_name(def.compression)
     );
+    if let Some(t) = &def.ttl {
+        println!(
+            "  ttl: {}",
+            crate::describe::ttl(t, Some(t.clock_name(&def)))
+        );
+    }
     for idef in indexes {
         let created = db.create_index(&def.name, idef)?;
         println!(

@@ -65,3 +65,20 @@ pub fn describe(def: &IndexDef) -> String {
     }
     s
 }
+
+/// A dataset's ttl in words: `expiry at until, clock unix_us` or
+/// `30 past t, grace 5`; `clock`: the clock to name, if any.
+pub fn ttl(t: &silt::TtlDef, clock: Option<&str>) -> String {
+    let mut s = match (&t.expiry, &t.time, t.after) {
+        (Some(e), _, _) => format!("expiry at {e}"),
+        (None, Some(f), Some(a)) => format!("{a} past {f}"),
+        _ => "none".to_owned(),
+    };
+    if let Some(c) = clock {
+        s.push_str(&format!(", clock {c}"));
+    }
+    if t.grace != 0 {
+        s.push_str(&format!(", grace {}", t.grace));
+    }
+    s
+}

@@ -158,8 +158,17 @@ dataset; --index NAME:TYPE:FIELD one of another type (rtree, keyword, ngram)
 with its default options. Both use the dataset's merge policy; for other
 options use `silt create-index` (see its --help).
 
+Records that expire: --ttl-expiry FIELD (each record's expiry), or
+--ttl-time FIELD with --ttl-after N (a life past its time). Reads never show
+an expired record; a background sweep deletes it (through the primary key if
+it leads with the field, else a btree index leading with it, else a full
+scan once a minute: index the field on a large dataset). `silt stats` shows
+the clock and what the sweeps did.
+
 Examples:
   silt create-dataset tweets --key id --field id:int --field text:string --field lat:double --field lon:double
+  silt create-dataset sessions --key id --field id:string,until:timestamp --ttl-expiry until --index by_until:until
+  silt create-dataset readings --key sensor,t --field sensor:string,t:int --ttl-time t --ttl-after 86400
   silt create-dataset people --key id --field id:int --field age:int --index by_age:age --index by_city_age:city,age
   silt create-dataset events --key user,ts --field user:string --field ts:int --partitions 4 --policy 'tiered(4)'
   silt create-dataset places --key id --field id:int,loc:point,name:string --index loc:rtree:loc --index words:keyword:name
@@ -450,6 +459,24 @@ enum Command {
         /// Also create a btree secondary index on FIELD (a composite one on FIELD,FIELD2...), or NAME:TYPE:FIELD of another type; repeatable.
         #[arg(long = "index", value_name = "NAME:[TYPE:]FIELD[,FIELD...]")]
         indexes: Vec<String>,
+        /// Records expire at the value of this int or timestamp field (see
+        /// "Records that expire" below).
+        #[arg(long, value_name = "FIELD")]
+        ttl_expiry: Option<String>,
+        /// The field holding each record's time: --ttl-after counts from it,
+        /// and the written clock follows it.
+        #[arg(long, value_name = "FIELD")]
+        ttl_time: Option<String>,
+        /// Records expire this long past their --ttl-time (in the clock's unit).
+        #[arg(long, value_name = "N")]
+        ttl_after: Option<i64>,
+        /// The clock records expire by: written (the largest time written),
+        /// unix_s, unix_ms or unix_us [default: unix_us on a timestamp, else written].
+        #[arg(long, value_name = "CLOCK")]
+        ttl_clock: Option<String>,
+        /// How long past its expiry a record is kept (unseen) before the sweep deletes it.
+        #[arg(long, value_name = "N")]
+        ttl_grace: Option<i64>,
     },
 
     /// Create a secondary index on a dataset and build it over the existing records.
@@ -814,7 +841,17 @@ fn run(cli: Cli) -> CliResult<()> {
             policy,
             compression,
             indexes,
+            ttl_expiry,
+            ttl_time,
+            ttl_after,
+            ttl_clock,
+            ttl_grace,
         } => {
+            let any_ttl = ttl_expiry.is_some()
+                || ttl_time.is_some()
+                || ttl_after.is_some()
+                || ttl_clock.is_some()
+                || ttl_grace.is_some();
             let opts = commands::CreateOptions {
                 name,
                 key,
@@ -824,6 +861,13 @@ fn run(cli: Cli) -> CliResult<()> {
                 policy: policy.as_deref(),
                 compression: compression.as_deref(),
                 indexes,
+                ttl: any_ttl.then(|| silt::TtlDef {
+                    time: ttl_time.clone(),
+                    expiry: ttl_expiry.clone(),
+                    after: *ttl_after,
+                    clock: ttl_clock.clone(),
+                    grace: ttl_grace.unwrap_or(0),
+                }),
             };
             // Check the definition before creating a database directory for it.
             commands::dataset_def(&opts)?;

@@ -199,6 +199,20 @@ pub fn render_dataset(ds: &DatasetStats, defs: &[IndexDef]) -> String {
         bytes(ds.memory_budget),
         policy
     );
+    if let Some(t) = &ds.ttl {
+        let now = t
+            .now
+            .map_or("nothing written yet".to_owned(), |n| n.to_string());
+        let _ = writeln!(
+            out,
+            "  ttl: {}; clock now {now}; {} swept of {} read in {} sweep{}",
+            crate::describe::ttl(&t.ttl, t.ttl.clock.as_deref()),
+            t.expired,
+            t.scanned,
+            t.sweeps,
+            if t.sweeps == 1 { "" } else { "s" }
+        );
+    }
     for d in defs {
         let _ = writeln!(
             out,

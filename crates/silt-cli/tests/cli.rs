@@ -745,3 +745,65 @@ fn load_edge_cases() {
     assert!(r.stdout.is_empty());
     assert!(r.stderr.contains("0 records"), "{}", r.stderr);
 }
+
+#[test]
+fn records_with_a_ttl_expire_from_reads_and_stats_show_the_sweeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let r = expect(
+        &db,
+        &[
+            "create-dataset",
+            "readings",
+            "--key",
+            "sensor,t",
+            "--field",
+            "sensor:string,t:int,v:double",
+            "--ttl-time",
+            "t",
+            "--ttl-after",
+            "100",
+        ],
+        0,
+    );
+    assert!(
+        r.stdout.contains("ttl: 100 past t, clock written"),
+        "{}",
+        r.stdout
+    );
+    let input = dir.path().join("r.jsonl");
+    std::fs::write(
+        &input,
+        "{\"sensor\":\"a\",\"t\":1,\"v\":1}\n{\"sensor\":\"a\",\"t\":150,\"v\":2}\n{\"sensor\":\"b\",\"t\":300,\"v\":3}\n",
+    )
+    .unwrap();
+    expect(&db, &["load", "readings", input.to_str().unwrap()], 0);
+    // The clock is 300: only the record of time 300 is younger than 100.
+    let r = expect(&db, &["scan", "readings"], 0);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", r.stdout);
+    assert_eq!(json(lines[0])["t"], 300);
+    expect(&db, &["get", "readings", "a", "150"], 1);
+    let r = expect(&db, &["stats", "readings"], 0);
+    assert!(
+        r.stdout.contains("ttl: 100 past t; clock now 300"),
+        "{}",
+        r.stdout
+    );
+    // A ttl missing its life says what to give.
+    let r = expect(
+        &db,
+        &[
+            "create-dataset",
+            "bad",
+            "--key",
+            "id",
+            "--field",
+            "id:int,t:int",
+            "--ttl-time",
+            "t",
+        ],
+        2,
+    );
+    assert!(r.stderr.contains("`time` and `after`"), "{}", r.stderr);
+}

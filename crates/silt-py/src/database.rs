@@ -196,7 +196,13 @@ impl Database {
     /// - `compression`: `"lz4"` (default), `"zstd"` or `"none"` (`"none"`: blocks are read in
     ///   place from the page cache, ~2.5x cheaper random record fetches, more disk).
     /// - `block_size`: data block size (bytes or size string).
-    #[pyo3(signature = (name, primary_key, fields=None, *, partitions=1, memory_budget=None, merge_policy=None, compression=None, block_size=None))]
+    /// - `ttl`: records expire, e.g. `{"expiry": "until"}` (each record's
+    ///   expiry field) or `{"time": "t", "after": 3600}` (a life past its
+    ///   time), with `"clock"` (`"written"`: the largest time written, the
+    ///   default on int fields; `"unix_s"`, `"unix_ms"`, `"unix_us"`, the
+    ///   default on timestamps) and `"grace"` (how long after expiry a
+    ///   sweep deletes it). Reads never return an expired record.
+    #[pyo3(signature = (name, primary_key, fields=None, *, partitions=1, memory_budget=None, merge_policy=None, compression=None, block_size=None, ttl=None))]
     #[allow(clippy::too_many_arguments)]
     fn create_dataset(
         &self,
@@ -209,6 +215,7 @@ impl Database {
         merge_policy: Option<&str>,
         compression: Option<&str>,
         block_size: Option<&Bound<'_, PyAny>>,
+        ttl: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Dataset> {
         let build = || -> BindResult<DatasetDef> {
             let pk = string_list("primary_key", primary_key)?;
@@ -239,6 +246,9 @@ impl Database {
             if let Some(b) = block_size {
                 let b = parse_size("block_size", b)?;
                 def = def.block_size(usize::try_from(b).unwrap_or(usize::MAX));
+            }
+            if let Some(t) = ttl {
+                def.ttl = Some(ttl_def(t)?);
             }
             Ok(def)
         };
@@ -589,4 +599,36 @@ pub fn connect(
         handle: Handle::new(db),
         path: shown,
     })
+}
+
+/// A dataset's `ttl` from its dict (`create_dataset`).
+fn ttl_def(d: &Bound<'_, PyDict>) -> BindResult<silt::TtlDef> {
+    let mut t = silt::TtlDef::default();
+    for (k, v) in d.iter() {
+        let k: String = k
+            .extract()
+            .map_err(|_| BindError::Config("the keys of `ttl` must be str".into()))?;
+        let text = || -> BindResult<String> {
+            v.extract().map_err(|_| {
+                BindError::Config(format!("ttl `{k}` must be a str (a field name or clock)"))
+            })
+        };
+        let int = || -> BindResult<i64> {
+            v.extract()
+                .map_err(|_| BindError::Config(format!("ttl `{k}` must be an int")))
+        };
+        match k.as_str() {
+            "time" => t.time = Some(text()?),
+            "expiry" => t.expiry = Some(text()?),
+            "clock" => t.clock = Some(text()?),
+            "after" => t.after = Some(int()?),
+            "grace" => t.grace = int()?,
+            other => {
+                return Err(BindError::Config(format!(
+                    "unknown ttl key `{other}`; available: expiry, time, after, clock, grace"
+                )));
+            }
+        }
+    }
+    Ok(t)
 }

@@ -124,7 +124,7 @@ def test_sizes_accept_strings(db):
         (("keyword", "t"), {"merge_policy": "leveled"}, "leveled"),
         (("valuelist", "n"), {}, "needs a `time` option"),
         (("btree", "n"), {"time": "t"}, "valuelist indexes only"),
-        (("valuelist", "n"), {"time": "t", "clock": "sundial"}, "unknown value list clock"),
+        (("valuelist", "n"), {"time": "t", "clock": "sundial"}, "unknown clock"),
     ],
 )
 def test_bad_index_config(db, args, kwargs, match):

@@ -2,7 +2,9 @@
 //! `GENERATED ... AS IDENTITY`: existing rows numbered in key order), `DROP
 //! COLUMN`, `RENAME COLUMN`, and `ALTER COLUMN ... SET/DROP DEFAULT`,
 //! `SET/DROP NOT NULL`, and `ADD/DROP CONSTRAINT` of UNIQUE (a unique
-//! index) and CHECK (the rows there are checked first).
+//! index) and CHECK (the rows there are checked first); and `SET
+//! (ttl_...)`, which changes the table's ttl (`silt::Database::set_ttl`,
+//! no rewrite) and nothing else.
 //!
 //! A statement is one [`silt::Alteration`]: writes to the table wait until
 //! it ends, its operations run in order, each seeing the definition and
@@ -19,7 +21,7 @@
 use std::ops::Bound;
 
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, GeneratedAs,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, GeneratedAs, SqlOption,
     TableConstraint,
 };
 use silt::RecordCheck;
@@ -36,6 +38,9 @@ pub struct AlterStmt {
     pub table: String,
     if_exists: bool,
     ops: Vec<Op>,
+    /// `SET (ttl_... = '...')`: the ttl's options to change (`ttl =
+    /// 'off'` removes it); such an ALTER changes nothing else.
+    ttl: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -95,6 +100,7 @@ impl AlterStmt {
             table,
             if_exists,
             ops: vec![Op::Identity { column, change }],
+            ttl: Vec::new(),
         }
     }
 }
@@ -103,7 +109,7 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
     let table = ddl::object_parts(&a.name)
         .pop()
         .ok_or_else(|| SqlError::Invalid(format!("bad table name `{}`", a.name)))?;
-    let mut ops = Vec::new();
+    let (mut ops, mut ttl) = (Vec::new(), Vec::new());
     for op in &a.operations {
         match op {
             AlterTableOperation::AddColumn {
@@ -224,6 +230,25 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
                 name: ident(name),
                 if_exists: *if_exists,
             }),
+            AlterTableOperation::SetOptionsParens { options } => {
+                for o in options {
+                    let SqlOption::KeyValue { key, value } = o else {
+                        return Err(SqlError::Invalid(format!(
+                            "unsupported table option `{o}`; use SET (ttl_expiry = 'column', ...)"
+                        )));
+                    };
+                    let k = key.value.to_ascii_lowercase();
+                    match k.as_str() {
+                        "ttl" | "ttl_time" | "ttl_expiry" | "ttl_after" | "ttl_clock"
+                        | "ttl_grace" => ttl.push((k, ddl::option_text(value))),
+                        other => {
+                            return Err(SqlError::Invalid(format!(
+                                "ALTER TABLE ... SET ({other}): only the ttl options change after CREATE TABLE (ttl_expiry, ttl_time, ttl_after, ttl_clock, ttl_grace, or ttl = 'off')"
+                            )));
+                        }
+                    }
+                }
+            }
             other => {
                 return Err(SqlError::Unsupported(format!(
                     "ALTER TABLE ... {other}; Silt alters columns (ADD, DROP, RENAME COLUMN, ALTER COLUMN SET/DROP DEFAULT, SET/DROP NOT NULL) and constraints (ADD/DROP CONSTRAINT of UNIQUE and CHECK)"
@@ -231,10 +256,16 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
             }
         }
     }
+    if !ttl.is_empty() && !ops.is_empty() {
+        return Err(SqlError::Invalid(
+            "ALTER TABLE ... SET (ttl_...) must be an ALTER TABLE of its own".into(),
+        ));
+    }
     Ok(AlterStmt {
         table,
         if_exists: a.if_exists,
         ops,
+        ttl,
     })
 }
 
@@ -263,11 +294,36 @@ pub(crate) fn run(db: &Database, checks: &SqlChecks, stmt: &AlterStmt) -> Result
         Err(silt::Error::NoSuchDataset(_)) if stmt.if_exists => return Ok(()),
         Err(e) => return Err(e.into()),
     };
+    if !stmt.ttl.is_empty() {
+        return set_ttl(db, &ds, &stmt.ttl);
+    }
     let mut alt = db.alter(&ds)?;
     for op in &stmt.ops {
         apply(checks, &mut alt, op)?;
     }
     alt.finish().map_err(|e| too_large(&ds, e))?;
+    Ok(())
+}
+
+/// `ALTER TABLE ... SET (ttl...)`: the table's ttl with the options
+/// changed, or removed by `ttl = 'off'`.
+fn set_ttl(db: &Database, ds: &silt::Dataset, opts: &[(String, String)]) -> Result<(), SqlError> {
+    let def = ds.def();
+    let off = opts.iter().any(|(k, v)| {
+        k == "ttl" && matches!(v.to_ascii_lowercase().as_str(), "off" | "none" | "false")
+    });
+    if opts.iter().any(|(k, _)| k == "ttl") && !(off && opts.len() == 1) {
+        return Err(SqlError::Invalid(
+            "SET (ttl = 'off') removes the ttl and goes alone; set it with ttl_expiry, ttl_time, ttl_after, ttl_clock and ttl_grace".into(),
+        ));
+    }
+    let ttl = if off {
+        None
+    } else {
+        let base = def.ttl.clone().unwrap_or_default();
+        Some(ddl::ttl_def(&def, base, opts)?)
+    };
+    db.set_ttl(ds.name(), ttl)?;
     Ok(())
 }
 

@@ -562,7 +562,7 @@ fn array_element(dt: &str) -> Option<&str> {
 }
 
 /// An option value as text.
-fn option_text(e: &SqlExpr) -> String {
+pub(crate) fn option_text(e: &SqlExpr) -> String {
     match e {
         SqlExpr::Value(v) => match &v.value {
             SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => s.clone(),
@@ -935,6 +935,7 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
         | CreateTableOptions::Plain(o)
         | CreateTableOptions::TableProperties(o) => o,
     };
+    let mut ttl_opts = Vec::new();
     for o in opts {
         let SqlOption::KeyValue { key, value } = o else {
             return Err(SqlError::Invalid(format!(
@@ -953,15 +954,70 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
                     .map_err(|_| SqlError::Invalid(format!("block size `{v}` is too large")))?
             }
             "bloom_fpr" => def.bloom_fpr = parse_num(&k, &v)?,
+            "ttl_time" | "ttl_expiry" | "ttl_after" | "ttl_clock" | "ttl_grace" => {
+                ttl_opts.push((k, v));
+            }
             other => {
                 return Err(SqlError::Invalid(format!(
-                    "unknown table option `{other}`; available: merge_policy, memory_budget, partitions, compression, block_size, bloom_fpr"
+                    "unknown table option `{other}`; available: merge_policy, memory_budget, partitions, compression, block_size, bloom_fpr, ttl_expiry, ttl_time, ttl_after, ttl_clock, ttl_grace"
                 )));
             }
         }
     }
+    if !ttl_opts.is_empty() {
+        def.ttl = Some(ttl_def(&def, silt::TtlDef::default(), &ttl_opts)?);
+    }
     def.validate()?;
     Ok(def)
+}
+
+/// A table's `ttl`: `base` changed by its `ttl_*` options, `ttl_expiry`
+/// (the column holding each row's expiry) or `ttl_time` with `ttl_after`
+/// (a life past it), `ttl_clock`, `ttl_grace`. Lengths are numbers in the
+/// clock's unit, or intervals (`'7 days'`) under a wall clock.
+pub(crate) fn ttl_def(
+    def: &DatasetDef,
+    base: silt::TtlDef,
+    opts: &[(String, String)],
+) -> Result<silt::TtlDef, SqlError> {
+    let mut t = base;
+    for (k, v) in opts {
+        match k.as_str() {
+            "ttl_time" => t.time = Some(v.clone()),
+            "ttl_expiry" => t.expiry = Some(v.clone()),
+            "ttl_clock" => t.clock = Some(v.to_ascii_lowercase()),
+            _ => {}
+        }
+    }
+    let per_sec = silt::clock::unit(t.clock_name(def))?;
+    let length = |k: &str, v: &str| -> Result<i64, SqlError> {
+        if let Ok(n) = v.trim().parse::<i64>() {
+            return Ok(n);
+        }
+        let Some(per_sec) = per_sec else {
+            return Err(SqlError::Invalid(format!(
+                "{k} = '{v}': the written clock counts in the table's own units; give a number"
+            )));
+        };
+        let i = silt::value::interval::parse(v)
+            .map_err(|e| SqlError::Invalid(format!("{k} = '{v}': {e}")))?;
+        if i.months != 0 {
+            return Err(SqlError::Invalid(format!(
+                "{k} = '{v}': a month has no fixed length; give days"
+            )));
+        }
+        let micros = i128::from(i.days) * 86_400_000_000 + i128::from(i.micros);
+        i64::try_from(micros * i128::from(per_sec) / 1_000_000)
+            .map_err(|_| SqlError::Invalid(format!("{k} = '{v}' is too long")))
+    };
+    for (k, v) in opts {
+        match k.as_str() {
+            "ttl_after" => t.after = Some(length(k, v)?),
+            "ttl_grace" => t.grace = length(k, v)?,
+            _ => {}
+        }
+    }
+    Ok(t)
 }
 
 /// The index definition of a `CREATE INDEX`, and its table.

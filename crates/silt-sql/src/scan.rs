@@ -394,6 +394,7 @@ impl ExecutionPlan for SiltScanExec {
             && !self.for_write
             && !self.rev
             && self.limit.is_none()
+            && !self.ds.has_ttl()
             && matches!(self.access, Access::Full | Access::PkRange { .. })
             && let Some(cache) = context.session_config().get_extension::<ColumnCache>()
             && let Some(units) = self.images.decide(&context, || {

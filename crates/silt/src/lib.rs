@@ -5,6 +5,7 @@
 //! merge, policies), [`dataset`] / [`db`] (datasets, partitions, catalog).
 //! See `docs/architecture.md` for the map.
 
+pub mod clock;
 pub mod dataset;
 pub mod db;
 pub mod error;
@@ -22,8 +23,8 @@ pub mod workload;
 pub use dataset::{
     BatchOptions, BatchReport, CommitInfo, Dataset, DatasetScan, DatasetStats, IndexHit,
     JoinPredicate, ListItem, ListRead, PendingAck, PreparedBatch, Query, QueryHit, QueryOptions,
-    QueryResults, QueryStats, RowShape, SequenceValues, Transaction, TxnLimits, TxnQuery, TxnScan,
-    WriteMode,
+    QueryResults, QueryStats, RowShape, SequenceValues, SweepReport, Transaction, TxnLimits,
+    TxnQuery, TxnScan, WriteMode,
 };
 pub use db::roles::{Privileges, Role};
 pub use db::spaces::SpaceDef;
@@ -34,7 +35,8 @@ pub use error::{Error, Result};
 pub use index::recency;
 pub use index::{IndexDef, IndexKind, IndexOptions, ReconcileOption};
 pub use schema::{
-    CheckDef, DatasetDef, FieldDefault, Identity, Narrow, RecordCheck, SequenceDef, sequence_name,
+    CheckDef, DatasetDef, FieldDefault, Identity, Narrow, RecordCheck, SequenceDef, TtlDef,
+    sequence_name,
 };
 pub use txn::Durability;
 pub use value::{FieldType, Geometry, Value};

@@ -67,6 +67,9 @@ pub struct DatasetDef {
     /// the log may still hold records of a dropped index).
     #[serde(default)]
     pub index_ids_used: u32,
+    /// Records expire ([`TtlDef`]; set with [`crate::Database::set_ttl`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<TtlDef>,
 }
 
 impl DatasetDef {
@@ -91,6 +94,7 @@ impl DatasetDef {
             bloom_fpr: 0.01,
             indexes: Vec::new(),
             index_ids_used: 0,
+            ttl: None,
         }
     }
 
@@ -305,7 +309,132 @@ impl DatasetDef {
                 self.bloom_fpr
             )));
         }
+        if let Some(t) = &self.ttl {
+            t.validate(self)?;
+        }
         self.policy.validate()
+    }
+}
+
+/// How a dataset's records expire (its `ttl`): a record expires at the
+/// value of its `expiry` field, or `after` units past its `time` field
+/// (exclusive: at that instant it is gone), by the dataset's clock
+/// ([`crate::clock`]). From then on reads do not see it; a sweep deletes
+/// it once the clock is `grace` past its expiry (`dataset::ttl`). A record
+/// whose field is null never expires.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TtlDef {
+    /// The field holding a record's time: what `after` counts from, and
+    /// what the written clock follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// The field holding a record's expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiry: Option<String>,
+    /// A record's life past its `time`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<i64>,
+    /// `written`, `unix_s`, `unix_ms` or `unix_us`; default `unix_us` on a
+    /// timestamp field, `written` on an integer one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
+    /// How long past its expiry an expired record is kept (unseen) before
+    /// the sweep deletes it.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub grace: i64,
+}
+
+fn is_zero_i64(v: &i64) -> bool {
+    *v == 0
+}
+
+impl TtlDef {
+    /// Records expire at their `expiry` field.
+    pub fn at(expiry: &str) -> TtlDef {
+        TtlDef {
+            expiry: Some(expiry.to_owned()),
+            ..TtlDef::default()
+        }
+    }
+
+    /// Records expire `after` units past their `time` field.
+    pub fn after(time: &str, after: i64) -> TtlDef {
+        TtlDef {
+            time: Some(time.to_owned()),
+            after: Some(after),
+            ..TtlDef::default()
+        }
+    }
+
+    /// The field the sweep finds expired records by (an index on it, if
+    /// one leads with it): the expiry, else the time.
+    pub fn sweep_field(&self) -> &str {
+        self.expiry
+            .as_deref()
+            .or(self.time.as_deref())
+            .unwrap_or_default()
+    }
+
+    /// The clock's name, defaulted.
+    pub fn clock_name(&self, def: &DatasetDef) -> &str {
+        match self.clock.as_deref() {
+            Some(c) => c,
+            None => match def.field_type(self.sweep_field()) {
+                Some(FieldType::Timestamp | FieldType::TimestampTz) => "unix_us",
+                _ => "written",
+            },
+        }
+    }
+
+    /// The expiry of a record whose fields hold `time` and `expiry`.
+    pub fn expiry_of(&self, time: Option<i64>, expiry: Option<i64>) -> Option<i64> {
+        match self.after {
+            Some(a) => time.map(|t| t.saturating_add(a)),
+            None => expiry,
+        }
+    }
+
+    fn validate(&self, def: &DatasetDef) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(format!("the ttl of `{}`: {m}", def.name)));
+        match (&self.expiry, &self.time, self.after) {
+            (Some(_), _, Some(_)) => {
+                return bad("give `expiry` (a field holding each record's expiry) or `after` (a life past `time`), not both".into());
+            }
+            (None, None, _) | (None, Some(_), None) => {
+                return bad("give `expiry` (the field holding each record's expiry), or `time` and `after` (a life past the time)".into());
+            }
+            (None, Some(_), Some(a)) if a <= 0 => {
+                return bad(format!("`after` must be more than 0, got {a}"));
+            }
+            _ => {}
+        }
+        if self.grace < 0 {
+            return bad(format!("`grace` must be zero or more, got {}", self.grace));
+        }
+        for f in [&self.time, &self.expiry].into_iter().flatten() {
+            match def.field_type(f) {
+                Some(FieldType::Int | FieldType::Timestamp | FieldType::TimestampTz) => {}
+                Some(t) => {
+                    return bad(format!(
+                        "`{f}` is declared {t}; a time must be int, timestamp or timestamptz"
+                    ));
+                }
+                None => {
+                    return bad(format!(
+                        "`{f}` is not a declared field; declare it int, timestamp or timestamptz"
+                    ));
+                }
+            }
+        }
+        let clock = self.clock_name(def);
+        let unix = crate::clock::unit(clock)?;
+        if unix.is_none() && self.time.is_none() {
+            return bad("the written clock follows the records' `time`: give `time` too, or a wall clock (`clock`: unix_s, unix_ms or unix_us)".into());
+        }
+        if self.time.is_some() && self.time == self.expiry {
+            return bad("`time` and `expiry` must be different fields".into());
+        }
+        Ok(())
     }
 }
 

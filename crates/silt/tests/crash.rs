@@ -8,13 +8,16 @@
 //!
 //! Knobs: `SILT_CRASH_CYCLES` (default 100 per phase, two phases) for longer runs.
 //!
-//! The transaction crash test (`txn`), the sequence one (`sequence`) and
-//! the pub/sub delivery one (`pubsub`) share this binary.
+//! The transaction crash test (`txn`), the sequence one (`sequence`), the
+//! pub/sub delivery one (`pubsub`) and the expiring-records one (`ttl`)
+//! share this binary.
 
 #[path = "crash/pubsub.rs"]
 mod pubsub;
 #[path = "crash/sequence.rs"]
 mod sequence;
+#[path = "crash/ttl.rs"]
+mod ttl;
 #[path = "crash/txn.rs"]
 mod txn;
 

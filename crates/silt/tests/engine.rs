@@ -35,6 +35,8 @@ mod spatial;
 mod spatial_leveled;
 #[path = "engine/transactions.rs"]
 mod transactions;
+#[path = "engine/ttl.rs"]
+mod ttl;
 #[path = "engine/txn.rs"]
 mod txn;
 #[path = "engine/unique.rs"]

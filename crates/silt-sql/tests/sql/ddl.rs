@@ -514,3 +514,105 @@ fn check_constraints_refuse_rows_that_fail_them() {
     assert!(fail(&e, "INSERT INTO t VALUES (9, -1, 1, 1, 'a')").contains("t_qty_check"));
     run(&e, "INSERT INTO t VALUES (9, 1, 1, 1, 'a')");
 }
+
+#[test]
+fn a_table_with_a_ttl_hides_and_sweeps_expired_rows() {
+    let (_d, e) = engine();
+    // A logical clock: rows live 100 past their time `t`.
+    run(
+        &e,
+        "CREATE TABLE ev (id BIGINT PRIMARY KEY, t BIGINT, g BIGINT) \
+         WITH (ttl_time = 't', ttl_after = '100', memory_budget = '2MB')",
+    );
+    run(&e, "CREATE INDEX ev_g ON ev (g)");
+    run(&e, "CREATE INDEX ev_t ON ev (t)");
+    run(
+        &e,
+        "INSERT INTO ev VALUES (1, 0, 1), (2, 50, 1), (3, 120, 2), (4, 210, 2)",
+    );
+    // The clock is 210: rows of time 110 or less are gone from every read.
+    let ids = |sql: &str| ints(&run(&e, sql), 0);
+    assert_eq!(ids("SELECT id FROM ev ORDER BY id"), vec![3, 4]);
+    assert_eq!(count_star(&e, "SELECT count(*) AS count FROM ev"), 2);
+    assert_eq!(ids("SELECT id FROM ev WHERE id = 1"), Vec::<i64>::new());
+    assert_eq!(ids("SELECT id FROM ev WHERE g = 1"), Vec::<i64>::new());
+    // An insert over an expired row is not a duplicate.
+    run(&e, "INSERT INTO ev VALUES (1, 205, 1)");
+    assert_eq!(ids("SELECT id FROM ev WHERE g = 1"), vec![1]);
+    let rep = e.database().sweep_expired("ev").expect("sweep");
+    assert_eq!((rep.path.as_str(), rep.expired), ("index ev_t", 1));
+    // Bad options say what is wrong.
+    let err = fail(
+        &e,
+        "CREATE TABLE bad (id BIGINT PRIMARY KEY, t BIGINT) WITH (ttl_time = 't', ttl_after = '1 day')",
+    );
+    assert!(err.contains("give a number"), "{err}");
+    let err = fail(
+        &e,
+        "CREATE TABLE bad (id BIGINT PRIMARY KEY, t VARCHAR) WITH (ttl_expiry = 't', ttl_clock = 'unix_s')",
+    );
+    assert!(
+        err.contains("a time must be int, timestamp or timestamptz"),
+        "{err}"
+    );
+    // A timestamp column under the wall clock, with an interval.
+    run(
+        &e,
+        "CREATE TABLE s (id BIGINT PRIMARY KEY, at TIMESTAMP) WITH (ttl_time = 'at', ttl_after = '1 day')",
+    );
+    run(
+        &e,
+        "INSERT INTO s VALUES (1, TIMESTAMP '2001-01-01 00:00:00'), (2, now() + INTERVAL '1 hour')",
+    );
+    assert_eq!(ids("SELECT id FROM s"), vec![2]);
+    let def = e.database().dataset("s").expect("s").def();
+    assert_eq!(def.ttl.as_ref().and_then(|t| t.after), Some(86_400_000_000));
+    // ALTER TABLE changes the ttl: a longer life shows the old row again,
+    // `ttl = 'off'` shows everything, and a plain table gets one.
+    run(&e, "ALTER TABLE s SET (ttl_after = '100000 days')");
+    assert_eq!(ids("SELECT id FROM s ORDER BY id"), vec![1, 2]);
+    run(
+        &e,
+        "ALTER TABLE s SET (ttl_after = '1 hour', ttl_grace = '1 minute')",
+    );
+    assert_eq!(ids("SELECT id FROM s"), vec![2]);
+    let t = e
+        .database()
+        .dataset("s")
+        .expect("s")
+        .def()
+        .ttl
+        .clone()
+        .expect("ttl");
+    assert_eq!((t.after, t.grace), (Some(3_600_000_000), 60_000_000));
+    run(&e, "ALTER TABLE s SET (ttl = 'off')");
+    assert_eq!(ids("SELECT id FROM s ORDER BY id"), vec![1, 2]);
+    run(
+        &e,
+        "CREATE TABLE plain (id BIGINT PRIMARY KEY, until BIGINT)",
+    );
+    run(&e, "INSERT INTO plain VALUES (1, 10), (2, 1000)");
+    run(
+        &e,
+        "ALTER TABLE plain SET (ttl_expiry = 'until', ttl_clock = 'unix_s')",
+    );
+    assert_eq!(ids("SELECT id FROM plain"), Vec::<i64>::new());
+    let err = fail(&e, "ALTER TABLE plain SET (fillfactor = 70)");
+    assert!(err.contains("only the ttl options"), "{err}");
+    let err = fail(&e, "ALTER TABLE plain SET (ttl_expiry = 'nope')");
+    assert!(err.contains("not a declared field"), "{err}");
+}
+
+fn count_star(e: &SqlEngine, sql: &str) -> u64 {
+    let b = run(e, sql);
+    b.iter()
+        .map(|x| {
+            use datafusion::arrow::array::AsArray;
+            x.column(0)
+                .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                .iter()
+                .flatten()
+                .sum::<i64>() as u64
+        })
+        .sum()
+}

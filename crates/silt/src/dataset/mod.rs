@@ -32,6 +32,7 @@ mod row;
 mod runs;
 pub(crate) mod sequence;
 mod transaction;
+pub(crate) mod ttl;
 mod unique;
 mod valuelist;
 mod write;
@@ -45,6 +46,7 @@ pub use row::RowShape;
 pub use runs::{MemRead, PartitionRuns, runs_disjoint};
 pub use sequence::SequenceValues;
 pub use transaction::{CommitInfo, Transaction, TxnLimits, TxnQuery, TxnScan};
+pub use ttl::{SweepReport, TtlStats};
 pub use valuelist::{ListItem, ListRead};
 use write::TxnWork;
 pub use write::{BatchOptions, BatchReport, PendingAck, WriteMode};
@@ -84,6 +86,8 @@ pub struct Dataset {
     embedded: Arc<crate::index::recency::EmbeddedFields>,
     /// The counters of fields whose default is a sequence.
     sequences: sequence::Sequences,
+    /// How records expire, if they do (`ttl`).
+    ttl: parking_lot::RwLock<Option<Arc<ttl::Ttl>>>,
 }
 
 /// Counters of a dataset, per index and partition.
@@ -94,6 +98,9 @@ pub struct DatasetStats {
     pub memory_budget: u64,
     pub primary_key: Vec<String>,
     pub indexes: Vec<TreeStats>,
+    /// The ttl's counters, if records expire.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<TtlStats>,
 }
 
 impl Dataset {
@@ -170,7 +177,9 @@ impl Dataset {
                 }
             }
         }
+        let expiry = ttl::Ttl::open(&def, dir)?;
         let ds = Arc::new(Dataset {
+            ttl: parking_lot::RwLock::new(expiry),
             id: def.id,
             txn,
             name: def.name.clone(),
@@ -536,6 +545,7 @@ impl Dataset {
             memory_budget: self.def().memory_budget,
             primary_key: self.def().primary_key.clone(),
             indexes: self.trees().iter().map(|t| t.stats()).collect(),
+            ttl: self.ttl_stats(),
         }
     }
 }

@@ -54,6 +54,8 @@ pub struct DatasetScan {
     epoch: u64,
     /// Instant S grants not yet added to the lock manager's counters.
     granted: u64,
+    /// Records expired by this clock are not yielded (`super::ttl`).
+    hide: Option<(Arc<ttl::Ttl>, i64)>,
 }
 
 /// Grants a scan adds to the lock statistics at once, at most (so
@@ -121,6 +123,11 @@ impl DatasetScan {
                 }
             }
             if granted && self.ds.txn.abort_epoch() == self.epoch {
+                if let Some((t, now)) = &self.hide
+                    && t.expired_at(&v, Some(*now))
+                {
+                    continue;
+                }
                 return Ok(Some((k, v, seq)));
             }
             // A writer is in flight (wait for it), or an abort may have undone
@@ -199,7 +206,7 @@ impl Dataset {
             let epoch = self.txn.abort_epoch();
             let e = self.partition_of(key).primary.get_entry(key)?;
             if self.txn.locks.try_s_instant(name) && self.txn.abort_epoch() == epoch {
-                return Ok(e.filter(|e| !e.is_delete()));
+                return Ok(e.filter(|e| !e.is_delete() && self.visible(&e.value)));
             }
             self.txn.locks.lock_s_instant(name);
         }
@@ -254,7 +261,7 @@ impl Dataset {
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
     ) -> Result<DatasetScan> {
-        self.open_scan(lo, hi, false)
+        self.open_scan(lo, hi, false, true)
     }
 
     /// [`Dataset::scan_raw`] in descending key order.
@@ -263,16 +270,22 @@ impl Dataset {
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
     ) -> Result<DatasetScan> {
-        self.open_scan(lo, hi, true)
+        self.open_scan(lo, hi, true, true)
     }
 
-    fn open_scan(
+    /// A scan; `hide`: without the records the ttl expired.
+    pub(super) fn open_scan(
         self: &Arc<Self>,
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
         rev: bool,
+        hide: bool,
     ) -> Result<DatasetScan> {
         let epoch = self.txn.abort_epoch();
+        let hide = match self.ttl() {
+            Some(t) if hide => t.now().map(|n| (t, n)),
+            _ => None,
+        };
         let scans = self.partition_scans(&lo, &hi, rev)?;
         let mut s = DatasetScan {
             scans,
@@ -283,6 +296,7 @@ impl Dataset {
             rev,
             epoch,
             granted: 0,
+            hide,
         };
         s.fill_heap()?;
         Ok(s)
@@ -293,8 +307,12 @@ impl Dataset {
     /// ([`LsmTree::exact_live_count`]) and no writer is in flight (its
     /// uncommitted versions may be in the components); `None` otherwise.
     /// For `COUNT(*)`: the answer is the dataset as of this call, as a scan
-    /// starting now would see it under read committed.
+    /// starting now would see it under read committed. Never with a ttl
+    /// (the metadata counts expired records too).
     pub fn exact_count(&self) -> Option<u64> {
+        if self.has_ttl() {
+            return None;
+        }
         // First: a writer that locks after this check writes after it too
         // (the count then stands for the moment before that write), and
         // an abort undoes while it still holds its locks.

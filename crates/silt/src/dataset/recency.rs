@@ -170,13 +170,15 @@ impl Dataset {
         idx: &IndexSet,
         old_rec: Option<&Value>,
         new_rec: Option<&Value>,
+        expiring: bool,
         work: &mut TxnWork,
     ) -> Result<Vec<RecOp>> {
         let mut ops = Vec::new();
         let mut names = Vec::new();
+        let ttl = self.ttl().filter(|_| expiring);
         for (i, d) in idx.defs.iter().enumerate() {
             let imp = d.kind.imp();
-            if !imp.is_recency() {
+            if !imp.is_recency() || ttl.as_ref().is_some_and(|t| t.lists_expire_alike(d)) {
                 continue;
             }
             let new = match new_rec {

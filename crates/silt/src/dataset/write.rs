@@ -94,13 +94,16 @@ pub(super) enum WriteOp<'a> {
     Upsert(&'a [u8], &'a [u8]),
     Delete(&'a [u8]),
     InsertIgnore(&'a [u8], &'a [u8]),
+    /// Delete the record if its ttl expired it at the given clock (the
+    /// sweep, `super::ttl`), checked under its lock.
+    Expire(&'a [u8], i64),
 }
 
 impl<'a> WriteOp<'a> {
     fn key(&self) -> &'a [u8] {
         match *self {
             WriteOp::Insert(k, _) | WriteOp::Upsert(k, _) | WriteOp::Delete(k) => k,
-            WriteOp::InsertIgnore(k, _) => k,
+            WriteOp::InsertIgnore(k, _) | WriteOp::Expire(k, _) => k,
         }
     }
 
@@ -216,19 +219,41 @@ impl Dataset {
         let idx = self.indexes.read().clone();
         let has_sec = !idx.defs.is_empty();
         let prior = match op {
-            WriteOp::Insert(..) | WriteOp::InsertIgnore(..) | WriteOp::Delete(_) => {
-                tree.check_entry(key)?
-            }
+            WriteOp::Insert(..)
+            | WriteOp::InsertIgnore(..)
+            | WriteOp::Delete(_)
+            | WriteOp::Expire(..) => tree.check_entry(key)?,
             WriteOp::Upsert(..) if track_undo || has_sec => tree.check_entry(key)?,
             WriteOp::Upsert(..) => None,
         };
-        let live = prior.as_ref().is_some_and(|e| !e.is_delete());
+        let stored = prior.as_ref().filter(|e| !e.is_delete());
+        let ttl = self.ttl();
+        // An expired record is absent to an insert (replaced, its index
+        // entries removed); a delete removes it all the same.
+        let live = stored.is_some_and(|e| {
+            ttl.as_ref()
+                .is_none_or(|t| !t.expired_at(&e.value, t.now()))
+        });
         match op {
             WriteOp::Insert(..) if live => return Err(self.duplicate(key)),
-            WriteOp::Delete(_) if !live => return Ok(false),
+            WriteOp::Delete(_) if stored.is_none() => return Ok(false),
             WriteOp::InsertIgnore(..) if live => return Ok(false),
+            WriteOp::Expire(_, at) => {
+                let expired = match (stored, &ttl) {
+                    (Some(e), Some(t)) => t.expired_at(&e.value, Some(*at)),
+                    _ => false,
+                };
+                if !expired {
+                    return Ok(false);
+                }
+            }
             _ => {}
         }
+        let expiring = matches!(op, WriteOp::Expire(..));
+        let op = &match *op {
+            WriteOp::Expire(k, _) => WriteOp::Delete(k),
+            op => op,
+        };
         // Secondary index changes, computed before anything is written so that
         // a record whose indexed field cannot be indexed is refused cleanly.
         // Eager maintenance as AsterixDB: the old record's entries are removed.
@@ -244,7 +269,7 @@ impl Dataset {
                 WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v) => {
                     Some(value::decode_value(v)?)
                 }
-                WriteOp::Delete(_) => None,
+                WriteOp::Delete(_) | WriteOp::Expire(..) => None,
             };
             match self.check_unique(txn, &idx, key, old_rec.as_ref(), new_rec.as_ref(), work) {
                 // SQL's ON CONFLICT DO NOTHING skips a taken unique value too.
@@ -289,15 +314,25 @@ impl Dataset {
                     }
                 }
             }
-            rec_ops = self.recency_prepare(txn, &idx, old_rec.as_ref(), new_rec.as_ref(), work)?;
+            rec_ops = self.recency_prepare(
+                txn,
+                &idx,
+                old_rec.as_ref(),
+                new_rec.as_ref(),
+                expiring,
+                work,
+            )?;
         }
         let seq = self.next_seq();
         let (kind, log_op, value): (_, _, &[u8]) = match op {
             WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v) => {
                 (EntryKind::Put, LogOp::Put, *v)
             }
-            WriteOp::Delete(_) => (EntryKind::Delete, LogOp::Delete, &[]),
+            WriteOp::Delete(_) | WriteOp::Expire(..) => (EntryKind::Delete, LogOp::Delete, &[]),
         };
+        if let (Some(t), EntryKind::Put) = (&ttl, kind) {
+            t.saw(value);
+        }
         let wal = &self.txn.wal;
         let entry = EntryRef { seq, kind, value };
         let (mem, cost) = tree.put_logged(key, entry, || {
@@ -343,7 +378,7 @@ impl Dataset {
                 WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v) => {
                     Some(*v)
                 }
-                WriteOp::Delete(_) => None,
+                WriteOp::Delete(_) | WriteOp::Expire(..) => None,
             };
             self.recency_apply(txn, pidx, seq, key, record, rec_ops, &idx, work)?;
         }
@@ -603,6 +638,19 @@ impl Dataset {
         if opts.atomic {
             return self.write_ops_atomic(opts.mode, ops, under);
         }
+        self.write_ops_as(opts, ops, under, |k, v| WriteOp::of(opts.mode, k, v))
+    }
+
+    /// [`Dataset::write_ops`], not atomic, each (key, value) written as
+    /// `op` makes it.
+    pub(super) fn write_ops_as<T: KeyValue>(
+        &self,
+        opts: BatchOptions,
+        ops: impl ExactSizeIterator<Item = Result<T>>,
+        under: PreparedUnder<'_>,
+        op: impl for<'k> Fn(&'k [u8], &'k [u8]) -> WriteOp<'k>,
+    ) -> Result<BatchReport> {
+        let make = op;
         let ctx = &self.txn;
         let mut report = BatchReport::default();
         let mut handles = Vec::new();
@@ -628,7 +676,7 @@ impl Dataset {
                 }
             };
             let (key, value) = item.kv();
-            let op = WriteOp::of(opts.mode, key, value);
+            let op = make(key, value);
             let txn = ctx.begin();
             let name = LockManager::name(self.id, op.key());
             if !ctx.locks.try_lock_x(txn, name) {

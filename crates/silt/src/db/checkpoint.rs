@@ -88,6 +88,10 @@ pub(super) fn checkpoint(
             }
         }
     }
+    // The written clocks of the ttls, before the log that raised them goes.
+    for ds in &datasets {
+        ds.save_ttl_clock()?;
+    }
     let cp = Checkpoint {
         low_water_lsn: low,
         end_lsn: txn.wal.end_lsn(),

@@ -16,6 +16,7 @@ pub mod roles;
 mod sequences;
 pub mod spaces;
 mod truncate;
+mod ttl;
 pub mod views;
 
 pub use alter::Alteration;
@@ -69,6 +70,9 @@ pub struct DbOptions {
     pub wal_file_bytes: u64,
     /// Fault injection for the log (tests only).
     pub wal_fault: Option<Arc<crate::txn::FaultInjector>>,
+    /// Sweep the expired records of the datasets with a ttl this often,
+    /// milliseconds (0: never; `Database::sweep_expired` still does).
+    pub ttl_sweep_ms: u64,
 }
 
 impl Default for DbOptions {
@@ -82,6 +86,7 @@ impl Default for DbOptions {
             checkpoint_interval_bytes: 256 << 20,
             wal_file_bytes: 64 << 20,
             wal_fault: None,
+            ttl_sweep_ms: 1000,
         }
     }
 }
@@ -114,6 +119,8 @@ pub struct Database {
     /// End of the log at the last checkpoint (also serializes checkpoints).
     checkpoint_lock: Arc<Mutex<u64>>,
     checkpointer: Mutex<Option<(crossbeam_channel::Sender<()>, std::thread::JoinHandle<()>)>>,
+    /// The ttl sweeper (see [`ttl`]).
+    sweeper: Mutex<Option<(crossbeam_channel::Sender<()>, std::thread::JoinHandle<()>)>>,
     /// Bumped by every change of the datasets or their indexes (see
     /// [`Database::schema_version`]).
     schema_version: AtomicU64,
@@ -200,11 +207,13 @@ impl Database {
             recovery,
             checkpoint_lock: Arc::new(Mutex::new(from_lsn)),
             checkpointer: Mutex::new(None),
+            sweeper: Mutex::new(None),
             schema_version: AtomicU64::new(0),
             counters,
             live_spaces: Mutex::new(std::collections::HashMap::new()),
         };
         db.start_checkpointer();
+        db.start_sweeper();
         Ok(db)
     }
 
@@ -537,9 +546,11 @@ impl Database {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        if let Some((tx, h)) = self.checkpointer.lock().take() {
-            drop(tx);
-            let _ = h.join();
+        for thread in [&self.sweeper, &self.checkpointer] {
+            if let Some((tx, h)) = thread.lock().take() {
+                drop(tx);
+                let _ = h.join();
+            }
         }
         let mut first_err = None;
         for ds in self.datasets.read().values() {

@@ -99,12 +99,21 @@ pub(super) fn recover(
         let floor = *disk_lsn
             .entry((dataset, partition, index))
             .or_insert_with(|| tree.disk_lsn());
+        let entries = rec.into_entries();
+        if index == 0 {
+            // The ttl's written clock saw every write since the checkpoint.
+            for op in &entries {
+                if op.op == crate::txn::LogOp::Put {
+                    ds.ttl_replayed(&op.value);
+                }
+            }
+        }
         if lsn < floor {
             // Reflected in a disk component (floor is an LSN mark = LSN + 1).
             continue;
         }
         ds.bump_seq(seq);
-        for op in rec.into_entries() {
+        for op in entries {
             let (key, entry) = op.into_entry(seq);
             let cost = tree.put(&key, entry, lsn + 1);
             ds.memory_group().charge(cost)?;

@@ -30,7 +30,7 @@ use crate::db::spaces::SpaceDef;
 use crate::error::{Error, Result};
 use crate::index::{IndexDef, IndexKind, IndexOptions};
 use crate::lsm::policy::MergePolicy;
-use crate::schema::DatasetDef;
+use crate::schema::{DatasetDef, TtlDef};
 use crate::value::{self, FieldType, Value};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde::{Deserialize, Serialize};
@@ -776,6 +776,14 @@ fn ensure(db: &Database, name: &str, key: &[&str], opts: &PubSubOptions) -> Resu
         .field("t", FieldType::Int)
         .field("tmax", FieldType::Int);
     def.partitions = opts.partitions.max(1);
+    // The records go when their lists drop them: a sweep deletes each
+    // once the written clock is `grace` past its `tmax` (the lists'
+    // merges drop the same items by the same clock).
+    def.ttl = Some(TtlDef {
+        time: Some("t".into()),
+        grace: opts.grace,
+        ..TtlDef::at("tmax")
+    });
     if let Some(b) = opts.memory_budget {
         def.memory_budget = b;
     }

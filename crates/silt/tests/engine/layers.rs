@@ -3,7 +3,7 @@
 //! The core crate is layered, bottom to top:
 //!
 //! ```text
-//! error, varint -> value -> geo, workload -> storage -> lsm -> index
+//! error, varint -> value, clock -> geo, workload -> storage -> lsm -> index
 //!   -> schema -> txn -> dataset -> db -> pubsub
 //! ```
 //!
@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
     ("varint", 0),
     ("value", 1),
+    ("clock", 1),
     ("geo", 2),
     ("storage", 3),
     ("lsm", 4),

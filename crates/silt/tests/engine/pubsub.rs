@@ -443,8 +443,12 @@ fn simultaneous_subscribe_and_publish_match_exactly_once() {
         let dir = tempfile::tempdir().unwrap();
         let fault = Arc::new(FaultInjector::new());
         let db = Database::open(dir.path(), opts(&fault)).unwrap();
+        // The threads' clocks drift apart by up to `per`: an operation may
+        // be stamped that far behind the newest time written, so the
+        // sweeps and merges keep what expired within that grace.
         let so = PubSubOptions {
             hierarchy,
+            grace: 300,
             ..space_opts(design, "tiered(3)")
         };
         let ps = PubSub::open(&db, "ps", &so).unwrap();

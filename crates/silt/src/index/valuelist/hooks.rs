@@ -9,12 +9,13 @@
 //!   [`Fragment`];
 //! - a merge ([`ListMerger`]) combines the fragments of a key that meet
 //!   (newest entry per primary key, items in time order) and drops the items
-//!   that have expired by the list's clock ([`ListClock`]);
+//!   that have expired by the list's clock ([`crate::clock`]);
 //! - an observer ([`TimeObserver`]) writes each component's time zone map
 //!   (the aux block): the smallest and largest item time of every data block
 //!   and of the component, so a read skips what is older than its window.
 
 use super::fragment::{Fragment, Item, Marker, corrupt, get_time, put_time};
+use crate::clock::ExpiryClock;
 use crate::error::Result;
 use crate::lsm::hooks::{BlockObserver, FlushTransform, MemFacts, ObserverFactory, ValueMerger};
 use crate::lsm::kind::ComponentBuilder;
@@ -225,60 +226,10 @@ impl MemFacts for ListMemFacts {
     }
 }
 
-/// The time a list's merges expire items by.
-///
-/// `Written` (the default): the largest item time any flush of the tree has
-/// seen, less the index's `grace`. Times are then whatever the application
-/// counts in (seconds, milliseconds, a logical clock), and a merge never
-/// expires an item by a time the data has not reached. `Unix(unit)`: the
-/// wall clock in seconds, milliseconds or microseconds since 1970, less
-/// the grace.
-#[derive(Debug)]
-pub struct ListClock {
-    written: AtomicI64,
-    grace: i64,
-    unix: Option<i64>,
-}
-
-impl ListClock {
-    /// `unix`: units per second of a wall clock (`None`: the written clock).
-    pub fn new(grace: i64, unix: Option<i64>) -> ListClock {
-        ListClock {
-            written: AtomicI64::new(i64::MIN),
-            grace,
-            unix,
-        }
-    }
-
-    /// A flush or bulk load saw items up to time `t`.
-    pub fn saw(&self, t: i64) {
-        self.written.fetch_max(t, Ordering::Relaxed);
-    }
-
-    /// The time items expire by: `None` before anything was seen.
-    pub fn now(&self) -> Option<i64> {
-        let base = match self.unix {
-            Some(per_sec) => {
-                let d = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default();
-                let t = d.as_secs() as i128 * per_sec as i128
-                    + d.subsec_nanos() as i128 * per_sec as i128 / 1_000_000_000;
-                i64::try_from(t).unwrap_or(i64::MAX)
-            }
-            None => match self.written.load(Ordering::Relaxed) {
-                i64::MIN => return None,
-                t => t,
-            },
-        };
-        Some(base.saturating_sub(self.grace))
-    }
-}
-
 /// Flush of a value-list tree: one fragment per list key.
 pub struct ListFlush {
     pub fields: usize,
-    pub clock: Arc<ListClock>,
+    pub clock: Arc<ExpiryClock>,
 }
 
 impl FlushTransform for ListFlush {
@@ -370,7 +321,7 @@ impl FlushTransform for ListFlush {
 
 /// Merge of a value-list tree's fragments, with expiry.
 pub struct ListMerger {
-    pub clock: Arc<ListClock>,
+    pub clock: Arc<ExpiryClock>,
 }
 
 impl ValueMerger for ListMerger {

@@ -19,6 +19,7 @@ pub mod hooks;
 use super::IndexDef;
 use super::kind::{BulkRow, IndexOption, IndexType, RecencyWrite};
 use super::query::{KeyRange, Query, Recheck};
+use crate::clock::ExpiryClock;
 use crate::error::{Error, Result};
 use crate::lsm::LsmTree;
 use crate::lsm::hooks::MemFacts;
@@ -27,9 +28,7 @@ use crate::lsm::kind::PkSplit;
 use crate::storage::{Entry, varint};
 use crate::value::Value;
 use fragment::Fragment;
-use hooks::{
-    ListClock, ListFlush, ListMemFacts, ListMerger, ZoneFactory, mem_item, mem_key, mem_marker,
-};
+use hooks::{ListFlush, ListMemFacts, ListMerger, ZoneFactory, mem_item, mem_key, mem_marker};
 use std::sync::Arc;
 
 /// The `valuelist` kind.
@@ -37,19 +36,6 @@ pub struct ValueList;
 
 /// The `valuelist` kind.
 pub static VALUELIST: ValueList = ValueList;
-
-/// Units per second of the wall clocks `clock` may name.
-fn clock_unit(name: &str) -> Result<Option<i64>> {
-    match name {
-        "written" => Ok(None),
-        "unix_s" => Ok(Some(1)),
-        "unix_ms" => Ok(Some(1_000)),
-        "unix_us" => Ok(Some(1_000_000)),
-        other => Err(Error::Config(format!(
-            "unknown value list clock `{other}`; available: written (the largest time written, the default), unix_s, unix_ms, unix_us"
-        ))),
-    }
-}
 
 /// An integer time field of a record (`what` names it in errors).
 fn time_of(def: &IndexDef, rec: &Value, field: &str, what: &str) -> Result<Option<i64>> {
@@ -198,9 +184,9 @@ impl IndexType for ValueList {
             .options
             .clock
             .as_deref()
-            .and_then(|c| clock_unit(c).ok())
+            .and_then(|c| crate::clock::unit(c).ok())
             .flatten();
-        let clock = Arc::new(ListClock::new(def.options.grace.unwrap_or(0), unix));
+        let clock = Arc::new(ExpiryClock::new(def.options.grace.unwrap_or(0), unix));
         tree.set_hooks(TreeHooks {
             observer: Some(Arc::new(ZoneFactory)),
             flush: Some(Arc::new(ListFlush {
@@ -243,7 +229,7 @@ impl IndexType for ValueList {
             )));
         }
         if let Some(c) = def.options.clock.as_deref() {
-            clock_unit(c)?;
+            crate::clock::unit(c)?;
         }
         if def.options.grace.is_some_and(|g| g < 0) {
             return Err(Error::Config("`grace` must be zero or more".into()));
