@@ -54,6 +54,9 @@ const SWEEP_BATCH: usize = 4096;
 struct ClockFile {
     #[serde(default)]
     version: u32,
+    /// The field the clock followed.
+    #[serde(default)]
+    time: Option<String>,
     written: i64,
 }
 
@@ -107,7 +110,10 @@ impl Ttl {
             Ok(b) => {
                 let f: ClockFile = serde_json::from_slice(&b)
                     .map_err(|e| Error::corrupt(&path, format!("unreadable ttl clock ({e})")))?;
-                clock.saw(f.written);
+                // A clock of another field (a ttl since replaced) says nothing.
+                if f.time.is_some() && f.time == t.time {
+                    clock.saw(f.written);
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io(&path, e)),
@@ -190,6 +196,7 @@ impl Ttl {
         }
         let bytes = serde_json::to_vec(&ClockFile {
             version: 1,
+            time: self.def.time.clone(),
             written: w,
         })
         .map_err(|e| Error::Config(format!("ttl clock: {e}")))?;
@@ -245,11 +252,29 @@ impl Dataset {
         self.ttl.read().is_some()
     }
 
-    /// Replace the ttl (`Database::set_ttl`), keeping the clock file.
-    pub(crate) fn reset_ttl(&self, def: &DatasetDef) -> Result<()> {
+    /// Replace the ttl (`Database::set_ttl`, which holds the DDL lock: no
+    /// write is under way). A written clock continues the old ttl's when
+    /// it follows the same field; otherwise it starts at the largest time
+    /// the records hold (one scan), and is saved at once, so a record it
+    /// hides stays hidden after a crash.
+    pub(crate) fn reset_ttl(self: &Arc<Self>, def: &DatasetDef) -> Result<()> {
         let t = Ttl::open(def, &self.dir)?;
-        if let (Some(new), Some(old)) = (&t, self.ttl()) {
-            new.clock.saw(old.clock.written());
+        if let Some(new) = &t
+            && new.clock.is_written()
+        {
+            match self.ttl() {
+                Some(old) if old.clock.is_written() && old.def.time == new.def.time => {
+                    new.clock.saw(old.clock.written());
+                }
+                _ => {
+                    let mut scan =
+                        self.open_scan(Bound::Unbounded, Bound::Unbounded, false, false)?;
+                    while let Some((_, rec)) = scan.next_raw()? {
+                        new.saw(&rec);
+                    }
+                }
+            }
+            new.save()?;
         }
         *self.ttl.write() = t;
         Ok(())

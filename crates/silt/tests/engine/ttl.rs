@@ -444,3 +444,53 @@ fn the_background_sweeper_deletes_expired_records() {
     }
     assert_eq!(ds.stats().ttl.unwrap().expired, 25);
 }
+
+#[test]
+fn a_ttl_set_on_existing_records_starts_from_their_newest_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fault = Arc::new(FaultInjector::new());
+    let db = Database::open(dir.path(), test_opts(&fault)).unwrap();
+    let def = DatasetDef::new("old", &["id"])
+        .field("id", FieldType::Int)
+        .field("t", FieldType::Int)
+        .field("u", FieldType::Int);
+    db.create_dataset(def).unwrap();
+    let ds = db.dataset("old").unwrap();
+    for i in 0..100 {
+        ds.insert(Value::Object(vec![
+            ("id".into(), Value::Int(i)),
+            ("t".into(), Value::Int(i)),
+            ("u".into(), Value::Int(1000 - i)),
+        ]))
+        .unwrap();
+    }
+    ds.flush().unwrap();
+    let count = |db: &Database| {
+        db.dataset("old")
+            .unwrap()
+            .scan(Bound::Unbounded, Bound::Unbounded)
+            .unwrap()
+            .count()
+    };
+    // The clock is 99 at once (no write needed): times 89 and below expired.
+    db.set_ttl("old", Some(TtlDef::after("t", 10))).unwrap();
+    assert_eq!(count(&db), 10);
+    // It survives a crash right away (no checkpoint in between).
+    let db = crash(db, dir.path(), &mut fault);
+    assert_eq!(count(&db), 10);
+    // A ttl on another field starts from that field's newest value (1000):
+    // u of 990 and below expired, which is ids 10 and up.
+    db.set_ttl("old", Some(TtlDef::after("u", 10))).unwrap();
+    assert_eq!(count(&db), 10);
+    let db = reopen(db, dir.path(), &fault);
+    assert_eq!(count(&db), 10);
+    let ids: Vec<i64> = db
+        .dataset("old")
+        .unwrap()
+        .scan(Bound::Unbounded, Bound::Unbounded)
+        .unwrap()
+        .map(|r| r.unwrap().get("id").and_then(Value::as_i64).unwrap())
+        .collect();
+    assert_eq!(ids, (0..10).collect::<Vec<_>>());
+    db.close().unwrap();
+}
