@@ -116,6 +116,26 @@ fn run_and_kill(
     reader.join().expect("reader thread")
 }
 
+/// The next value of a xorshift sequence (kill delays that differ from
+/// cycle to cycle, the same in every run).
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// The words of a child's line from the first of `keys` on (the first
+/// line follows libtest's `test ... ` on the same line).
+fn words_from<'a>(line: &'a str, keys: &[&str]) -> Vec<&'a str> {
+    let at = keys
+        .iter()
+        .filter_map(|k| line.find(k))
+        .min()
+        .unwrap_or(line.len());
+    line[at..].split_whitespace().collect()
+}
+
 fn open_retrying(dir: &Path, opts: DbOptions) -> Arc<Database> {
     let mut tries = 0;
     loop {
@@ -240,9 +260,7 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
     let mut torn = 0usize;
     let mut history: BTreeMap<i64, Vec<String>> = BTreeMap::new();
     for cycle in 0..cycles {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        xorshift(&mut rng);
         let mut child = Command::new(&exe)
             .args([
                 "--exact",

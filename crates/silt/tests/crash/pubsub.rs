@@ -205,9 +205,7 @@ fn pubsub_delivery_crash_torture() {
     let mut rng = 0x5eed_u64;
     let mut delivered_total = 0;
     for cycle in 0..cycles {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        super::xorshift(&mut rng);
         let lines = super::run_and_kill(
             "pubsub::pubsub_crash_child",
             &[
@@ -218,13 +216,7 @@ fn pubsub_delivery_crash_torture() {
             Duration::from_millis(150 + rng % 400),
         );
         for l in lines {
-            // The first line follows libtest's `test ... ` on the same line.
-            let at = ["GOT ", "ACK", "FAIL "]
-                .iter()
-                .filter_map(|k| l.find(k))
-                .min()
-                .unwrap_or(l.len());
-            let w: Vec<&str> = l[at..].split_whitespace().collect();
+            let w = super::words_from(&l, &["GOT ", "ACK", "FAIL "]);
             let num = |i: usize| -> i64 { w[i].parse().expect("number") };
             match w.first().copied() {
                 Some("FAIL") => panic!("cycle {cycle}: the writer failed: {l}"),

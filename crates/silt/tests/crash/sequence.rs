@@ -89,9 +89,7 @@ fn sequence_crash_torture() {
     let mut acked: BTreeSet<String> = BTreeSet::new();
     let mut rng = 0x5EED_u64;
     for cycle in 0..20 {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        super::xorshift(&mut rng);
         // The writer never stops on its own: an early exit is a failure,
         // reported with its stderr.
         let lines = super::run_and_kill(

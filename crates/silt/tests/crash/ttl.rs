@@ -14,10 +14,7 @@
 //!
 //! The writer is this test binary started with `SILT_TTL_CRASH_CHILD` set.
 
-use silt::{
-    Database, DatasetDef, DbOptions, Durability, FieldType, IndexDef, IndexKind, IndexOptions,
-    TtlDef, Value,
-};
+use silt::{Database, DatasetDef, DbOptions, Durability, FieldType, IndexDef, TtlDef, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::ops::Bound;
@@ -32,17 +29,6 @@ fn opts(sweep_ms: u64) -> DbOptions {
         wal_file_bytes: 128 << 10,
         ttl_sweep_ms: sweep_ms,
         ..Default::default()
-    }
-}
-
-fn btree(name: &str, field: &str) -> IndexDef {
-    IndexDef {
-        name: name.into(),
-        id: 0,
-        kind: IndexKind::Btree,
-        fields: vec![field.into()],
-        policy: Default::default(),
-        options: IndexOptions::default(),
     }
 }
 
@@ -70,8 +56,10 @@ fn ttl_crash_child() {
                 ..TtlDef::at("exp")
             });
             db.create_dataset(def).expect("create");
-            db.create_index("e", btree("by_exp", "exp")).expect("index");
-            db.create_index("e", btree("by_g", "g")).expect("index");
+            db.create_index("e", IndexDef::btree("by_exp", &["exp"]))
+                .expect("index");
+            db.create_index("e", IndexDef::btree("by_g", &["g"]))
+                .expect("index");
             db.dataset("e").expect("dataset")
         }
     };
@@ -129,9 +117,7 @@ fn ttl_crash_torture() {
     let mut rng = 0x77u64;
     let (mut swept_total, mut checked) = (0u64, 0usize);
     for cycle in 0..cycles {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        super::xorshift(&mut rng);
         let lines = super::run_and_kill(
             "ttl::ttl_crash_child",
             &[
@@ -142,12 +128,7 @@ fn ttl_crash_torture() {
             Duration::from_millis(300 + rng % 500),
         );
         for l in lines {
-            let at = ["ACK ", "FAIL "]
-                .iter()
-                .filter_map(|k| l.find(k))
-                .min()
-                .unwrap_or(l.len());
-            let w: Vec<&str> = l[at..].split_whitespace().collect();
+            let w = super::words_from(&l, &["ACK ", "FAIL "]);
             let num = |i: usize| -> i64 { w[i].parse().expect("number") };
             match w.first().copied() {
                 Some("FAIL") => panic!("cycle {cycle}: the writer failed: {l}"),

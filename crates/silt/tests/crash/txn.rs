@@ -230,9 +230,7 @@ fn run_phase(dir: &Path, pad: usize, cycles: usize, seed0: u64) {
     let mut rng = seed0;
     let mut committed_total = 0usize;
     for cycle in 0..cycles {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        super::xorshift(&mut rng);
         let lines = super::run_and_kill(
             "txn::txn_crash_child",
             &[

@@ -90,17 +90,6 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn btree(name: &str, field: &str) -> IndexDef {
-    IndexDef {
-        name: name.into(),
-        id: 0,
-        kind: IndexKind::Btree,
-        fields: vec![field.into()],
-        policy: Default::default(),
-        options: IndexOptions::default(),
-    }
-}
-
 fn lists() -> IndexDef {
     IndexDef {
         name: "lists".into(),
@@ -136,15 +125,19 @@ fn create(dir: &Path, fault: &Arc<FaultInjector>, shape: Shape) -> Database {
         .partitions(2);
     def.ttl = Some(shape.ttl());
     db.create_dataset(def).unwrap();
-    db.create_index("e", btree("by_g", "g")).unwrap();
+    db.create_index("e", IndexDef::btree("by_g", &["g"]))
+        .unwrap();
     match shape {
         Shape::ExpiryIndexed => {
             // Value lists expiring alike: a swept record leaves no marker
             // in them; reads at the clock must still skip its item.
             db.create_index("e", lists()).unwrap();
-            db.create_index("e", btree("by_exp", "exp")).unwrap()
+            db.create_index("e", IndexDef::btree("by_exp", &["exp"]))
+                .unwrap()
         }
-        Shape::AfterWithGrace => db.create_index("e", btree("by_t", "t")).unwrap(),
+        Shape::AfterWithGrace => db
+            .create_index("e", IndexDef::btree("by_t", &["t"]))
+            .unwrap(),
         Shape::ExpiryScanned => return db,
     };
     db
