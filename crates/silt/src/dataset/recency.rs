@@ -175,7 +175,7 @@ impl Dataset {
     ) -> Result<Vec<RecOp>> {
         let mut ops = Vec::new();
         let mut names = Vec::new();
-        let ttl = self.ttl().filter(|_| expiring);
+        let ttl = if expiring { self.ttl() } else { None };
         for (i, d) in idx.defs.iter().enumerate() {
             let imp = d.kind.imp();
             if !imp.is_recency() || ttl.as_ref().is_some_and(|t| t.lists_expire_alike(d)) {

@@ -300,10 +300,11 @@ impl Dataset {
 
     /// What a read sees of an encoded record under the ttl: `false` hides it.
     pub(super) fn visible(&self, rec: &[u8]) -> bool {
-        match self.ttl() {
-            Some(t) => !t.expired_at(rec, t.now()),
-            None => true,
-        }
+        // Every get passes here: read under the lock, no Arc clone.
+        self.ttl
+            .read()
+            .as_ref()
+            .is_none_or(|t| !t.expired_at(rec, t.now()))
     }
 
     /// Every stored record with a key within the bounds, in key order,
