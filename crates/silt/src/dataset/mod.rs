@@ -430,6 +430,18 @@ impl Dataset {
         record: Value,
         out: &mut Vec<u8>,
     ) -> Result<usize> {
+        self.prepare_kept(def, record, out).map(|(n, _)| n)
+    }
+
+    /// [`Dataset::prepare_to`], also returning the record as encoded
+    /// (coerced, defaults filled): a single write hands it to `apply`,
+    /// which would otherwise decode the bytes again for the indexes.
+    pub(super) fn prepare_kept(
+        &self,
+        def: &DatasetDef,
+        record: Value,
+        out: &mut Vec<u8>,
+    ) -> Result<(usize, Value)> {
         let Value::Object(fields) = record else {
             return Err(Error::invalid(
                 None,
@@ -511,7 +523,7 @@ impl Dataset {
         out.reserve(record.encoded_len_hint());
         value::encode_record(&record, out)?;
         check_record_size(out.len() - start - key_len)?;
-        Ok(key_len)
+        Ok((key_len, record))
     }
 
     /// Merge every index of every partition down to one component.

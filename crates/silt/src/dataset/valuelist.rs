@@ -26,7 +26,9 @@ use super::recency::{Src, SrcKind, sources};
 use crate::error::{Error, Result};
 use crate::index::IndexKind;
 use crate::index::valuelist::fragment::{Fragment, Item};
-use crate::index::valuelist::hooks::{ListMemFacts, MemEntry, mem_seek, parse_mem, parse_mem_ref};
+use crate::index::valuelist::hooks::{
+    ListMemFacts, MemEntry, mem_seek, parse_mem, parse_mem_ref_at,
+};
 use crate::index::valuelist::in_window;
 use crate::lsm::kind::time_zones;
 use crate::lsm::memtable::MemIter;
@@ -50,9 +52,11 @@ pub struct ListRead {
     pub at: Option<i64>,
 }
 
-/// One item of a list read.
+/// One item of a list read: its record decoded into a [`Value`], or (the
+/// `_with` reads) into what the caller's decoder makes of the encoded
+/// record (pub/sub reads the few fields it matches on in place).
 #[derive(Clone, Debug, PartialEq)]
-pub struct ListItem {
+pub struct ListItem<R = Value> {
     /// The encoded list key it was appended under.
     pub list: Vec<u8>,
     pub t: i64,
@@ -61,16 +65,29 @@ pub struct ListItem {
     pub seq: u64,
     /// The record's encoded primary key.
     pub pk: Vec<u8>,
-    pub record: Value,
+    pub record: R,
 }
+
+/// What a `_with` read makes of each returned item's encoded record.
+pub type ListDecode<'a, R> = &'a dyn Fn(&[u8]) -> Result<R>;
 
 /// What the read learned of one record: its newest entry so far.
 struct Newest {
     seq: u64,
-    /// The item, when the newest entry is one within the window (read from
-    /// a memtable: `true` in the second place).
-    item: Option<(Item, Vec<u8>, bool)>,
+    /// The item (its `pk` left empty: the map's key holds it), when the
+    /// newest entry is one within the window: with the position of its list
+    /// key in [`Collected::lists`] and whether a memtable held it.
+    item: Option<(Item, usize, bool)>,
 }
+
+/// Every record's newest entry, by encoded primary key, and the list keys
+/// the items were found under (each kept once).
+struct Collected {
+    newest: FoldMap<Vec<u8>, Newest>,
+    lists: Vec<Vec<u8>>,
+}
+
+type FoldMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// How far a read looks (one list key, or every key under a prefix) and
 /// the window of each list key it reads.
@@ -131,6 +148,17 @@ impl Dataset {
     /// The items of list `key` (the values of the index's fields, in order)
     /// of valuelist index `index` that `read` admits, newest time first.
     pub fn list_read(&self, index: &str, key: &[Value], read: &ListRead) -> Result<Vec<ListItem>> {
+        self.list_read_with(index, key, read, &value::decode_value)
+    }
+
+    /// [`Dataset::list_read`], each record decoded by `decode`.
+    pub fn list_read_with<R>(
+        &self,
+        index: &str,
+        key: &[Value],
+        read: &ListRead,
+        decode: ListDecode<'_, R>,
+    ) -> Result<Vec<ListItem<R>>> {
         let (i, nfields) = self.list_index(index)?;
         let k = self.list_key(index, nfields, key, false)?;
         let span = Span {
@@ -140,7 +168,7 @@ impl Dataset {
             ends: Vec::new(),
             any: None,
         };
-        self.list_items(i, nfields, &span)
+        self.list_items(i, nfields, &span, decode)
     }
 
     /// Several lists under one key prefix in one pass (DualDB's
@@ -153,6 +181,17 @@ impl Dataset {
         prefix: &[Value],
         wants: &[(Vec<Value>, ListRead)],
     ) -> Result<Vec<Vec<ListItem>>> {
+        self.list_read_many_with(index, prefix, wants, &value::decode_value)
+    }
+
+    /// [`Dataset::list_read_many`], each record decoded by `decode`.
+    pub fn list_read_many_with<R>(
+        &self,
+        index: &str,
+        prefix: &[Value],
+        wants: &[(Vec<Value>, ListRead)],
+        decode: ListDecode<'_, R>,
+    ) -> Result<Vec<Vec<ListItem<R>>>> {
         let (i, nfields) = self.list_index(index)?;
         let p = self.list_key(index, nfields, prefix, true)?;
         let mut windows = Vec::with_capacity(wants.len());
@@ -176,8 +215,8 @@ impl Dataset {
             ends: Vec::new(),
             any: None,
         };
-        let items = self.list_items(i, nfields, &span)?;
-        let mut out: Vec<Vec<ListItem>> = vec![Vec::new(); wants.len()];
+        let items = self.list_items(i, nfields, &span, decode)?;
+        let mut out: Vec<Vec<ListItem<R>>> = wants.iter().map(|_| Vec::new()).collect();
         for it in items {
             if let Some(j) = span.windows.iter().position(|(k, _)| *k == it.list) {
                 out[j].push(it);
@@ -196,6 +235,17 @@ impl Dataset {
         raw: &[u8],
         read: &ListRead,
     ) -> Result<Vec<ListItem>> {
+        self.list_read_under_with(index, raw, read, &value::decode_value)
+    }
+
+    /// [`Dataset::list_read_under`], each record decoded by `decode`.
+    pub fn list_read_under_with<R>(
+        &self,
+        index: &str,
+        raw: &[u8],
+        read: &ListRead,
+        decode: ListDecode<'_, R>,
+    ) -> Result<Vec<ListItem<R>>> {
         let (i, nfields) = self.list_index(index)?;
         let span = Span {
             start: raw,
@@ -204,7 +254,7 @@ impl Dataset {
             ends: Vec::new(),
             any: Some(read.clone()),
         };
-        self.list_items(i, nfields, &span)
+        self.list_items(i, nfields, &span, decode)
     }
 
     /// [`Dataset::list_read_under`] with a window per value of the lists'
@@ -220,6 +270,17 @@ impl Dataset {
         raw: &[u8],
         wants: &[(Value, ListRead)],
     ) -> Result<Vec<Vec<ListItem>>> {
+        self.list_read_under_by_last_with(index, raw, wants, &value::decode_value)
+    }
+
+    /// [`Dataset::list_read_under_by_last`], each record decoded by `decode`.
+    pub fn list_read_under_by_last_with<R>(
+        &self,
+        index: &str,
+        raw: &[u8],
+        wants: &[(Value, ListRead)],
+        decode: ListDecode<'_, R>,
+    ) -> Result<Vec<Vec<ListItem<R>>>> {
         let (i, nfields) = self.list_index(index)?;
         let mut ends = Vec::with_capacity(wants.len());
         for (last, r) in wants {
@@ -240,8 +301,8 @@ impl Dataset {
             ends,
             any: None,
         };
-        let items = self.list_items(i, nfields, &span)?;
-        let mut out: Vec<Vec<ListItem>> = vec![Vec::new(); wants.len()];
+        let items = self.list_items(i, nfields, &span, decode)?;
+        let mut out: Vec<Vec<ListItem<R>>> = wants.iter().map(|_| Vec::new()).collect();
         for it in items {
             if let Some(j) = span.ends.iter().position(|(e, _)| it.list.ends_with(e)) {
                 out[j].push(it);
@@ -293,7 +354,13 @@ impl Dataset {
         }
     }
 
-    fn list_items(&self, i: usize, nfields: usize, span: &Span<'_>) -> Result<Vec<ListItem>> {
+    fn list_items<R>(
+        &self,
+        i: usize,
+        nfields: usize,
+        span: &Span<'_>,
+        decode: ListDecode<'_, R>,
+    ) -> Result<Vec<ListItem<R>>> {
         loop {
             let epoch = self.txn.abort_epoch();
             let set = self.indexes.read().clone();
@@ -303,14 +370,15 @@ impl Dataset {
                     "the valuelist index was dropped during the read",
                 ));
             };
-            let newest = self.collect(&sources(trees), nfields, span)?;
+            let Collected { newest, lists } = self.collect(&sources(trees), nfields, span)?;
             let mut out = Vec::new();
             let mut wait = None;
             for (pk, n) in newest {
                 let Some((item, list, from_mem)) = n.item else {
                     continue;
                 };
-                let Some(read) = span.window(&list) else {
+                let list = &lists[list];
+                let Some(read) = span.window(list) else {
                     continue;
                 };
                 if item.seq != n.seq || !in_window(item.t, item.exp, read.lo, read.hi, read.at) {
@@ -324,11 +392,11 @@ impl Dataset {
                     }
                 }
                 out.push(ListItem {
-                    list,
+                    list: list.clone(),
                     t: item.t,
                     exp: item.exp,
                     seq: item.seq,
-                    record: value::decode_value(&item.record)?,
+                    record: decode(&item.record)?,
                     pk,
                 });
             }
@@ -350,12 +418,7 @@ impl Dataset {
     }
 
     /// Every record's newest entry in the sources that may matter.
-    fn collect(
-        &self,
-        srcs: &[Src],
-        nfields: usize,
-        span: &Span<'_>,
-    ) -> Result<HashMap<Vec<u8>, Newest>> {
+    fn collect(&self, srcs: &[Src], nfields: usize, span: &Span<'_>) -> Result<Collected> {
         let lo = span.lo();
         // The largest item time of each source and every older one
         // (memtables: unknown, so anything).
@@ -367,9 +430,10 @@ impl Dataset {
             };
             tail_max[j] = tail_max[j + 1].max(m);
         }
-        let mut newest: HashMap<Vec<u8>, Newest> = HashMap::new();
+        let mut newest: FoldMap<Vec<u8>, Newest> = FoldMap::default();
+        let mut lists: Vec<Vec<u8>> = Vec::new();
         let mut note =
-            |item: Option<(Item, Vec<u8>, bool)>, seq: u64, pk: Vec<u8>| match newest.entry(pk) {
+            |item: Option<(Item, usize, bool)>, seq: u64, pk: Vec<u8>| match newest.entry(pk) {
                 Entry::Vacant(v) => {
                     v.insert(Newest { seq, item });
                 }
@@ -395,6 +459,7 @@ impl Dataset {
                         // Only first appends here: each list's window alone.
                         for (list, read) in &span.windows {
                             let mut bad = None;
+                            let mut at = None;
                             m.visit(&mem_seek(list, read.hi), &mut |key, e| {
                                 if !key.starts_with(list) {
                                     return false;
@@ -402,7 +467,7 @@ impl Dataset {
                                 if e.kind != EntryKind::Put {
                                     return true;
                                 }
-                                let r = match parse_mem_ref(key, e.value, nfields) {
+                                let r = match parse_mem_ref_at(key, e.value, list.len()) {
                                     Ok(r) => r,
                                     Err(x) => {
                                         bad = Some(x);
@@ -418,18 +483,21 @@ impl Dataset {
                                 {
                                     return false;
                                 }
-                                let pk = r.pk.to_vec();
+                                // An item outside the window hides nothing
+                                // (`Fragment::decode_window`).
                                 if in_window(t, exp, read.lo, read.hi, read.at) {
+                                    let li = *at.get_or_insert_with(|| {
+                                        lists.push(list.clone());
+                                        lists.len() - 1
+                                    });
                                     let item = Item {
                                         t,
                                         exp,
                                         seq: r.seq,
-                                        pk: pk.clone(),
+                                        pk: Vec::new(),
                                         record: record.to_vec(),
                                     };
-                                    note(Some((item, list.clone(), true)), r.seq, pk);
-                                } else {
-                                    note(None, r.seq, pk);
+                                    note(Some((item, li, true)), r.seq, r.pk.to_vec());
                                 }
                                 true
                             });
@@ -440,6 +508,7 @@ impl Dataset {
                         continue;
                     }
                     let mut it = MemIter::new(m.clone(), Bound::Included(span.start));
+                    let mut last: Option<usize> = None;
                     while let Some((key, e)) = it.next_entry() {
                         if e.is_delete() {
                             continue;
@@ -455,9 +524,10 @@ impl Dataset {
                             continue;
                         }
                         match entry {
-                            MemEntry::Item(item, _) => {
-                                let (seq, pk) = (item.seq, item.pk.clone());
-                                note(Some((item, list.to_vec(), true)), seq, pk);
+                            MemEntry::Item(mut item, _) => {
+                                let li = intern(&mut lists, &mut last, list);
+                                let (seq, pk) = (item.seq, std::mem::take(&mut item.pk));
+                                note(Some((item, li, true)), seq, pk);
                             }
                             MemEntry::Marker(mk) => note(None, mk.seq, mk.pk),
                         }
@@ -471,13 +541,18 @@ impl Dataset {
                         let Some(read) = span.window(list) else {
                             return Ok(());
                         };
-                        let f = Fragment::decode_from(bytes, read.lo)?;
+                        let f = Fragment::decode_window(bytes, read.lo, read.hi, read.at)?;
                         for mk in f.markers {
                             note(None, mk.seq, mk.pk);
                         }
-                        for item in f.items {
-                            let (seq, pk) = (item.seq, item.pk.clone());
-                            note(Some((item, list.to_vec(), false)), seq, pk);
+                        if f.items.is_empty() {
+                            return Ok(());
+                        }
+                        lists.push(list.to_vec());
+                        let li = lists.len() - 1;
+                        for mut item in f.items {
+                            let (seq, pk) = (item.seq, std::mem::take(&mut item.pk));
+                            note(Some((item, li, false)), seq, pk);
                         }
                         Ok(())
                     };
@@ -505,7 +580,20 @@ impl Dataset {
                 }
             }
         }
-        Ok(newest)
+        Ok(Collected { newest, lists })
+    }
+}
+
+/// The position of list key `list` in `lists`, pushing it unless it is the
+/// one `last` names (a memtable's entries come grouped by list key).
+fn intern(lists: &mut Vec<Vec<u8>>, last: &mut Option<usize>, list: &[u8]) -> usize {
+    match *last {
+        Some(i) if lists[i] == list => i,
+        _ => {
+            lists.push(list.to_vec());
+            *last = Some(lists.len() - 1);
+            lists.len() - 1
+        }
     }
 }
 

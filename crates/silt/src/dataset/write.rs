@@ -212,6 +212,19 @@ impl Dataset {
         work: &mut TxnWork,
         track_undo: bool,
     ) -> Result<bool> {
+        self.apply_with(txn, op, work, track_undo, None)
+    }
+
+    /// [`Dataset::apply`] given, with `written`, the record the op's bytes
+    /// encode (so the indexes need not decode it again).
+    fn apply_with(
+        &self,
+        txn: u64,
+        op: &WriteOp<'_>,
+        work: &mut TxnWork,
+        track_undo: bool,
+        written: Option<&Value>,
+    ) -> Result<bool> {
         let key = op.key();
         let pidx = self.partition_index(key);
         let tree = &self.partitions[pidx].primary;
@@ -265,13 +278,19 @@ impl Dataset {
                 Some(e) if !e.is_delete() => Some(value::decode_value(&e.value)?),
                 _ => None,
             };
-            let new_rec = match op {
-                WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v) => {
-                    Some(value::decode_value(v)?)
+            let decoded;
+            let new_rec = match (op, written) {
+                (WriteOp::Delete(_) | WriteOp::Expire(..), _) => None,
+                (_, Some(r)) => Some(r),
+                (
+                    WriteOp::Insert(_, v) | WriteOp::Upsert(_, v) | WriteOp::InsertIgnore(_, v),
+                    None,
+                ) => {
+                    decoded = value::decode_value(v)?;
+                    Some(&decoded)
                 }
-                WriteOp::Delete(_) | WriteOp::Expire(..) => None,
             };
-            match self.check_unique(txn, &idx, key, old_rec.as_ref(), new_rec.as_ref(), work) {
+            match self.check_unique(txn, &idx, key, old_rec.as_ref(), new_rec, work) {
                 // SQL's ON CONFLICT DO NOTHING skips a taken unique value too.
                 Err(Error::DuplicateValue { .. }) if matches!(op, WriteOp::InsertIgnore(..)) => {
                     return Ok(false);
@@ -287,7 +306,7 @@ impl Dataset {
                     Some(r) => d.entries(r, key).unwrap_or_default(),
                     None => Vec::new(),
                 };
-                let new_e = match &new_rec {
+                let new_e = match new_rec {
                     Some(r) => d.entries(r, key)?,
                     None => Vec::new(),
                 };
@@ -314,14 +333,7 @@ impl Dataset {
                     }
                 }
             }
-            rec_ops = self.recency_prepare(
-                txn,
-                &idx,
-                old_rec.as_ref(),
-                new_rec.as_ref(),
-                expiring,
-                work,
-            )?;
+            rec_ops = self.recency_prepare(txn, &idx, old_rec.as_ref(), new_rec, expiring, work)?;
         }
         let seq = self.next_seq();
         let (kind, log_op, value): (_, _, &[u8]) = match op {
@@ -533,11 +545,16 @@ impl Dataset {
     /// [`Dataset::write_one`] for a caller holding the DDL lock shared
     /// (since it prepared the record).
     fn write_one_locked(&self, op: WriteOp<'_>) -> Result<bool> {
+        self.write_one_kept(op, None)
+    }
+
+    /// [`Dataset::write_one_locked`] with the record the op's bytes encode.
+    fn write_one_kept(&self, op: WriteOp<'_>, written: Option<&Value>) -> Result<bool> {
         let ctx = &self.txn;
         let txn = ctx.begin();
         ctx.locks.lock_x(txn, LockManager::name(self.id, op.key()));
         let mut work = TxnWork::default();
-        match self.apply(txn, &op, &mut work, false) {
+        match self.apply_with(txn, &op, &mut work, false, written) {
             Ok(true) => {
                 let h = ctx.commit(txn, &work.mems, true);
                 self.group.charge(work.cost)?;
@@ -566,17 +583,25 @@ impl Dataset {
         // Prepared under the lock: no `ALTER` comes between the record's
         // checks and its write.
         let _ddl = self.ddl.read();
-        let (key, bytes) = self.prepare(record)?;
-        self.write_one_locked(WriteOp::Insert(&key, &bytes))
+        let (key, bytes, record) = self.prepare_single(record)?;
+        self.write_one_kept(WriteOp::Insert(&key, &bytes), Some(&record))
             .map(|_| ())
     }
 
     /// Insert or replace a record.
     pub fn upsert(&self, record: Value) -> Result<()> {
         let _ddl = self.ddl.read();
-        let (key, bytes) = self.prepare(record)?;
-        self.write_one_locked(WriteOp::Upsert(&key, &bytes))
+        let (key, bytes, record) = self.prepare_single(record)?;
+        self.write_one_kept(WriteOp::Upsert(&key, &bytes), Some(&record))
             .map(|_| ())
+    }
+
+    /// The encoded key and record of one write, and the record as encoded.
+    fn prepare_single(&self, record: Value) -> Result<(Vec<u8>, Vec<u8>, Value)> {
+        let mut key = Vec::new();
+        let (n, record) = self.prepare_kept(&self.def(), record, &mut key)?;
+        let bytes = key.split_off(n);
+        Ok((key, bytes, record))
     }
 
     /// Delete the record with this primary key; returns whether it existed.

@@ -32,7 +32,7 @@
 
 use crate::error::{Error, Result};
 use crate::geo::text::{has_words, keyword_tokens};
-use crate::value::Value;
+use crate::value::{self as encoding, FieldView, Value};
 
 /// What a subscription asks of a publication's content (empty: nothing).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -135,16 +135,6 @@ pub fn live_at(s: &Subscription, t: i64) -> bool {
 pub(super) const SUB: &str = "S";
 pub(super) const PUB: &str = "P";
 
-fn int(r: &Value, f: &str) -> Result<i64> {
-    match r.get(f) {
-        Some(Value::Int(v)) => Ok(*v),
-        _ => Err(Error::corrupt(
-            "<pub/sub record>",
-            format!("field `{f}` is not an integer"),
-        )),
-    }
-}
-
 impl Subscription {
     /// Refuse what can never be valid.
     pub fn check(&self) -> Result<()> {
@@ -185,32 +175,6 @@ impl Subscription {
             fields.push(("region".into(), Value::Array(r.collect())));
         }
         Value::Object(fields)
-    }
-
-    pub(super) fn from_record(r: &Value) -> Result<Subscription> {
-        let words = match r.get("words") {
-            Some(Value::Array(w)) => w
-                .iter()
-                .map(|w| match w {
-                    Value::String(s) => Ok(s.clone()),
-                    _ => Err(bad_field("words")),
-                })
-                .collect::<Result<_>>()?,
-            _ => Vec::new(),
-        };
-        let region = match r.get("region") {
-            Some(Value::Array(v)) => Some(doubles(v, "region")?),
-            _ => None,
-        };
-        Ok(Subscription {
-            id: r.get("id").cloned().unwrap_or(Value::Null),
-            sid: int(r, "iid")?,
-            uid: int(r, "uid")?,
-            ts: int(r, "ts")?,
-            tmin: int(r, "tmin")?,
-            tmax: int(r, "tmax")?,
-            filter: Filter { words, region },
-        })
     }
 }
 
@@ -259,25 +223,113 @@ impl Publication {
         }
         Value::Object(fields)
     }
+}
 
-    pub(super) fn from_record(r: &Value) -> Result<Publication> {
-        Ok(Publication {
-            id: r.get("id").cloned().unwrap_or(Value::Null),
-            pid: int(r, "iid")?,
-            tp: int(r, "t")?,
-            tmax: int(r, "tmax")?,
-            desc: match r.get("desc") {
-                Some(Value::String(s)) => s.clone(),
-                _ => String::new(),
+/// A stored record, read in place from its encoding
+/// ([`crate::value::encoding::visit_fields`]): a list read builds no
+/// [`Value`] per item, only the subscription or publication it holds.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Stored {
+    Sub(Subscription),
+    Pub(Publication),
+}
+
+/// The fields of a stored record, in the order [`Stored::decode`] keeps
+/// them.
+const FIELDS: [&str; 12] = [
+    "kind", "iid", "t", "tmax", "tmin", "ts", "uid", "id", "desc", "loc", "words", "region",
+];
+/// Slots of the integer fields (`iid` .. `uid`).
+const INTS: std::ops::Range<usize> = 1..7;
+
+impl Stored {
+    pub(super) fn decode(bytes: &[u8]) -> Result<Stored> {
+        let mut kind = None;
+        let mut ints: [Option<i64>; 7] = [None; 7];
+        let mut id = Value::Null;
+        let mut desc = String::new();
+        let mut nested: [Option<&[u8]>; 3] = [None; 3];
+        let mut bad = None;
+        encoding::visit_fields(
+            bytes,
+            |name| FIELDS.iter().position(|f| f.as_bytes() == name),
+            |slot, v| match (slot, v) {
+                (0, FieldView::Str(k)) if k == SUB => kind = Some(true),
+                (0, FieldView::Str(k)) if k == PUB => kind = Some(false),
+                (i, FieldView::Int(x)) if INTS.contains(&i) => ints[i] = Some(x),
+                (7, FieldView::Int(x)) => id = Value::Int(x),
+                (7, FieldView::Str(x)) => id = Value::String(x.to_owned()),
+                (7, FieldView::Bin(x)) => id = Value::Binary(x.to_vec()),
+                (7, FieldView::Encoded(x)) => match encoding::decode_value(x) {
+                    Ok(v) => id = v,
+                    Err(_) => bad = Some(FIELDS[7]),
+                },
+                (8, FieldView::Str(x)) => desc = x.to_owned(),
+                (i @ 9..12, FieldView::Encoded(x)) => nested[i - 9] = Some(x),
+                (i, _) => bad = Some(FIELDS[i]),
             },
-            loc: match r.get("loc") {
-                Some(Value::Array(v)) => {
-                    let [x, y] = doubles(v, "loc")?;
-                    Some((x, y))
-                }
-                _ => None,
-            },
-        })
+        )?;
+        if let Some(f) = bad {
+            return Err(bad_field(f));
+        }
+        let int = |i: usize| ints[i].ok_or_else(|| bad_field(FIELDS[i]));
+        let array = |i: usize| -> Result<Option<Vec<Value>>> {
+            match nested[i - 9].map(encoding::decode_value).transpose() {
+                Ok(None) => Ok(None),
+                Ok(Some(Value::Array(v))) => Ok(Some(v)),
+                _ => Err(bad_field(FIELDS[i])),
+            }
+        };
+        match kind {
+            Some(true) => {
+                let words = match array(10)? {
+                    None => Vec::new(),
+                    Some(w) => w
+                        .into_iter()
+                        .map(|w| match w {
+                            Value::String(s) => Ok(s),
+                            _ => Err(bad_field("words")),
+                        })
+                        .collect::<Result<_>>()?,
+                };
+                let region = array(11)?.map(|v| doubles(&v, "region")).transpose()?;
+                Ok(Stored::Sub(Subscription {
+                    id,
+                    sid: int(1)?,
+                    uid: int(6)?,
+                    ts: int(5)?,
+                    tmin: int(4)?,
+                    tmax: int(3)?,
+                    filter: Filter { words, region },
+                }))
+            }
+            Some(false) => {
+                let loc = match array(9)? {
+                    None => None,
+                    Some(v) => {
+                        let [x, y] = doubles(&v, "loc")?;
+                        Some((x, y))
+                    }
+                };
+                Ok(Stored::Pub(Publication {
+                    id,
+                    pid: int(1)?,
+                    tp: int(2)?,
+                    tmax: int(3)?,
+                    desc,
+                    loc,
+                }))
+            }
+            None => Err(bad_field("kind")),
+        }
+    }
+
+    /// The (kind, iid) identity of the stored item.
+    pub(super) fn identity(&self) -> (bool, i64) {
+        match self {
+            Stored::Sub(s) => (true, s.sid),
+            Stored::Pub(p) => (false, p.pid),
+        }
     }
 }
 
@@ -319,6 +371,12 @@ fn key_id(id: &Value) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stored(r: &Value) -> Stored {
+        let mut b = Vec::new();
+        encoding::encode_value(r, &mut b);
+        Stored::decode(&b).unwrap()
+    }
 
     fn sub(ts: i64, tmin: i64, tmax: i64) -> Subscription {
         Subscription {
@@ -362,9 +420,17 @@ mod tests {
     #[test]
     fn records_round_trip_and_bad_input_is_refused() {
         let s = sub(5, 0, 10);
-        assert_eq!(Subscription::from_record(&s.record()).unwrap(), s);
+        assert_eq!(stored(&s.record()), Stored::Sub(s.clone()));
         let p = publ(3, 9);
-        assert_eq!(Publication::from_record(&p.record()).unwrap(), p);
+        assert_eq!(stored(&p.record()), Stored::Pub(p.clone()));
+        // A record that is not one is refused, naming the field.
+        let mut r = Vec::new();
+        encoding::encode_value(
+            &Value::Object(vec![("kind".into(), Value::String(SUB.into()))]),
+            &mut r,
+        );
+        let e = Stored::decode(&r).unwrap_err().to_string();
+        assert!(e.contains("`iid`"), "{e}");
         assert!(sub(5, 10, 10).check().is_err());
         assert!(publ(9, 9).check().is_err());
         let mut bad = publ(1, 2);
@@ -403,8 +469,8 @@ mod tests {
         p.loc = Some((0.5, 0.5));
         assert!(matches(&s, &p));
         // Stored and read back whole.
-        assert_eq!(Subscription::from_record(&s.record()).unwrap(), s);
-        assert_eq!(Publication::from_record(&p.record()).unwrap(), p);
+        assert_eq!(stored(&s.record()), Stored::Sub(s.clone()));
+        assert_eq!(stored(&p.record()), Stored::Pub(p.clone()));
         // Bad regions and locations are refused.
         for r in [[0.0, 0.0, f64::NAN, 1.0], [2.0, 0.0, 1.0, 1.0]] {
             s.filter.region = Some(r);

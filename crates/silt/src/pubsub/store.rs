@@ -23,7 +23,7 @@
 
 use super::delivery::{Deliveries, Listener};
 use super::hierarchy::{Granularity, ancestors, related, subtree_prefix};
-use super::model::{PUB, Publication, SUB, Subscription, live_at, matches};
+use super::model::{PUB, Publication, SUB, Stored, Subscription, live_at, matches};
 use crate::dataset::{BatchOptions, Dataset, ListItem, ListRead, WriteMode};
 use crate::db::Database;
 use crate::db::spaces::SpaceDef;
@@ -432,13 +432,13 @@ impl PubSub {
         let [pubs, others] = self.gather(&s.id, &wants)?;
         let mut out = SubscribeResult::default();
         for it in pubs {
-            let p = Publication::from_record(&it.record)?;
+            let p = publication(it.record)?;
             if self.related(&s.id, &p.id) && matches(s, &p) {
                 out.publications.push(p);
             }
         }
         for it in others {
-            let o = Subscription::from_record(&it.record)?;
+            let o = subscription(it.record)?;
             if o.sid != s.sid && self.related(&s.id, &o.id) && live_at(&o, s.ts) {
                 out.subscriptions.push(o);
             }
@@ -490,13 +490,13 @@ impl PubSub {
         let [subs, pubs] = self.gather(&p.id, &wants)?;
         let mut out = PublishResult::default();
         for it in subs {
-            let s = Subscription::from_record(&it.record)?;
+            let s = subscription(it.record)?;
             if self.related(&s.id, &p.id) && matches(&s, p) {
                 out.subscribers.push(s);
             }
         }
         for it in pubs {
-            let o = Publication::from_record(&it.record)?;
+            let o = publication(it.record)?;
             if o.pid != p.pid && self.related(&o.id, &p.id) {
                 out.publications.push(o);
             }
@@ -530,7 +530,7 @@ impl PubSub {
         let filter = s.filter.normalized();
         let mut out = Vec::new();
         for it in pubs {
-            let p = Publication::from_record(&it.record)?;
+            let p = publication(it.record)?;
             if self.related(&s.id, &p.id) && filter.admits(&p) {
                 out.push(p);
             }
@@ -568,8 +568,8 @@ impl PubSub {
     /// removed): the id's own lists; with fixed granularity the lists of the
     /// leaves under it; with variable granularity its subtree (one range)
     /// and its ancestors. DualDB reads the kinds of one id together (Alg. 4).
-    fn gather(&self, id: &Value, wants: &[Want]) -> Result<[Vec<ListItem>; 2]> {
-        let mut out: [Vec<ListItem>; 2] = [Vec::new(), Vec::new()];
+    fn gather(&self, id: &Value, wants: &[Want]) -> Result<[Vec<ListItem<Stored>>; 2]> {
+        let mut out: [Vec<ListItem<Stored>>; 2] = [Vec::new(), Vec::new()];
         let (points, subtree): (Vec<Value>, Option<Vec<u8>>) = match self.opts.hierarchy {
             None => (vec![id.clone()], None),
             Some(g @ Granularity::Fixed { .. }) => (
@@ -596,21 +596,29 @@ impl PubSub {
         if matches!(self.opts.hierarchy, Some(Granularity::Fixed { .. })) {
             for v in &mut out {
                 let mut seen = HashSet::new();
-                v.retain(|it| seen.insert(iid_of(&it.record)));
+                v.retain(|it| seen.insert(it.record.identity()));
             }
         }
         Ok(out)
     }
 
-    fn read_point(&self, node: &Value, wants: &[Want], out: &mut [Vec<ListItem>; 2]) -> Result<()> {
+    fn read_point(
+        &self,
+        node: &Value,
+        wants: &[Want],
+        out: &mut [Vec<ListItem<Stored>>; 2],
+    ) -> Result<()> {
         if self.opts.design == Design::DualDb && wants.len() == 2 {
             let both: Vec<(Vec<Value>, ListRead)> = wants
                 .iter()
                 .map(|w| (self.key(node, w.kind), w.read.clone()))
                 .collect();
-            let lists = self
-                .pubs
-                .list_read_many(LIST_INDEX, std::slice::from_ref(node), &both)?;
+            let lists = self.pubs.list_read_many_with(
+                LIST_INDEX,
+                std::slice::from_ref(node),
+                &both,
+                &Stored::decode,
+            )?;
             for (slot, l) in out.iter_mut().zip(lists) {
                 slot.extend(l);
             }
@@ -618,7 +626,12 @@ impl PubSub {
         }
         for (slot, w) in out.iter_mut().zip(wants) {
             if let Some(d) = self.store_of(w.kind) {
-                slot.extend(d.list_read(LIST_INDEX, &self.key(node, w.kind), &w.read)?);
+                slot.extend(d.list_read_with(
+                    LIST_INDEX,
+                    &self.key(node, w.kind),
+                    &w.read,
+                    &Stored::decode,
+                )?);
             }
         }
         Ok(())
@@ -628,15 +641,23 @@ impl PubSub {
     /// DualDB reads the wanted kinds in the one range, each list under its
     /// kind's window (the kind is the list key's last field), and skips the
     /// lists of a kind not wanted.
-    fn read_subtree(&self, raw: &[u8], wants: &[Want], out: &mut [Vec<ListItem>; 2]) -> Result<()> {
+    fn read_subtree(
+        &self,
+        raw: &[u8],
+        wants: &[Want],
+        out: &mut [Vec<ListItem<Stored>>; 2],
+    ) -> Result<()> {
         if self.opts.design == Design::DualDb {
             let by_kind: Vec<(Value, ListRead)> = wants
                 .iter()
                 .map(|w| (Value::String(w.kind.into()), w.read.clone()))
                 .collect();
-            let lists = self
-                .pubs
-                .list_read_under_by_last(LIST_INDEX, raw, &by_kind)?;
+            let lists = self.pubs.list_read_under_by_last_with(
+                LIST_INDEX,
+                raw,
+                &by_kind,
+                &Stored::decode,
+            )?;
             for (slot, l) in out.iter_mut().zip(lists) {
                 slot.extend(l);
             }
@@ -644,7 +665,7 @@ impl PubSub {
         }
         for (slot, w) in out.iter_mut().zip(wants) {
             if let Some(d) = self.store_of(w.kind) {
-                slot.extend(d.list_read_under(LIST_INDEX, raw, &w.read)?);
+                slot.extend(d.list_read_under_with(LIST_INDEX, raw, &w.read, &Stored::decode)?);
             }
         }
         Ok(())
@@ -663,9 +684,27 @@ fn with_id(record: &Value, id: Value) -> Value {
     }
 }
 
-/// The (kind, iid) identity of a stored item.
-fn iid_of(r: &Value) -> (Option<Value>, Option<Value>) {
-    (r.get("kind").cloned(), r.get("iid").cloned())
+/// The subscription a subscription list's item holds.
+fn subscription(r: Stored) -> Result<Subscription> {
+    match r {
+        Stored::Sub(s) => Ok(s),
+        Stored::Pub(p) => Err(misfiled("publication", p.pid, "subscription")),
+    }
+}
+
+/// The publication a publication list's item holds.
+fn publication(r: Stored) -> Result<Publication> {
+    match r {
+        Stored::Pub(p) => Ok(p),
+        Stored::Sub(s) => Err(misfiled("subscription", s.sid, "publication")),
+    }
+}
+
+fn misfiled(what: &str, iid: i64, list: &str) -> Error {
+    Error::corrupt(
+        "<pub/sub record>",
+        format!("{what} {iid} is stored in a {list} list"),
+    )
 }
 
 /// Open dataset `name` with a valuelist index on `key`, creating it if

@@ -170,6 +170,17 @@ impl Fragment {
     /// Decode the markers and the items with `t >= lo` (the rest are older:
     /// the read stops at the first one).
     pub fn decode_from(b: &[u8], lo: i64) -> Result<Fragment> {
+        Fragment::decode_window(b, lo, i64::MAX, None)
+    }
+
+    /// A list read's part of a fragment: every marker, and the items in
+    /// the window ([`super::in_window`]: times in `[lo, hi]`, not expired
+    /// at `at`); the others are stepped over without being copied. A read
+    /// needs nothing else: a record's older entries are hidden by markers,
+    /// not by its newer items (a write that replaces an entry, and a flush
+    /// or merge that keeps an item over one, leaves a marker of the item's
+    /// own sequence number).
+    pub fn decode_window(b: &[u8], lo: i64, hi: i64, at: Option<i64>) -> Result<Fragment> {
         let h = Header::read(b)?;
         let mut pos = h.body;
         let mut f = Fragment {
@@ -192,8 +203,12 @@ impl Fragment {
                 return Ok(f);
             }
             let seq = get(b, &mut pos, "item sequence")?;
-            let pk = get_bytes(b, &mut pos, "item key")?.to_vec();
-            let record = get_bytes(b, &mut pos, "item record")?.to_vec();
+            let pk = get_bytes(b, &mut pos, "item key")?;
+            let record = get_bytes(b, &mut pos, "item record")?;
+            if !super::in_window(t, exp, lo, hi, at) {
+                continue;
+            }
+            let (pk, record) = (pk.to_vec(), record.to_vec());
             f.items.push(Item {
                 t,
                 exp,

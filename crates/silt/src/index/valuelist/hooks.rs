@@ -105,7 +105,12 @@ pub struct MemRef<'a> {
 
 /// Parse a memtable entry of a list with `fields` key parts, borrowing.
 pub fn parse_mem_ref<'a>(key: &'a [u8], v: &'a [u8], fields: usize) -> Result<MemRef<'a>> {
-    let n = value::key_parts_len(key, fields)?;
+    parse_mem_ref_at(key, v, value::key_parts_len(key, fields)?)
+}
+
+/// [`parse_mem_ref`] of an entry whose list key is known to be the first
+/// `n` bytes of `key` (a read that sought to its own list).
+pub fn parse_mem_ref_at<'a>(key: &'a [u8], v: &'a [u8], n: usize) -> Result<MemRef<'a>> {
     let seq_bytes: [u8; 8] = key
         .get(n + 8..n + 16)
         .and_then(|b| b.try_into().ok())
