@@ -177,8 +177,19 @@ impl Ttl {
         }
     }
 
-    /// A write of encoded record `rec` is applied: the written clock
-    /// follows its time.
+    /// A write of record `rec` is applied: the written clock follows its
+    /// time.
+    pub(crate) fn saw_value(&self, rec: &Value) {
+        // The same top-level field `times` reads from the encoding.
+        if self.clock.is_written()
+            && let (Some(f), Value::Object(fields)) = (&self.def.time, rec)
+            && let Some((_, Value::Int(t))) = fields.iter().find(|(n, _)| n == f)
+        {
+            self.clock.saw(*t);
+        }
+    }
+
+    /// [`Ttl::saw_value`] of an encoded record.
     pub(crate) fn saw(&self, rec: &[u8]) {
         if self.clock.is_written()
             && let Ok((Some(t), _)) = self.times(rec)

@@ -12,7 +12,11 @@
 //! out-of-order times (the remaining sources' largest time decides, not
 //! their position). Within a fragment items are in time order, so decoding
 //! stops at the first one older than the window (its markers, first, are
-//! always read).
+//! always read), and items outside the window on the way are stepped over
+//! uncopied: a record's older entries are hidden by markers, never by its
+//! newer items. The items returned are decoded by the caller's decoder
+//! (`_with` reads; pub/sub reads its few fields in place) or into
+//! [`Value`]s.
 //!
 //! Each record counts once, as its newest entry (an item, or a marker: the
 //! record left the list); a record's entries all live in one partition,

@@ -343,7 +343,10 @@ impl Dataset {
             WriteOp::Delete(_) | WriteOp::Expire(..) => (EntryKind::Delete, LogOp::Delete, &[]),
         };
         if let (Some(t), EntryKind::Put) = (&ttl, kind) {
-            t.saw(value);
+            match written {
+                Some(r) => t.saw_value(r),
+                None => t.saw(value),
+            }
         }
         let wal = &self.txn.wal;
         let entry = EntryRef { seq, kind, value };
