@@ -31,11 +31,11 @@ use crate::error::{Error, Result};
 use crate::index::IndexKind;
 use crate::index::valuelist::fragment::{Fragment, Item};
 use crate::index::valuelist::hooks::{
-    ListMemFacts, MemEntry, mem_seek, parse_mem, parse_mem_ref_at,
+    Life, ListMemFacts, MemEntry, mem_seek, parse_mem, parse_mem_ref_at,
 };
 use crate::index::valuelist::in_window;
 use crate::lsm::kind::time_zones;
-use crate::lsm::memtable::MemIter;
+use crate::lsm::memtable::{MemIter, MemTable};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
 use crate::storage::{ComponentReader, EntryKind};
@@ -459,57 +459,34 @@ impl Dataset {
                         .facts()
                         .and_then(|f| f.as_any().downcast_ref::<ListMemFacts>())
                         .and_then(ListMemFacts::window_bound);
-                    if let (Some(life), None, true) = (life, &span.any, span.ends.is_empty()) {
+                    if let Some(life) = life {
                         // Only first appends here: each list's window alone.
-                        for (list, read) in &span.windows {
-                            let mut bad = None;
-                            let mut at = None;
-                            m.visit(&mem_seek(list, read.hi), &mut |key, e| {
-                                if !key.starts_with(list) {
-                                    return false;
-                                }
-                                if e.kind != EntryKind::Put {
-                                    return true;
-                                }
-                                let r = match parse_mem_ref_at(key, e.value, list.len()) {
-                                    Ok(r) => r,
-                                    Err(x) => {
-                                        bad = Some(x);
-                                        return false;
-                                    }
-                                };
-                                let Some((t, exp, record, _)) = r.item else {
-                                    return true;
-                                };
-                                // Times descend: nothing further is in the
-                                // window, or (past the longest life) valid.
-                                if t < read.lo || read.at.is_some_and(|at| life.all_expired(t, at))
-                                {
-                                    return false;
-                                }
-                                // An item outside the window hides nothing
-                                // (`Fragment::decode_window`).
-                                if in_window(t, exp, read.lo, read.hi, read.at) {
-                                    let li = *at.get_or_insert_with(|| {
-                                        lists.push(list.clone());
-                                        lists.len() - 1
-                                    });
-                                    let item = Item {
-                                        t,
-                                        exp,
-                                        seq: r.seq,
-                                        pk: Vec::new(),
-                                        record: record.to_vec(),
-                                    };
-                                    note(Some((item, li, true)), r.seq, r.pk.to_vec());
-                                }
-                                true
-                            });
-                            if let Some(e) = bad {
-                                return Err(e);
+                        if span.any.is_none() && span.ends.is_empty() {
+                            for (list, read) in &span.windows {
+                                walk_window(m, list, read, life, &mut lists, &mut note)?;
                             }
+                            continue;
                         }
-                        continue;
+                        if span.prefix && span.windows.is_empty() {
+                            // Each list key under the prefix in turn: a seek
+                            // to its window, then one past its last entry.
+                            let mut pos = span.start.to_vec();
+                            while let Some(key) = first_key(m, &pos) {
+                                if !key.starts_with(span.start) {
+                                    break;
+                                }
+                                let n = value::key_parts_len(&key, nfields)?;
+                                let list = &key[..n];
+                                if let Some(read) = span.window(list) {
+                                    walk_window(m, list, read, life, &mut lists, &mut note)?;
+                                }
+                                match successor(list) {
+                                    Some(next) => pos = next,
+                                    None => break,
+                                }
+                            }
+                            continue;
+                        }
                     }
                     let mut it = MemIter::new(m.clone(), Bound::Included(span.start));
                     let mut last: Option<usize> = None;
@@ -586,6 +563,86 @@ impl Dataset {
         }
         Ok(Collected { newest, lists })
     }
+}
+
+/// Read the window `read` of list `list` from a memtable that holds only
+/// first appends (keys in time order, newest first, within a list): from a
+/// seek to the window's top down to its start, or until every item left has
+/// expired at the window's time (`life`, the longest item life).
+fn walk_window(
+    m: &MemTable,
+    list: &[u8],
+    read: &ListRead,
+    life: Life,
+    lists: &mut Vec<Vec<u8>>,
+    note: &mut impl FnMut(Option<(Item, usize, bool)>, u64, Vec<u8>),
+) -> Result<()> {
+    let mut bad = None;
+    let mut at = None;
+    m.visit(&mem_seek(list, read.hi), &mut |key, e| {
+        if !key.starts_with(list) {
+            return false;
+        }
+        if e.kind != EntryKind::Put {
+            return true;
+        }
+        let r = match parse_mem_ref_at(key, e.value, list.len()) {
+            Ok(r) => r,
+            Err(x) => {
+                bad = Some(x);
+                return false;
+            }
+        };
+        let Some((t, exp, record, _)) = r.item else {
+            return true;
+        };
+        // Times descend: nothing further is in the window, or (past the
+        // longest life) valid.
+        if t < read.lo || read.at.is_some_and(|at| life.all_expired(t, at)) {
+            return false;
+        }
+        // An item outside the window hides nothing
+        // (`Fragment::decode_window`).
+        if in_window(t, exp, read.lo, read.hi, read.at) {
+            let li = *at.get_or_insert_with(|| {
+                lists.push(list.to_vec());
+                lists.len() - 1
+            });
+            let item = Item {
+                t,
+                exp,
+                seq: r.seq,
+                pk: Vec::new(),
+                record: record.to_vec(),
+            };
+            note(Some((item, li, true)), r.seq, r.pk.to_vec());
+        }
+        true
+    });
+    bad.map_or(Ok(()), Err)
+}
+
+/// The first key of a memtable at or after `pos`.
+fn first_key(m: &MemTable, pos: &[u8]) -> Option<Vec<u8>> {
+    let mut first = None;
+    m.visit(pos, &mut |key, _| {
+        first = Some(key.to_vec());
+        false
+    });
+    first
+}
+
+/// The smallest key above every key that starts with `prefix` (`None`:
+/// there is none, the prefix being all `0xFF`).
+fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut k = prefix.to_vec();
+    while let Some(last) = k.pop() {
+        if last < u8::MAX {
+            k.push(last + 1);
+            return Some(k);
+        }
+    }
+    None
 }
 
 /// The position of list key `list` in `lists`, pushing it unless it is the
