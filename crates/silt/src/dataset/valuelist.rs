@@ -37,7 +37,6 @@ use crate::index::valuelist::in_window;
 use crate::lsm::kind::time_zones;
 use crate::lsm::memtable::{MemIter, MemTable};
 use crate::storage::bloom::key_hash;
-use crate::storage::component::Probe;
 use crate::storage::{ComponentReader, EntryKind};
 use crate::txn::LockManager;
 use crate::value::{self, Value};
@@ -540,11 +539,10 @@ impl Dataset {
                     match span.prefix {
                         false => {
                             let k = span.start;
-                            if let Probe::Found(e) = c.probe(k, key_hash(k))?
-                                && !e.is_delete()
-                            {
-                                take(k, &e.value)?;
-                            }
+                            c.probe_with(k, key_hash(k), &mut |e| match e.kind {
+                                EntryKind::Delete => Ok(()),
+                                _ => take(k, e.value),
+                            })?;
                         }
                         true => {
                             let mut it = c.iter(Bound::Included(span.start), true)?;

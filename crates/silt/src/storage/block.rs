@@ -9,7 +9,7 @@
 //! On disk a block is `payload, u8 compression, u32 crc32c(payload ++ compression)`.
 
 use super::varint;
-use super::{Entry, EntryKind};
+use super::{Entry, EntryKind, EntryRef};
 use std::cmp::Ordering;
 
 pub const RESTART_INTERVAL: usize = 16;
@@ -283,14 +283,23 @@ impl<'a> BlockView<'a> {
 
     /// Exact lookup.
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry>, String> {
+        Ok(self.get_ref(key)?.map(|e| Entry {
+            seq: e.seq,
+            kind: e.kind,
+            value: e.value.to_vec(),
+        }))
+    }
+
+    /// Exact lookup, the value borrowed from the block.
+    pub fn get_ref(&self, key: &[u8]) -> Result<Option<EntryRef<'a>>, String> {
         match self.seek(key)? {
             Some((_, e)) if e.key.as_slice().cmp(key) == Ordering::Equal => {
                 let kind = EntryKind::from_u8(e.kind)
                     .ok_or_else(|| format!("unknown entry kind {}", e.kind))?;
-                Ok(Some(Entry {
+                Ok(Some(EntryRef {
                     seq: e.seq,
                     kind,
-                    value: self.value(&e).to_vec(),
+                    value: self.value(&e),
                 }))
             }
             _ => Ok(None),

@@ -7,7 +7,7 @@ use super::cache::BlockCache;
 use super::fsutil::sync_dir;
 use super::source::{ComponentSource, LocalFile};
 use super::varint;
-use super::{Entry, EntryKind};
+use super::{Entry, EntryKind, EntryRef};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
@@ -866,6 +866,41 @@ impl ComponentReader {
         match found.map_err(|e| Error::corrupt(&self.path, e))? {
             Some(e) => Ok(Probe::Found(e)),
             None => Ok(Probe::Absent),
+        }
+    }
+
+    /// [`ComponentReader::probe`] that hands a found entry to `f` in place
+    /// (borrowed from the cached or mapped block, not copied); returns
+    /// whether one was found.
+    pub fn probe_with(
+        &self,
+        key: &[u8],
+        hash: u64,
+        f: &mut dyn FnMut(EntryRef<'_>) -> Result<()>,
+    ) -> Result<bool> {
+        if self.meta.entries == 0
+            || key < self.meta.min_key.as_slice()
+            || key > self.meta.max_key.as_slice()
+            || !self.bloom_may_contain(hash)
+        {
+            return Ok(false);
+        }
+        let i = self.find_block(key);
+        if i >= self.block_offs.len() {
+            return Ok(false);
+        }
+        let corrupt = |e| Error::corrupt(&self.path, e);
+        let block;
+        let found = match self.mapped_view(i)? {
+            Some(v) => v.get_ref(key).map_err(corrupt)?,
+            None => {
+                block = self.block(i, true)?;
+                block.view().get_ref(key).map_err(corrupt)?
+            }
+        };
+        match found {
+            Some(e) => f(e).map(|()| true),
+            None => Ok(false),
         }
     }
 
