@@ -416,10 +416,20 @@ impl Dataset {
         def: &DatasetDef,
         record: Value,
     ) -> Result<(Vec<u8>, Vec<u8>)> {
+        self.prepare_single(def, record).map(|(k, b, _)| (k, b))
+    }
+
+    /// [`Dataset::prepare_under`], also returning the record as encoded
+    /// ([`Dataset::prepare_kept`]).
+    pub(super) fn prepare_single(
+        &self,
+        def: &DatasetDef,
+        record: Value,
+    ) -> Result<(Vec<u8>, Vec<u8>, Value)> {
         let mut key = Vec::new();
-        let key_len = self.prepare_to(def, record, &mut key)?;
-        let bytes = key.split_off(key_len);
-        Ok((key, bytes))
+        let (n, record) = self.prepare_kept(def, record, &mut key)?;
+        let bytes = key.split_off(n);
+        Ok((key, bytes, record))
     }
 
     /// [`Dataset::prepare`] appending the encoded key and then the encoded

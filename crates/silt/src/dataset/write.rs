@@ -586,7 +586,7 @@ impl Dataset {
         // Prepared under the lock: no `ALTER` comes between the record's
         // checks and its write.
         let _ddl = self.ddl.read();
-        let (key, bytes, record) = self.prepare_single(record)?;
+        let (key, bytes, record) = self.prepare_single(&self.def(), record)?;
         self.write_one_kept(WriteOp::Insert(&key, &bytes), Some(&record))
             .map(|_| ())
     }
@@ -594,17 +594,9 @@ impl Dataset {
     /// Insert or replace a record.
     pub fn upsert(&self, record: Value) -> Result<()> {
         let _ddl = self.ddl.read();
-        let (key, bytes, record) = self.prepare_single(record)?;
+        let (key, bytes, record) = self.prepare_single(&self.def(), record)?;
         self.write_one_kept(WriteOp::Upsert(&key, &bytes), Some(&record))
             .map(|_| ())
-    }
-
-    /// The encoded key and record of one write, and the record as encoded.
-    fn prepare_single(&self, record: Value) -> Result<(Vec<u8>, Vec<u8>, Value)> {
-        let mut key = Vec::new();
-        let (n, record) = self.prepare_kept(&self.def(), record, &mut key)?;
-        let bytes = key.split_off(n);
-        Ok((key, bytes, record))
     }
 
     /// Delete the record with this primary key; returns whether it existed.

@@ -846,27 +846,20 @@ impl ComponentReader {
 
     /// Point lookup. `hash` is [`key_hash`] of `key` (computed once per lookup).
     pub fn probe(&self, key: &[u8], hash: u64) -> Result<Probe> {
-        if self.meta.entries == 0
-            || key < self.meta.min_key.as_slice()
-            || key > self.meta.max_key.as_slice()
-        {
-            return Ok(Probe::Absent);
-        }
-        if !self.bloom_may_contain(hash) {
-            return Ok(Probe::BloomNegative);
-        }
-        let i = self.find_block(key);
-        if i >= self.block_offs.len() {
-            return Ok(Probe::Absent);
-        }
-        let found = match self.mapped_view(i)? {
-            Some(v) => v.get(key),
-            None => self.block(i, true)?.get(key),
-        };
-        match found.map_err(|e| Error::corrupt(&self.path, e))? {
-            Some(e) => Ok(Probe::Found(e)),
-            None => Ok(Probe::Absent),
-        }
+        let mut found = None;
+        let bloom = self.probe_inner(key, hash, &mut |e| {
+            found = Some(Entry {
+                seq: e.seq,
+                kind: e.kind,
+                value: e.value.to_vec(),
+            });
+            Ok(())
+        })?;
+        Ok(match (found, bloom) {
+            (Some(e), _) => Probe::Found(e),
+            (None, false) => Probe::BloomNegative,
+            (None, true) => Probe::Absent,
+        })
     }
 
     /// [`ComponentReader::probe`] that hands a found entry to `f` in place
@@ -878,16 +871,34 @@ impl ComponentReader {
         hash: u64,
         f: &mut dyn FnMut(EntryRef<'_>) -> Result<()>,
     ) -> Result<bool> {
+        let mut found = false;
+        self.probe_inner(key, hash, &mut |e| {
+            found = true;
+            f(e)
+        })?;
+        Ok(found)
+    }
+
+    /// The lookup of `probe` and `probe_with`: `f` gets the entry if there
+    /// is one; returns false when the bloom filter excluded the key.
+    fn probe_inner(
+        &self,
+        key: &[u8],
+        hash: u64,
+        f: &mut dyn FnMut(EntryRef<'_>) -> Result<()>,
+    ) -> Result<bool> {
         if self.meta.entries == 0
             || key < self.meta.min_key.as_slice()
             || key > self.meta.max_key.as_slice()
-            || !self.bloom_may_contain(hash)
         {
+            return Ok(true);
+        }
+        if !self.bloom_may_contain(hash) {
             return Ok(false);
         }
         let i = self.find_block(key);
         if i >= self.block_offs.len() {
-            return Ok(false);
+            return Ok(true);
         }
         let corrupt = |e| Error::corrupt(&self.path, e);
         let block;
@@ -898,10 +909,10 @@ impl ComponentReader {
                 block.view().get_ref(key).map_err(corrupt)?
             }
         };
-        match found {
-            Some(e) => f(e).map(|()| true),
-            None => Ok(false),
+        if let Some(e) = found {
+            f(e)?;
         }
+        Ok(true)
     }
 
     /// An ordered cursor starting at the first key within `start`.
