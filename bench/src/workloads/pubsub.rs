@@ -85,6 +85,10 @@ pub(super) struct Tally {
     pub(super) joined: u64,
     /// RepQueries' repeated queries.
     pub(super) polls: u64,
+    /// Live delivery: what the online subscribers received, and each
+    /// delivery's latency (ns) from the start of the operation that made it.
+    pub(super) delivered: u64,
+    pub(super) latencies: Vec<u64>,
 }
 
 pub(super) trait PsStore {
@@ -98,7 +102,7 @@ pub(super) trait PsStore {
         false
     }
     /// After the last operation (timed): what is still in flight arrives.
-    fn finish(&mut self) -> Result<()> {
+    fn finish(&mut self, _t: &mut Tally) -> Result<()> {
         Ok(())
     }
 }
@@ -119,6 +123,15 @@ impl SiltPs {
         dir: &Path,
         design: Design,
         hierarchy: Option<silt::pubsub::Granularity>,
+    ) -> Result<Self> {
+        Self::open_full(dir, design, hierarchy, false)
+    }
+
+    fn open_full(
+        dir: &Path,
+        design: Design,
+        hierarchy: Option<silt::pubsub::Granularity>,
+        delivery: bool,
     ) -> Result<Self> {
         let db = Database::open(
             dir,
@@ -144,7 +157,7 @@ impl SiltPs {
                 policy: MergePolicy::parse("leveled")?,
                 grace: 0,
                 hierarchy,
-                delivery: false,
+                delivery,
             },
         )?;
         Ok(Self { _db: db, ps })
@@ -176,6 +189,162 @@ impl PsStore for SiltPs {
 
     fn polls(&self) -> bool {
         self.ps.design() == Design::RepQueries
+    }
+}
+
+/// Subscribers online during a live-delivery run: uids below this (of
+/// 50,000, drawn uniformly: 0.2% of the users, about 0.2% of the matches).
+const ONLINE: i64 = 100;
+/// The consumer sleeps this long after a pass over its listeners that found
+/// nothing (it polls: a listener wakes on every commit of the space, so
+/// blocking threads per subscriber would all wake at every operation).
+const IDLE: std::time::Duration = std::time::Duration::from_millis(2);
+/// How long `finish` waits for the online subscribers' last deliveries.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// DualDB with live delivery on: every match is also appended to its
+/// subscriber's queue in the operation's transaction (for every subscriber,
+/// online or not). The subscribers `uid < ONLINE` are online: a consumer
+/// thread holds a listener for each, takes what has arrived in turn, and
+/// acknowledges it (a transaction per listener and pass that moves the
+/// durable cursor and deletes the acknowledged deliveries). Each delivery's
+/// latency is measured from the start of the later of its two operations.
+struct SiltLivePs {
+    inner: SiltPs,
+    live: Arc<Live>,
+    /// Deliveries the answers say the online subscribers must get.
+    expected: u64,
+    consumer: Option<std::thread::JoinHandle<Result<Vec<u64>>>>,
+}
+
+struct Live {
+    epoch: Instant,
+    /// Start of each operation (ns since `epoch`), by operation index
+    /// (`sid` / `pid` - 1).
+    started: Vec<std::sync::atomic::AtomicU64>,
+    /// The deliveries to wait for (`u64::MAX`: still running).
+    target: std::sync::atomic::AtomicU64,
+}
+
+impl Live {
+    fn mark(&self, iid: i64) {
+        if let Some(a) = usize::try_from(iid - 1)
+            .ok()
+            .and_then(|i| self.started.get(i))
+        {
+            a.store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn start_of(&self, iid: i64) -> u64 {
+        usize::try_from(iid - 1)
+            .ok()
+            .and_then(|i| self.started.get(i))
+            .map_or(0, |a| a.load(Ordering::Relaxed))
+    }
+}
+
+impl SiltLivePs {
+    fn open(dir: &Path, n_ops: usize) -> Result<Self> {
+        let inner = SiltPs::open_full(dir, Design::DualDb, None, true)?;
+        let live = Arc::new(Live {
+            epoch: Instant::now(),
+            started: (0..n_ops).map(|_| Default::default()).collect(),
+            target: std::sync::atomic::AtomicU64::new(u64::MAX),
+        });
+        let mut listeners = (0..ONLINE)
+            .map(|uid| inner.ps.listen(uid))
+            .collect::<silt::Result<Vec<_>>>()?;
+        let l = live.clone();
+        let consumer = std::thread::Builder::new()
+            .name("pubsub-consumer".into())
+            .spawn(move || -> Result<Vec<u64>> {
+                let mut lat = Vec::new();
+                let mut deadline = None;
+                loop {
+                    let mut got = 0;
+                    for ls in &mut listeners {
+                        let before = got;
+                        while let Some(d) = ls.try_next()? {
+                            let now = l.epoch.elapsed().as_nanos() as u64;
+                            let from = l.start_of(d.sid).max(l.start_of(d.publication.pid));
+                            lat.push(now.saturating_sub(from));
+                            got += 1;
+                        }
+                        if got > before {
+                            ls.ack_all()?;
+                        }
+                    }
+                    let target = l.target.load(Ordering::Acquire);
+                    if lat.len() as u64 >= target {
+                        return Ok(lat);
+                    }
+                    if target != u64::MAX {
+                        let at = *deadline.get_or_insert_with(|| Instant::now() + DRAIN);
+                        if Instant::now() > at {
+                            bail!(
+                                "live delivery: the online subscribers received {} of {target} deliveries within {DRAIN:?} of the last operation",
+                                lat.len()
+                            );
+                        }
+                    }
+                    if got == 0 {
+                        std::thread::sleep(IDLE);
+                    }
+                }
+            })?;
+        Ok(Self {
+            inner,
+            live,
+            expected: 0,
+            consumer: Some(consumer),
+        })
+    }
+}
+
+impl PsStore for SiltLivePs {
+    fn subscribe(&mut self, s: &Subscription, self_join: bool, t: &mut Tally) -> Result<()> {
+        self.live.mark(s.sid);
+        let before = t.matches;
+        self.inner.subscribe(s, self_join, t)?;
+        if s.uid < ONLINE {
+            self.expected += t.matches - before;
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self, p: &Publication, self_join: bool, t: &mut Tally) -> Result<()> {
+        self.live.mark(p.pid);
+        let r = self
+            .inner
+            .ps
+            .publish(p, self_join.then_some(p.tp - SELF_JOIN_MS))?;
+        t.matches += r.subscribers.len() as u64;
+        t.joined += r.publications.len() as u64;
+        self.expected += r.subscribers.iter().filter(|s| s.uid < ONLINE).count() as u64;
+        Ok(())
+    }
+
+    /// The online subscribers' last deliveries arrive (timed, as
+    /// PostgreSQL's listener hearing its last notification).
+    fn finish(&mut self, t: &mut Tally) -> Result<()> {
+        self.live.target.store(self.expected, Ordering::Release);
+        let lat = match self.consumer.take() {
+            Some(h) => h
+                .join()
+                .map_err(|_| anyhow::anyhow!("the live-delivery consumer panicked"))??,
+            None => Vec::new(),
+        };
+        if lat.len() as u64 != self.expected {
+            bail!(
+                "live delivery: the online subscribers received {} deliveries, their answers say {}",
+                lat.len(),
+                self.expected
+            );
+        }
+        t.delivered = lat.len() as u64;
+        t.latencies = lat;
+        Ok(())
     }
 }
 
@@ -321,6 +490,8 @@ impl PsStore for RocksPs {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Sys {
     Silt(Design),
+    /// DualDB with live delivery on.
+    SiltLive,
     Rocks,
     Redis,
     Postgres,
@@ -332,15 +503,17 @@ impl Sys {
             Sys::Silt(Design::RepQueries) => "silt-repqueries",
             Sys::Silt(Design::TwoDb) => "silt-twodb",
             Sys::Silt(Design::DualDb) => "silt-dualdb",
+            Sys::SiltLive => "silt-dualdb-live",
             Sys::Rocks => "rocksdb-dualdb",
             Sys::Redis => "redis-streams",
             Sys::Postgres => "postgres-notify",
         }
     }
 
-    fn open(self, dir: &Path) -> Result<Box<dyn PsStore>> {
+    fn open(self, dir: &Path, n_ops: usize) -> Result<Box<dyn PsStore>> {
         Ok(match self {
             Sys::Silt(d) => Box::new(SiltPs::open(dir, d)?),
+            Sys::SiltLive => Box::new(SiltLivePs::open(dir, n_ops)?),
             Sys::Rocks => Box::new(RocksPs::open(dir)?),
             Sys::Redis => Box::new(super::pubsub_redis::RedisPs::open(dir)?),
             Sys::Postgres => Box::new(super::pubsub_pg::PgPs::open(dir)?),
@@ -362,7 +535,7 @@ fn wants(ctx: &Ctx, s: Sys) -> bool {
 
 /// One system through one mix; returns (seconds, tally).
 fn run_one(sys: Sys, dir: &Path, ops: &[Op], self_join: bool, label: &str) -> Result<(f64, Tally)> {
-    let mut store = sys.open(dir)?;
+    let mut store = sys.open(dir, ops.len())?;
     let mut t = Tally::default();
     // RepQueries: (due time, op index, previous poll time).
     let mut due: BinaryHeap<Reverse<(i64, usize, i64)>> = BinaryHeap::new();
@@ -398,7 +571,7 @@ fn run_one(sys: Sys, dir: &Path, ops: &[Op], self_join: bool, label: &str) -> Re
             pb.set_position(i as u64);
         }
     }
-    store.finish()?;
+    store.finish(&mut t)?;
     let secs = start.elapsed().as_secs_f64();
     pb.finish_and_clear();
     drop(store);
@@ -411,7 +584,7 @@ impl Workload for Pubsub {
     }
 
     fn description(&self) -> &'static str {
-        "Pub/sub on LSM storage (seed 001 §4.7, Figs. 4.8-4.11): RepQueries, TwoDB, DualDB, RocksDB (append merge + expiry), Redis Streams and PostgreSQL LISTEN/NOTIFY, S/P = 3 and 1/3, simple and self-joining subscriptions, logical clock"
+        "Pub/sub on LSM storage (seed 001 §4.7, Figs. 4.8-4.11): RepQueries, TwoDB, DualDB (also with live delivery), RocksDB (append merge + expiry), Redis Streams and PostgreSQL LISTEN/NOTIFY, S/P = 3 and 1/3, simple and self-joining subscriptions, logical clock"
     }
 
     fn explanation(&self) -> &'static str {
@@ -426,7 +599,11 @@ impl Workload for Pubsub {
          valuelist indexes (leveled merges, WAL without fsync; one 16 MB memory budget per system, \
          which TwoDB's two stores share). Self-joining: a subscription also gets \
          the other live subscriptions of its cell, a publication the valid publications of the last \
-         10 s. RocksDB is the storage-level peer: DualDB's layout in one store, items appended by an \
+         10 s. silt-dualdb-live is DualDB with live delivery on: every match is also appended to its \
+         subscriber's queue in the operation's transaction, and one consumer thread holds listeners \
+         for the 100 online subscribers (uid < 100), takes their deliveries and acknowledges them \
+         (latency from the start of the later of the two operations; the run ends when they have \
+         received every delivery their answers name). RocksDB is the storage-level peer: DualDB's layout in one store, items appended by an \
          associative merge operator that drops expired items, a compaction filter removing lists that \
          expired whole (sync off). Redis Streams is the broker peer: a throw-away redis-server on \
          loopback (append-only file, no fsync), streams S:<cell> and P:<cell> with the operation \
@@ -451,6 +628,7 @@ impl Workload for Pubsub {
             Sys::Silt(Design::RepQueries),
             Sys::Silt(Design::TwoDb),
             Sys::Silt(Design::DualDb),
+            Sys::SiltLive,
             Sys::Rocks,
             Sys::Redis,
             Sys::Postgres,
@@ -495,7 +673,7 @@ impl Workload for Pubsub {
                     let scratch =
                         ScratchDir::new(&ctx.scratch, &format!("pubsub-{}", sys.label()))?;
                     let label = format!("{} {mix} {kind}", sys.label());
-                    let (secs, t) = run_one(sys, scratch.path(), &ops, self_join, &label)?;
+                    let (secs, mut t) = run_one(sys, scratch.path(), &ops, self_join, &label)?;
                     let ops_s = n as f64 / secs;
                     eprintln!(
                         "{label}: {} ops/s, {} matches, {} self-join answers, {} polls",
@@ -517,6 +695,32 @@ impl Workload for Pubsub {
                         "pairs",
                         t.matches as f64,
                     ));
+                    if !t.latencies.is_empty() {
+                        let mut l = std::mem::take(&mut t.latencies);
+                        l.sort_unstable();
+                        let pct = |q: f64| l[((l.len() - 1) as f64 * q) as usize] as f64 / 1e6;
+                        let mean = l.iter().sum::<u64>() as f64 / l.len() as f64 / 1e6;
+                        eprintln!(
+                            "{label}: {} deliveries to {ONLINE} online subscribers, latency mean {mean:.2} ms, p50 {:.2} ms, p99 {:.2} ms",
+                            t.delivered,
+                            pct(0.5),
+                            pct(0.99)
+                        );
+                        rows.push(ResultRow::stat(
+                            sys.label(),
+                            &metric("deliveries online"),
+                            "deliveries",
+                            t.delivered as f64,
+                        ));
+                        for (name, v) in [("mean", mean), ("p50", pct(0.5)), ("p99", pct(0.99))] {
+                            rows.push(ResultRow::measure(
+                                sys.label(),
+                                &metric(&format!("delivery latency {name}")),
+                                "ms",
+                                v,
+                            ));
+                        }
+                    }
                     thr.push((sys, ops_s));
                     if sys != Sys::Silt(Design::RepQueries) {
                         match exact {
@@ -535,6 +739,15 @@ impl Workload for Pubsub {
                 // +20% with self-joins; the issue: ahead of every peer).
                 let of = |s: Sys| thr.iter().find(|(x, _)| *x == s).map(|(_, v)| *v);
                 if let Some(d) = of(Sys::Silt(Design::DualDb)) {
+                    if let Some(l) = of(Sys::SiltLive) {
+                        rows.push(ResultRow::new(
+                            "silt-dualdb-live",
+                            &format!("{mix} {kind} throughput vs silt-dualdb"),
+                            "x",
+                            crate::results::Kind::Ratio,
+                            l / d,
+                        ));
+                    }
                     for other in [
                         Sys::Silt(Design::RepQueries),
                         Sys::Silt(Design::TwoDb),

@@ -161,7 +161,7 @@ fn run_one(
             pb.set_position(i as u64);
         }
     }
-    store.finish()?;
+    store.finish(&mut t)?;
     let secs = start.elapsed().as_secs_f64();
     pb.finish_and_clear();
     Ok((secs, t, times))

@@ -211,7 +211,7 @@ impl PsStore for PgPs {
         Ok(())
     }
 
-    fn finish(&mut self) -> Result<()> {
+    fn finish(&mut self, _t: &mut Tally) -> Result<()> {
         // Every NOTIFY of a committed PUBLISH reaches the listener.
         let start = Instant::now();
         while self.heard.load(Ordering::Relaxed) < self.told {
