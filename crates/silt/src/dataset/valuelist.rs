@@ -135,6 +135,22 @@ impl Span<'_> {
         }
     }
 
+    /// The earliest time at which any wanted list is read (`None`: some
+    /// list is read without one, expired items included).
+    fn at(&self) -> Option<i64> {
+        let mut at = i64::MAX;
+        for r in self
+            .windows
+            .iter()
+            .chain(&self.ends)
+            .map(|(_, r)| r)
+            .chain(self.any.as_ref())
+        {
+            at = at.min(r.at?);
+        }
+        Some(at)
+    }
+
     /// The earliest time any wanted list reads from.
     fn lo(&self) -> i64 {
         self.windows
@@ -422,16 +438,25 @@ impl Dataset {
 
     /// Every record's newest entry in the sources that may matter.
     fn collect(&self, srcs: &[Src], nfields: usize, span: &Span<'_>) -> Result<Collected> {
-        let lo = span.lo();
-        // The largest item time of each source and every older one
-        // (memtables: unknown, so anything).
+        let (lo, at) = (span.lo(), span.at());
+        // The largest item time, and the latest expiry, of each source and
+        // every older one (memtables: unknown, so anything). The read stops
+        // at the first source from which on every item is older than its
+        // windows or has expired at its time: their markers can only hide
+        // items that are not wanted either.
+        // (`None`: an item may never expire.)
         let mut tail_max = vec![i64::MIN; srcs.len() + 1];
+        let mut tail_exp = vec![Some(i64::MIN); srcs.len() + 1];
         for (j, s) in srcs.iter().enumerate().rev() {
-            let m = match &s.kind {
-                SrcKind::Mem(_) => i64::MAX,
-                SrcKind::Disk(c) => max_time(c),
+            let (m, e) = match &s.kind {
+                SrcKind::Mem(_) => (i64::MAX, None),
+                SrcKind::Disk(c) => {
+                    let m = max_time(c);
+                    (m, life_of(c).latest_expiry(m))
+                }
             };
             tail_max[j] = tail_max[j + 1].max(m);
+            tail_exp[j] = tail_exp[j + 1].zip(e).map(|(a, b)| a.max(b));
         }
         let mut newest: FoldMap<Vec<u8>, Newest> = FoldMap::default();
         let mut lists: Vec<Vec<u8>> = Vec::new();
@@ -449,7 +474,7 @@ impl Dataset {
                 }
             };
         for (j, s) in srcs.iter().enumerate() {
-            if tail_max[j] < lo {
+            if tail_max[j] < lo || at.zip(tail_exp[j]).is_some_and(|(a, e)| e <= a) {
                 break;
             }
             match &s.kind {
@@ -517,11 +542,12 @@ impl Dataset {
                     // A newer component whose items are all older than the
                     // window is still read for its markers (out-of-order
                     // times: it may hide an older item that is in it).
+                    let life = life_of(c);
                     let mut take = |list: &[u8], bytes: &[u8]| -> Result<()> {
                         let Some(read) = span.window(list) else {
                             return Ok(());
                         };
-                        let f = Fragment::decode_window(bytes, read.lo, read.hi, read.at)?;
+                        let f = Fragment::decode_window(bytes, read.lo, read.hi, read.at, life)?;
                         for mk in f.markers {
                             note(None, mk.seq, mk.pk);
                         }
@@ -663,4 +689,12 @@ fn max_time(c: &ComponentReader) -> i64 {
         Some(z) => z.whole.map_or(i64::MIN, |w| w.1),
         None => i64::MAX,
     }
+}
+
+/// The longest life of a component's items (for ever, when its time zone
+/// map does not say).
+fn life_of(c: &ComponentReader) -> Life {
+    time_zones(c)
+        .and_then(|z| z.longest)
+        .map_or(Life::Forever, Life::Bounded)
 }

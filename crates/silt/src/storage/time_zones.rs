@@ -1,7 +1,9 @@
 //! The time zone map of a value-list component (its aux block): per data
-//! block and for the whole component, the smallest and largest item time.
-//! Written by the value-list index's block observer, decoded once when the
-//! component is opened, read by list reads to stop early.
+//! block and for the whole component, the smallest and largest item time,
+//! and the longest life (expiry minus time) of an item. Written by the
+//! value-list index's block observer, decoded once when the component is
+//! opened, read by list reads to stop early: below a window's start, and
+//! where every item left has expired at the read's time.
 
 use crate::error::{Error, Result};
 use crate::storage::varint::{self, unzigzag as unzz, zigzag as zz};
@@ -20,6 +22,8 @@ pub fn widen(a: Option<(i64, i64)>, b: (i64, i64)) -> Option<(i64, i64)> {
 
 /// First byte of a value list's aux block.
 pub const ZONE_MAGIC: u8 = b'T';
+/// Tag of the longest-life trailer.
+const LIFE_TAG: u8 = b'L';
 
 /// The time zone map of a component: per data block and for the whole
 /// component, the smallest and largest item time (`None`: no items).
@@ -27,12 +31,16 @@ pub const ZONE_MAGIC: u8 = b'T';
 pub struct TimeZones {
     pub blocks: Vec<Option<(i64, i64)>>,
     pub whole: Option<(i64, i64)>,
+    /// Every item expires at most this long after its time (`None`: some
+    /// item never expires, or the map predates the bound).
+    pub longest: Option<i64>,
 }
 
 impl TimeZones {
     /// Encoding: `'T' varint(blocks)`, per block a byte (0: no items, 1:
     /// items) then `varint(zigzag(min)) varint(zigzag(max))` when it has
-    /// items.
+    /// items; then, when every item expires, `'L' varint(zigzag(longest
+    /// life))`.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![ZONE_MAGIC];
         varint::put(&mut out, self.blocks.len() as u64);
@@ -45,6 +53,10 @@ impl TimeZones {
                     varint::put(&mut out, zz(*hi));
                 }
             }
+        }
+        if let Some(l) = self.longest {
+            out.push(LIFE_TAG);
+            varint::put(&mut out, zz(l));
         }
         out
     }
@@ -79,6 +91,11 @@ impl TimeZones {
             }
             z.blocks.push(zone);
         }
+        if b.get(pos) == Some(&LIFE_TAG) {
+            pos += 1;
+            let l = varint::get(b, &mut pos).ok_or_else(|| corrupt("truncated longest life"))?;
+            z.longest = Some(unzz(l));
+        }
         if pos != b.len() {
             return Err(corrupt("trailing bytes after the zones"));
         }
@@ -92,14 +109,43 @@ mod tests {
 
     #[test]
     fn round_trip_and_corruption() {
-        let z = TimeZones {
-            blocks: vec![Some((-5, 9)), None, Some((3, 3))],
-            whole: Some((-5, 9)),
-        };
-        let b = z.encode();
-        assert_eq!(TimeZones::decode(&b).unwrap(), z);
-        for n in 0..b.len() {
-            assert!(TimeZones::decode(&b[..n]).is_err(), "prefix {n}");
+        for longest in [None, Some(20_000), Some(-3)] {
+            let z = TimeZones {
+                blocks: vec![Some((-5, 9)), None, Some((3, 3))],
+                whole: Some((-5, 9)),
+                longest,
+            };
+            let b = z.encode();
+            assert_eq!(TimeZones::decode(&b).unwrap(), z);
+            // A map cut just before the trailer is one written before the
+            // trailer existed: its items may live for ever.
+            let base = TimeZones {
+                longest: None,
+                ..z.clone()
+            }
+            .encode()
+            .len();
+            for n in 0..b.len() {
+                match TimeZones::decode(&b[..n]) {
+                    Ok(cut) => assert!(
+                        n == base && cut.longest.is_none(),
+                        "prefix {n} of {longest:?}"
+                    ),
+                    Err(_) => assert!(n != base, "prefix {n} of {longest:?}"),
+                }
+            }
         }
+        let old = TimeZones {
+            blocks: vec![Some((1, 2))],
+            whole: Some((1, 2)),
+            longest: None,
+        };
+        assert_eq!(TimeZones::decode(&old.encode()).unwrap().longest, None);
+        let mut bad = old.encode();
+        bad.extend_from_slice(&[b'L', 4, 0]);
+        assert!(
+            TimeZones::decode(&bad).is_err(),
+            "trailing bytes after the life"
+        );
     }
 }

@@ -32,6 +32,75 @@ use std::collections::HashMap;
 const TAG: u8 = b'L';
 const HAS_EXP: u8 = 1;
 
+/// The longest life (expiry minus time) of a set of items: a memtable's
+/// (`hooks::ListMemFacts`) or a component's (its time zone map).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Life {
+    /// Every item expires at most this long after its time.
+    Bounded(i64),
+    /// Some item has no expiry (or one too far to count).
+    Forever,
+}
+
+impl Life {
+    /// Whether every item of time `t` or older has expired at `at` (expiry
+    /// is exclusive). Never for `Forever`: an item without an expiry stays,
+    /// however late `at` is (`t + i64::MAX` does not overflow for `t <= 0`,
+    /// so the sentinel must not be added).
+    pub fn all_expired(self, t: i64, at: i64) -> bool {
+        match self {
+            Life::Forever => false,
+            Life::Bounded(l) => t.checked_add(l).is_some_and(|e| e <= at),
+        }
+    }
+
+    /// The life of an item of time `t` expiring at `exp`.
+    pub fn of(t: i64, exp: Option<i64>) -> Life {
+        match exp {
+            Some(e) => Life::Bounded(e.saturating_sub(t).max(0)),
+            None => Life::Forever,
+        }
+    }
+
+    /// The longer of the two.
+    pub fn max(self, o: Life) -> Life {
+        match (self, o) {
+            (Life::Bounded(a), Life::Bounded(b)) => Life::Bounded(a.max(b)),
+            _ => Life::Forever,
+        }
+    }
+
+    /// The latest expiry of an item of time at most `t` (`None`: it may
+    /// never expire). Expiry is exclusive, so a read at or after it sees
+    /// none of those items.
+    pub fn latest_expiry(self, t: i64) -> Option<i64> {
+        match self {
+            Life::Forever => None,
+            // An expiry is an i64: past i64::MAX it is i64::MAX at most.
+            Life::Bounded(l) => Some(t.saturating_add(l)),
+        }
+    }
+
+    /// The longest life of a fragment's items (`Bounded(0)` without items).
+    pub fn of_fragment(b: &[u8]) -> Result<Life> {
+        let h = Header::read(b)?;
+        let mut pos = h.body;
+        for _ in 0..h.markers {
+            get(b, &mut pos, "marker sequence")?;
+            get_bytes(b, &mut pos, "marker key")?;
+        }
+        let mut life = Life::Bounded(0);
+        for _ in 0..h.items {
+            let (t, exp) = get_time(b, &mut pos)?;
+            life = life.max(Life::of(t, exp));
+            get(b, &mut pos, "item sequence")?;
+            get_bytes(b, &mut pos, "item key")?;
+            get_bytes(b, &mut pos, "item record")?;
+        }
+        Ok(life)
+    }
+}
+
 /// One appended record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Item {
@@ -170,7 +239,7 @@ impl Fragment {
     /// Decode the markers and the items with `t >= lo` (the rest are older:
     /// the read stops at the first one).
     pub fn decode_from(b: &[u8], lo: i64) -> Result<Fragment> {
-        Fragment::decode_window(b, lo, i64::MAX, None)
+        Fragment::decode_window(b, lo, i64::MAX, None, Life::Forever)
     }
 
     /// A list read's part of a fragment: every marker, and the items in
@@ -179,8 +248,16 @@ impl Fragment {
     /// needs nothing else: a record's older entries are hidden by markers,
     /// not by its newer items (a write that replaces an entry, and a flush
     /// or merge that keeps an item over one, leaves a marker of the item's
-    /// own sequence number).
-    pub fn decode_window(b: &[u8], lo: i64, hi: i64, at: Option<i64>) -> Result<Fragment> {
+    /// own sequence number). `life` bounds the items' lives (the
+    /// component's): once `t + life <= at` every item left has expired,
+    /// and the read stops.
+    pub fn decode_window(
+        b: &[u8],
+        lo: i64,
+        hi: i64,
+        at: Option<i64>,
+        life: Life,
+    ) -> Result<Fragment> {
         let h = Header::read(b)?;
         let mut pos = h.body;
         let mut f = Fragment {
@@ -199,7 +276,7 @@ impl Fragment {
                 return Err(corrupt("items out of time order"));
             }
             prev = t;
-            if t < lo {
+            if t < lo || at.is_some_and(|a| life.all_expired(t, a)) {
                 return Ok(f);
             }
             let seq = get(b, &mut pos, "item sequence")?;

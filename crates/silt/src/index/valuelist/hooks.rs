@@ -14,6 +14,7 @@
 //!   (the aux block): the smallest and largest item time of every data block
 //!   and of the component, so a read skips what is older than its window.
 
+pub use super::fragment::Life;
 use super::fragment::{Fragment, Item, Marker, corrupt, get_time, put_time};
 use crate::clock::ExpiryClock;
 use crate::error::Result;
@@ -183,28 +184,6 @@ impl ListMemFacts {
     }
 }
 
-/// The longest life (expiry minus time) of the items of a memtable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Life {
-    /// Every item expires at most this long after its time.
-    Bounded(i64),
-    /// Some item has no expiry (or one too far to count).
-    Forever,
-}
-
-impl Life {
-    /// Whether every item of time `t` or older has expired at `at` (expiry
-    /// is exclusive). Never for `Forever`: an item without an expiry stays,
-    /// however late `at` is (`t + i64::MAX` does not overflow for `t <= 0`,
-    /// so the sentinel must not be added).
-    pub fn all_expired(self, t: i64, at: i64) -> bool {
-        match self {
-            Life::Forever => false,
-            Life::Bounded(l) => t.checked_add(l).is_some_and(|e| e <= at),
-        }
-    }
-}
-
 impl MemFacts for ListMemFacts {
     fn observe(&self, _key: &[u8], e: EntryRef<'_>) {
         let life = match (e.kind, e.value.first()) {
@@ -357,11 +336,22 @@ impl ValueMerger for ListMerger {
 }
 
 /// Builds a component's [`TimeZones`].
-#[derive(Default)]
 pub struct TimeObserver {
     zones: TimeZones,
     cur: Option<(i64, i64)>,
     pending: bool,
+    life: Life,
+}
+
+impl Default for TimeObserver {
+    fn default() -> Self {
+        TimeObserver {
+            zones: TimeZones::default(),
+            cur: None,
+            pending: false,
+            life: Life::Bounded(0),
+        }
+    }
 }
 
 impl BlockObserver for TimeObserver {
@@ -370,8 +360,9 @@ impl BlockObserver for TimeObserver {
         if kind != EntryKind::Put {
             return;
         }
-        // A fragment that cannot be read makes the block "anything": reads
-        // then decode it and report the corruption.
+        // A fragment that cannot be read makes the block "anything" (and
+        // its items immortal): reads then decode it and report the
+        // corruption.
         match super::fragment::Header::read(value) {
             Ok(h) => {
                 if let Some((hi, lo)) = h.times {
@@ -380,6 +371,9 @@ impl BlockObserver for TimeObserver {
             }
             Err(_) => self.cur = widen(self.cur, (i64::MIN, i64::MAX)),
         }
+        self.life = self
+            .life
+            .max(Life::of_fragment(value).unwrap_or(Life::Forever));
     }
 
     fn end_block(&mut self) {
@@ -391,6 +385,10 @@ impl BlockObserver for TimeObserver {
         if self.pending {
             self.end_block();
         }
+        self.zones.longest = match self.life {
+            Life::Bounded(l) => Some(l),
+            Life::Forever => None,
+        };
         self.zones.encode()
     }
 }
