@@ -141,7 +141,7 @@ fn get(b: &[u8], pos: &mut usize, what: &str) -> Result<u64> {
     varint::get(b, pos).ok_or_else(|| corrupt(format!("truncated {what}")))
 }
 
-fn get_bytes<'a>(b: &'a [u8], pos: &mut usize, what: &str) -> Result<&'a [u8]> {
+pub(crate) fn get_bytes<'a>(b: &'a [u8], pos: &mut usize, what: &str) -> Result<&'a [u8]> {
     let n = get(b, pos, what)?;
     let end = (*pos as u64)
         .checked_add(n)

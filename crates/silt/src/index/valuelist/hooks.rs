@@ -1,9 +1,12 @@
 //! How a value-list tree stores its appends (`lsm::hooks`):
 //!
 //! - in memory every append is its own entry, keyed
-//!   `list key ‖ !time ‖ !seq ‖ pk`
-//!   (unique: an append never reads, and undo and redo work as for any
-//!   index entry), valued `LIVE flags t [exp] record` or `MARKER`;
+//!   `list key ‖ !time ‖ !seq`
+//!   (unique: one write puts at most one entry in a list, and sequence
+//!   numbers are never reused; an append never reads, and undo and redo work
+//!   as for any index entry), valued `ITEM pk flags t [exp] record` or
+//!   `MARKER pk` (the primary key in the value keeps the key within a
+//!   memtable key's 40 inline bytes: no heap tail to allocate or chase);
 //!   [`ListMemFacts`] tells reads when they may visit only their window;
 //! - a flush ([`ListFlush`]) packs the entries of each list key into one
 //!   [`Fragment`];
@@ -15,19 +18,23 @@
 //!   and of the component, so a read skips what is older than its window.
 
 pub use super::fragment::Life;
-use super::fragment::{Fragment, Item, Marker, corrupt, get_time, put_time};
+use super::fragment::{Fragment, Item, Marker, corrupt, get_bytes, get_time, put_time};
 use crate::clock::ExpiryClock;
 use crate::error::Result;
 use crate::lsm::hooks::{BlockObserver, FlushTransform, MemFacts, ObserverFactory, ValueMerger};
 use crate::lsm::kind::ComponentBuilder;
 use crate::lsm::memtable::MemTable;
 use crate::storage::time_zones::{TimeZones, widen};
+use crate::storage::varint;
 use crate::storage::{Entry, EntryKind, EntryRef};
 use crate::value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
+/// Entry kinds of the first layout (before 2026-12-02), still read from
+/// logs and memtables: the key ends with the primary key, and the value is
+/// `kind flags t [exp] record` or `MARKER`.
 const LIVE: u8 = 1;
 const MARKER: u8 = 2;
 /// An item that replaced an earlier version of its record (which may sit in
@@ -35,17 +42,22 @@ const MARKER: u8 = 2;
 /// the same write, so a read that stops above the item's time still knows
 /// the older version is gone.
 const REPLACING: u8 = 3;
+/// The same three with the primary key in the value (`kind varint(len)
+/// pk ...`) and the key ending at the sequence number: what is written.
+const PK_FLAG: u8 = 0x10;
+const PK_LIVE: u8 = LIVE | PK_FLAG;
+const PK_MARKER: u8 = MARKER | PK_FLAG;
+const PK_REPLACING: u8 = REPLACING | PK_FLAG;
 
-/// The memtable key of one append: `list key ‖ !time ‖ !seq ‖ pk` (within
-/// a key, newest time first, then newest write first; `time` is the item's
+/// The memtable key of one append: `list key ‖ !time ‖ !seq` (within a
+/// key, newest time first, then newest write first; `time` is the item's
 /// time, or `None` for a marker, which sorts before every item). A read then
 /// seeks straight to the top of its window and stops below it.
-pub fn mem_key(list: &[u8], t: Option<i64>, seq: u64, pk: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(list.len() + 16 + pk.len());
+pub fn mem_key(list: &[u8], t: Option<i64>, seq: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(list.len() + 16);
     k.extend_from_slice(list);
     k.extend_from_slice(&desc_time(t.unwrap_or(i64::MAX)));
     k.extend_from_slice(&(!seq).to_be_bytes());
-    k.extend_from_slice(pk);
     k
 }
 
@@ -62,19 +74,39 @@ fn desc_time(t: i64) -> [u8; 8] {
     (!((t as u64) ^ (1 << 63))).to_be_bytes()
 }
 
-/// The memtable value of an item (`replacing`: the write replaced an
-/// earlier version of the record).
-pub fn mem_item(t: i64, exp: Option<i64>, record: &[u8], replacing: bool) -> Vec<u8> {
-    let mut v = Vec::with_capacity(record.len() + 12);
-    v.push(if replacing { REPLACING } else { LIVE });
+/// The memtable value of an item of record `pk` (`replacing`: the write
+/// replaced an earlier version of the record).
+pub fn mem_item(t: i64, exp: Option<i64>, pk: &[u8], record: &[u8], replacing: bool) -> Vec<u8> {
+    let mut v = Vec::with_capacity(record.len() + pk.len() + 14);
+    v.push(if replacing { PK_REPLACING } else { PK_LIVE });
+    varint::put(&mut v, pk.len() as u64);
+    v.extend_from_slice(pk);
     put_time(&mut v, t, exp);
     v.extend_from_slice(record);
     v
 }
 
-/// The memtable value of a marker.
-pub fn mem_marker() -> Vec<u8> {
-    vec![MARKER]
+/// The memtable value of a marker of record `pk`.
+pub fn mem_marker(pk: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(pk.len() + 3);
+    v.push(PK_MARKER);
+    varint::put(&mut v, pk.len() as u64);
+    v.extend_from_slice(pk);
+    v
+}
+
+/// Where a memtable value's item fields start (after its kind byte and,
+/// in the current layout, its primary key), and the key if it is there.
+fn value_pk(v: &[u8]) -> Result<(Option<&[u8]>, usize)> {
+    match v.first() {
+        Some(&(LIVE | MARKER | REPLACING)) => Ok((None, 1)),
+        Some(&(PK_LIVE | PK_MARKER | PK_REPLACING)) => {
+            let mut pos = 1;
+            let pk = get_bytes(v, &mut pos, "list entry key")?;
+            Ok((Some(pk), pos))
+        }
+        _ => Err(corrupt("list entry of unknown kind")),
+    }
 }
 
 /// One memtable entry, parsed.
@@ -117,15 +149,18 @@ pub fn parse_mem_ref_at<'a>(key: &'a [u8], v: &'a [u8], n: usize) -> Result<MemR
         .and_then(|b| b.try_into().ok())
         .ok_or_else(|| corrupt("list entry without a time and sequence number"))?;
     let seq = !u64::from_be_bytes(seq_bytes);
-    let pk = &key[n + 16..];
-    let item = match v.first() {
-        Some(&k @ (LIVE | REPLACING)) => {
-            let mut pos = 1;
+    let (in_value, mut pos) = value_pk(v)?;
+    let pk = match in_value {
+        Some(pk) if key.len() == n + 16 => pk,
+        Some(_) => return Err(corrupt("list entry with its key in both places")),
+        None => &key[n + 16..],
+    };
+    let item = match v[0] & !PK_FLAG {
+        k @ (LIVE | REPLACING) => {
             let (t, exp) = get_time(v, &mut pos)?;
             Some((t, exp, &v[pos..], k == REPLACING))
         }
-        Some(&MARKER) => None,
-        _ => return Err(corrupt("list entry of unknown kind")),
+        _ => None,
     };
     Ok(MemRef {
         list: n,
@@ -187,9 +222,9 @@ impl ListMemFacts {
 impl MemFacts for ListMemFacts {
     fn observe(&self, _key: &[u8], e: EntryRef<'_>) {
         let life = match (e.kind, e.value.first()) {
-            (EntryKind::Put, Some(&LIVE)) => {
-                let mut pos = 1;
-                match get_time(e.value, &mut pos) {
+            (EntryKind::Put, Some(&(LIVE | PK_LIVE))) => {
+                let time = value_pk(e.value).and_then(|(_, mut pos)| get_time(e.value, &mut pos));
+                match time {
                     Ok((t, Some(exp))) => Some(exp.saturating_sub(t)),
                     Ok((_, None)) => Some(i64::MAX),
                     Err(_) => None,
@@ -404,7 +439,77 @@ impl ObserverFactory for ZoneFactory {
 
 #[cfg(test)]
 mod tests {
-    use super::Life;
+    use super::*;
+
+    /// An entry of the first layout (the primary key ending the key), as a
+    /// log written before 2026-12-02 replays it.
+    fn first_layout(
+        list: &[u8],
+        t: Option<i64>,
+        seq: u64,
+        pk: &[u8],
+        item: Option<(Option<i64>, &[u8])>,
+    ) -> (Vec<u8>, Vec<u8>) {
+        let mut k = mem_key(list, t, seq);
+        k.extend_from_slice(pk);
+        let v = match item {
+            Some((exp, rec)) => {
+                let mut v = vec![LIVE];
+                put_time(&mut v, t.unwrap_or(i64::MAX), exp);
+                v.extend_from_slice(rec);
+                v
+            }
+            None => vec![MARKER],
+        };
+        (k, v)
+    }
+
+    #[test]
+    fn both_layouts_parse_alike() {
+        let list = b"list";
+        let (k0, v0) = first_layout(list, Some(7), 42, b"pk-1", Some((Some(9), b"rec")));
+        let (k1, v1) = (
+            mem_key(list, Some(7), 42),
+            mem_item(7, Some(9), b"pk-1", b"rec", false),
+        );
+        for (k, v) in [(&k0, &v0), (&k1, &v1)] {
+            let r = parse_mem_ref_at(k, v, list.len()).unwrap();
+            assert_eq!((r.seq, r.pk), (42, &b"pk-1"[..]));
+            assert_eq!(r.item, Some((7, Some(9), &b"rec"[..], false)));
+        }
+        let (k0, v0) = first_layout(list, None, 5, b"pk-2", None);
+        let (k1, v1) = (mem_key(list, None, 5), mem_marker(b"pk-2"));
+        for (k, v) in [(&k0, &v0), (&k1, &v1)] {
+            let r = parse_mem_ref_at(k, v, list.len()).unwrap();
+            assert_eq!((r.seq, r.pk, r.item), (5, &b"pk-2"[..], None));
+        }
+        // The current layout keeps the key out of the memtable key.
+        assert_eq!(k1.len(), list.len() + 16);
+        // A key in both places, a truncated key, an unknown kind: refused.
+        assert!(parse_mem_ref_at(&k0, &v1, list.len()).is_err());
+        assert!(parse_mem_ref_at(&k1, &v1[..3], list.len()).is_err());
+        assert!(parse_mem_ref_at(&k1, &[0x17], list.len()).is_err());
+        // The memtable's facts read the life of both.
+        let f = ListMemFacts::default();
+        let (k0, v0) = first_layout(list, Some(1), 1, b"a", Some((Some(4), b"r")));
+        f.observe(
+            &k0,
+            EntryRef {
+                seq: 1,
+                kind: EntryKind::Put,
+                value: &v0,
+            },
+        );
+        f.observe(
+            &k1,
+            EntryRef {
+                seq: 2,
+                kind: EntryKind::Put,
+                value: &mem_item(10, Some(30), b"b", b"r", false),
+            },
+        );
+        assert_eq!(f.window_bound(), Some(Life::Bounded(20)));
+    }
 
     #[test]
     fn an_item_without_expiry_never_counts_as_expired() {

@@ -25,7 +25,7 @@ use crate::lsm::LsmTree;
 use crate::lsm::hooks::MemFacts;
 use crate::lsm::hooks::TreeHooks;
 use crate::lsm::kind::PkSplit;
-use crate::storage::{Entry, varint};
+use crate::storage::Entry;
 use crate::value::Value;
 use fragment::Fragment;
 use hooks::{ListFlush, ListMemFacts, ListMerger, ZoneFactory, mem_item, mem_key, mem_marker};
@@ -84,7 +84,7 @@ impl IndexType for ValueList {
         &["valuelist", "value_list", "list"]
     }
 
-    /// For the bulk build: one `(list key, varint(pk_len) pk item)` per
+    /// For the bulk build: one `(list key, memtable item value)` per
     /// record (grouped into fragments by [`IndexType::bulk_group`]).
     fn entries(
         &self,
@@ -98,11 +98,7 @@ impl IndexType for ValueList {
         let (t, exp) = self.item_time(def, record)?;
         let mut rec = Vec::with_capacity(64);
         crate::value::encode_record(record, &mut rec)?;
-        let mut v = Vec::with_capacity(pk.len() + rec.len() + 16);
-        varint::put(&mut v, pk.len() as u64);
-        v.extend_from_slice(pk);
-        v.extend_from_slice(&mem_item(t, exp, &rec, false));
-        Ok(vec![(k, v)])
+        Ok(vec![(k, mem_item(t, exp, pk, &rec, false))])
     }
 
     fn bulk_group(&self, def: &IndexDef, mut rows: Vec<BulkRow>) -> Result<Vec<BulkRow>> {
@@ -114,15 +110,7 @@ impl IndexType for ValueList {
             out.push((k, f.max_seq(), f.encode()));
         };
         for (k, seq, v) in rows {
-            let mut pos = 0;
-            let pk = varint::get(&v, &mut pos)
-                .and_then(|n| v.get(pos..pos + n as usize).map(|s| (s, pos + n as usize)));
-            let Some((pk, end)) = pk else {
-                return Err(fragment::corrupt("bulk list row without a primary key"));
-            };
-            let mut full = mem_key(&k, None, seq, pk);
-            let (_, e) = hooks::parse_mem(&full, &v[end..], def.fields.len())?;
-            full.clear();
+            let (_, e) = hooks::parse_mem(&mem_key(&k, None, seq), &v, def.fields.len())?;
             let hooks::MemEntry::Item(item, _) = e else {
                 continue;
             };
@@ -164,17 +152,14 @@ impl IndexType for ValueList {
             // update leaves a marker with its item.
             let replacing = w.old.is_some();
             writes.push((
-                mem_key(n, Some(t), w.seq, w.pk),
-                Entry::put(w.seq, mem_item(t, exp, rec, replacing)),
+                mem_key(n, Some(t), w.seq),
+                Entry::put(w.seq, mem_item(t, exp, w.pk, rec, replacing)),
             ));
         }
         if let Some(o) = w.old
             && w.new != Some(o)
         {
-            writes.push((
-                mem_key(o, None, w.seq, w.pk),
-                Entry::put(w.seq, mem_marker()),
-            ));
+            writes.push((mem_key(o, None, w.seq), Entry::put(w.seq, mem_marker(w.pk))));
         }
         Ok(writes)
     }
