@@ -63,9 +63,10 @@ pub trait MemFacts: Send + Sync + std::fmt::Debug {
 ///
 /// Why 40 and not 32: the key is 64 bytes either way (`u128` aligns to 16,
 /// so 32 inline bytes, the tail pointer and the length already padded to
-/// 64), and a value-list entry (list key ‖ time ‖ sequence number ‖ primary
-/// key: DualDB's is 37 bytes) then needs no heap tail: no allocation per
-/// append, no pointer chased when a read walks the list. 48 inline bytes
+/// 64), and 8 more bytes keep more keys free of a heap tail (no allocation
+/// per insert, no pointer chased when a read walks them): a value-list
+/// entry (list key ‖ time ‖ sequence number; DualDB's is 29 bytes) with a
+/// string list key, a keyword entry with a long token. 48 inline bytes
 /// made the key 80 bytes and the B-tree's nodes bigger, and was no faster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct MemKey {

@@ -81,9 +81,9 @@ impl Life {
         }
     }
 
-    /// The longest life of a fragment's items (`Bounded(0)` without items).
-    pub fn of_fragment(b: &[u8]) -> Result<Life> {
-        let h = Header::read(b)?;
+    /// The longest life of the items of fragment `b`, whose header `h`
+    /// the caller has read (`Bounded(0)` without items).
+    pub fn of_fragment(b: &[u8], h: &Header) -> Result<Life> {
         let mut pos = h.body;
         for _ in 0..h.markers {
             get(b, &mut pos, "marker sequence")?;

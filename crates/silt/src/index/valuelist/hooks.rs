@@ -224,9 +224,9 @@ impl MemFacts for ListMemFacts {
         let life = match (e.kind, e.value.first()) {
             (EntryKind::Put, Some(&(LIVE | PK_LIVE))) => {
                 let time = value_pk(e.value).and_then(|(_, mut pos)| get_time(e.value, &mut pos));
-                match time {
-                    Ok((t, Some(exp))) => Some(exp.saturating_sub(t)),
-                    Ok((_, None)) => Some(i64::MAX),
+                match time.map(|(t, exp)| Life::of(t, exp)) {
+                    Ok(Life::Bounded(l)) => Some(l),
+                    Ok(Life::Forever) => Some(i64::MAX),
                     Err(_) => None,
                 }
             }
@@ -398,17 +398,19 @@ impl BlockObserver for TimeObserver {
         // A fragment that cannot be read makes the block "anything" (and
         // its items immortal): reads then decode it and report the
         // corruption.
-        match super::fragment::Header::read(value) {
+        let life = match super::fragment::Header::read(value) {
             Ok(h) => {
                 if let Some((hi, lo)) = h.times {
                     self.cur = widen(self.cur, (lo, hi));
                 }
+                Life::of_fragment(value, &h).unwrap_or(Life::Forever)
             }
-            Err(_) => self.cur = widen(self.cur, (i64::MIN, i64::MAX)),
-        }
-        self.life = self
-            .life
-            .max(Life::of_fragment(value).unwrap_or(Life::Forever));
+            Err(_) => {
+                self.cur = widen(self.cur, (i64::MIN, i64::MAX));
+                Life::Forever
+            }
+        };
+        self.life = self.life.max(life);
     }
 
     fn end_block(&mut self) {
