@@ -162,6 +162,13 @@ fn main() -> Result<()> {
             };
             let Some(workload) = workloads::find(&name) else {
                 let names: Vec<_> = workloads::all().iter().map(|w| w.name()).collect();
+                let sql_only = ["sql-path", "sql-ordinary", "server-abuse", "pg-copy"];
+                if !cfg!(feature = "sql") && sql_only.contains(&name.as_str()) {
+                    bail!(
+                        "workload {name:?} needs the harness built with its `sql` feature \
+                         (the default): cargo build --release, without --no-default-features"
+                    );
+                }
                 bail!("unknown workload {name:?}; known: {}", names.join(", "));
             };
             if runs == 0 {

@@ -1,6 +1,6 @@
 //! Small helpers shared by the harness: I/O counters, directory sizes, OS
 //! page-cache eviction and residency, progress bars, percentiles, number
-//! formatting and timestamps.
+//! formatting, timestamps and loopback ports.
 
 use std::{
     fs,
@@ -10,6 +10,14 @@ use std::{
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+
+/// A loopback TCP port free at the moment of asking (for a server the harness
+/// starts: `silt serve`, Redis, PostgreSQL).
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
 
 /// The process-wide I/O counters of `/proc/self/io` (all threads, including the
 /// background threads of an embedded engine).

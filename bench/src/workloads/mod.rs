@@ -8,7 +8,7 @@ pub mod durable_ingest;
 pub mod kv_ingest_lookup;
 #[cfg(feature = "silt")]
 pub mod leveldbpp;
-#[cfg(feature = "silt")]
+#[cfg(feature = "sql")]
 pub mod pg_copy;
 #[cfg(feature = "silt")]
 pub mod pubsub;
@@ -18,7 +18,7 @@ pub mod pubsub_hierarchy;
 mod pubsub_pg;
 #[cfg(feature = "silt")]
 mod pubsub_redis;
-#[cfg(feature = "silt")]
+#[cfg(feature = "sql")]
 pub mod server_abuse;
 #[cfg(feature = "silt")]
 pub mod spatial_indexes;
@@ -29,9 +29,9 @@ pub mod spatial_indexes_rect;
 #[cfg(feature = "silt")]
 pub mod spatial_policies;
 pub mod spatial_rtree;
-#[cfg(feature = "silt")]
+#[cfg(feature = "sql")]
 pub mod sql_ordinary;
-#[cfg(feature = "silt")]
+#[cfg(feature = "sql")]
 pub mod sql_path;
 pub mod txn_commit;
 
@@ -147,13 +147,13 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(asterix::table3::AsterixTable3),
         #[cfg(feature = "silt")]
         Box::new(asterix::table4::AsterixTable4),
-        #[cfg(feature = "silt")]
+        #[cfg(feature = "sql")]
         Box::new(server_abuse::ServerAbuse),
-        #[cfg(feature = "silt")]
+        #[cfg(feature = "sql")]
         Box::new(sql_path::SqlPath),
-        #[cfg(feature = "silt")]
+        #[cfg(feature = "sql")]
         Box::new(pg_copy::PgCopy),
-        #[cfg(feature = "silt")]
+        #[cfg(feature = "sql")]
         Box::new(sql_ordinary::SqlOrdinary),
     ]
 }

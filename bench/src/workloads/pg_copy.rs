@@ -22,7 +22,7 @@ use postgres::Client;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::server_abuse::free_port;
+use crate::util::free_port;
 use super::sql_path::{connect, start_silt};
 use super::{Ctx, Scale, Workload};
 use crate::results::{Kind, ResultRow};

@@ -23,7 +23,7 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start(dir: &Path) -> Result<RedisServer> {
-        let port = super::server_abuse::free_port()?;
+        let port = crate::util::free_port()?;
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
             .arg("--dir")

@@ -31,7 +31,7 @@ use postgres::{Client, NoTls};
 use super::{Ctx, Scale, Workload};
 use crate::results::{Kind, ResultRow};
 use crate::systems::postgis::{PgCluster, PgInstall};
-use crate::util::{fmt_num, percentile};
+use crate::util::{fmt_num, free_port, percentile};
 
 pub struct ServerAbuse;
 
@@ -158,12 +158,6 @@ pub(crate) fn serve_exe() -> Result<std::path::PathBuf> {
         exe.display()
     );
     Ok(exe)
-}
-
-pub(crate) fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 fn start_server(dir: &Path, pg: u16, http: u16) -> Result<ServerChild> {

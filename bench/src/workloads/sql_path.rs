@@ -33,7 +33,8 @@ use postgres::{Client, NoTls};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::server_abuse::{ServerChild, free_port, serve_exe};
+use super::server_abuse::{ServerChild, serve_exe};
+use crate::util::free_port;
 use super::{Ctx, Scale, Workload};
 use crate::results::{Kind, ResultRow};
 use crate::spatial::data::{GEN, TweetData, cities};
