@@ -4,7 +4,9 @@
 //! (`Durability::None`, 16 MB memory budget, leveled merges), then the rate,
 //! the matches, and the CPU time per operation of the writer thread and of
 //! the whole process (flushes and merges included).
-//! `cargo run --release -p silt --example pubsub_ops -- 100000 [dualdb|twodb]`
+//! With `selfjoin`, every operation is self-joining (the bench's: a
+//! publication joins those of the last 10 000 on its id).
+//! `cargo run --release -p silt --example pubsub_ops -- 100000 [dualdb|twodb] [selfjoin]`
 
 use silt::lsm::policy::MergePolicy;
 use silt::pubsub::{Design, PubSub, PubSubOptions};
@@ -21,6 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let design = Design::parse(&args.next().unwrap_or_else(|| "dualdb".into()))?;
+    let self_join = args.next().is_some_and(|a| a == "selfjoin");
     let dir = tempfile::tempdir()?;
     let db = Database::open(
         dir.path(),
@@ -46,14 +49,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (i, p) in geotagged::points(42, n, 3, 1).enumerate() {
         let op = geotagged::operation(i as u64, p.grid_cell(500), &p, users.below(50_000) as i64);
         matches += match op {
-            GeoOp::Sub(s) => ps.subscribe(&s, false)?.publications.len(),
-            GeoOp::Pub(p) => ps.publish(&p, None)?.subscribers.len(),
+            GeoOp::Sub(s) => {
+                let r = ps.subscribe(&s, self_join)?;
+                r.publications.len() + r.subscriptions.len()
+            }
+            GeoOp::Pub(p) => {
+                let r = ps.publish(&p, self_join.then_some(p.tp - 10_000))?;
+                r.subscribers.len() + r.publications.len()
+            }
         };
     }
     let secs = start.elapsed().as_secs_f64();
     let (cpu, all) = (thread_cpu_s() - cpu0, process_cpu_s() - all0);
     println!(
-        "{n} operations ({design:?}) in {secs:.2} s: {:.0} ops/s, {matches} matches, CPU per operation {:.1} µs in the writer, {:.1} µs in all threads",
+        "{n} operations ({design:?}{}) in {secs:.2} s: {:.0} ops/s, {matches} matches, CPU per operation {:.1} µs in the writer, {:.1} µs in all threads",
+        if self_join { ", self-joining" } else { "" },
         n as f64 / secs,
         cpu * 1e6 / n as f64,
         all * 1e6 / n as f64

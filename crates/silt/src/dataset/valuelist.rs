@@ -7,16 +7,18 @@
 //! newest first (by their largest sequence number). The read ends once the
 //! time zone maps of all remaining disk components say their items are
 //! older than the window (a memtable that holds only first appends is read
-//! from its window's top down to its start: its keys are in time order): the paper's "stop at the first fragment older
-//! than Tmin", made safe for overlapping level-0 components and
-//! out-of-order times (the remaining sources' largest time decides, not
-//! their position). Within a fragment items are in time order, so decoding
-//! stops at the first one older than the window (its markers, first, are
-//! always read), and items outside the window on the way are stepped over
-//! uncopied: a record's older entries are hidden by markers, never by its
-//! newer items. The items returned are decoded by the caller's decoder
-//! (`_with` reads; pub/sub reads its few fields in place) or into
-//! [`Value`]s.
+//! from its window's top down to its start: its keys are in time order):
+//! the paper's "stop at the first fragment older than Tmin", made safe for
+//! overlapping level-0 components and out-of-order times (the remaining
+//! sources' largest time decides, not their position); a read of particular
+//! list keys (one, or DualDB's two side by side) probes each key through a
+//! component's bloom filter and ends each list at its own window's end.
+//! Within a fragment items are in time order, so decoding stops at the
+//! first one older than the window (its markers, first, are always read),
+//! and items outside the window on the way are stepped over uncopied: a
+//! record's older entries are hidden by markers, never by its newer items.
+//! The items returned are decoded by the caller's decoder (`_with` reads;
+//! pub/sub reads its few fields in place) or into [`Value`]s.
 //!
 //! Each record counts once, as its newest entry (an item, or a marker: the
 //! record left the list); a record's entries all live in one partition,
@@ -473,8 +475,26 @@ impl Dataset {
                     }
                 }
             };
+        // A read of particular list keys only (one list, or DualDB's two
+        // side by side) probes each key in a component, through its bloom
+        // filter, and stops reading each at its own window's end: a list
+        // read from every time on (subscriptions live at a time) does not
+        // keep a list of a narrow window (publications since `Tmin`)
+        // reading down to the oldest component.
+        let keyed = span.any.is_none() && span.ends.is_empty();
+        let mut done = vec![false; span.windows.len()];
         for (j, s) in srcs.iter().enumerate() {
-            if tail_max[j] < lo || at.zip(tail_exp[j]).is_some_and(|(a, e)| e <= a) {
+            let over = |lo: i64, at: Option<i64>| {
+                tail_max[j] < lo || at.zip(tail_exp[j]).is_some_and(|(a, e)| e <= a)
+            };
+            if keyed {
+                for (d, (_, r)) in done.iter_mut().zip(&span.windows) {
+                    *d |= over(r.lo, r.at);
+                }
+                if done.iter().all(|d| *d) {
+                    break;
+                }
+            } else if over(lo, at) {
                 break;
             }
             match &s.kind {
@@ -562,15 +582,19 @@ impl Dataset {
                         }
                         Ok(())
                     };
-                    match span.prefix {
-                        false => {
-                            let k = span.start;
-                            c.probe_with(k, key_hash(k), &mut |e| match e.kind {
-                                EntryKind::Delete => Ok(()),
-                                _ => take(k, e.value),
-                            })?;
-                        }
+                    match keyed {
                         true => {
+                            for ((k, _), d) in span.windows.iter().zip(&done) {
+                                if *d {
+                                    continue;
+                                }
+                                c.probe_with(k, key_hash(k), &mut |e| match e.kind {
+                                    EntryKind::Delete => Ok(()),
+                                    _ => take(k, e.value),
+                                })?;
+                            }
+                        }
+                        false => {
                             let mut it = c.iter(Bound::Included(span.start), true)?;
                             while let Some((key, e)) = it.next_entry()? {
                                 if span.past(&key) {

@@ -117,6 +117,28 @@ fn check(
             .unwrap()
             .remove(0);
         prop_assert_eq!(&many, &got, "the many-list read of list {}", k);
+        // Two lists under different windows in one read (DualDB's
+        // publications since Tmin beside its subscriptions of every time):
+        // each list ends at its own window, and each answers as alone.
+        let other = (k + 1) % 3;
+        let wide = ListRead {
+            lo: i64::MIN,
+            hi: i64::MAX,
+            at,
+        };
+        let alone = ds.list_read("l", &[Value::Int(other)], &wide).unwrap();
+        let both = ds
+            .list_read_many(
+                "l",
+                &[],
+                &[
+                    (vec![Value::Int(k)], read.clone()),
+                    (vec![Value::Int(other)], wide.clone()),
+                ],
+            )
+            .unwrap();
+        prop_assert_eq!(&both[0], &got, "list {} read beside list {}", k, other);
+        prop_assert_eq!(&both[1], &alone, "list {} read beside list {}", other, k);
     }
     let times: Vec<i64> = got.iter().map(|i| i.t).collect();
     let mut sorted = times.clone();
