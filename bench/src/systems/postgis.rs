@@ -310,6 +310,7 @@ impl PgCluster {
     /// Memory of the server now (KiB): the proportional set size of the
     /// postmaster and its children summed (shared buffers counted once),
     /// from `/proc/PID/smaps_rollup`; `None` when it can't be read.
+    #[cfg_attr(not(feature = "sql"), allow(dead_code))] // server-abuse's, under `sql`
     pub fn pss_kib(&self) -> Option<u64> {
         let pid_text = std::fs::read_to_string(self.data.join("postmaster.pid")).ok()?;
         let pm: u32 = pid_text.lines().next()?.trim().parse().ok()?;

@@ -22,12 +22,12 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 
-use crate::util::free_port;
 use super::sql_path::{connect, start_silt};
 use super::{Ctx, Scale, Workload};
 use crate::results::{Kind, ResultRow};
 use crate::systems::postgis::{PgCluster, PgInstall};
 use crate::util::fmt_num;
+use crate::util::free_port;
 
 pub struct SqlOrdinary;
 

@@ -34,11 +34,11 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::server_abuse::{ServerChild, serve_exe};
-use crate::util::free_port;
 use super::{Ctx, Scale, Workload};
 use crate::results::{Kind, ResultRow};
 use crate::spatial::data::{GEN, TweetData, cities};
 use crate::systems::postgis::{PgCluster, PgInstall};
+use crate::util::free_port;
 use crate::util::{fmt_num, percentile};
 
 pub struct SqlPath;
