@@ -505,7 +505,7 @@ impl Dataset {
                         .and_then(ListMemFacts::window_bound);
                     if let Some(life) = life {
                         // Only first appends here: each list's window alone.
-                        if span.any.is_none() && span.ends.is_empty() {
+                        if keyed {
                             for (list, read) in &span.windows {
                                 walk_window(m, list, read, life, &mut lists, &mut note)?;
                             }
