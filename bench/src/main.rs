@@ -162,11 +162,11 @@ fn main() -> Result<()> {
             };
             let Some(workload) = workloads::find(&name) else {
                 let names: Vec<_> = workloads::all().iter().map(|w| w.name()).collect();
-                let sql_only = ["sql-path", "sql-ordinary", "server-abuse", "pg-copy"];
-                if !cfg!(feature = "sql") && sql_only.contains(&name.as_str()) {
+                if let Some(feature) = workloads::missing_feature(&name) {
                     bail!(
-                        "workload {name:?} needs the harness built with its `sql` feature \
-                         (the default): cargo build --release, without --no-default-features"
+                        "workload {name:?} needs the harness built with its `{feature}` feature: \
+                         cargo build --release (the default has every feature), or add \
+                         --features {feature} to a --no-default-features build"
                     );
                 }
                 bail!("unknown workload {name:?}; known: {}", names.join(", "));

@@ -162,6 +162,21 @@ impl SiltPs {
         )?;
         Ok(Self { _db: db, ps })
     }
+
+    /// Publishes `p`, counting its answer into `t`, and returns the answer.
+    fn publish_counted(
+        &mut self,
+        p: &Publication,
+        self_join: bool,
+        t: &mut Tally,
+    ) -> Result<silt::pubsub::PublishResult> {
+        let r = self
+            .ps
+            .publish(p, self_join.then_some(p.tp - SELF_JOIN_MS))?;
+        t.matches += r.subscribers.len() as u64;
+        t.joined += r.publications.len() as u64;
+        Ok(r)
+    }
 }
 
 impl PsStore for SiltPs {
@@ -173,12 +188,7 @@ impl PsStore for SiltPs {
     }
 
     fn publish(&mut self, p: &Publication, self_join: bool, t: &mut Tally) -> Result<()> {
-        let r = self
-            .ps
-            .publish(p, self_join.then_some(p.tp - SELF_JOIN_MS))?;
-        t.matches += r.subscribers.len() as u64;
-        t.joined += r.publications.len() as u64;
-        Ok(())
+        self.publish_counted(p, self_join, t).map(drop)
     }
 
     fn poll(&mut self, s: &Subscription, after: i64, now: i64, t: &mut Tally) -> Result<()> {
@@ -315,12 +325,7 @@ impl PsStore for SiltLivePs {
 
     fn publish(&mut self, p: &Publication, self_join: bool, t: &mut Tally) -> Result<()> {
         self.live.mark(p.pid);
-        let r = self
-            .inner
-            .ps
-            .publish(p, self_join.then_some(p.tp - SELF_JOIN_MS))?;
-        t.matches += r.subscribers.len() as u64;
-        t.joined += r.publications.len() as u64;
+        let r = self.inner.publish_counted(p, self_join, t)?;
         self.expected += r.subscribers.iter().filter(|s| s.uid < ONLINE).count() as u64;
         Ok(())
     }

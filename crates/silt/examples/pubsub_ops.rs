@@ -5,8 +5,10 @@
 //! the matches, and the CPU time per operation of the writer thread and of
 //! the whole process (flushes and merges included).
 //! With `selfjoin`, every operation is self-joining (the bench's: a
-//! publication joins those of the last 10 000 on its id).
-//! `cargo run --release -p silt --example pubsub_ops -- 100000 [dualdb|twodb] [selfjoin]`
+//! publication joins those of the last 10 000 on its id). With `live`, live
+//! delivery is on: every match is also queued for its subscriber (no one
+//! consumes, so this measures what enqueueing costs the writer).
+//! `cargo run --release -p silt --example pubsub_ops -- 100000 [dualdb|twodb] [selfjoin] [live]`
 
 use silt::lsm::policy::MergePolicy;
 use silt::pubsub::{Design, PubSub, PubSubOptions};
@@ -23,7 +25,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let design = Design::parse(&args.next().unwrap_or_else(|| "dualdb".into()))?;
-    let self_join = args.next().is_some_and(|a| a == "selfjoin");
+    let flags: Vec<String> = args.collect();
+    let self_join = flags.iter().any(|a| a == "selfjoin");
+    let delivery = flags.iter().any(|a| a == "live");
     let dir = tempfile::tempdir()?;
     let db = Database::open(
         dir.path(),
@@ -40,6 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             design,
             memory_budget: Some(16 << 20),
             policy: MergePolicy::parse("leveled")?,
+            delivery,
             ..Default::default()
         },
     )?;
@@ -62,8 +67,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secs = start.elapsed().as_secs_f64();
     let (cpu, all) = (thread_cpu_s() - cpu0, process_cpu_s() - all0);
     println!(
-        "{n} operations ({design:?}{}) in {secs:.2} s: {:.0} ops/s, {matches} matches, CPU per operation {:.1} µs in the writer, {:.1} µs in all threads",
+        "{n} operations ({design:?}{}{}) in {secs:.2} s: {:.0} ops/s, {matches} matches, CPU per operation {:.1} µs in the writer, {:.1} µs in all threads",
         if self_join { ", self-joining" } else { "" },
+        if delivery { ", live delivery" } else { "" },
         n as f64 / secs,
         cpu * 1e6 / n as f64,
         all * 1e6 / n as f64

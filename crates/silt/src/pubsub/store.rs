@@ -367,20 +367,24 @@ impl PubSub {
         deliver: &[(i64, i64, Publication)],
     ) -> Result<()> {
         let mut copies = self.copies(id, record)?;
-        let Some(dl) = &self.deliveries else {
-            if copies.len() == 1
-                && let Some(r) = copies.pop()
-            {
-                return d.upsert(r);
+        let dl = match &self.deliveries {
+            Some(dl) if !deliver.is_empty() => dl,
+            // Nothing to queue: the record's own write path.
+            _ => {
+                if copies.len() == 1
+                    && let Some(r) = copies.pop()
+                {
+                    return d.upsert(r);
+                }
+                d.write_batch(copies, BatchOptions::atomic(WriteMode::Upsert))?;
+                return Ok(());
             }
-            d.write_batch(copies, BatchOptions::atomic(WriteMode::Upsert))?;
-            return Ok(());
         };
         let mut txn = dl.queue().transaction();
         for r in copies {
             txn.upsert(d, r)?;
         }
-        let held = dl.reserve(deliver.len())?;
+        let held = dl.reserve(deliver)?;
         for r in Deliveries::records(&held, deliver) {
             txn.upsert(dl.queue(), r)?;
         }

@@ -665,3 +665,76 @@ fn spaces_are_kept_shared_and_dropped_whole() {
             .is_empty()
     );
 }
+
+/// A listener waiting for ever wakes for its own subscriber's deliveries,
+/// not for other subscribers' (it neither returns them nor misses its
+/// own), and a listener opened while another of the same subscriber is
+/// open, or after one closed, reads the same queue.
+#[test]
+fn a_waiting_listener_wakes_for_its_own_deliveries() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = Arc::new(FaultInjector::new());
+    let db = Database::open(dir.path(), opts(&fault)).unwrap();
+    let ps = PubSub::open(&db, "ps", &space_opts(Design::DualDb, "tiered(3)")).unwrap();
+    for (sid, uid, id) in [(1, 1, 10), (2, 2, 20)] {
+        let s = Subscription {
+            id: Value::Int(id),
+            sid,
+            uid,
+            ts: 100,
+            tmin: 0,
+            tmax: 10_000,
+            ..Default::default()
+        };
+        ps.subscribe(&s, false).unwrap();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = {
+        let ps = ps.clone();
+        std::thread::spawn(move || {
+            let mut l = ps.listen(1).unwrap();
+            for _ in 0..3 {
+                let d = l.next_within(None).unwrap().unwrap();
+                tx.send((d.uid, d.publication.pid)).unwrap();
+            }
+            l.ack_all().unwrap();
+        })
+    };
+    let publish = |pid: i64, id: i64| {
+        let p = Publication {
+            id: Value::Int(id),
+            pid,
+            tp: 100 + pid,
+            tmax: 10_000,
+            ..Default::default()
+        };
+        assert_eq!(ps.publish(&p, None).unwrap().subscribers.len(), 1);
+    };
+    // Subscriber 2's deliveries do not reach subscriber 1's listener.
+    for pid in 1..=20 {
+        publish(pid, 20);
+    }
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+    for pid in 21..=23 {
+        publish(pid, 10);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), (1, pid));
+    }
+    waiter.join().unwrap();
+    // Two listeners of subscriber 2 at once, then a third after both closed.
+    let mut a = ps.listen(2).unwrap();
+    let mut b = ps.listen(2).unwrap();
+    let first = |l: &mut silt::pubsub::Listener| l.try_next().unwrap().map(|d| d.publication.pid);
+    assert_eq!(first(&mut a), Some(1));
+    assert_eq!(first(&mut b), Some(1));
+    drop((a, b));
+    let mut c = ps.listen(2).unwrap();
+    assert_eq!(first(&mut c), Some(1));
+    publish(24, 20);
+    let mut n = 1;
+    while c.try_next().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 21);
+    // Subscriber 1 acknowledged its three: nothing is left for it.
+    assert!(ps.listen(1).unwrap().try_next().unwrap().is_none());
+}
