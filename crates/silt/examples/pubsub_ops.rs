@@ -7,8 +7,10 @@
 //! With `selfjoin`, every operation is self-joining (the bench's: a
 //! publication joins those of the last 10 000 on its id). With `live`, live
 //! delivery is on: every match is also queued for its subscriber (no one
-//! consumes, so this measures what enqueueing costs the writer).
-//! `cargo run --release -p silt --example pubsub_ops -- 100000 [dualdb|twodb] [selfjoin] [live]`
+//! consumes, so this measures what enqueueing costs the writer). With
+//! `pubheavy`, the mix is one subscription per three publications. With
+//! `stats`, each index's flushes, merges and components are printed after.
+//! `cargo run --release -p silt --example pubsub_ops -- 100000 [dualdb|twodb] [selfjoin] [live] [pubheavy]`
 
 use silt::lsm::policy::MergePolicy;
 use silt::pubsub::{Design, PubSub, PubSubOptions};
@@ -28,6 +30,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let flags: Vec<String> = args.collect();
     let self_join = flags.iter().any(|a| a == "selfjoin");
     let delivery = flags.iter().any(|a| a == "live");
+    let (subs, pubs) = match flags.iter().any(|a| a == "pubheavy") {
+        true => (1, 3),
+        false => (3, 1),
+    };
     let dir = tempfile::tempdir()?;
     let db = Database::open(
         dir.path(),
@@ -51,7 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut users = SplitMix64::new(7);
     let (start, cpu0, all0) = (Instant::now(), thread_cpu_s(), process_cpu_s());
     let mut matches = 0usize;
-    for (i, p) in geotagged::points(42, n, 3, 1).enumerate() {
+    for (i, p) in geotagged::points(42, n, subs, pubs).enumerate() {
         let op = geotagged::operation(i as u64, p.grid_cell(500), &p, users.below(50_000) as i64);
         matches += match op {
             GeoOp::Sub(s) => {
@@ -67,13 +73,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secs = start.elapsed().as_secs_f64();
     let (cpu, all) = (thread_cpu_s() - cpu0, process_cpu_s() - all0);
     println!(
-        "{n} operations ({design:?}{}{}) in {secs:.2} s: {:.0} ops/s, {matches} matches, CPU per operation {:.1} µs in the writer, {:.1} µs in all threads",
+        "{n} operations ({design:?}, S/P {subs}/{pubs}{}{}) in {secs:.2} s: {:.0} ops/s, {matches} matches, CPU per operation {:.1} µs in the writer, {:.1} µs in all threads",
         if self_join { ", self-joining" } else { "" },
         if delivery { ", live delivery" } else { "" },
         n as f64 / secs,
         cpu * 1e6 / n as f64,
         all * 1e6 / n as f64
     );
+    if flags.iter().any(|a| a == "stats") {
+        for d in db.stats().datasets {
+            for t in d.indexes {
+                println!(
+                    "  {}: {} flushes ({} MB), {} merges ({} MB, {} moves), write amplification {:.2}, {} components now, {} flush stalls",
+                    t.name,
+                    t.flushes,
+                    t.bytes_flushed >> 20,
+                    t.merges,
+                    t.bytes_merged >> 20,
+                    t.moves,
+                    t.write_amplification,
+                    t.components.len(),
+                    t.flush_stalls
+                );
+            }
+        }
+    }
     drop(ps);
     db.close()?;
     Ok(())

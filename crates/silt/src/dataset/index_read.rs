@@ -190,6 +190,26 @@ impl Dataset {
         hi: Bound<&[Value]>,
         limit: Option<usize>,
     ) -> Result<Vec<IndexHit>> {
+        self.index_range_raw(index, lo, hi, limit)?
+            .into_iter()
+            .map(|(sk, pk)| {
+                Ok(IndexHit {
+                    sk,
+                    pk: value::decode_key(&pk)?,
+                })
+            })
+            .collect()
+    }
+
+    /// [`Dataset::index_range_keys`] with each primary key left encoded
+    /// (for callers that go on to write by key, as the ttl's sweep).
+    pub(crate) fn index_range_raw(
+        &self,
+        index: &str,
+        lo: Bound<&[Value]>,
+        hi: Bound<&[Value]>,
+        limit: Option<usize>,
+    ) -> Result<Vec<(Vec<Value>, Vec<u8>)>> {
         let epoch = self.txn.abort_epoch();
         let (set, i, lo, hi, entries) = self.index_query(index, lo, hi)?;
         let d = &set.defs[i];
@@ -203,10 +223,7 @@ impl Dataset {
             let name = LockManager::name(self.id, &pk);
             if self.txn.locks.try_s_instant(name) && self.txn.abort_epoch() == epoch {
                 if seen.insert(pk.clone()) {
-                    out.push(IndexHit {
-                        sk,
-                        pk: value::decode_key(&pk)?,
-                    });
+                    out.push((sk, pk));
                 }
                 continue;
             }
@@ -214,10 +231,7 @@ impl Dataset {
                 && let Some(sk) = d.key_values(&rec)?
                 && seen.insert(pk.clone())
             {
-                out.push(IndexHit {
-                    sk,
-                    pk: value::decode_key(&pk)?,
-                });
+                out.push((sk, pk));
             }
         }
         Ok(out)

@@ -369,20 +369,20 @@ impl Dataset {
                 // Each round reads expired records still there; a round
                 // that deletes none of them ends the sweep.
                 loop {
-                    let hits = self.index_range_keys(
-                        name,
-                        Bound::Unbounded,
-                        Bound::Included(&[Value::Int(bound)]),
-                        Some(SWEEP_BATCH),
-                    )?;
-                    report.scanned += hits.len() as u64;
-                    let keys = hits
-                        .iter()
-                        .map(|h| self.encode_pk(&h.pk))
-                        .collect::<Result<Vec<_>>>()?;
+                    let keys: Vec<Vec<u8>> = self
+                        .index_range_raw(
+                            name,
+                            Bound::Unbounded,
+                            Bound::Included(&[Value::Int(bound)]),
+                            Some(SWEEP_BATCH),
+                        )?
+                        .into_iter()
+                        .map(|(_, pk)| pk)
+                        .collect();
+                    report.scanned += keys.len() as u64;
                     let n = self.expire_keys(&keys, cutoff)?;
                     report.expired += n;
-                    if n == 0 || hits.len() < SWEEP_BATCH {
+                    if n == 0 || keys.len() < SWEEP_BATCH {
                         break;
                     }
                 }
