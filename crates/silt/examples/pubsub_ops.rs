@@ -10,7 +10,7 @@
 //! consumes, so this measures what enqueueing costs the writer). With
 //! `pubheavy`, the mix is one subscription per three publications. With
 //! `stats`, each index's flushes, merges and components are printed after.
-//! `cargo run --release -p silt --example pubsub_ops -- 100000 [dualdb|twodb] [selfjoin] [live] [pubheavy]`
+//! `cargo run --release -p silt --example pubsub_ops -- 100000 [dualdb|twodb] [selfjoin] [live] [pubheavy] [stats]`
 
 use silt::lsm::policy::MergePolicy;
 use silt::pubsub::{Design, PubSub, PubSubOptions};
