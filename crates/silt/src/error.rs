@@ -109,6 +109,50 @@ pub enum Error {
         dependents: Vec<String>,
     },
 
+    /// A record names, through a foreign key, a record that does not exist.
+    #[error(
+        "insert or update on dataset `{dataset}` violates foreign key `{constraint}`: key ({}) = ({}) is not present in dataset `{parent}`; insert that record first",
+        .key.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>().join(", "),
+        .key.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>().join(", ")
+    )]
+    ForeignKeyMissing {
+        dataset: String,
+        constraint: String,
+        parent: String,
+        /// The referencing fields and their values, as text.
+        key: Vec<(String, String)>,
+    },
+
+    /// A delete of a record that records of another dataset still name
+    /// through a foreign key that does not cascade.
+    #[error(
+        "delete on dataset `{dataset}` violates foreign key `{constraint}` on dataset `{child}`: key ({}) = ({}) is still referenced from `{child}`; delete those records first, or make the key ON DELETE CASCADE",
+        .key.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>().join(", "),
+        .key.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>().join(", ")
+    )]
+    ForeignKeyReferenced {
+        dataset: String,
+        constraint: String,
+        child: String,
+        /// The referenced (primary key) fields and their values, as text.
+        key: Vec<(String, String)>,
+    },
+
+    /// Dropping or emptying a dataset that foreign keys of other datasets
+    /// reference.
+    #[error(
+        "cannot {action} `{name}`: {} reference{} it; drop {} first (or add CASCADE)",
+        .constraints.iter().map(|(c, t)| format!("foreign key `{c}` of `{t}`")).collect::<Vec<_>>().join(", "),
+        if .constraints.len() == 1 { "s" } else { "" },
+        if .constraints.len() == 1 { "it" } else { "them" }
+    )]
+    Referenced {
+        action: String,
+        name: String,
+        /// (constraint, referencing dataset).
+        constraints: Vec<(String, String)>,
+    },
+
     #[error("no index named `{index}` on dataset `{dataset}`")]
     NoSuchIndex { dataset: String, index: String },
 

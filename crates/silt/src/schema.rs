@@ -70,6 +70,11 @@ pub struct DatasetDef {
     /// Records expire ([`TtlDef`]; set with [`crate::Database::set_ttl`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<TtlDef>,
+    /// Foreign keys: fields of this dataset that hold the primary key of a
+    /// record of another (or the same) dataset, enforced by every write
+    /// ([`ForeignKeyDef`], `dataset::links`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign_keys: Vec<ForeignKeyDef>,
 }
 
 impl DatasetDef {
@@ -95,7 +100,28 @@ impl DatasetDef {
             indexes: Vec::new(),
             index_ids_used: 0,
             ttl: None,
+            foreign_keys: Vec::new(),
         }
+    }
+
+    /// Add a foreign key: `fields` of this dataset hold the primary key of
+    /// a record of `parent` (in key order), named `<name>_<fields>_fkey` as
+    /// PostgreSQL names it.
+    pub fn references(mut self, fields: &[&str], parent: &str, on_delete: FkAction) -> Self {
+        let fields: Vec<String> = fields.iter().map(|s| (*s).to_owned()).collect();
+        let name = ForeignKeyDef::default_name(&self.name, &fields);
+        self.foreign_keys.push(ForeignKeyDef {
+            name,
+            fields,
+            parent: parent.to_owned(),
+            on_delete,
+        });
+        self
+    }
+
+    /// The foreign key named `name`.
+    pub fn foreign_key(&self, name: &str) -> Option<&ForeignKeyDef> {
+        self.foreign_keys.iter().find(|f| f.name == name)
     }
 
     /// Declare a field's type.
@@ -312,7 +338,102 @@ impl DatasetDef {
         if let Some(t) = &self.ttl {
             t.validate(self)?;
         }
+        for (i, fk) in self.foreign_keys.iter().enumerate() {
+            fk.validate(self)?;
+            if self.foreign_keys[..i].iter().any(|o| o.name == fk.name) {
+                return Err(Error::Config(format!(
+                    "two foreign keys of `{}` are named `{}`",
+                    self.name, fk.name
+                )));
+            }
+        }
         self.policy.validate()
+    }
+}
+
+/// What deleting a referenced record does to the records that reference it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FkAction {
+    /// Refuse the delete while a record references it (SQL's `RESTRICT`
+    /// and `NO ACTION`, which are the same without deferred constraints).
+    #[default]
+    Restrict,
+    /// Delete the referencing records too, in the same transaction.
+    Cascade,
+}
+
+impl FkAction {
+    /// The SQL words (`RESTRICT`, `CASCADE`).
+    pub fn sql(self) -> &'static str {
+        match self {
+            FkAction::Restrict => "RESTRICT",
+            FkAction::Cascade => "CASCADE",
+        }
+    }
+}
+
+/// A foreign key: `fields` of a record hold the primary key (in key order)
+/// of a record of dataset `parent` that must exist. A record with any of
+/// them null or absent references nothing (SQL's `MATCH SIMPLE`). Every
+/// write enforces it: a record cannot name a parent that does not exist,
+/// and a parent cannot be deleted while records name it, unless the key
+/// cascades (`dataset::links` has the locking).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForeignKeyDef {
+    /// The constraint's name, unique among the dataset's foreign keys.
+    pub name: String,
+    /// The referencing fields, one per field of the parent's primary key.
+    pub fields: Vec<String>,
+    /// The referenced dataset.
+    pub parent: String,
+    #[serde(default)]
+    pub on_delete: FkAction,
+}
+
+impl ForeignKeyDef {
+    /// PostgreSQL's name for a foreign key of `table` on `fields`.
+    pub fn default_name(table: &str, fields: &[String]) -> String {
+        format!("{table}_{}_fkey", fields.join("_"))
+    }
+
+    /// The name of the index a foreign key's dataset gets when it has
+    /// none leading with the key's fields (deletes of a parent find the
+    /// records that reference it through it).
+    pub fn index_name(&self) -> String {
+        format!("{}_idx", self.name)
+    }
+
+    fn validate(&self, def: &DatasetDef) -> Result<()> {
+        let bad = |m: String| {
+            Err(Error::Config(format!(
+                "foreign key `{}` of `{}`: {m}",
+                self.name, def.name
+            )))
+        };
+        validate_name("foreign key", &self.name)?;
+        if self.fields.is_empty() {
+            return bad("it needs at least one field".into());
+        }
+        for (i, f) in self.fields.iter().enumerate() {
+            if self.fields[..i].contains(f) {
+                return bad(format!("`{f}` is named twice"));
+            }
+            match def.field_type(f) {
+                Some(t) if t.is_key_type() => {}
+                Some(t) => {
+                    return bad(format!(
+                        "`{f}` is declared {t}, which cannot hold a primary key"
+                    ));
+                }
+                None => {
+                    return bad(format!(
+                        "`{f}` is not a declared field; declare it with the type of the referenced key"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -11,6 +11,8 @@ mod alter;
 mod concurrent_queries;
 #[path = "engine/corruption.rs"]
 mod corruption;
+#[path = "engine/foreign_keys.rs"]
+mod foreign_keys;
 #[path = "engine/insert_ignore.rs"]
 mod insert_ignore;
 #[path = "engine/layers.rs"]

@@ -24,6 +24,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 mod ddl;
 mod index_read;
+pub(crate) mod links;
 mod prepared;
 mod query;
 mod read;
@@ -88,6 +89,10 @@ pub struct Dataset {
     sequences: sequence::Sequences,
     /// How records expire, if they do (`ttl`).
     ttl: parking_lot::RwLock<Option<Arc<ttl::Ttl>>>,
+    /// Foreign keys it takes part in (`links`); `linked` says whether
+    /// there are any without taking the lock.
+    links: parking_lot::RwLock<Option<Arc<links::Links>>>,
+    linked: std::sync::atomic::AtomicBool,
 }
 
 /// Counters of a dataset, per index and partition.
@@ -195,6 +200,8 @@ impl Dataset {
             sync,
             embedded: Arc::default(),
             sequences: sequence::Sequences::open(dir)?,
+            links: parking_lot::RwLock::new(None),
+            linked: std::sync::atomic::AtomicBool::new(false),
         });
         ds.sync_recency_hooks(&ds.def().indexes);
         // Components inherited from before a restart may warrant a merge.

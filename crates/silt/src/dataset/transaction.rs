@@ -35,6 +35,7 @@
 //! with [`Error::TxnTooLarge`] and changes nothing. Savepoints roll back the
 //! writes (not the validated reads) made after them.
 
+use super::links;
 use super::write::{TxnWork, WriteOp};
 use super::*;
 use crate::index::query::Recheck;
@@ -67,12 +68,15 @@ enum Pending {
     /// Insert or replace.
     Upsert(Vec<u8>),
     Delete,
+    /// Insert unless the key is live (a record-level `InsertIgnore` of a
+    /// linked dataset, `links`): never read by the transaction itself.
+    InsertIgnore(Vec<u8>),
 }
 
 impl Pending {
     fn value(&self) -> Option<&[u8]> {
         match self {
-            Pending::Insert(v) | Pending::Upsert(v) => Some(v),
+            Pending::Insert(v) | Pending::Upsert(v) | Pending::InsertIgnore(v) => Some(v),
             Pending::Delete => None,
         }
     }
@@ -83,6 +87,43 @@ impl Pending {
 }
 
 type Slot = (u32, Vec<u8>);
+
+/// How many times a commit takes its locks again because the records its
+/// foreign keys reach changed before it held them.
+const MAX_LINK_ATTEMPTS: usize = 16;
+
+/// The outcome of one [`Transaction::commit_attempt`].
+enum Attempt {
+    Done(CommitInfo),
+    /// Lock these names too (and enlist these datasets), and try again.
+    Again {
+        enlist: Vec<Arc<Dataset>>,
+        names: Vec<u64>,
+    },
+}
+
+/// The writes as the foreign keys' plan reads them.
+fn link_writes<'a>(
+    writes: &'a BTreeMap<Slot, Pending>,
+    datasets: &'a BTreeMap<u32, Arc<Dataset>>,
+) -> impl Iterator<Item = links::LinkWrite<'a>> {
+    writes.iter().filter_map(|((id, key), p)| {
+        Some(links::LinkWrite {
+            ds: datasets.get(id)?,
+            key,
+            value: p.value(),
+            unless_live: matches!(p, Pending::InsertIgnore(_)),
+        })
+    })
+}
+
+/// Whether the transaction leaves `key` of dataset `id` written
+/// (`Some(true)`), deleted (`Some(false)`) or untouched (`None`).
+fn txn_state(writes: &BTreeMap<Slot, Pending>, id: u32, key: &[u8]) -> Option<bool> {
+    writes
+        .get(&(id, key.to_vec()))
+        .map(|p| !matches!(p, Pending::Delete))
+}
 
 /// A transaction over the datasets of one database. See the module doc.
 ///
@@ -112,6 +153,9 @@ pub struct Transaction {
     /// its DDL lock is held by the alteration, its definition changes under
     /// the transaction, and only [`crate::Alteration::finish`] commits it.
     altering: Option<u32>,
+    /// The dataset whose DDL lock the caller holds shared already (a
+    /// record-level write of a linked dataset, `links`): not taken again.
+    ddl_held: Option<u32>,
 }
 
 impl std::fmt::Debug for Transaction {
@@ -148,7 +192,43 @@ impl Transaction {
             limits,
             shapes: HashMap::new(),
             altering: None,
+            ddl_held: None,
         }
+    }
+
+    /// Buffer a record-level operation of `ds`, whose DDL lock the caller
+    /// holds shared and whose record is prepared under its definition now
+    /// (`links`: a write of a linked dataset commits as a transaction).
+    /// Duplicates and absent keys are found when it is applied.
+    pub(super) fn put_op(&mut self, ds: &Arc<Dataset>, op: &WriteOp<'_>) -> Result<()> {
+        self.enlist(ds)?;
+        self.ddl_held = Some(ds.id);
+        let (key, p) = match *op {
+            WriteOp::Insert(k, v) => (k, Pending::Insert(v.to_vec())),
+            WriteOp::Upsert(k, v) => (k, Pending::Upsert(v.to_vec())),
+            WriteOp::InsertIgnore(k, v) => (k, Pending::InsertIgnore(v.to_vec())),
+            WriteOp::Delete(k) => (k, Pending::Delete),
+            WriteOp::Expire(..) => {
+                return Err(Error::Txn(format!(
+                    "records of `{}` do not expire: other datasets reference it",
+                    ds.name()
+                )));
+            }
+        };
+        let slot = (ds.id, key.to_vec());
+        let p = match (self.writes.get(&slot), p) {
+            (Some(Pending::Insert(_) | Pending::Upsert(_)), Pending::Insert(_)) => {
+                return Err(ds.duplicate(key));
+            }
+            (Some(Pending::Delete), Pending::Insert(v) | Pending::InsertIgnore(v)) => {
+                Pending::Upsert(v)
+            }
+            (Some(Pending::Insert(_) | Pending::Upsert(_)), Pending::InsertIgnore(_)) => {
+                return Ok(());
+            }
+            (_, p) => p,
+        };
+        self.put(slot, p)
     }
 
     /// A transaction rewriting the records of dataset `id` for its
@@ -291,7 +371,9 @@ impl Transaction {
         let (key, bytes) = self.prepare(ds, record)?;
         let slot = (ds.id, key);
         let p = match self.writes.get(&slot) {
-            Some(Pending::Insert(_) | Pending::Upsert(_)) => return Err(ds.duplicate(&slot.1)),
+            Some(Pending::Insert(_) | Pending::Upsert(_) | Pending::InsertIgnore(_)) => {
+                return Err(ds.duplicate(&slot.1));
+            }
             // Deleted by this transaction: the committed record (if any) is
             // replaced.
             Some(Pending::Delete) => Pending::Upsert(bytes),
@@ -325,14 +407,80 @@ impl Transaction {
         let key = ds.encode_pk(pk)?;
         let slot = (ds.id, key);
         let existed = match self.writes.get(&slot) {
-            Some(Pending::Insert(_) | Pending::Upsert(_)) => true,
+            Some(Pending::Insert(_) | Pending::Upsert(_) | Pending::InsertIgnore(_)) => true,
             Some(Pending::Delete) => false,
             None => self.read_committed(ds, &slot.1)?.is_some(),
         };
         if existed {
-            self.put(slot, Pending::Delete)?;
+            self.put(slot.clone(), Pending::Delete)?;
+            self.cascade(ds, &slot.1)?;
         }
         Ok(existed)
+    }
+
+    /// Delete, as part of this transaction, the records that reference the
+    /// deleted record `key` of `ds` through foreign keys that cascade, as
+    /// the transaction sees them now (committed, or written by it), and
+    /// theirs in turn. Done at the delete, so a record deleted and written
+    /// again in one transaction still took its children with it; children
+    /// committed by others before the commit are found by the commit's
+    /// own plan (`links`).
+    fn cascade(&mut self, ds: &Arc<Dataset>, key: &[u8]) -> Result<()> {
+        let mut todo = vec![(ds.clone(), key.to_vec())];
+        while let Some((ds, key)) = todo.pop() {
+            let Some(links) = ds.links() else { continue };
+            let pk = value::decode_key(&key)?;
+            for (fk, child, index) in &links.children {
+                if fk.on_delete != crate::schema::FkAction::Cascade {
+                    continue;
+                }
+                let Some(child) = child.upgrade() else {
+                    continue;
+                };
+                self.enlist(&child)?;
+                let names = |v: &Value| {
+                    fk.fields
+                        .iter()
+                        .map(|f| v.get(f).cloned().unwrap_or(Value::Null))
+                        .collect::<Vec<_>>()
+                };
+                let mut keys: Vec<Vec<u8>> = child
+                    .index_range_raw(index, Bound::Included(&pk), Bound::Included(&pk), None)?
+                    .into_iter()
+                    .map(|(_, k)| k)
+                    .collect();
+                let lo = (child.id, Vec::new());
+                for ((id, k), p) in self.writes.range(lo..) {
+                    if *id != child.id {
+                        break;
+                    }
+                    if let Some(v) = p.value()
+                        && names(&decode_stored(v)?) == pk
+                    {
+                        keys.push(k.clone());
+                    }
+                }
+                keys.sort_unstable();
+                keys.dedup();
+                for k in keys {
+                    let slot = (child.id, k);
+                    // What the transaction holds there now decides.
+                    let refers = match self.writes.get(&slot) {
+                        Some(Pending::Delete) => false,
+                        Some(p) => match p.value() {
+                            Some(v) => names(&decode_stored(v)?) == pk,
+                            None => false,
+                        },
+                        None => true,
+                    };
+                    if refers {
+                        self.put(slot.clone(), Pending::Delete)?;
+                        todo.push((child.clone(), slot.1));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Mark a savepoint (a name used again marks a new one that hides the
@@ -669,18 +817,61 @@ impl Transaction {
     /// [`Transaction::commit`]; for a transaction of an alteration, the
     /// caller holds the altered dataset's DDL lock exclusively.
     pub(crate) fn commit_locked(mut self) -> Result<CommitInfo> {
-        let writes = std::mem::take(&mut self.writes);
+        let mut writes = std::mem::take(&mut self.writes);
         let reads = std::mem::take(&mut self.reads);
         if writes.is_empty() {
             return self.validate_read_only(&reads);
         }
-        let datasets = std::mem::take(&mut self.datasets);
+        let mut datasets = std::mem::take(&mut self.datasets);
+        // Foreign keys (`links`): a first plan, read before any lock, names
+        // the parents and cascaded children to lock with the writes.
+        let linked = datasets.values().any(|d| d.links().is_some());
+        let mut extra = Vec::new();
+        if linked {
+            let pre = links::plan(
+                link_writes(&writes, &datasets),
+                &|id, k| txn_state(&writes, id, k),
+                false,
+            )?;
+            for (d, _) in &pre.cascade {
+                datasets.entry(d.id).or_insert_with(|| d.clone());
+            }
+            extra = pre.names;
+        }
+        for _ in 0..MAX_LINK_ATTEMPTS {
+            match self.commit_attempt(&datasets, &mut writes, &reads, &extra, linked)? {
+                Attempt::Done(info) => return Ok(info),
+                Attempt::Again { enlist, names } => {
+                    for d in enlist {
+                        datasets.entry(d.id).or_insert_with(|| d.clone());
+                    }
+                    extra.extend(names);
+                }
+            }
+        }
+        Err(Error::Txn(format!(
+            "the records this transaction's foreign keys reach kept changing under it ({MAX_LINK_ATTEMPTS} attempts); run it again"
+        )))
+    }
+
+    /// One try of [`Transaction::commit_locked`]: DDL locks, X locks on
+    /// the writes, reads and `extra` names, the foreign keys' plan under
+    /// them (`Again` when it needs more keys or datasets), validation,
+    /// apply, commit.
+    fn commit_attempt(
+        &self,
+        datasets: &BTreeMap<u32, Arc<Dataset>>,
+        writes: &mut BTreeMap<Slot, Pending>,
+        reads: &HashMap<Slot, Option<u64>>,
+        extra: &[u64],
+        linked: bool,
+    ) -> Result<Attempt> {
         // Index DDL and ALTER wait for writers: hold every dataset's DDL
         // lock shared (in dataset-id order) for the whole commit, then check
         // that no ALTER replaced a definition records were prepared under.
         let _ddl: Vec<RwLockReadGuard<'_, ()>> = datasets
             .values()
-            .filter(|d| self.altering != Some(d.id))
+            .filter(|d| self.altering != Some(d.id) && self.ddl_held != Some(d.id))
             .map(|d| d.ddl.read())
             .collect();
         for (id, def) in &self.shapes {
@@ -694,10 +885,42 @@ impl Transaction {
             .keys()
             .chain(reads.keys())
             .map(|(id, k)| LockManager::name(*id, k))
+            .chain(extra.iter().copied())
             .collect();
         ctx.locks.lock_x_all(txn, &mut names);
+        if linked {
+            let state = |id: u32, k: &[u8]| txn_state(writes, id, k);
+            let plan = match links::plan(link_writes(writes, datasets), &state, true) {
+                Ok(p) => p,
+                Err(e) => {
+                    ctx.locks.release_all(txn);
+                    return Err(e);
+                }
+            };
+            let held: std::collections::HashSet<u64> = names.iter().copied().collect();
+            let enlist: Vec<Arc<Dataset>> = plan
+                .cascade
+                .iter()
+                .filter(|(d, _)| !datasets.contains_key(&d.id))
+                .map(|(d, _)| d.clone())
+                .collect();
+            if !plan.covered_by(&held) || !enlist.is_empty() {
+                ctx.locks.release_all(txn);
+                return Ok(Attempt::Again {
+                    enlist,
+                    names: plan.names,
+                });
+            }
+            if let Err(e) = plan.verify(&state) {
+                ctx.locks.release_all(txn);
+                return Err(e);
+            }
+            for (d, k) in plan.cascade {
+                writes.insert((d.id, k), Pending::Delete);
+            }
+        }
         // Validate: every key read still has the version read.
-        for ((id, key), seen) in &reads {
+        for ((id, key), seen) in reads {
             let Some(ds) = datasets.get(id) else { continue };
             let now = match ds.version_locked(key) {
                 Ok(v) => v,
@@ -715,11 +938,11 @@ impl Transaction {
         let mut works: Vec<(&Arc<Dataset>, TxnWork)> = Vec::new();
         let mut applied = 0usize;
         let mut failure = None;
-        for ((id, key), p) in writes {
-            let Some(ds) = datasets.get(&id) else {
+        for ((id, key), p) in writes.iter() {
+            let Some(ds) = datasets.get(id) else {
                 continue;
             };
-            if works.last().is_none_or(|(d, _)| d.id != id) {
+            if works.last().is_none_or(|(d, _)| d.id != *id) {
                 // Eager-index value locks are ordered across the whole
                 // transaction.
                 let value_lock_max = works.last().and_then(|(_, w)| w.value_lock_max);
@@ -735,10 +958,11 @@ impl Transaction {
             let Some((_, work)) = works.last_mut() else {
                 break;
             };
-            let op = match &p {
-                Pending::Insert(v) => WriteOp::Insert(&key, v),
-                Pending::Upsert(v) => WriteOp::Upsert(&key, v),
-                Pending::Delete => WriteOp::Delete(&key),
+            let op = match p {
+                Pending::Insert(v) => WriteOp::Insert(key, v),
+                Pending::Upsert(v) => WriteOp::Upsert(key, v),
+                Pending::InsertIgnore(v) => WriteOp::InsertIgnore(key, v),
+                Pending::Delete => WriteOp::Delete(key),
             };
             match ds.apply(txn, &op, work, true) {
                 Ok(did) => applied += usize::from(did),
@@ -777,10 +1001,10 @@ impl Transaction {
             ds.group.charge(work.cost)?;
         }
         h.acknowledge(ctx.durability)?;
-        Ok(CommitInfo {
+        Ok(Attempt::Done(CommitInfo {
             writes: applied,
             validated: reads.len(),
-        })
+        }))
     }
 
     /// A read-only transaction commits if every key it read still has the

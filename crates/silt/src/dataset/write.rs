@@ -553,6 +553,11 @@ impl Dataset {
 
     /// [`Dataset::write_one_locked`] with the record the op's bytes encode.
     fn write_one_kept(&self, op: WriteOp<'_>, written: Option<&Value>) -> Result<bool> {
+        if let Some(links) = self.links()
+            && !matches!(op, WriteOp::Expire(..))
+        {
+            return self.write_linked(&links, &[op]).map(|n| n > 0);
+        }
         let ctx = &self.txn;
         let txn = ctx.begin();
         ctx.locks.lock_x(txn, LockManager::name(self.id, op.key()));
@@ -678,6 +683,10 @@ impl Dataset {
         let mut ops = ops.enumerate();
         // Held for the whole batch: every record sees the same definition.
         let ddl = self.ddl.read();
+        // A linked dataset's records commit as transactions (`links`), each
+        // acknowledged before the next.
+        let links = self.links();
+        let mut linked_committed = 0;
         loop {
             let Some((i, op)) = ops.next() else { break };
             let op = op.and_then(|item| {
@@ -697,6 +706,23 @@ impl Dataset {
             };
             let (key, value) = item.kv();
             let op = make(key, value);
+            if let Some(links) = links
+                .as_ref()
+                .filter(|_| !matches!(op, WriteOp::Expire(..)))
+            {
+                match self.write_linked(links, &[op]) {
+                    Ok(n) => linked_committed += n.min(1),
+                    Err(e @ (Error::Closed(_) | Error::Io { .. })) => return Err(e),
+                    Err(e) => {
+                        report.failed.push((i, e));
+                        if opts.stop_on_error {
+                            report.not_attempted = total - i - 1;
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
             let txn = ctx.begin();
             let name = LockManager::name(self.id, op.key());
             if !ctx.locks.try_lock_x(txn, name) {
@@ -731,6 +757,7 @@ impl Dataset {
             }
         }
         drop(ddl);
+        report.committed += linked_committed;
         for h in handles {
             match ctx.durability {
                 crate::txn::Durability::Sync => h.wait()?,
@@ -790,6 +817,20 @@ impl Dataset {
                 WriteOp::of(mode, key, value)
             })
             .collect();
+        if let Some(links) = self.links() {
+            return match self.write_linked(&links, &ops) {
+                Ok(n) => {
+                    report.committed = n;
+                    Ok((report, None))
+                }
+                Err(e @ (Error::Closed(_) | Error::Io { .. })) => Err(e),
+                Err(e) => {
+                    report.failed.push((0, e));
+                    report.not_attempted = total.saturating_sub(1);
+                    Ok((report, None))
+                }
+            };
+        }
         let txn = ctx.begin();
         let mut names: Vec<u64> = ops
             .iter()

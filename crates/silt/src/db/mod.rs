@@ -11,6 +11,7 @@
 mod alter;
 mod catalog;
 mod checkpoint;
+mod foreign_keys;
 mod recovery;
 pub mod roles;
 mod sequences;
@@ -212,6 +213,7 @@ impl Database {
             counters,
             live_spaces: Mutex::new(std::collections::HashMap::new()),
         };
+        db.relink();
         db.start_checkpointer();
         db.start_sweeper();
         Ok(db)
@@ -289,11 +291,15 @@ impl Database {
             std::fs::remove_dir_all(&ds_dir).map_err(|e| Error::io(&ds_dir, e))?;
         }
         let mut def = def;
+        foreign_keys::prepare(&mut def, &cat)?;
         def.id = cat.next_dataset_id();
         let ds = self.open_dataset(def.clone(), &ds_dir)?;
         cat.datasets.push(def.clone());
         self.save_catalog(&cat)?;
         self.datasets.write().insert(def.name, ds.clone());
+        if !def.foreign_keys.is_empty() {
+            self.relink();
+        }
         self.schema_changed();
         Ok(ds)
     }
@@ -357,11 +363,20 @@ impl Database {
                 dependents: readers,
             });
         }
+        let referencing = foreign_keys::referencing(&cat, name);
+        if !referencing.is_empty() {
+            return Err(Error::Referenced {
+                action: "drop table".to_owned(),
+                name: name.to_owned(),
+                constraints: referencing,
+            });
+        }
         let ds = self
             .datasets
             .write()
             .remove(name)
             .ok_or_else(|| Error::NoSuchDataset(name.to_owned()))?;
+        self.relink();
         self.schema_changed();
         cat.datasets.retain(|d| d.name != name);
         for r in &mut cat.roles {
@@ -498,6 +513,19 @@ impl Database {
     /// exclusively.
     fn drop_index_locked(&self, ds: &Arc<Dataset>, index: &str) -> Result<()> {
         let mut cat = self.catalog.lock();
+        let def = ds.def();
+        let indexes = ds.index_defs();
+        if let Some(fk) = def
+            .foreign_keys
+            .iter()
+            .find(|fk| foreign_keys::lookup_index(&indexes, fk).is_some_and(|i| i.name == index))
+        {
+            return Err(Error::Config(format!(
+                "index `{index}` of `{}` finds the records of foreign key `{}`; drop the foreign key first",
+                ds.name(),
+                fk.name
+            )));
+        }
         let removed = ds.remove_index(index);
         self.schema_changed();
         removed?;

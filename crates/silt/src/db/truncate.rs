@@ -24,6 +24,14 @@ impl Database {
         self.check_open()?;
         let mut cat = self.catalog.lock();
         let i = cat.dataset_position(name)?;
+        let referencing = super::foreign_keys::referencing(&cat, name);
+        if !referencing.is_empty() {
+            return Err(Error::Referenced {
+                action: "truncate".to_owned(),
+                name: name.to_owned(),
+                constraints: referencing,
+            });
+        }
         let before = cat.datasets[i].clone();
         let saved_ids = cat.dataset_ids_used;
         let mut def = before.clone();
@@ -58,6 +66,7 @@ impl Database {
             return Err(e);
         }
         let old = self.datasets.write().insert(name.to_owned(), fresh);
+        self.relink();
         self.schema_changed();
         drop(cat);
         self.bg.wait_idle();

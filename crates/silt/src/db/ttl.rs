@@ -4,7 +4,7 @@
 use super::Database;
 use super::checkpoint::DatasetMap;
 use crate::dataset::SweepReport;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::schema::{DatasetDef, TtlDef};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +23,14 @@ impl Database {
         {
             let mut cat = self.catalog.lock();
             let i = cat.dataset_position(name)?;
+            let referencing = super::foreign_keys::referencing(&cat, name);
+            if def.ttl.is_some() && !referencing.is_empty() {
+                return Err(Error::Referenced {
+                    action: "give a ttl to".to_owned(),
+                    name: name.to_owned(),
+                    constraints: referencing,
+                });
+            }
             let old = cat.datasets[i].ttl.clone();
             cat.datasets[i].ttl.clone_from(&def.ttl);
             if let Err(e) = self.save_catalog(&cat) {
