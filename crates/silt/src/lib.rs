@@ -15,6 +15,7 @@ pub mod lsm;
 pub mod pubsub;
 pub mod schema;
 pub mod storage;
+pub mod synergy;
 pub mod txn;
 pub mod value;
 pub mod varint;

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! error, varint -> value, clock -> geo, workload -> storage -> lsm -> index
-//!   -> schema -> txn -> dataset -> db -> pubsub
+//!   -> schema -> txn -> dataset -> db -> pubsub, synergy
 //! ```
 //!
 //! A module may name (in `use` lines or inline paths, `crate::` or
@@ -36,6 +36,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("dataset", 8),
     ("db", 9),
     ("pubsub", 10),
+    ("synergy", 10),
     // Generators of records and operations for examples, tests and
     // benchmarks: above everything whose types they make.
     ("workload", 11),
