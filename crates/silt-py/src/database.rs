@@ -202,7 +202,12 @@ impl Database {
     ///   default on int fields; `"unix_s"`, `"unix_ms"`, `"unix_us"`, the
     ///   default on timestamps) and `"grace"` (how long after expiry a
     ///   sweep deletes it). Reads never return an expired record.
-    #[pyo3(signature = (name, primary_key, fields=None, *, partitions=1, memory_budget=None, merge_policy=None, compression=None, block_size=None, ttl=None))]
+    /// - `references`: foreign keys, each a dict `{"fields": "o_c_id",
+    ///   "parent": "customer", "on_delete": "cascade"}` (`fields` a name
+    ///   or a list, in the order of the parent's primary key; `on_delete`
+    ///   `"restrict"`, the default, or `"cascade"`; an optional `"name"`).
+    ///   Every write keeps them: `ForeignKeyError` names what was wrong.
+    #[pyo3(signature = (name, primary_key, fields=None, *, partitions=1, memory_budget=None, merge_policy=None, compression=None, block_size=None, ttl=None, references=None))]
     #[allow(clippy::too_many_arguments)]
     fn create_dataset(
         &self,
@@ -216,6 +221,7 @@ impl Database {
         compression: Option<&str>,
         block_size: Option<&Bound<'_, PyAny>>,
         ttl: Option<&Bound<'_, PyDict>>,
+        references: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Dataset> {
         let build = || -> BindResult<DatasetDef> {
             let pk = string_list("primary_key", primary_key)?;
@@ -250,6 +256,19 @@ impl Database {
             if let Some(t) = ttl {
                 def.ttl = Some(ttl_def(t)?);
             }
+            if let Some(r) = references {
+                let list = r.cast::<pyo3::types::PyList>().map_err(|_| {
+                    BindError::Config(
+                        "`references` must be a list of dicts such as {\"fields\": \"o_c_id\", \"parent\": \"customer\"}".into(),
+                    )
+                })?;
+                for item in list.iter() {
+                    let d = item.cast::<PyDict>().map_err(|_| {
+                        BindError::Config("each of `references` must be a dict".into())
+                    })?;
+                    def.foreign_keys.push(foreign_key(name, d)?);
+                }
+            }
             Ok(def)
         };
         let def = build().py_err(py)?;
@@ -261,6 +280,40 @@ impl Database {
             })
         })?;
         Ok(Dataset::new(self.handle.clone(), name))
+    }
+
+    /// Add a foreign key to an existing dataset: every record must already
+    /// name an existing parent (else `ForeignKeyError`, nothing changed).
+    /// `fields` a name or a list; `on_delete` `"restrict"` or `"cascade"`.
+    #[pyo3(signature = (dataset, fields, parent, *, on_delete="restrict", name=None))]
+    fn add_foreign_key(
+        &self,
+        py: Python<'_>,
+        dataset: &str,
+        fields: &Bound<'_, PyAny>,
+        parent: &str,
+        on_delete: &str,
+        name: Option<&str>,
+    ) -> PyResult<()> {
+        let spec = PyDict::new(py);
+        spec.set_item("fields", fields)?;
+        spec.set_item("parent", parent)?;
+        spec.set_item("on_delete", on_delete)?;
+        if let Some(n) = name {
+            spec.set_item("name", n)?;
+        }
+        let fk = foreign_key(dataset, &spec).py_err(py)?;
+        detached(py, || {
+            self.handle.with(|db| Ok(db.add_foreign_key(dataset, fk)?))
+        })
+    }
+
+    /// Drop foreign key `name` of `dataset` (its index stays).
+    fn drop_foreign_key(&self, py: Python<'_>, dataset: &str, name: &str) -> PyResult<()> {
+        detached(py, || {
+            self.handle
+                .with(|db| Ok(db.drop_foreign_key(dataset, name)?))
+        })
     }
 
     /// An existing dataset; raises `NotFoundError` if there is none.
@@ -631,4 +684,53 @@ fn ttl_def(d: &Bound<'_, PyDict>) -> BindResult<silt::TtlDef> {
         }
     }
     Ok(t)
+}
+
+/// A foreign key of dataset `table` from its dict (see
+/// `Database.create_dataset`).
+fn foreign_key(table: &str, d: &Bound<'_, PyDict>) -> BindResult<silt::ForeignKeyDef> {
+    let get = |k: &str| d.get_item(k).ok().flatten();
+    let fields = match get("fields") {
+        Some(f) => string_list("fields", &f)?,
+        None => {
+            return Err(BindError::Config(
+                "a foreign key needs \"fields\": the referencing field(s)".into(),
+            ));
+        }
+    };
+    let parent: String = get("parent")
+        .and_then(|p| p.extract().ok())
+        .ok_or_else(|| {
+            BindError::Config(
+                "a foreign key needs \"parent\": the referenced dataset's name".into(),
+            )
+        })?;
+    let on_delete = match get("on_delete")
+        .map(|v| v.extract::<String>())
+        .transpose()
+        .map_err(|_| BindError::Config("\"on_delete\" must be a str".into()))?
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        None | Some("restrict" | "no action") => silt::FkAction::Restrict,
+        Some("cascade") => silt::FkAction::Cascade,
+        Some(other) => {
+            return Err(BindError::Config(format!(
+                "\"on_delete\" is \"restrict\" or \"cascade\", not \"{other}\""
+            )));
+        }
+    };
+    let name = match get("name") {
+        Some(n) => n
+            .extract::<String>()
+            .map_err(|_| BindError::Config("\"name\" must be a str".into()))?,
+        None => silt::ForeignKeyDef::default_name(table, &fields),
+    };
+    Ok(silt::ForeignKeyDef {
+        name,
+        fields,
+        parent,
+        on_delete,
+    })
 }

@@ -209,6 +209,37 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
         ),
         E::TxnTooLarge { .. } => make_error(py, "TooLargeError", &msg, &[]),
         E::Txn(_) => make_error(py, "TransactionError", &msg, &[]),
+        E::ForeignKeyMissing {
+            dataset,
+            constraint,
+            parent,
+            ..
+        } => make_error(
+            py,
+            "ForeignKeyError",
+            &msg,
+            &[
+                ("dataset", text(py, dataset)),
+                ("constraint", text(py, constraint)),
+                ("other", text(py, parent)),
+            ],
+        ),
+        E::ForeignKeyReferenced {
+            dataset,
+            constraint,
+            child,
+            ..
+        } => make_error(
+            py,
+            "ForeignKeyError",
+            &msg,
+            &[
+                ("dataset", text(py, dataset)),
+                ("constraint", text(py, constraint)),
+                ("other", text(py, child)),
+            ],
+        ),
+        E::Referenced { .. } => make_error(py, "ConfigError", &msg, &[]),
     }
 }
 
@@ -254,6 +285,9 @@ fn sql_to_py(py: Python<'_>, e: &silt_sql::SqlError) -> PyErr {
                 &e.to_string(),
                 &[("dataset", text(py, table)), ("key", text(py, &key))],
             )
+        }
+        silt_sql::SqlError::ForeignKeyViolation { .. } => {
+            make_error(py, "ForeignKeyError", &e.to_string(), &[])
         }
         _ => make_error(py, "SqlError", &e.to_string(), &[]),
     }

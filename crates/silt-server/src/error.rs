@@ -209,6 +209,7 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
         }
         SqlError::NotNull { .. } => "23502",
         SqlError::UniqueViolation { .. } => "23505",
+        SqlError::ForeignKeyViolation { .. } => "23503",
         SqlError::TypeMismatch { .. } => "42804",
         SqlError::InvalidText { .. } | SqlError::MalformedArray { .. } => "22P02",
         SqlError::BadCopyData(_) => "22P04",
@@ -244,6 +245,8 @@ fn silt_state(e: &silt::Error) -> &'static str {
     use silt::Error as E;
     match e {
         E::DuplicateKey { .. } | E::DuplicateValue { .. } => "23505",
+        E::ForeignKeyMissing { .. } | E::ForeignKeyReferenced { .. } => "23503",
+        E::Referenced { .. } => "2BP01",
         E::NoSuchDataset(_) => "42P01",
         E::DatasetExists(_) => "42P07",
         E::NoSuchIndex { .. } => "42704",

@@ -80,6 +80,9 @@ enum Op {
         name: String,
         if_exists: bool,
     },
+    /// `ADD [CONSTRAINT c] FOREIGN KEY ...` (alone in its statement: the
+    /// core checks every row under its own DDL lock).
+    AddForeignKey(crate::foreign_keys::Written),
     /// A change of an identity column (`crate::identity::alter`).
     Identity {
         column: String,
@@ -223,7 +226,7 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
             AlterTableOperation::AddConstraint {
                 constraint,
                 not_valid: false,
-            } => ops.push(constraint_op(constraint)?),
+            } => ops.push(constraint_op(&table, constraint)?),
             AlterTableOperation::DropConstraint {
                 if_exists, name, ..
             } => ops.push(Op::DropConstraint {
@@ -270,7 +273,7 @@ pub fn parse(a: &AlterTable) -> Result<AlterStmt, SqlError> {
 }
 
 /// The operation of `ADD CONSTRAINT`.
-fn constraint_op(c: &TableConstraint) -> Result<Op, SqlError> {
+fn constraint_op(table: &str, c: &TableConstraint) -> Result<Op, SqlError> {
     match c {
         TableConstraint::Unique(u) => {
             let (name, cols) = ddl::unique_constraint(u)?;
@@ -280,8 +283,13 @@ fn constraint_op(c: &TableConstraint) -> Result<Op, SqlError> {
             name: ch.name.as_ref().map(ident),
             expr: ch.expr.to_string(),
         }),
+        TableConstraint::ForeignKey(fk) => Ok(Op::AddForeignKey(crate::foreign_keys::written(
+            table,
+            &[],
+            fk,
+        )?)),
         other => Err(SqlError::Unsupported(format!(
-            "ADD CONSTRAINT {other}; Silt adds UNIQUE and CHECK constraints (the primary key is fixed at CREATE TABLE; REFERENCES is not kept)"
+            "ADD CONSTRAINT {other}; Silt adds UNIQUE, CHECK and FOREIGN KEY constraints (the primary key is fixed at CREATE TABLE)"
         ))),
     }
 }
@@ -296,6 +304,27 @@ pub(crate) fn run(db: &Database, checks: &SqlChecks, stmt: &AlterStmt) -> Result
     };
     if !stmt.ttl.is_empty() {
         return set_ttl(db, &ds, &stmt.ttl);
+    }
+    let def = ds.def();
+    let fk_op = stmt.ops.iter().find(|op| match op {
+        Op::AddForeignKey(_) => true,
+        Op::DropConstraint { name, .. } => def.foreign_key(name).is_some(),
+        _ => false,
+    });
+    if let Some(op) = fk_op {
+        if stmt.ops.len() > 1 {
+            return Err(SqlError::Unsupported(
+                "a foreign key is added or dropped by an ALTER TABLE of its own; run the other changes in another statement".into(),
+            ));
+        }
+        return match op {
+            Op::AddForeignKey(w) => {
+                crate::foreign_keys::check_referred(db, std::slice::from_ref(w), None)?;
+                Ok(db.add_foreign_key(&stmt.table, w.def.clone())?)
+            }
+            Op::DropConstraint { name, .. } => Ok(db.drop_foreign_key(&stmt.table, name)?),
+            _ => Ok(()),
+        };
     }
     let mut alt = db.alter(&ds)?;
     for op in &stmt.ops {
@@ -553,6 +582,8 @@ fn apply(checks: &SqlChecks, alt: &mut Alteration<'_>, op: &Op) -> Result<(), Sq
         Op::Identity { column, change } => {
             crate::identity::alter::apply(alt, column, change)?;
         }
+        // Run alone, before any alteration (`run`).
+        Op::AddForeignKey(_) => {}
         Op::DropConstraint { name, if_exists } => {
             if def.checks.iter().any(|c| c.name == *name) {
                 let name = name.clone();

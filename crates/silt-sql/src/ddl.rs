@@ -811,12 +811,13 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
                 ColumnOption::Unique(_) => {
                     uniques.push((o.name.as_ref().map(ident), vec![cname.clone()]));
                 }
-                ColumnOption::ForeignKey(_)
-                | ColumnOption::Generated { .. }
+                // Kept by `foreign_keys::of_create`.
+                ColumnOption::ForeignKey(_) => {}
+                ColumnOption::Generated { .. }
                 | ColumnOption::Materialized(_)
                 | ColumnOption::OnUpdate(_) => {
                     return Err(SqlError::Unsupported(format!(
-                        "`{}` on column `{cname}`: Silt keeps PRIMARY KEY, UNIQUE, NOT NULL, DEFAULT and CHECK only",
+                        "`{}` on column `{cname}`: Silt keeps PRIMARY KEY, UNIQUE, REFERENCES, NOT NULL, DEFAULT and CHECK only",
                         o.option
                     )));
                 }
@@ -839,9 +840,8 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
             continue;
         }
         if matches!(tc, TableConstraint::ForeignKey(_)) {
-            return Err(SqlError::Unsupported(format!(
-                "table constraint `{tc}`: Silt keeps PRIMARY KEY, UNIQUE, NOT NULL, DEFAULT and CHECK only"
-            )));
+            // Kept by `foreign_keys::of_create`.
+            continue;
         }
         if let TableConstraint::PrimaryKey(p) = tc {
             if !pk.is_empty() {
@@ -967,6 +967,10 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
     if !ttl_opts.is_empty() {
         def.ttl = Some(ttl_def(&def, silt::TtlDef::default(), &ttl_opts)?);
     }
+    def.foreign_keys = crate::foreign_keys::of_create(ct, &name)?
+        .into_iter()
+        .map(|w| w.def)
+        .collect();
     def.validate()?;
     Ok(def)
 }

@@ -86,6 +86,11 @@ pub enum SqlError {
         values: Vec<String>,
     },
 
+    /// A write that breaks a foreign key (SQLSTATE 23503), in
+    /// PostgreSQL's words; the key is in [`SqlError::detail`].
+    #[error("{message} ({detail})")]
+    ForeignKeyViolation { message: String, detail: String },
+
     /// A value whose type cannot be assigned to a column (SQLSTATE 42804).
     #[error("column \"{column}\" is of type {column_type} but expression is of type {found}")]
     TypeMismatch {
@@ -191,6 +196,12 @@ fn generated_always_text(column: &str, update: bool) -> String {
 }
 
 /// PostgreSQL's DETAIL of a unique violation: `Key (id)=(1) already exists.`
+/// `(a, b)=(1, 2)`, as PostgreSQL shows a key.
+fn fk_key(key: &[(String, String)]) -> String {
+    let (f, v): (Vec<&str>, Vec<&str>) = key.iter().map(|(f, v)| (f.as_str(), v.as_str())).unzip();
+    format!("({})=({})", f.join(", "), v.join(", "))
+}
+
 fn key_detail(columns: &[String], values: &[String]) -> String {
     format!(
         "Key ({})=({}) already exists.",
@@ -265,6 +276,31 @@ impl From<silt::Error> for SqlError {
                 columns: fields,
                 values,
             },
+            silt::Error::ForeignKeyMissing {
+                dataset,
+                constraint,
+                parent,
+                key,
+            } => SqlError::ForeignKeyViolation {
+                message: format!(
+                    "insert or update on table \"{dataset}\" violates foreign key constraint \"{constraint}\""
+                ),
+                detail: format!("Key {} is not present in table \"{parent}\".", fk_key(&key)),
+            },
+            silt::Error::ForeignKeyReferenced {
+                dataset,
+                constraint,
+                child,
+                key,
+            } => SqlError::ForeignKeyViolation {
+                message: format!(
+                    "update or delete on table \"{dataset}\" violates foreign key constraint \"{constraint}\" on table \"{child}\""
+                ),
+                detail: format!(
+                    "Key {} is still referenced from table \"{child}\".",
+                    fk_key(&key)
+                ),
+            },
             other => SqlError::Silt(other),
         }
     }
@@ -278,6 +314,7 @@ impl SqlError {
             SqlError::UniqueViolation {
                 columns, values, ..
             } => Some(key_detail(columns, values)),
+            SqlError::ForeignKeyViolation { detail, .. } => Some(detail.clone()),
             SqlError::Statement { source, .. } | SqlError::PartialWrite { source, .. } => {
                 source.detail()
             }
@@ -293,6 +330,7 @@ impl SqlError {
             SqlError::UniqueViolation { constraint, .. } => {
                 format!("duplicate key value violates unique constraint \"{constraint}\"")
             }
+            SqlError::ForeignKeyViolation { message, .. } => message.clone(),
             SqlError::Statement { index, sql, source } => {
                 format!("statement {index} (`{sql}`): {}", source.message())
             }

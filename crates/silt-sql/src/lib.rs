@@ -60,6 +60,7 @@ pub mod ddl;
 pub mod deferred;
 pub mod dml;
 pub mod error;
+pub mod foreign_keys;
 pub mod geom;
 pub mod identity;
 pub mod insert;
@@ -1237,6 +1238,12 @@ impl SqlEngine {
                 if ct.if_not_exists && self.db.dataset_names().contains(&def.name) {
                     return Ok(Output::Batches(vec![]));
                 }
+                let keys = foreign_keys::of_create(&ct, &def.name)?;
+                foreign_keys::check_referred(
+                    &self.db,
+                    &keys,
+                    Some((&def.name, &def.primary_key)),
+                )?;
                 let name = def.name.clone();
                 let db = self.db.clone();
                 ddl::blocking(move || db.create_dataset(def).map(|_| ()).map_err(SqlError::from))
@@ -1343,11 +1350,35 @@ impl SqlEngine {
                         return Err(silt::Error::NoSuchDataset(n.clone()).into());
                     }
                 }
+                // A table goes after every other table of the statement
+                // that references it (PostgreSQL drops a set of tables in
+                // any order it is given).
+                let dropping = names.clone();
+                let mut left = names;
+                let mut names = Vec::with_capacity(left.len());
+                while !left.is_empty() {
+                    let free = left
+                        .iter()
+                        .position(|n| {
+                            !self
+                                .db
+                                .referencing_foreign_keys(n)
+                                .iter()
+                                .any(|(_, t)| t != n && left.contains(t))
+                        })
+                        .unwrap_or(0);
+                    names.push(left.remove(free));
+                }
                 for n in names {
                     if existing.contains(&n) {
                         if cascade {
                             let readers = self.db.views_reading(&n);
                             self.drop_views(readers, true, true).await?;
+                            for (c, t) in self.db.referencing_foreign_keys(&n) {
+                                if !dropping.contains(&t) {
+                                    self.db.drop_foreign_key(&t, &c)?;
+                                }
+                            }
                         }
                         let db = self.db.clone();
                         ddl::blocking(move || db.drop_dataset(&n).map_err(SqlError::from)).await?;

@@ -10,6 +10,7 @@ from ._errors import (
     AlreadyExistsError as AlreadyExistsError,
     ClosedError as ClosedError,
     ConflictError as ConflictError,
+    ForeignKeyError as ForeignKeyError,
     ConfigError as ConfigError,
     CorruptionError as CorruptionError,
     DuplicateKeyError as DuplicateKeyError,
@@ -47,6 +48,7 @@ __all__ = [
     "LockedError",
     "ClosedError",
     "ConflictError",
+    "ForeignKeyError",
     "TransactionError",
     "SqlError",
     "InternalError",
@@ -92,7 +94,18 @@ class Database:
         compression: str | None = None,
         block_size: _Size | None = None,
         ttl: Mapping[str, str | int] | None = None,
+        references: Sequence[Mapping[str, str | Sequence[str]]] | None = None,
     ) -> Dataset: ...
+    def add_foreign_key(
+        self,
+        dataset: str,
+        fields: Union[str, Sequence[str]],
+        parent: str,
+        *,
+        on_delete: str = "restrict",
+        name: str | None = None,
+    ) -> None: ...
+    def drop_foreign_key(self, dataset: str, name: str) -> None: ...
     def dataset(self, name: str) -> Dataset: ...
     def __getitem__(self, name: str, /) -> Dataset: ...
     def transaction(self) -> Transaction: ...

@@ -13,6 +13,7 @@ __all__ = [
     "TooLargeError",
     "ConfigError",
     "DuplicateKeyError",
+    "ForeignKeyError",
     "NotFoundError",
     "AlreadyExistsError",
     "CorruptionError",
@@ -56,6 +57,20 @@ class DuplicateKeyError(Error):
 
     dataset: str | None = None
     key: str | None = None
+
+
+class ForeignKeyError(Error):
+    """A write that would break a foreign key: a record naming a parent
+    that does not exist, or a delete of a record others still reference
+    (through a key that does not cascade). Nothing was changed.
+
+    Attributes: ``dataset`` (the dataset written), ``constraint`` (the
+    key's name) and ``other`` (the parent, or the referencing dataset).
+    """
+
+    dataset: str | None = None
+    constraint: str | None = None
+    other: str | None = None
 
 
 class NotFoundError(Error, LookupError):
@@ -112,6 +127,7 @@ for _cls in (
     TooLargeError,
     ConfigError,
     DuplicateKeyError,
+    ForeignKeyError,
     NotFoundError,
     AlreadyExistsError,
     CorruptionError,

@@ -368,3 +368,91 @@ async fn arrays_travel_as_postgresql_arrays() {
     .await;
     assert_eq!(flat(&t), ["{\"a b\",\"c,d\",NULL}|{1,2}"]);
 }
+
+/// Foreign keys as psql 15's `\d` asks for them (the keys of a table and
+/// the keys that reference it), and their violations as drivers see them:
+/// SQLSTATE 23503 with PostgreSQL's message and detail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_keys_as_psql_and_drivers_see_them() {
+    let f = PgFixture::start(
+        false,
+        "CREATE TABLE customer (c_id BIGINT PRIMARY KEY, name TEXT);
+         CREATE TABLE orders (o_id BIGINT PRIMARY KEY, o_c_id BIGINT REFERENCES customer ON DELETE CASCADE);",
+    )
+    .await;
+    let c = f.pg().await;
+    let (cust, orders) = (oid(&c, "customer").await, oid(&c, "orders").await);
+    let has = rows(
+        &c,
+        &format!("SELECT relhastriggers FROM pg_catalog.pg_class WHERE oid = '{orders}'"),
+    )
+    .await;
+    assert_eq!(flat(&has), ["t"]);
+    // "Foreign-key constraints:" of \d orders.
+    let own = rows(
+        &c,
+        &format!(
+            "SELECT true as sametable, conname, pg_catalog.pg_get_constraintdef(r.oid, true) as condef, \
+             conrelid::pg_catalog.regclass AS ontable FROM pg_catalog.pg_constraint r \
+             WHERE r.conrelid = '{orders}' AND r.contype = 'f' AND conparentid = 0 ORDER BY conname;"
+        ),
+    )
+    .await;
+    assert_eq!(
+        flat(&own),
+        [
+            "t|orders_o_c_id_fkey|FOREIGN KEY (o_c_id) REFERENCES customer(c_id) ON DELETE CASCADE|orders"
+        ]
+    );
+    // "Referenced by:" of \d customer.
+    let by = rows(
+        &c,
+        &format!(
+            "SELECT conname, conrelid::pg_catalog.regclass AS ontable, \
+             pg_catalog.pg_get_constraintdef(oid, true) AS condef FROM pg_catalog.pg_constraint c \
+             WHERE confrelid IN (SELECT pg_catalog.pg_partition_ancestors('{cust}') \
+             UNION ALL VALUES ('{cust}'::pg_catalog.regclass)) \
+             AND contype = 'f' AND conparentid = 0 ORDER BY conname;"
+        ),
+    )
+    .await;
+    assert_eq!(
+        flat(&by),
+        [
+            "orders_o_c_id_fkey|orders|FOREIGN KEY (o_c_id) REFERENCES customer(c_id) ON DELETE CASCADE"
+        ]
+    );
+    let e = c
+        .execute("INSERT INTO orders VALUES (1, 9)", &[])
+        .await
+        .expect_err("no customer 9");
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(
+        db.code(),
+        &tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION
+    );
+    assert_eq!(
+        db.message(),
+        "insert or update on table \"orders\" violates foreign key constraint \"orders_o_c_id_fkey\""
+    );
+    assert_eq!(
+        db.detail(),
+        Some("Key (o_c_id)=(9) is not present in table \"customer\".")
+    );
+    c.batch_execute("INSERT INTO customer VALUES (9, 'x'); INSERT INTO orders VALUES (1, 9)")
+        .await
+        .unwrap();
+    c.batch_execute("DELETE FROM customer WHERE c_id = 9")
+        .await
+        .unwrap();
+    assert_eq!(flat(&rows(&c, "SELECT count(*) FROM orders").await), ["0"]);
+    let e = c
+        .execute("DROP TABLE customer", &[])
+        .await
+        .expect_err("referenced");
+    assert_eq!(
+        e.as_db_error().map(|d| d.code().code()),
+        Some("2BP01"),
+        "{e:?}"
+    );
+}

@@ -313,6 +313,14 @@ fn constraintdef(a: &[ScalarValue], c: &mut Ctx<'_>) -> DfResult<ScalarValue> {
     }) {
         return Ok(s(format!("CHECK ({expr})")));
     }
+    if let Some(def) = snap.relations.iter().find_map(|r| {
+        super::rows::foreign_keys_of(snap, r)
+            .into_iter()
+            .find(|f| f.oid == oid)
+            .map(|f| crate::foreign_keys::definition(&f.def, &f.parent_key))
+    }) {
+        return Ok(s(def));
+    }
     Ok(snap
         .relations
         .iter()
@@ -446,6 +454,13 @@ fn to_regclass(a: &[ScalarValue], c: &mut Ctx<'_>) -> DfResult<ScalarValue> {
         return Ok(NULL);
     };
     Ok(c.snap().relation_named(&name).map_or(NULL, |r| i(r.oid)))
+}
+
+/// `pg_partition_ancestors(rel)`: a Silt table is never partitioned in
+/// PostgreSQL's sense, so its only ancestor is itself (psql's `\d` asks
+/// this for the keys that reference a table).
+fn partition_ancestors(a: &[ScalarValue], _c: &mut Ctx<'_>) -> DfResult<ScalarValue> {
+    Ok(a.first().and_then(int).map_or(NULL, i))
 }
 
 /// `'name'::regclass`: the relation's oid, an error when there is none.
@@ -649,6 +664,12 @@ pub fn all(source: &Arc<Source>) -> Vec<ScalarUDF> {
         ("pg_backend_pid", (0, 0), int8(), backend_pid),
         ("quote_ident", (1, 1), text(), quote),
         ("to_regclass", (1, 1), int8(), to_regclass),
+        (
+            "pg_partition_ancestors",
+            (1, 1),
+            int8(),
+            partition_ancestors,
+        ),
         ("to_regtype", (1, 1), int8(), to_regtype),
         ("silt_regproc_oid", (1, 1), int8(), regproc_oid),
         ("current_setting", (1, 2), text(), current_setting),

@@ -53,6 +53,11 @@ pub fn rows(name: &str, snap: &Snapshot) -> Option<Vec<Row>> {
             .iter()
             .filter_map(constraint_row)
             .chain(snap.relations.iter().flat_map(check_rows))
+            .chain(
+                snap.relations
+                    .iter()
+                    .flat_map(|r| foreign_key_rows(snap, r)),
+            )
             .collect(),
         "pg_am" => am_rows(),
         "pg_database" => vec![vec![
@@ -222,6 +227,9 @@ fn class_row(r: &Relation) -> Row {
         ("relfilenode", if r.kind == 'v' { 0 } else { r.oid }.into()),
         ("reltuples", Cell::Float(-1.0)),
         ("relhasindex", r.has_index.into()),
+        // PostgreSQL keeps foreign keys with triggers, and psql's `\d`
+        // shows a table's keys only when it has some.
+        ("relhastriggers", has_foreign_keys(r).into()),
         ("relchecks", Cell::Int(checks_of(r).len() as i64)),
         ("relpersistence", 'p'.into()),
         ("relkind", r.kind.into()),
@@ -391,6 +399,96 @@ fn check_rows(r: &Relation) -> Vec<Row> {
                 ("conislocal", true.into()),
                 ("connoinherit", false.into()),
                 ("conbin", expr.into()),
+            ]
+        })
+        .collect()
+}
+
+/// A table's foreign key as the catalog shows it.
+pub struct ForeignKeyRow {
+    pub oid: i64,
+    pub def: silt::ForeignKeyDef,
+    /// The referenced table's oid (0 when it is not in the snapshot).
+    pub parent: i64,
+    /// Attribute numbers of the referencing and referenced columns.
+    pub keys: Vec<i64>,
+    pub parent_keys: Vec<i64>,
+    /// The referenced table's primary key columns.
+    pub parent_key: Vec<String>,
+}
+
+/// Whether a table has foreign keys or is referenced by one.
+fn has_foreign_keys(r: &Relation) -> bool {
+    r.dataset
+        .as_ref()
+        .filter(|_| r.kind == 'r')
+        .is_some_and(|d| d.has_links())
+}
+
+/// The foreign keys of table `table`.
+pub fn foreign_keys_of(snap: &Snapshot, table: &Relation) -> Vec<ForeignKeyRow> {
+    let Some(ds) = table.dataset.as_ref().filter(|_| table.kind == 'r') else {
+        return Vec::new();
+    };
+    let attnum = |r: &Relation, c: &str| {
+        r.columns
+            .iter()
+            .position(|x| x.name == c)
+            .map_or(0, |i| i as i64 + 1)
+    };
+    ds.def()
+        .foreign_keys
+        .iter()
+        .map(|fk| {
+            let parent = snap
+                .relations
+                .iter()
+                .find(|p| p.kind == 'r' && p.schema == table.schema && p.name == fk.parent);
+            let parent_key = parent
+                .and_then(|p| p.dataset.as_ref())
+                .map(|d| d.def().primary_key.clone())
+                .unwrap_or_default();
+            ForeignKeyRow {
+                oid: oid_of(&["fkey", &table.schema, &table.name, &fk.name]),
+                keys: fk.fields.iter().map(|f| attnum(table, f)).collect(),
+                parent_keys: parent.map_or_else(Vec::new, |p| {
+                    parent_key.iter().map(|k| attnum(p, k)).collect()
+                }),
+                parent: parent.map_or(0, |p| p.oid),
+                parent_key,
+                def: fk.clone(),
+            }
+        })
+        .collect()
+}
+
+fn foreign_key_rows(snap: &Snapshot, r: &Relation) -> Vec<Row> {
+    foreign_keys_of(snap, r)
+        .into_iter()
+        .map(|f| {
+            let del = match f.def.on_delete {
+                silt::FkAction::Cascade => 'c',
+                silt::FkAction::Restrict => 'r',
+            };
+            vec![
+                ("oid", f.oid.into()),
+                ("conname", f.def.name.clone().into()),
+                ("connamespace", r.namespace.into()),
+                ("contype", 'f'.into()),
+                ("condeferrable", false.into()),
+                ("condeferred", false.into()),
+                ("convalidated", true.into()),
+                ("conrelid", r.oid.into()),
+                ("conindid", Cell::Int(0)),
+                ("conparentid", Cell::Int(0)),
+                ("confrelid", f.parent.into()),
+                ("confupdtype", 'a'.into()),
+                ("confdeltype", del.into()),
+                ("confmatchtype", 's'.into()),
+                ("conislocal", true.into()),
+                ("connoinherit", true.into()),
+                ("conkey", Cell::Ints(f.keys)),
+                ("confkey", Cell::Ints(f.parent_keys)),
             ]
         })
         .collect()

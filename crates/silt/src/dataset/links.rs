@@ -138,6 +138,11 @@ impl Dataset {
         self.links.read().clone()
     }
 
+    /// Whether the dataset has foreign keys or is referenced by one.
+    pub fn has_links(&self) -> bool {
+        self.linked.load(Ordering::Acquire)
+    }
+
     /// Install (or clear) the dataset's links.
     pub(crate) fn set_links(&self, links: Option<Arc<Links>>) {
         let links = links.filter(|l| !l.is_empty());

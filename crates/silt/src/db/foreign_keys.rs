@@ -220,6 +220,12 @@ impl Database {
         Ok(())
     }
 
+    /// The foreign keys of other datasets that reference `dataset`:
+    /// (constraint, referencing dataset).
+    pub fn referencing_foreign_keys(&self, dataset: &str) -> Vec<(String, String)> {
+        referencing(&self.catalog.lock(), dataset)
+    }
+
     /// Drop foreign key `name` of `dataset` (its index stays).
     pub fn drop_foreign_key(&self, dataset: &str, name: &str) -> Result<()> {
         self.check_open()?;
