@@ -9,9 +9,11 @@
 //! Knobs: `SILT_CRASH_CYCLES` (default 100 per phase, two phases) for longer runs.
 //!
 //! The transaction crash test (`txn`), the sequence one (`sequence`), the
-//! pub/sub delivery one (`pubsub`) and the expiring-records one (`ttl`)
-//! share this binary.
+//! pub/sub delivery one (`pubsub`), the expiring-records one (`ttl`) and
+//! the foreign-key one (`foreign_keys`) share this binary.
 
+#[path = "crash/foreign_keys.rs"]
+mod foreign_keys;
 #[path = "crash/pubsub.rs"]
 mod pubsub;
 #[path = "crash/sequence.rs"]
