@@ -36,8 +36,8 @@ pub use error::{Error, Result};
 pub use index::recency;
 pub use index::{IndexDef, IndexKind, IndexOptions, ReconcileOption};
 pub use schema::{
-    CheckDef, DatasetDef, FieldDefault, FkAction, ForeignKeyDef, Identity, Narrow, RecordCheck,
-    SequenceDef, TtlDef, sequence_name,
+    CheckDef, DatasetDef, FieldDefault, FkAction, ForeignKeyDef, Identity, MaterializedDef, Narrow,
+    RecordCheck, SequenceDef, TtlDef, ViewColumn, sequence_name,
 };
 pub use txn::Durability;
 pub use value::{FieldType, Geometry, Value};

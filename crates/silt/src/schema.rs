@@ -75,6 +75,15 @@ pub struct DatasetDef {
     /// ([`ForeignKeyDef`], `dataset::links`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub foreign_keys: Vec<ForeignKeyDef>,
+    /// Synergy's hierarchy (seed 004 §4.4, §4.7): the foreign keys from
+    /// this dataset up to its root, first to last (empty: the dataset is a
+    /// root). A write under a root locks the root record's key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hierarchy: Option<Vec<String>>,
+    /// The dataset is a materialized view of a chain of datasets joined on
+    /// their foreign keys, kept by the transactions that write them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub materialized: Option<MaterializedDef>,
 }
 
 impl DatasetDef {
@@ -101,6 +110,8 @@ impl DatasetDef {
             index_ids_used: 0,
             ttl: None,
             foreign_keys: Vec::new(),
+            hierarchy: None,
+            materialized: None,
         }
     }
 
@@ -348,6 +359,39 @@ impl DatasetDef {
             }
         }
         self.policy.validate()
+    }
+}
+
+/// A materialized view over a chain of datasets (Synergy's view, seed 004
+/// Def. 5): `relations[0]` is the top, each next one references the one
+/// before through its foreign key `keys[i - 1]` (one-to-many down the
+/// chain). A row per record of the last relation whose chain of parents is
+/// complete (an inner join), keyed by that record's primary key, holding
+/// `columns`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaterializedDef {
+    pub relations: Vec<String>,
+    /// `keys[i]`: the foreign key of `relations[i + 1]` on `relations[i]`.
+    pub keys: Vec<String>,
+    pub columns: Vec<ViewColumn>,
+}
+
+/// A column of a materialized view: `field` of relation `relation`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewColumn {
+    pub relation: String,
+    pub field: String,
+    /// The column's name in the view.
+    pub name: String,
+}
+
+impl MaterializedDef {
+    /// The view's column holding `field` of `relation`.
+    pub fn column(&self, relation: &str, field: &str) -> Option<&str> {
+        self.columns
+            .iter()
+            .find(|c| c.relation == relation && c.field == field)
+            .map(|c| c.name.as_str())
     }
 }
 

@@ -35,6 +35,8 @@ mod secondary;
 mod spatial;
 #[path = "engine/spatial_leveled.rs"]
 mod spatial_leveled;
+#[path = "engine/synergy.rs"]
+mod synergy;
 #[path = "engine/transactions.rs"]
 mod transactions;
 #[path = "engine/ttl.rs"]

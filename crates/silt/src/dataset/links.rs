@@ -43,6 +43,13 @@ pub(crate) struct Links {
     /// Foreign keys of datasets that reference it: (key, referencing
     /// dataset, name of its index on the key's fields).
     pub(super) children: Vec<(ForeignKeyDef, Weak<Dataset>, String)>,
+    /// Its hierarchy's foreign keys up to the root, each with the dataset
+    /// it references (empty: a root; `None`: in no hierarchy).
+    pub(super) root: Option<Vec<(ForeignKeyDef, Weak<Dataset>)>>,
+    /// The materialized views it is part of (`matview`).
+    pub(super) views: Vec<Arc<super::matview::ViewLink>>,
+    /// It is a materialized view: only the commits of its relations write it.
+    pub(super) is_view: bool,
 }
 
 impl Links {
@@ -55,11 +62,31 @@ impl Links {
             me,
             parents,
             children,
+            root: None,
+            views: Vec::new(),
+            is_view: false,
         }
     }
 
+    /// With its hierarchy, views, and whether it is a view itself.
+    pub(crate) fn with_hierarchy(
+        mut self,
+        root: Option<Vec<(ForeignKeyDef, Weak<Dataset>)>>,
+        views: Vec<Arc<super::matview::ViewLink>>,
+        is_view: bool,
+    ) -> Links {
+        self.root = root;
+        self.views = views;
+        self.is_view = is_view;
+        self
+    }
+
     fn is_empty(&self) -> bool {
-        self.parents.is_empty() && self.children.is_empty()
+        self.parents.is_empty()
+            && self.children.is_empty()
+            && self.root.is_none()
+            && self.views.is_empty()
+            && !self.is_view
     }
 }
 
@@ -96,6 +123,9 @@ struct Restricted {
     values: Vec<Value>,
 }
 
+/// A view row a commit writes: (view, key, record or `None` to delete).
+pub(super) type ViewWrite = (Arc<Dataset>, Vec<u8>, Option<Vec<u8>>);
+
 /// What the foreign keys add to a transaction (see the module doc).
 #[derive(Default)]
 pub(super) struct LinkPlan {
@@ -103,6 +133,10 @@ pub(super) struct LinkPlan {
     pub(super) names: Vec<u64>,
     /// Records deleted by `CASCADE`, in the order found.
     pub(super) cascade: Vec<(Arc<Dataset>, Vec<u8>)>,
+    /// View rows to write, from `matview`.
+    pub(super) views: Vec<ViewWrite>,
+    /// How many hierarchy roots (or view tops) the transaction locks.
+    pub(super) roots: usize,
     required: Vec<Required>,
     restricted: Vec<Restricted>,
 }
@@ -138,6 +172,14 @@ impl Dataset {
         self.links.read().clone()
     }
 
+    /// The error of a write to a materialized view.
+    pub(super) fn view_write(&self) -> Error {
+        Error::Config(format!(
+            "`{}` is a materialized view: write the datasets it is made of, and their transactions keep it",
+            self.name
+        ))
+    }
+
     /// Whether the dataset has foreign keys or is referenced by one.
     pub fn has_links(&self) -> bool {
         self.linked.load(Ordering::Acquire)
@@ -158,6 +200,9 @@ impl Dataset {
         let Some(me) = links.me.upgrade() else {
             return Err(Error::Closed("the dataset was dropped".into()));
         };
+        if links.is_view {
+            return Err(self.view_write());
+        }
         let mut tx = Transaction::new(self.txn.clone(), TxnLimits::default());
         for op in ops {
             tx.put_op(&me, op)?;
@@ -368,7 +413,12 @@ impl Dataset {
     /// key's fields) holds `pk`. `locked`: the caller holds the parent's
     /// lock, so no writer of those entries is in flight and the index is
     /// read as it is; otherwise read committed.
-    fn children_keys(&self, index: &str, pk: &[Value], locked: bool) -> Result<Vec<Vec<u8>>> {
+    pub(super) fn children_keys(
+        &self,
+        index: &str,
+        pk: &[Value],
+        locked: bool,
+    ) -> Result<Vec<Vec<u8>>> {
         let bounds = (Bound::Included(pk), Bound::Included(pk));
         let mut keys: Vec<Vec<u8>> = if locked {
             let (set, i, _, _, entries) = self.index_query(index, bounds.0, bounds.1)?;

@@ -25,6 +25,7 @@ use xxhash_rust::xxh3::xxh3_64;
 mod ddl;
 mod index_read;
 pub(crate) mod links;
+pub(crate) mod matview;
 mod prepared;
 mod query;
 mod read;

@@ -36,6 +36,7 @@
 //! writes (not the validated reads) made after them.
 
 use super::links;
+use super::matview::{self, TxnView};
 use super::write::{TxnWork, WriteOp};
 use super::*;
 use crate::index::query::Recheck;
@@ -117,6 +118,23 @@ fn link_writes<'a>(
     })
 }
 
+impl TxnView for BTreeMap<Slot, Pending> {
+    fn state(&self, id: u32, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.get(&(id, key.to_vec())).map(Pending::value)
+    }
+
+    fn written_in(&self, id: u32) -> Vec<(&[u8], Option<&[u8]>)> {
+        self.range((id, Vec::new())..)
+            .take_while(|((d, _), _)| *d == id)
+            .map(|((_, k), p)| (k.as_slice(), p.value()))
+            .collect()
+    }
+
+    fn all(&self) -> Vec<(u32, &[u8])> {
+        self.keys().map(|(d, k)| (*d, k.as_slice())).collect()
+    }
+}
+
 /// Whether the transaction leaves `key` of dataset `id` written
 /// (`Some(true)`), deleted (`Some(false)`) or untouched (`None`).
 fn txn_state(writes: &BTreeMap<Slot, Pending>, id: u32, key: &[u8]) -> Option<bool> {
@@ -175,6 +193,9 @@ pub struct CommitInfo {
     pub writes: usize,
     /// Keys validated.
     pub validated: usize,
+    /// Synergy's hierarchical locks the commit took: the root records (or
+    /// view tops) its writes are under (1, or 2 for a move between roots).
+    pub root_locks: usize,
 }
 
 impl Transaction {
@@ -261,6 +282,9 @@ impl Transaction {
     /// must be the one the transaction's earlier records of `ds` were
     /// prepared under.
     fn prepare(&mut self, ds: &Arc<Dataset>, record: Value) -> Result<(Vec<u8>, Vec<u8>)> {
+        if ds.links().is_some_and(|l| l.is_view) {
+            return Err(ds.view_write());
+        }
         let def = ds.def();
         self.expect_def(ds, &def)?;
         ds.prepare_under(&def, record)
@@ -403,6 +427,9 @@ impl Transaction {
     /// Delete the record with this primary key; returns whether it existed
     /// as this transaction sees it.
     pub fn delete(&mut self, ds: &Arc<Dataset>, pk: &[Value]) -> Result<bool> {
+        if ds.links().is_some_and(|l| l.is_view) {
+            return Err(ds.view_write());
+        }
         self.enlist(ds)?;
         let key = ds.encode_pk(pk)?;
         let slot = (ds.id, key);
@@ -828,12 +855,18 @@ impl Transaction {
         let linked = datasets.values().any(|d| d.links().is_some());
         let mut extra = Vec::new();
         if linked {
-            let pre = links::plan(
+            let mut pre = links::plan(
                 link_writes(&writes, &datasets),
                 &|id, k| txn_state(&writes, id, k),
                 false,
             )?;
-            for (d, _) in &pre.cascade {
+            matview::plan_views(&mut pre, &datasets, &writes, false)?;
+            for d in pre
+                .cascade
+                .iter()
+                .map(|(d, _)| d)
+                .chain(pre.views.iter().map(|(d, ..)| d))
+            {
                 datasets.entry(d.id).or_insert_with(|| d.clone());
             }
             extra = pre.names;
@@ -888,9 +921,15 @@ impl Transaction {
             .chain(extra.iter().copied())
             .collect();
         ctx.locks.lock_x_all(txn, &mut names);
+        let mut roots = 0;
         if linked {
             let state = |id: u32, k: &[u8]| txn_state(writes, id, k);
-            let plan = match links::plan(link_writes(writes, datasets), &state, true) {
+            let plan =
+                links::plan(link_writes(writes, datasets), &state, true).and_then(|mut p| {
+                    matview::plan_views(&mut p, datasets, writes, true)?;
+                    Ok(p)
+                });
+            let plan = match plan {
                 Ok(p) => p,
                 Err(e) => {
                     ctx.locks.release_all(txn);
@@ -901,8 +940,10 @@ impl Transaction {
             let enlist: Vec<Arc<Dataset>> = plan
                 .cascade
                 .iter()
-                .filter(|(d, _)| !datasets.contains_key(&d.id))
-                .map(|(d, _)| d.clone())
+                .map(|(d, _)| d)
+                .chain(plan.views.iter().map(|(d, ..)| d))
+                .filter(|d| !datasets.contains_key(&d.id))
+                .cloned()
                 .collect();
             if !plan.covered_by(&held) || !enlist.is_empty() {
                 ctx.locks.release_all(txn);
@@ -915,8 +956,12 @@ impl Transaction {
                 ctx.locks.release_all(txn);
                 return Err(e);
             }
+            roots = plan.roots;
             for (d, k) in plan.cascade {
                 writes.insert((d.id, k), Pending::Delete);
+            }
+            for (d, k, v) in plan.views {
+                writes.insert((d.id, k), v.map_or(Pending::Delete, Pending::Upsert));
             }
         }
         // Validate: every key read still has the version read.
@@ -1004,6 +1049,7 @@ impl Transaction {
         Ok(Attempt::Done(CommitInfo {
             writes: applied,
             validated: reads.len(),
+            root_locks: roots,
         }))
     }
 
@@ -1025,6 +1071,7 @@ impl Transaction {
         Ok(CommitInfo {
             writes: 0,
             validated: reads.len(),
+            root_locks: 0,
         })
     }
 }

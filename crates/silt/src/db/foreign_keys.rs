@@ -6,6 +6,7 @@ use super::Database;
 use super::catalog::Catalog;
 use crate::dataset::Dataset;
 use crate::dataset::links::Links;
+use crate::dataset::matview::ViewLink;
 use crate::error::{Error, Result};
 use crate::index::IndexDef;
 use crate::schema::{DatasetDef, ForeignKeyDef};
@@ -118,9 +119,29 @@ pub(super) fn referencing(cat: &Catalog, name: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Install every dataset's links from the catalog's definitions.
+/// Install every dataset's links from the catalog's definitions: foreign
+/// keys both ways, hierarchies, and the materialized views each dataset is
+/// part of (`dataset::matview`).
 pub(super) fn install(datasets: &BTreeMap<String, Arc<Dataset>>) {
     let weak = |n: &str| datasets.get(n).map(Arc::downgrade);
+    let mut views: BTreeMap<String, Vec<Arc<ViewLink>>> = BTreeMap::new();
+    for view in datasets.values() {
+        let vdef = view.def();
+        let Some(m) = &vdef.materialized else {
+            continue;
+        };
+        let Some(link) = view_link(datasets, view, m) else {
+            continue;
+        };
+        for (at, r) in m.relations.iter().enumerate() {
+            let mut l = link.clone();
+            l.at = at;
+            views
+                .entry(r.clone())
+                .or_default()
+                .push(Arc::new(l.build()));
+        }
+    }
     for (name, ds) in datasets {
         let def = ds.def();
         let parents = def
@@ -138,12 +159,90 @@ pub(super) fn install(datasets: &BTreeMap<String, Arc<Dataset>>) {
                 }
             }
         }
-        ds.set_links(Some(Arc::new(Links::new(
-            Arc::downgrade(ds),
-            parents,
-            children,
-        ))));
+        let root = def
+            .hierarchy
+            .as_ref()
+            .and_then(|path| hierarchy_path(datasets, ds, path));
+        ds.set_links(Some(Arc::new(
+            Links::new(Arc::downgrade(ds), parents, children).with_hierarchy(
+                root,
+                views.remove(name).unwrap_or_default(),
+                def.materialized.is_some(),
+            ),
+        )));
     }
+}
+
+/// The foreign keys named `path` from `ds` up, each with the dataset it
+/// references (`None` when one is missing).
+pub(super) fn hierarchy_path(
+    datasets: &BTreeMap<String, Arc<Dataset>>,
+    ds: &Arc<Dataset>,
+    path: &[String],
+) -> Option<Vec<(ForeignKeyDef, std::sync::Weak<Dataset>)>> {
+    let mut here = ds.clone();
+    let mut out = Vec::with_capacity(path.len());
+    for name in path {
+        let fk = here.def().foreign_key(name)?.clone();
+        let parent = datasets.get(&fk.parent)?.clone();
+        out.push((fk, Arc::downgrade(&parent)));
+        here = parent;
+    }
+    Some(out)
+}
+
+/// A view's chain, resolved (its position left for the caller).
+#[derive(Clone)]
+struct ViewChain {
+    view: std::sync::Weak<Dataset>,
+    def: crate::schema::MaterializedDef,
+    chain: Vec<std::sync::Weak<Dataset>>,
+    keys: Vec<(ForeignKeyDef, String)>,
+    at: usize,
+}
+
+impl ViewChain {
+    fn build(self) -> ViewLink {
+        ViewLink::new(self.view, self.def, self.chain, self.keys, self.at)
+    }
+}
+
+fn view_link(
+    datasets: &BTreeMap<String, Arc<Dataset>>,
+    view: &Arc<Dataset>,
+    m: &crate::schema::MaterializedDef,
+) -> Option<ViewChain> {
+    let mut chain = Vec::with_capacity(m.relations.len());
+    let mut keys = Vec::with_capacity(m.keys.len());
+    for (i, r) in m.relations.iter().enumerate() {
+        let ds = datasets.get(r)?;
+        chain.push(Arc::downgrade(ds));
+        if i > 0 {
+            let fk = ds.def().foreign_key(m.keys.get(i - 1)?)?.clone();
+            let index = lookup_index(&ds.index_defs(), &fk)?.name.clone();
+            keys.push((fk, index));
+        }
+    }
+    Some(ViewChain {
+        view: Arc::downgrade(view),
+        def: m.clone(),
+        chain,
+        keys,
+        at: 0,
+    })
+}
+
+/// The resolved view link of materialized view `view` at position `at`
+/// (for building it).
+pub(super) fn view_link_at(
+    datasets: &BTreeMap<String, Arc<Dataset>>,
+    view: &Arc<Dataset>,
+    m: &crate::schema::MaterializedDef,
+    at: usize,
+) -> Option<ViewLink> {
+    let mut l = view_link(datasets, view, m)?;
+    l.at = at;
+    Some(l.build())
 }
 
 impl Database {

@@ -12,6 +12,7 @@ mod alter;
 mod catalog;
 mod checkpoint;
 mod foreign_keys;
+mod matviews;
 mod recovery;
 pub mod roles;
 mod sequences;
@@ -361,6 +362,18 @@ impl Database {
                 action: "drop table".to_owned(),
                 name: name.to_owned(),
                 dependents: readers,
+            });
+        }
+        let made_of: Vec<String> = self
+            .views_of(name)
+            .into_iter()
+            .filter(|v| v != name)
+            .collect();
+        if !made_of.is_empty() {
+            return Err(Error::Dependents {
+                action: "drop table".to_owned(),
+                name: name.to_owned(),
+                dependents: made_of,
             });
         }
         let referencing = foreign_keys::referencing(&cat, name);
