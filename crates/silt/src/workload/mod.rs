@@ -5,9 +5,14 @@
 //!   creation times advance ~35 per second.
 //! - [`geotagged`]: the publish/subscribe operations of seed 001 §4.7:
 //!   geotagged subscriptions and publications under a logical clock.
+//! - [`tpcw`]: the TPC-W tables, data and database statements as the
+//!   Synergy evaluation of seed 004 §4.8.4 uses them (10 orders per
+//!   customer).
 
 /// The pub/sub operations of seed 001 §4.7.
 pub mod geotagged;
+/// The TPC-W schema, data and statements of seed 004 §4.8.4.
+pub mod tpcw;
 /// The LevelDB++ tweet workload.
 pub mod tweets;
 
