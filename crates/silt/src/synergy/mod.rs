@@ -9,8 +9,8 @@
 //! rewritten over them, and view indexes are added where a query filters on
 //! an attribute no index of its view leads with.
 //!
-//! This is the pure algorithmic part, §4.4 and §4.5: plain data in, plain
-//! data out, nothing stored.
+//! The algorithms of §4.4 and §4.5 are plain data in, plain data out;
+//! [`design`] connects them to a database.
 //!
 //! - [`model`]: the input (relations, foreign keys, join conditions,
 //!   queries), its checks ([`Schema`], [`SynergyError`]) and the edge
@@ -20,7 +20,12 @@
 //!   tie rule.
 //! - [`selection`]: view selection for a query by marking (§4.5.1), the
 //!   rewrite (§4.5.2), and the view-index recommendation (§4.5.3).
+//! - [`design`]: the design of a database (its catalog's foreign keys, the
+//!   designer's roots, a workload) and its installation: hierarchies and
+//!   materialized views kept by the writing transactions
+//!   (`dataset::matview`).
 
+pub mod design;
 pub mod graph;
 pub mod model;
 pub mod selection;
