@@ -419,8 +419,15 @@ pub fn check_parsed(who: &Role, parsed: &Parsed) -> Result<(), SqlError> {
             let t = name_of(&ci.table_name)?;
             need(who, &t, DDL, "create an index on")
         }
-        Parsed::DropTables { names, .. } | Parsed::DropViews { names, .. } => {
+        Parsed::DropTables { names, .. }
+        | Parsed::DropViews { names, .. }
+        | Parsed::DropMaterialized { names, .. } => {
             names.iter().try_for_each(|t| need(who, t, DDL, "drop"))
+        }
+        // It copies the tables it joins: reading them all is needed too.
+        Parsed::CreateMaterialized(_) => {
+            need(who, ALL_DATASETS, DDL, "create a materialized view like")?;
+            need(who, ALL_DATASETS, READ, "read into a materialized view")
         }
         Parsed::DropIndex { table, .. } => match table {
             Some(t) => need(who, t, DDL, "drop an index of"),

@@ -177,6 +177,13 @@ pub enum Parsed {
     Alter(Box<crate::alter::AlterStmt>),
     /// `TRUNCATE [TABLE] a, b`
     Truncate(Vec<String>),
+    /// `CREATE MATERIALIZED VIEW v AS SELECT ... JOIN ...` (`crate::matview`).
+    CreateMaterialized(Box<datafusion::sql::sqlparser::ast::CreateView>),
+    /// `DROP MATERIALIZED VIEW [IF EXISTS] a, b`
+    DropMaterialized {
+        names: Vec<String>,
+        if_exists: bool,
+    },
     /// `DROP VIEW [IF EXISTS] a, b [CASCADE]`
     DropViews {
         names: Vec<String>,
@@ -364,6 +371,18 @@ pub fn parse(seg: &Segment) -> Result<Parsed, SqlError> {
         Statement::Savepoint { name } => Ok(Parsed::Savepoint(ident(&name))),
         Statement::ReleaseSavepoint { name } => Ok(Parsed::Release(ident(&name))),
         Statement::CreateTable(ct) => Ok(Parsed::CreateTable(Box::new(ct))),
+        Statement::CreateView(cv) if cv.materialized => {
+            Ok(Parsed::CreateMaterialized(Box::new(cv)))
+        }
+        Statement::Drop {
+            object_type: ObjectType::MaterializedView,
+            if_exists,
+            names,
+            ..
+        } => Ok(Parsed::DropMaterialized {
+            names: names.iter().map(object_name).collect::<Result<_, _>>()?,
+            if_exists,
+        }),
         Statement::CreateSequence {
             temporary,
             if_not_exists,

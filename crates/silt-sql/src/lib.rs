@@ -65,6 +65,7 @@ pub mod geom;
 pub mod identity;
 pub mod insert;
 pub mod json;
+pub mod matview;
 mod meta_count;
 pub mod pg_catalog;
 pub mod pg_forms;
@@ -1324,6 +1325,41 @@ impl SqlEngine {
             }
             Parsed::Truncate(names) => {
                 self.truncate(names, session, ctl).await?;
+                Ok(Output::Batches(vec![]))
+            }
+            Parsed::CreateMaterialized(cv) => {
+                let (name, def) = matview::definition(&self.db, &cv)?;
+                if cv.if_not_exists && self.db.dataset_names().contains(&name) {
+                    return Ok(Output::Batches(vec![]));
+                }
+                let db = self.db.clone();
+                let made = name.clone();
+                ddl::blocking(move || {
+                    db.create_materialized_view(&made, def)
+                        .map(drop)
+                        .map_err(SqlError::from)
+                })
+                .await?;
+                access::owner_grants(&self.db, who.as_ref(), &name)?;
+                Ok(Output::Batches(vec![]))
+            }
+            Parsed::DropMaterialized { names, if_exists } => {
+                for n in names {
+                    match self.db.dataset(&n) {
+                        Ok(ds) if ds.def().materialized.is_some() => {
+                            let db = self.db.clone();
+                            ddl::blocking(move || db.drop_dataset(&n).map_err(SqlError::from))
+                                .await?;
+                        }
+                        Ok(_) => {
+                            return Err(SqlError::Invalid(format!(
+                                "\"{n}\" is not a materialized view; DROP TABLE drops a table"
+                            )));
+                        }
+                        Err(silt::Error::NoSuchDataset(_)) if if_exists => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
                 Ok(Output::Batches(vec![]))
             }
             Parsed::DropViews {
