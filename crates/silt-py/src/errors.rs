@@ -212,22 +212,13 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
         E::ForeignKeyMissing {
             dataset,
             constraint,
-            parent,
+            parent: other,
             ..
-        } => make_error(
-            py,
-            "ForeignKeyError",
-            &msg,
-            &[
-                ("dataset", text(py, dataset)),
-                ("constraint", text(py, constraint)),
-                ("other", text(py, parent)),
-            ],
-        ),
-        E::ForeignKeyReferenced {
+        }
+        | E::ForeignKeyReferenced {
             dataset,
             constraint,
-            child,
+            child: other,
             ..
         } => make_error(
             py,
@@ -236,7 +227,7 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
             &[
                 ("dataset", text(py, dataset)),
                 ("constraint", text(py, constraint)),
-                ("other", text(py, child)),
+                ("other", text(py, other)),
             ],
         ),
         E::Referenced { .. } => make_error(py, "ConfigError", &msg, &[]),

@@ -46,8 +46,8 @@ pub(crate) struct Links {
     /// Its hierarchy's foreign keys up to the root, each with the dataset
     /// it references (empty: a root; `None`: in no hierarchy).
     pub(super) root: Option<Vec<(ForeignKeyDef, Weak<Dataset>)>>,
-    /// The materialized views it is part of (`matview`).
-    pub(super) views: Vec<Arc<super::matview::ViewLink>>,
+    /// The materialized views it is part of (`super::matview`).
+    pub(super) views: Vec<Arc<ViewLink>>,
     /// It is a materialized view: only the commits of its relations write it.
     pub(super) is_view: bool,
 }
@@ -72,7 +72,7 @@ impl Links {
     pub(crate) fn with_hierarchy(
         mut self,
         root: Option<Vec<(ForeignKeyDef, Weak<Dataset>)>>,
-        views: Vec<Arc<super::matview::ViewLink>>,
+        views: Vec<Arc<ViewLink>>,
         is_view: bool,
     ) -> Links {
         self.root = root;
@@ -87,6 +87,37 @@ impl Links {
             && self.root.is_none()
             && self.views.is_empty()
             && !self.is_view
+    }
+}
+
+/// A view a dataset is part of.
+pub(crate) struct ViewLink {
+    pub(super) view: Weak<Dataset>,
+    pub(super) def: crate::schema::MaterializedDef,
+    /// The chain's datasets, top first.
+    pub(super) chain: Vec<Weak<Dataset>>,
+    /// The chain's foreign keys: `keys[i]` of `chain[i + 1]` on `chain[i]`,
+    /// with the name of its lookup index.
+    pub(super) keys: Vec<(crate::schema::ForeignKeyDef, String)>,
+    /// Where the dataset is in the chain.
+    pub(super) at: usize,
+}
+
+impl ViewLink {
+    pub(crate) fn new(
+        view: Weak<Dataset>,
+        def: crate::schema::MaterializedDef,
+        chain: Vec<Weak<Dataset>>,
+        keys: Vec<(crate::schema::ForeignKeyDef, String)>,
+        at: usize,
+    ) -> ViewLink {
+        ViewLink {
+            view,
+            def,
+            chain,
+            keys,
+            at,
+        }
     }
 }
 
@@ -226,14 +257,9 @@ impl Dataset {
         let mut checked: HashSet<Vec<u8>> = HashSet::new();
         while let Some((_, bytes)) = scan.next_raw()? {
             let rec = value::decode_value(&bytes)?;
-            let values: Vec<Value> = fk
-                .fields
-                .iter()
-                .map(|f| rec.get(f).cloned().unwrap_or(Value::Null))
-                .collect();
-            if values.iter().any(Value::is_null) {
+            let Some(values) = key_values(fk, &rec) else {
                 continue;
-            }
+            };
             let key = parent.encode_pk(&values)?;
             if checked.contains(&key) {
                 continue;
@@ -353,6 +379,15 @@ pub(super) fn plan<'a>(
     Ok(out)
 }
 
+/// The values of `fk`'s fields in `rec`; `None` when one is null or
+/// absent (`MATCH SIMPLE`: the record then references nothing).
+pub(super) fn key_values(fk: &ForeignKeyDef, rec: &Value) -> Option<Vec<Value>> {
+    fk.fields
+        .iter()
+        .map(|f| rec.get(f).filter(|v| !v.is_null()).cloned())
+        .collect()
+}
+
 /// The parent a record names through `fk`: (parent, the key's values,
 /// the parent's encoded key); `None` when a field is null or absent, or
 /// the parent is gone.
@@ -361,14 +396,9 @@ fn referenced(
     parent: &Weak<Dataset>,
     rec: &Value,
 ) -> Result<Option<Referenced>> {
-    let values: Vec<Value> = fk
-        .fields
-        .iter()
-        .map(|f| rec.get(f).cloned().unwrap_or(Value::Null))
-        .collect();
-    if values.iter().any(Value::is_null) {
+    let Some(values) = key_values(fk, rec) else {
         return Ok(None);
-    }
+    };
     let Some(parent) = parent.upgrade() else {
         return Ok(None);
     };

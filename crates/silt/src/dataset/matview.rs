@@ -28,7 +28,7 @@
 //! read committed see them in flight. The paper marks dirty view rows and
 //! re-scans instead.
 
-use super::links::LinkPlan;
+use super::links::{LinkPlan, ViewLink};
 use super::*;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Weak;
@@ -42,37 +42,6 @@ pub(super) trait TxnView {
     fn written_in(&self, id: u32) -> Vec<(&[u8], Option<&[u8]>)>;
     /// Every write: (dataset id, key).
     fn all(&self) -> Vec<(u32, &[u8])>;
-}
-
-/// A view a dataset is part of.
-pub(crate) struct ViewLink {
-    pub(super) view: Weak<Dataset>,
-    pub(super) def: crate::schema::MaterializedDef,
-    /// The chain's datasets, top first.
-    pub(super) chain: Vec<Weak<Dataset>>,
-    /// The chain's foreign keys: `keys[i]` of `chain[i + 1]` on `chain[i]`,
-    /// with the name of its lookup index.
-    pub(super) keys: Vec<(crate::schema::ForeignKeyDef, String)>,
-    /// Where the dataset is in the chain.
-    pub(super) at: usize,
-}
-
-impl ViewLink {
-    pub(crate) fn new(
-        view: Weak<Dataset>,
-        def: crate::schema::MaterializedDef,
-        chain: Vec<Weak<Dataset>>,
-        keys: Vec<(crate::schema::ForeignKeyDef, String)>,
-        at: usize,
-    ) -> ViewLink {
-        ViewLink {
-            view,
-            def,
-            chain,
-            keys,
-            at,
-        }
-    }
 }
 
 /// Reads of the state a transaction leaves: its writes, its cascaded
@@ -112,15 +81,10 @@ fn parent_key(
     parent: &Dataset,
     rec: &Value,
 ) -> Result<Option<Vec<u8>>> {
-    let values: Vec<Value> = fk
-        .fields
-        .iter()
-        .map(|f| rec.get(f).cloned().unwrap_or(Value::Null))
-        .collect();
-    if values.iter().any(Value::is_null) {
-        return Ok(None);
+    match super::links::key_values(fk, rec) {
+        Some(values) => parent.encode_pk(&values).map(Some),
+        None => Ok(None),
     }
-    parent.encode_pk(&values).map(Some)
 }
 
 /// The lock name of the record at the top of `path` (the foreign keys up

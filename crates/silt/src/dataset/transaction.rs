@@ -924,34 +924,48 @@ impl Transaction {
         let mut roots = 0;
         if linked {
             let state = |id: u32, k: &[u8]| txn_state(writes, id, k);
-            let plan =
-                links::plan(link_writes(writes, datasets), &state, true).and_then(|mut p| {
-                    matview::plan_views(&mut p, datasets, writes, true)?;
-                    Ok(p)
-                });
-            let plan = match plan {
-                Ok(p) => p,
-                Err(e) => {
+            let mut held: std::collections::HashSet<u64> = names.iter().copied().collect();
+            // Made again under the locks until it needs no lock not held.
+            // A key it needs beyond them is tried without waiting (holding
+            // locks, nothing may wait): under a held root, the children
+            // found since the first plan are settled and uncontended, so
+            // a root's writer is not starved by writers of new children.
+            let plan = loop {
+                let plan =
+                    links::plan(link_writes(writes, datasets), &state, true).and_then(|mut p| {
+                        matview::plan_views(&mut p, datasets, writes, true)?;
+                        Ok(p)
+                    });
+                let plan = match plan {
+                    Ok(p) => p,
+                    Err(e) => {
+                        ctx.locks.release_all(txn);
+                        return Err(e);
+                    }
+                };
+                let enlist: Vec<Arc<Dataset>> = plan
+                    .cascade
+                    .iter()
+                    .map(|(d, _)| d)
+                    .chain(plan.views.iter().map(|(d, ..)| d))
+                    .filter(|d| !datasets.contains_key(&d.id))
+                    .cloned()
+                    .collect();
+                if plan.covered_by(&held) && enlist.is_empty() {
+                    break plan;
+                }
+                let took = enlist.is_empty()
+                    && plan.names.iter().all(|&n| {
+                        held.contains(&n) || (ctx.locks.try_lock_x(txn, n) && held.insert(n))
+                    });
+                if !took {
                     ctx.locks.release_all(txn);
-                    return Err(e);
+                    return Ok(Attempt::Again {
+                        enlist,
+                        names: plan.names,
+                    });
                 }
             };
-            let held: std::collections::HashSet<u64> = names.iter().copied().collect();
-            let enlist: Vec<Arc<Dataset>> = plan
-                .cascade
-                .iter()
-                .map(|(d, _)| d)
-                .chain(plan.views.iter().map(|(d, ..)| d))
-                .filter(|d| !datasets.contains_key(&d.id))
-                .cloned()
-                .collect();
-            if !plan.covered_by(&held) || !enlist.is_empty() {
-                ctx.locks.release_all(txn);
-                return Ok(Attempt::Again {
-                    enlist,
-                    names: plan.names,
-                });
-            }
             if let Err(e) = plan.verify(&state) {
                 ctx.locks.release_all(txn);
                 return Err(e);

@@ -5,8 +5,7 @@
 use super::Database;
 use super::catalog::Catalog;
 use crate::dataset::Dataset;
-use crate::dataset::links::Links;
-use crate::dataset::matview::ViewLink;
+use crate::dataset::links::{Links, ViewLink};
 use crate::error::{Error, Result};
 use crate::index::IndexDef;
 use crate::schema::{DatasetDef, ForeignKeyDef};

@@ -528,3 +528,97 @@ fn tpcw_design_installs_hierarchies_and_views() {
         assert_eq!(records(&db, v).len(), records(&db, last).len(), "{v}");
     }
 }
+
+/// A long transaction renames customer 1 and then fails at its commit
+/// (two of its records take one unique value, checked once all is
+/// applied), so its rename is applied and undone, while another thread
+/// keeps adding lines under customer 1, whose view rows read the customer.
+/// The failing commit is not starved by the stream of new children (its
+/// plan, made again under its locks, takes the keys of children that came
+/// meanwhile without waiting: it used to give up after 16 tries), and no
+/// view row ever shows the name that was undone.
+#[test]
+fn a_root_lock_keeps_undone_ancestors_out_of_views() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(
+        Database::open(
+            dir.path(),
+            DbOptions {
+                durability: Durability::None,
+                block_cache_bytes: 4 << 20,
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+    );
+    schema(&db);
+    views(&db);
+    let tags = db
+        .create_dataset(
+            DatasetDef::new("tags", &["id"])
+                .field("id", FieldType::Int)
+                .field("v", FieldType::Int),
+        )
+        .unwrap();
+    let mut unique = silt::IndexDef::btree("tags_v", &["v"]);
+    unique.options.unique = true;
+    db.create_index("tags", unique).unwrap();
+    let (c, o, l) = (
+        db.dataset("customer").unwrap(),
+        db.dataset("orders").unwrap(),
+        db.dataset("order_line").unwrap(),
+    );
+    c.insert(customer(1, "ann")).unwrap();
+    c.insert(customer(2, "bob")).unwrap();
+    o.insert(order(1, 1, 0)).unwrap();
+    o.insert(order(2, 2, 0)).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let adder = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let l = db.dataset("order_line").unwrap();
+            let mut n = 1_000_000i64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                l.insert(line(n, 1, 1)).unwrap();
+            }
+            n - 1_000_000
+        })
+    };
+    let tag = |id: i64| {
+        Value::Object(vec![
+            ("id".into(), Value::Int(id)),
+            ("v".into(), Value::Int(7)),
+        ])
+    };
+    let mut failed = 0;
+    for round in 0..3i64 {
+        let mut tx = db.begin().unwrap();
+        tx.upsert(&c, customer(1, "undone")).unwrap();
+        for i in 0..5_000 {
+            tx.insert(&l, line(round * 100_000 + i, 2, 1)).unwrap();
+        }
+        tx.insert(&tags, tag(2 * round)).unwrap();
+        tx.insert(&tags, tag(2 * round + 1)).unwrap();
+        match tx.commit() {
+            Err(Error::DuplicateValue { .. }) => failed += 1,
+            // The lines under customer 1 kept coming faster than the
+            // commit could take its locks: nothing was applied.
+            Err(Error::Txn(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let added = adder.join().unwrap();
+    assert!(
+        failed > 0 && added > 0,
+        "{failed} failed commits, {added} lines added"
+    );
+    assert!(
+        records(&db, "customer_orders_lines")
+            .iter()
+            .all(|r| text(r, "name") != "undone"),
+        "a view row kept a name that was undone"
+    );
+    check_views(&db).unwrap();
+}
