@@ -164,3 +164,34 @@ pub fn definition(fk: &ForeignKeyDef, parent_key: &[String]) -> String {
         q(parent_key)
     )
 }
+
+/// The order to drop `names` in: a table after every other table of the
+/// statement that references it (PostgreSQL drops a set of tables in any
+/// order it is given).
+pub fn drop_order(db: &Database, names: Vec<String>) -> Vec<String> {
+    let mut left = names;
+    let mut out = Vec::with_capacity(left.len());
+    while !left.is_empty() {
+        let free = left
+            .iter()
+            .position(|n| {
+                !db.referencing_foreign_keys(n)
+                    .iter()
+                    .any(|(_, t)| t != n && left.contains(t))
+            })
+            .unwrap_or(0);
+        out.push(left.remove(free));
+    }
+    out
+}
+
+/// `DROP TABLE name CASCADE`: drop the foreign keys of other tables (not
+/// among `dropping`) that reference `name`.
+pub fn drop_referencing(db: &Database, name: &str, dropping: &[String]) -> Result<(), SqlError> {
+    for (c, t) in db.referencing_foreign_keys(name) {
+        if !dropping.contains(&t) {
+            db.drop_foreign_key(&t, &c)?;
+        }
+    }
+    Ok(())
+}

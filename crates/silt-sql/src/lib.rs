@@ -1328,38 +1328,13 @@ impl SqlEngine {
                 Ok(Output::Batches(vec![]))
             }
             Parsed::CreateMaterialized(cv) => {
-                let (name, def) = matview::definition(&self.db, &cv)?;
-                if cv.if_not_exists && self.db.dataset_names().contains(&name) {
-                    return Ok(Output::Batches(vec![]));
+                if let Some(name) = matview::create(&self.db, &cv).await? {
+                    access::owner_grants(&self.db, who.as_ref(), &name)?;
                 }
-                let db = self.db.clone();
-                let made = name.clone();
-                ddl::blocking(move || {
-                    db.create_materialized_view(&made, def)
-                        .map(drop)
-                        .map_err(SqlError::from)
-                })
-                .await?;
-                access::owner_grants(&self.db, who.as_ref(), &name)?;
                 Ok(Output::Batches(vec![]))
             }
             Parsed::DropMaterialized { names, if_exists } => {
-                for n in names {
-                    match self.db.dataset(&n) {
-                        Ok(ds) if ds.def().materialized.is_some() => {
-                            let db = self.db.clone();
-                            ddl::blocking(move || db.drop_dataset(&n).map_err(SqlError::from))
-                                .await?;
-                        }
-                        Ok(_) => {
-                            return Err(SqlError::Invalid(format!(
-                                "\"{n}\" is not a materialized view; DROP TABLE drops a table"
-                            )));
-                        }
-                        Err(silt::Error::NoSuchDataset(_)) if if_exists => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
+                matview::drop_views(&self.db, names, if_exists).await?;
                 Ok(Output::Batches(vec![]))
             }
             Parsed::DropViews {
@@ -1386,35 +1361,14 @@ impl SqlEngine {
                         return Err(silt::Error::NoSuchDataset(n.clone()).into());
                     }
                 }
-                // A table goes after every other table of the statement
-                // that references it (PostgreSQL drops a set of tables in
-                // any order it is given).
                 let dropping = names.clone();
-                let mut left = names;
-                let mut names = Vec::with_capacity(left.len());
-                while !left.is_empty() {
-                    let free = left
-                        .iter()
-                        .position(|n| {
-                            !self
-                                .db
-                                .referencing_foreign_keys(n)
-                                .iter()
-                                .any(|(_, t)| t != n && left.contains(t))
-                        })
-                        .unwrap_or(0);
-                    names.push(left.remove(free));
-                }
+                let names = foreign_keys::drop_order(&self.db, names);
                 for n in names {
                     if existing.contains(&n) {
                         if cascade {
                             let readers = self.db.views_reading(&n);
                             self.drop_views(readers, true, true).await?;
-                            for (c, t) in self.db.referencing_foreign_keys(&n) {
-                                if !dropping.contains(&t) {
-                                    self.db.drop_foreign_key(&t, &c)?;
-                                }
-                            }
+                            foreign_keys::drop_referencing(&self.db, &n, &dropping)?;
                         }
                         let db = self.db.clone();
                         ddl::blocking(move || db.drop_dataset(&n).map_err(SqlError::from)).await?;

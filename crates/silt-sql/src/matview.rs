@@ -266,3 +266,47 @@ pub fn definition(db: &Database, cv: &CreateView) -> Result<(String, Materialize
         },
     ))
 }
+
+/// Run `CREATE MATERIALIZED VIEW` (nothing when `IF NOT EXISTS` finds it);
+/// the name of the view made.
+pub(crate) async fn create(
+    db: &std::sync::Arc<Database>,
+    cv: &CreateView,
+) -> Result<Option<String>, SqlError> {
+    let (name, def) = definition(db, cv)?;
+    if cv.if_not_exists && db.dataset_names().contains(&name) {
+        return Ok(None);
+    }
+    let (db, made) = (db.clone(), name.clone());
+    crate::ddl::blocking(move || {
+        db.create_materialized_view(&made, def)
+            .map(|_| ())
+            .map_err(SqlError::from)
+    })
+    .await?;
+    Ok(Some(name))
+}
+
+/// Run `DROP MATERIALIZED VIEW [IF EXISTS] names`.
+pub(crate) async fn drop_views(
+    db: &std::sync::Arc<Database>,
+    names: Vec<String>,
+    if_exists: bool,
+) -> Result<(), SqlError> {
+    for n in names {
+        match db.dataset(&n) {
+            Ok(ds) if ds.def().materialized.is_some() => {
+                let db = db.clone();
+                crate::ddl::blocking(move || db.drop_dataset(&n).map_err(SqlError::from)).await?;
+            }
+            Ok(_) => {
+                return Err(SqlError::Invalid(format!(
+                    "\"{n}\" is not a materialized view; DROP TABLE drops a table"
+                )));
+            }
+            Err(silt::Error::NoSuchDataset(_)) if if_exists => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
