@@ -33,6 +33,8 @@ pub mod spatial_rtree;
 pub mod sql_ordinary;
 #[cfg(feature = "sql")]
 pub mod sql_path;
+#[cfg(feature = "sql")]
+pub mod synergy;
 pub mod txn_commit;
 
 use std::{cell::RefCell, collections::BTreeSet, fmt, path::PathBuf};
@@ -155,6 +157,8 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(pg_copy::PgCopy),
         #[cfg(feature = "sql")]
         Box::new(sql_ordinary::SqlOrdinary),
+        #[cfg(feature = "sql")]
+        Box::new(synergy::Synergy),
     ]
 }
 
@@ -183,6 +187,7 @@ pub const GATED: &[(&str, &str)] = &[
     ("sql-path", "sql"),
     ("pg-copy", "sql"),
     ("sql-ordinary", "sql"),
+    ("synergy", "sql"),
 ];
 
 /// The feature a workload this build lacks would need, if that is why it is missing.

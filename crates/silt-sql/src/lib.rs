@@ -20,7 +20,8 @@
 //!   [`table`]); `EXPLAIN` shows the access path of each `SiltScan`.
 //! - `ST_*` functions and `ft_contains` are registered ([`udf`]); kNN
 //!   (`ORDER BY ST_Distance(..) LIMIT k`) and spatial joins use the R-tree
-//!   ([`rules`]).
+//!   ([`rules`]); joins that a materialized view holds read the view
+//!   ([`view_rewrite`]).
 //! - DDL and DML: `CREATE TABLE` (`PRIMARY KEY` and `NOT NULL` are kept
 //!   and enforced; other constraints and defaults are refused),
 //!   `CREATE INDEX ... USING kind`, `DROP TABLE`, `DROP INDEX`, `COMPACT t`
@@ -76,6 +77,7 @@ pub mod pubsub;
 mod returning;
 pub mod rules;
 pub mod scan;
+mod schemas;
 pub mod scram;
 pub mod sequence_ddl;
 pub mod sequences;
@@ -86,16 +88,15 @@ pub mod target;
 pub mod template;
 mod truncate;
 pub mod udf;
+pub mod view_rewrite;
 mod views;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::Schema;
-use datafusion::catalog::{SchemaProvider, TableProvider};
-use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::catalog::TableProvider;
 use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
@@ -151,100 +152,6 @@ impl std::fmt::Debug for SqlEngine {
     }
 }
 
-/// The default schema: the database's datasets, plus whatever else is
-/// registered (views, in-memory tables).
-struct SiltSchema {
-    db: Arc<Database>,
-    extra: RwLock<HashMap<String, Arc<dyn TableProvider>>>,
-    /// Recorded views that did not plan at open.
-    broken: views::Broken,
-    /// Where unqualified names it does not have resolve next, as
-    /// PostgreSQL searches `pg_catalog`.
-    pg: Arc<pg_catalog::PgCatalogSchema>,
-}
-
-impl std::fmt::Debug for SiltSchema {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SiltSchema({})", self.db.path().display())
-    }
-}
-
-#[async_trait]
-impl SchemaProvider for SiltSchema {
-    fn table_names(&self) -> Vec<String> {
-        let mut v = self.db.dataset_names();
-        v.extend(self.extra.read().keys().cloned());
-        v
-    }
-
-    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        if let Some(t) = self.extra.read().get(name) {
-            return Ok(Some(t.clone()));
-        }
-        if let Some(why) = self.broken.read().get(name) {
-            return Err(views::broken_error(name, why));
-        }
-        match self.db.dataset(name) {
-            Ok(ds) => Ok(Some(Arc::new(SiltTable::new(ds)))),
-            Err(silt::Error::NoSuchDataset(_)) => self.pg.relation(name),
-            Err(e) => Err(error::silt_err(e)),
-        }
-    }
-
-    fn register_table(
-        &self,
-        name: String,
-        table: Arc<dyn TableProvider>,
-    ) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        if self.db.dataset_names().contains(&name) {
-            return Err(DataFusionError::Plan(format!(
-                "a Silt dataset named `{name}` exists; choose another name"
-            )));
-        }
-        Ok(self.extra.write().insert(name, table))
-    }
-
-    fn deregister_table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        Ok(self.extra.write().remove(name))
-    }
-
-    fn table_exist(&self, name: &str) -> bool {
-        self.extra.read().contains_key(name) || self.db.dataset_names().iter().any(|n| n == name)
-    }
-}
-
-/// The document view (`documents.<table>`): each dataset with its
-/// undeclared fields as one JSON column ([`SiltTable::documents`]).
-struct DocumentsSchema {
-    db: Arc<Database>,
-}
-
-impl std::fmt::Debug for DocumentsSchema {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DocumentsSchema({})", self.db.path().display())
-    }
-}
-
-#[async_trait]
-impl SchemaProvider for DocumentsSchema {
-    fn table_names(&self) -> Vec<String> {
-        self.db.dataset_names()
-    }
-
-    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        match self.db.dataset(name) {
-            Ok(ds) => Ok(Some(Arc::new(SiltTable::documents(ds)))),
-            Err(silt::Error::NoSuchDataset(_)) => Ok(None),
-            Err(e) => Err(error::silt_err(e)),
-        }
-    }
-
-    fn table_exist(&self, name: &str) -> bool {
-        self.db.dataset_names().iter().any(|n| n == name)
-    }
-}
-
-/// The result of one statement before it is collected.
 /// The results of a script of statements: each one's before the last,
 /// collected, and the last one's as a stream.
 pub struct Script {
@@ -292,6 +199,7 @@ impl SqlEngine {
         // Sessions run in UTC: `now()` and `TIMESTAMPTZ` are instants there,
         // as `timestamptz` columns are.
         config.options_mut().execution.time_zone = Some(convert::UTC.to_owned());
+        config = config.with_option_extension(view_rewrite::SiltOptions::default());
         let columns = Arc::new(column_cache::ColumnCache::new(column_cache::DEFAULT_BYTES));
         config.set_extension(columns.clone());
         let pool = Arc::new(bounds::ServerPool::new(0));
@@ -305,6 +213,7 @@ impl SqlEngine {
             .with_type_planner(Arc::new(json::JsonTypes))
             .with_optimizer_rule(Arc::new(rules::KnnRule))
             .with_optimizer_rule(Arc::new(rules::SpatialJoinRule))
+            .with_optimizer_rule(Arc::new(view_rewrite::ViewRule::new(db.clone())))
             .with_query_planner(Arc::new(rules::SiltQueryPlanner))
             .build();
         datafusion::execution::FunctionRegistry::register_expr_planner(
@@ -344,7 +253,7 @@ impl SqlEngine {
             vec![("pg_stat_progress_copy".to_owned(), progress)],
         ));
         let broken = views::Broken::default();
-        let schema = Arc::new(SiltSchema {
+        let schema = Arc::new(schemas::SiltSchema {
             db: db.clone(),
             extra: RwLock::new(HashMap::new()),
             broken: broken.clone(),
@@ -353,7 +262,7 @@ impl SqlEngine {
         catalog.register_schema("public", schema)?;
         catalog.register_schema(
             convert::DOCUMENTS_SCHEMA,
-            Arc::new(DocumentsSchema { db: db.clone() }),
+            Arc::new(schemas::DocumentsSchema { db: db.clone() }),
         )?;
         catalog.register_schema("pg_catalog", pg)?;
         // Weak: the catalog list holds this schema.

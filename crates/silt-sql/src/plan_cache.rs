@@ -373,7 +373,8 @@ pub fn bind(plan: &LogicalPlan, values: &[ScalarValue]) -> Option<LogicalPlan> {
         return Some(plan.clone());
     }
     let params = ParamValues::List(values.iter().cloned().map(Into::into).collect());
-    let bound = plan.clone().replace_params_with_values(&params).ok()?;
+    let plan = crate::view_rewrite::map_kept_joins(plan.clone(), &|j| bind(j, values))?;
+    let bound = plan.replace_params_with_values(&params).ok()?;
     let mut ok = true;
     let bound = bound
         .transform_up(|p| {

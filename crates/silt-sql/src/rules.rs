@@ -518,8 +518,10 @@ impl QueryPlanner for SiltQueryPlanner {
         logical_plan: &LogicalPlan,
         session_state: &dyn Session,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let planner =
-            DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(SiltExtensionPlanner)]);
+        let planner = DefaultPhysicalPlanner::with_extension_planners(vec![
+            Arc::new(SiltExtensionPlanner),
+            Arc::new(crate::view_rewrite::ViewJoinPlanner),
+        ]);
         // A kNN scan's order is the answer's order (its sort is gone, see
         // `KnnRule`): one partition, so that no repartition reorders it.
         if session_state.config().target_partitions() > 1 && has_knn(logical_plan) {

@@ -76,6 +76,15 @@ impl TxnSlot {
         }
     }
 
+    /// Whether the transaction has writes of any of these datasets (by
+    /// id) buffered.
+    pub(crate) fn wrote_any(&self, datasets: &[u32]) -> bool {
+        self.tx
+            .lock()
+            .as_ref()
+            .is_some_and(|t| datasets.iter().any(|d| t.writes_dataset(*d)))
+    }
+
     fn take(&self) -> Option<Transaction> {
         self.tx.lock().take()
     }

@@ -50,6 +50,8 @@ mod transactions;
 mod types;
 #[path = "sql/unique.rs"]
 mod unique;
+#[path = "sql/view_rewrite.rs"]
+mod view_rewrite;
 
 use common::*;
 

@@ -239,6 +239,16 @@ fn materialized_join_views_stay_fresh() {
     assert!(err.contains("not on a foreign key"), "{err}");
     let err = fail(&e, "DROP TABLE order_line");
     assert!(err.contains("col"), "{err}");
+    // A column the view copies keeps its name and type; others change.
+    let err = fail(&e, "ALTER TABLE customer DROP COLUMN name");
+    assert!(
+        err.contains("materialized view `col` copies field `name`"),
+        "{err}"
+    );
+    let err = fail(&e, "ALTER TABLE customer RENAME COLUMN name TO nom");
+    assert!(err.contains("drop the view first"), "{err}");
+    run(&e, "ALTER TABLE orders ADD COLUMN note TEXT");
+    run(&e, "ALTER TABLE orders DROP COLUMN total");
     run(&e, "DROP MATERIALIZED VIEW col");
     run(&e, "DROP TABLE order_line");
 }

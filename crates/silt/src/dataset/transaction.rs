@@ -295,6 +295,15 @@ impl Transaction {
         self.writes.len()
     }
 
+    /// Whether the transaction has a write (or a cascaded delete) of the
+    /// dataset whose id is `dataset` buffered.
+    pub fn writes_dataset(&self, dataset: u32) -> bool {
+        self.writes
+            .range((dataset, Vec::new())..)
+            .next()
+            .is_some_and(|((id, _), _)| *id == dataset)
+    }
+
     /// Whether the transaction neither wrote nor read anything yet.
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.reads.is_empty()

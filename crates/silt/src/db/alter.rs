@@ -125,6 +125,21 @@ impl Alteration<'_> {
                 }
             }
         }
+        // A materialized view's copy of a field keeps the field's type.
+        for view in self.db.views_of(self.ds.name()) {
+            let Some(m) = self.db.dataset(&view)?.def().materialized.clone() else {
+                continue;
+            };
+            for c in m.columns.iter().filter(|c| c.relation == self.ds.name()) {
+                if old.field_type(&c.field) != def.field_type(&c.field) {
+                    return Err(Error::Config(format!(
+                        "materialized view `{view}` copies field `{}` of `{}`; drop the view first",
+                        c.field,
+                        self.ds.name()
+                    )));
+                }
+            }
+        }
         def.validate()?;
         self.ds.redefine(Arc::new(def));
         self.db.schema_changed();

@@ -30,27 +30,8 @@ impl Statement {
     /// alias step 1 did not see drops its condition.
     pub fn joins(&self) -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
         let t = tokens(self.sql);
-        let mut aliases: Vec<(&'static str, &'static str)> = Vec::new();
-        for (i, w) in t.iter().enumerate() {
-            let from = w.eq_ignore_ascii_case("from");
-            if !from && !w.eq_ignore_ascii_case("join") {
-                continue;
-            }
-            let mut at = i + 1;
-            while let Some((table, alias, next)) = table_ref(&t, at) {
-                aliases.push((alias, table));
-                match t.get(next) {
-                    Some(&",") if from => at = next + 1,
-                    _ => break,
-                }
-            }
-        }
-        let table = |a: &str| {
-            aliases
-                .iter()
-                .find(|(al, _)| al.eq_ignore_ascii_case(a))
-                .map(|(_, t)| *t)
-        };
+        let aliases = aliases(&t);
+        let table = |a: &str| table_of(&aliases, a);
         let plain = |w: Option<&&str>| !matches!(w, Some(&("." | "+" | "-" | "*" | "/" | "||")));
         let mut out = Vec::new();
         for i in 0..t.len().saturating_sub(6) {
@@ -64,6 +45,67 @@ impl Statement {
         }
         out
     }
+
+    /// The columns the statement compares with a parameter (`a.x = $1`,
+    /// `x >= $2`, `x LIKE $3`): `(table, column)`, an unqualified column
+    /// taken as the first `FROM` table's. They are the attributes a view
+    /// index serves (the view-index step of §4.5).
+    pub fn filters(&self) -> Vec<(&'static str, &'static str)> {
+        let t = tokens(self.sql);
+        let aliases = aliases(&t);
+        let first = aliases.first().map(|(_, t)| *t);
+        let compares = |w: &str| {
+            matches!(w, "=" | "<" | ">" | "<=" | ">=" | "<>" | "!=")
+                || w.eq_ignore_ascii_case("like")
+        };
+        let mut out = Vec::new();
+        for (i, w) in t.iter().enumerate() {
+            if !w.starts_with('$') || i < 2 || !compares(t[i - 1]) {
+                continue;
+            }
+            let col = t[i - 2];
+            let found = if i >= 4 && t[i - 3] == "." {
+                table_of(&aliases, t[i - 4]).map(|tb| (tb, col))
+            } else {
+                first.map(|tb| (tb, col))
+            };
+            if let Some(f) = found
+                && is_name(col)
+                && !out.contains(&f)
+            {
+                out.push(f);
+            }
+        }
+        out
+    }
+}
+
+/// The statement's table references, `(alias, table)` (see
+/// [`Statement::joins`] step 1).
+fn aliases(t: &[&'static str]) -> Vec<(&'static str, &'static str)> {
+    let mut aliases = Vec::new();
+    for (i, w) in t.iter().enumerate() {
+        let from = w.eq_ignore_ascii_case("from");
+        if !from && !w.eq_ignore_ascii_case("join") {
+            continue;
+        }
+        let mut at = i + 1;
+        while let Some((table, alias, next)) = table_ref(t, at) {
+            aliases.push((alias, table));
+            match t.get(next) {
+                Some(&",") if from => at = next + 1,
+                _ => break,
+            }
+        }
+    }
+    aliases
+}
+
+fn table_of(aliases: &[(&'static str, &'static str)], a: &str) -> Option<&'static str> {
+    aliases
+        .iter()
+        .find(|(al, _)| al.eq_ignore_ascii_case(a))
+        .map(|(_, t)| *t)
 }
 
 /// The table reference at `t[i]`: `(table, alias, index after it)`.

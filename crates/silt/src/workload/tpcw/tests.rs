@@ -419,3 +419,29 @@ fn a_tiny_data_set_loads_into_a_database() {
     assert_eq!(count("cc_xacts"), scale.cc_xacts() - 1);
     assert!(count("order_line") < scale.order_lines());
 }
+
+#[test]
+fn filters_are_read_from_the_sql() {
+    let filters_of = |name: &str| {
+        statements()
+            .into_iter()
+            .find(|s| s.name == name)
+            .map(|s| s.filters())
+            .unwrap_or_default()
+    };
+    assert_eq!(filters_of("getName"), [("customer", "c_id")]);
+    assert_eq!(filters_of("getCustomer"), [("customer", "c_uname")]);
+    assert_eq!(filters_of("doSubjectSearch"), [("item", "i_subject")]);
+    // Every parameter of a read is a comparison with a column the SQL
+    // names, or a LIMIT; each such column is found.
+    for s in statements() {
+        for (table, column) in s.filters() {
+            let def = schema().into_iter().find(|d| d.name == table);
+            assert!(
+                def.is_some_and(|d| d.fields.iter().any(|(f, _)| f == column)),
+                "{}: {table}.{column}",
+                s.name
+            );
+        }
+    }
+}
