@@ -3,6 +3,7 @@
 mod commands;
 mod demo;
 mod describe;
+mod design;
 mod error;
 mod index;
 mod load;
@@ -34,6 +35,7 @@ Examples:
   silt create-index places loc --type rtree --field loc
   silt query places --index loc --near 2.35,48.86 --k 5
   silt stats
+  silt design --roots customer --workload queries.sql   # Synergy's views for a workload
   silt serve                                  # SQL over the PostgreSQL protocol (:5433) and HTTP (:8080)
 
 Exit codes: 0 success; 1 not found (record, dataset, database) or an engine
@@ -780,6 +782,10 @@ enum Command {
         #[command(subcommand)]
         cmd: user::UserCommand,
     },
+
+    /// Choose Synergy's hierarchies, materialized views and view indexes
+    /// from roots and the workload's queries (made with --install).
+    Design(design::DesignArgs),
 }
 
 /// The resource bounds of `silt serve` (sizes: 512MiB, 1GiB, 64KiB, 100MB,
@@ -1090,6 +1096,11 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::User { cmd } => {
             let db = open(true)?;
             user::run(&db, cmd)?;
+            Ok(db.close()?)
+        }
+        Command::Design(args) => {
+            let db = std::sync::Arc::new(open(false)?);
+            design::run(db.clone(), args)?;
             Ok(db.close()?)
         }
     }

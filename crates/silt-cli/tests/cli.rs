@@ -807,3 +807,94 @@ fn records_with_a_ttl_expire_from_reads_and_stats_show_the_sweeps() {
     );
     assert!(r.stderr.contains("`time` and `after`"), "{}", r.stderr);
 }
+
+/// `silt design`: the design of a workload printed, then made with
+/// `--install` (a view the queries then read, a hierarchy under the root).
+#[test]
+fn design_prints_and_installs_synergys_views() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    {
+        let d = std::sync::Arc::new(silt::Database::open(&db, silt::DbOptions::default()).unwrap());
+        let e = silt_sql::SqlEngine::new(d.clone()).unwrap();
+        for s in [
+            "CREATE TABLE customer (c_id BIGINT PRIMARY KEY, name TEXT)",
+            "CREATE TABLE orders (o_id BIGINT PRIMARY KEY, o_c_id BIGINT REFERENCES customer, total DOUBLE)",
+            "INSERT INTO customer VALUES (1, 'ann'), (2, 'bob')",
+            "INSERT INTO orders VALUES (10, 1, 5.0), (11, 2, 7.0), (12, 1, 1.0)",
+        ] {
+            e.execute_blocking(s).unwrap();
+        }
+        drop(e);
+        d.close().unwrap();
+    }
+    let workload = dir.path().join("queries.sql");
+    std::fs::write(
+        &workload,
+        "SELECT o.o_id, c.name FROM customer c, orders o WHERE o.o_c_id = c.c_id AND c.name = $1;\n\
+         SELECT count(*) FROM orders WHERE total > 2;",
+    )
+    .unwrap();
+    let w = workload.to_str().unwrap();
+    let r = expect(&db, &["design", "--roots", "customer", "--workload", w], 0);
+    assert!(r.stdout.contains("2 queries, 1 with joins"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("orders -> customer (o_c_id)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("customer__orders: customer -> orders"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("customer__orders (customer.name)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("nothing changed"), "{}", r.stdout);
+    let r = expect(
+        &db,
+        &[
+            "design",
+            "--roots",
+            "customer",
+            "--workload",
+            w,
+            "--install",
+        ],
+        0,
+    );
+    assert!(
+        r.stdout.contains("1 view(s) made (customer__orders)"),
+        "{}",
+        r.stdout
+    );
+    let d = silt::Database::open(&db, silt::DbOptions::default()).unwrap();
+    let v = d.dataset("customer__orders").unwrap();
+    assert!(v.def().materialized.is_some());
+    assert_eq!(v.index_defs().len(), 1, "the view index on name");
+    assert!(d.dataset("orders").unwrap().def().hierarchy.is_some());
+    d.close().unwrap();
+    drop(d);
+    // Mistakes say what was wrong.
+    let r = expect(&db, &["design", "--roots", "nosuch", "--workload", w], 2);
+    assert!(r.stderr.contains("nosuch"), "{}", r.stderr);
+    let r = expect(
+        &db,
+        &[
+            "design",
+            "--roots",
+            "customer",
+            "--workload",
+            "/no/such/file",
+        ],
+        2,
+    );
+    assert!(
+        r.stderr.contains("cannot read the workload file"),
+        "{}",
+        r.stderr
+    );
+}

@@ -90,6 +90,7 @@ mod truncate;
 pub mod udf;
 pub mod view_rewrite;
 mod views;
+pub mod workload;
 
 use std::collections::HashMap;
 use std::sync::Arc;

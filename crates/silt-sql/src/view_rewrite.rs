@@ -760,6 +760,14 @@ impl UserDefinedLogicalNodeCore for ViewJoinNode {
     }
 }
 
+/// The joins as written that `node` stands for, if it is a
+/// [`ViewJoinNode`].
+pub fn kept_joins(node: &dyn UserDefinedLogicalNode) -> Option<&LogicalPlan> {
+    node.as_any()
+        .downcast_ref::<ViewJoinNode>()
+        .map(|n| &n.joins)
+}
+
 /// `plan` with `f` applied to the joins its [`ViewJoinNode`]s keep (as
 /// binding a cached plan's parameters must); `None` when `f` fails on one.
 pub fn map_kept_joins(

@@ -52,6 +52,8 @@ mod types;
 mod unique;
 #[path = "sql/view_rewrite.rs"]
 mod view_rewrite;
+#[path = "sql/workload.rs"]
+mod workload;
 
 use common::*;
 
