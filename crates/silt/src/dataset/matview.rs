@@ -10,6 +10,21 @@
 //! another root (a foreign key changed) locks both roots, in the one
 //! sorted acquisition, so no deadlock.
 //!
+//! The root lock comes on top of the keys every commit locks (its records,
+//! the parents its foreign keys name, the view rows it writes), unlike the
+//! paper's one lock: Silt's locks are in memory (a hash table, ~100 ns a
+//! grant) where HBase's were round trips, so what the root lock buys here
+//! is the serialization views need, not fewer locks. It also keeps a
+//! foreign key into another tree right (an order's billing address, under
+//! Country, while the order is under Customer): the commit locks that
+//! parent's own key, as any foreign key does, and every writer of the
+//! address locks it too. Deadlock-free for the same reason as the rest:
+//! a commit waits only inside one sorted acquisition of all it needs
+//! (further keys the plan finds under the locks are tried without waiting,
+//! and a refusal releases everything and takes it all again in order), so
+//! a waiter holds only keys below the one it waits for, and no cycle of
+//! waiters can close.
+//!
 //! A materialized view (`DatasetDef::materialized`) has a row per record of
 //! the last dataset of its chain whose parents are all there. The commit's
 //! plan (`links`), made under the locks, adds the view rows the

@@ -57,6 +57,12 @@ impl Database {
                 return bad(format!("foreign key `{}` has no lookup index", fk.name));
             }
         }
+        if let Some(d) = chain.iter().find(|d| d.def().ttl.is_some()) {
+            return bad(format!(
+                "`{}` has a ttl: its expired records leave every read at once, their view rows would not",
+                d.name()
+            ));
+        }
         let last = &chain[chain.len() - 1];
         let mut pk = Vec::new();
         for k in &last.def().primary_key {

@@ -31,6 +31,17 @@ impl Database {
                     constraints: referencing,
                 });
             }
+            let view = cat.datasets.iter().find(|d| {
+                d.materialized
+                    .as_ref()
+                    .is_some_and(|m| m.relations.iter().any(|r| r == name))
+            });
+            if let (Some(_), Some(v)) = (&def.ttl, view) {
+                return Err(Error::Config(format!(
+                    "`{name}` is in materialized view `{}`: an expired record leaves every read at once, its view row would not; drop the view first",
+                    v.name
+                )));
+            }
             let old = cat.datasets[i].ttl.clone();
             cat.datasets[i].ttl.clone_from(&def.ttl);
             if let Err(e) = self.save_catalog(&cat) {

@@ -671,3 +671,89 @@ proptest! {
         }
     }
 }
+
+/// A ttl and foreign keys: a child's expired records are swept like any
+/// (deleting a child needs no check), a parent may not have a ttl (its
+/// expiry would leave children dangling), and no materialized view reads
+/// a dataset with a ttl (an expired record leaves reads at once, its view
+/// row would not), whichever comes first.
+#[test]
+fn a_ttl_goes_where_nothing_can_dangle() {
+    use silt::{MaterializedDef, TtlDef, ViewColumn};
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let ttl = || TtlDef {
+        time: Some("t".into()),
+        ..TtlDef::at("exp")
+    };
+    db.create_dataset(
+        DatasetDef::new("device", &["d_id"])
+            .field("d_id", FieldType::Int)
+            .memory_budget(1 << 20),
+    )
+    .unwrap();
+    let mut reading = DatasetDef::new("reading", &["r_id"])
+        .field("r_id", FieldType::Int)
+        .field("r_d_id", FieldType::Int)
+        .field("t", FieldType::Int)
+        .field("exp", FieldType::Int)
+        .references(&["r_d_id"], "device", FkAction::Cascade)
+        .memory_budget(1 << 20);
+    reading.ttl = Some(ttl());
+    db.create_dataset(reading).unwrap();
+    let (devices, readings) = (
+        db.dataset("device").unwrap(),
+        db.dataset("reading").unwrap(),
+    );
+    let rec = |id: i64, d: i64, t: i64, exp: i64| {
+        Value::Object(vec![
+            ("r_id".into(), Value::Int(id)),
+            ("r_d_id".into(), Value::Int(d)),
+            ("t".into(), Value::Int(t)),
+            ("exp".into(), Value::Int(exp)),
+        ])
+    };
+    devices
+        .insert(Value::Object(vec![("d_id".into(), Value::Int(1))]))
+        .unwrap();
+    for id in 0..4 {
+        readings.insert(rec(id, 1, 0, 10 + id * 100)).unwrap();
+    }
+    // An orphan is refused on a dataset with a ttl too.
+    assert!(matches!(
+        readings.insert(rec(9, 7, 0, 10)),
+        Err(Error::ForeignKeyMissing { .. })
+    ));
+    readings.insert(rec(5, 1, 250, 5000)).unwrap();
+    assert_eq!(count(&db, "reading"), 2, "readings 0..=2 expired at 250");
+    assert_eq!(db.sweep_expired("reading").unwrap().expired, 3);
+    assert_eq!(count(&db, "reading"), 2);
+    // The device cascades to what is left.
+    devices.delete(&[Value::Int(1)]).unwrap();
+    assert_eq!(count(&db, "reading"), 0);
+    // A parent with a ttl, a view of a dataset with one: refused.
+    let err = db
+        .set_ttl("device", Some(TtlDef::after("d_id", 100)))
+        .unwrap_err();
+    assert!(err.to_string().contains("reading_r_d_id_fkey"), "{err}");
+    let fk = readings.def().foreign_keys[0].name.clone();
+    let col = |relation: &str, field: &str| ViewColumn {
+        relation: relation.into(),
+        field: field.into(),
+        name: field.into(),
+    };
+    let view = || MaterializedDef {
+        relations: vec!["device".into(), "reading".into()],
+        keys: vec![fk.clone()],
+        columns: vec![col("device", "d_id"), col("reading", "r_id")],
+    };
+    let Err(err) = db.create_materialized_view("dr", view()) else {
+        panic!("a view of a dataset with a ttl was made");
+    };
+    assert!(err.to_string().contains("`reading` has a ttl"), "{err}");
+    db.set_ttl("reading", None).unwrap();
+    db.create_materialized_view("dr", view()).unwrap();
+    let err = db.set_ttl("reading", Some(ttl())).unwrap_err();
+    assert!(err.to_string().contains("materialized view `dr`"), "{err}");
+    db.close().unwrap();
+}
