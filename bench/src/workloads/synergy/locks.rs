@@ -89,8 +89,7 @@ impl SiltVariant {
 
 fn sql(e: &SqlEngine, script: &str) -> Result<()> {
     for s in script.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-        e.execute_blocking(s)
-            .map_err(|err| anyhow!("{s}: {err}"))?;
+        e.execute_blocking(s).map_err(|err| anyhow!("{s}: {err}"))?;
     }
     Ok(())
 }
@@ -123,7 +122,10 @@ fn silt(v: SiltVariant, ctx: &Ctx, reps: usize) -> Result<Vec<(i64, f64, u64)>> 
         sql(&e, VIEWS_SILT)?;
     }
     if v == SiltVariant::Synergy {
-        let (oc, lo) = (fk(&db, "orders", "customer")?, fk(&db, "order_line", "orders")?);
+        let (oc, lo) = (
+            fk(&db, "orders", "customer")?,
+            fk(&db, "order_line", "orders")?,
+        );
         db.set_hierarchy("orders", Some(vec![oc.clone()]))?;
         db.set_hierarchy("order_line", Some(vec![lo, oc]))?;
     }
@@ -207,7 +209,9 @@ fn postgresql(v: PgVariant, install: PgInstall, ctx: &Ctx, reps: usize) -> Resul
                  WHERE ol_id BETWEEN {lo} AND {hi}; COMMIT"
             ))?;
             if v == PgVariant::Matview {
-                c.batch_execute("REFRESH MATERIALIZED VIEW mv_co; REFRESH MATERIALIZED VIEW mv_col")?;
+                c.batch_execute(
+                    "REFRESH MATERIALIZED VIEW mv_co; REFRESH MATERIALIZED VIEW mv_col",
+                )?;
             }
             if rep > 0 {
                 times.push(t.elapsed().as_secs_f64() * 1e3);
@@ -221,7 +225,11 @@ fn postgresql(v: PgVariant, install: PgInstall, ctx: &Ctx, reps: usize) -> Resul
 pub(super) fn run(reps: usize, ctx: &Ctx, out: &mut Vec<ResultRow>) -> Result<()> {
     let metric = |n: i64| format!("update {n} lines of one customer, ms");
     let mut synergy = Vec::new();
-    for v in [SiltVariant::Synergy, SiltVariant::RowLocks, SiltVariant::NoViews] {
+    for v in [
+        SiltVariant::Synergy,
+        SiltVariant::RowLocks,
+        SiltVariant::NoViews,
+    ] {
         for (n, ms, locks) in silt(v, ctx, reps)? {
             out.push(ResultRow::measure(v.label(), &metric(n), "ms", ms));
             out.push(ResultRow::new(
@@ -253,7 +261,10 @@ pub(super) fn run(reps: usize, ctx: &Ctx, out: &mut Vec<ResultRow>) -> Result<()
         (PgVariant::Triggers, "postgresql-triggers"),
         (PgVariant::Matview, "postgresql-matview"),
     ] {
-        for (i, (n, ms)) in postgresql(v, PgInstall::find().map_err(|e| anyhow!(e))?, ctx, reps)?.into_iter().enumerate() {
+        for (i, (n, ms)) in postgresql(v, PgInstall::find().map_err(|e| anyhow!(e))?, ctx, reps)?
+            .into_iter()
+            .enumerate()
+        {
             eprintln!("synergy locks: {label}: {n} lines: {ms:.2} ms");
             out.push(ResultRow::measure(label, &metric(n), "ms", ms));
             if let Some(s) = synergy.get(i) {

@@ -31,13 +31,7 @@ use crate::workloads::sql_path::{connect, start_silt};
 pub(super) fn generate(n: u64) -> [(&'static str, Vec<u8>); 3] {
     let (mut c, mut o, mut l) = (Vec::new(), Vec::new(), Vec::new());
     for cid in 1..=n {
-        writeln!(
-            c,
-            "{cid}\tuser{cid}\tlast{}\t{}.25",
-            cid % 997,
-            cid % 1000
-        )
-        .ok();
+        writeln!(c, "{cid}\tuser{cid}\tlast{}\t{}.25", cid % 997, cid % 1000).ok();
         for k in 0..10 {
             let oid = cid * 10 + k;
             writeln!(
@@ -161,8 +155,15 @@ pub(super) fn run(n: u64, reps: usize, ctx: &Ctx, out: &mut Vec<ResultRow>) -> R
         }
         let load = t.elapsed().as_secs_f64();
         eprintln!("synergy micro {n}: silt loaded (views kept) in {load:.1} s");
-        out.push(ResultRow::measure("silt", &at("load, views kept, s"), "s", load));
-        c.batch_execute("COMPACT customer; COMPACT orders; COMPACT order_line; COMPACT v_co; COMPACT v_col")?;
+        out.push(ResultRow::measure(
+            "silt",
+            &at("load, views kept, s"),
+            "s",
+            load,
+        ));
+        c.batch_execute(
+            "COMPACT customer; COMPACT orders; COMPACT order_line; COMPACT v_co; COMPACT v_col",
+        )?;
         for (name, sql, _) in &qs {
             let (views, a) = time(&mut c, sql, reps)?;
             c.batch_execute("SET silt.use_materialized_views = false")?;
@@ -172,8 +173,18 @@ pub(super) fn run(n: u64, reps: usize, ctx: &Ctx, out: &mut Vec<ResultRow>) -> R
             eprintln!("synergy micro {n}: silt {name}: view {views:.2} ms, joins {joins:.2} ms");
             answers.push((name.clone(), a));
             silt_views.push((name.clone(), views));
-            out.push(ResultRow::measure("silt-views", &at(&format!("{name} ms")), "ms", views));
-            out.push(ResultRow::measure("silt-joins", &at(&format!("{name} ms")), "ms", joins));
+            out.push(ResultRow::measure(
+                "silt-views",
+                &at(&format!("{name} ms")),
+                "ms",
+                views,
+            ));
+            out.push(ResultRow::measure(
+                "silt-joins",
+                &at(&format!("{name} ms")),
+                "ms",
+                joins,
+            ));
             out.push(ResultRow::new(
                 "silt-views",
                 &at(&format!("{name} joins / view")),
@@ -222,10 +233,25 @@ pub(super) fn run(n: u64, reps: usize, ctx: &Ctx, out: &mut Vec<ResultRow>) -> R
         let (view, b) = time(&mut c, on_view, reps)?;
         let silt = &answers[i].1;
         ensure!(same(&a, silt), "postgresql's {name} differs from silt's");
-        ensure!(same(&b, silt), "postgresql's view answer to {name} differs from silt's");
-        eprintln!("synergy micro {n}: postgresql {name}: joins {joins:.2} ms, matview {view:.2} ms");
-        out.push(ResultRow::measure("postgresql-joins", &at(&format!("{name} ms")), "ms", joins));
-        out.push(ResultRow::measure("postgresql-matview", &at(&format!("{name} ms")), "ms", view));
+        ensure!(
+            same(&b, silt),
+            "postgresql's view answer to {name} differs from silt's"
+        );
+        eprintln!(
+            "synergy micro {n}: postgresql {name}: joins {joins:.2} ms, matview {view:.2} ms"
+        );
+        out.push(ResultRow::measure(
+            "postgresql-joins",
+            &at(&format!("{name} ms")),
+            "ms",
+            joins,
+        ));
+        out.push(ResultRow::measure(
+            "postgresql-matview",
+            &at(&format!("{name} ms")),
+            "ms",
+            view,
+        ));
         let sv = silt_views[i].1;
         for (peer, v) in [("postgresql-joins", joins), ("postgresql-matview", view)] {
             out.push(ResultRow::new(
