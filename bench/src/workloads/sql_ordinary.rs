@@ -126,9 +126,9 @@ fn generate(n: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// Rows of a result as text cells.
-type Rows = Vec<Vec<Option<String>>>;
+pub(crate) type Rows = Vec<Vec<Option<String>>>;
 
-fn simple_rows(c: &mut Client, sql: &str) -> Result<Rows> {
+pub(crate) fn simple_rows(c: &mut Client, sql: &str) -> Result<Rows> {
     let mut out = Vec::new();
     for m in c.simple_query(sql)? {
         if let SimpleQueryMessage::Row(r) = m {
@@ -139,7 +139,7 @@ fn simple_rows(c: &mut Client, sql: &str) -> Result<Rows> {
 }
 
 /// Whether two results are the same (numbers within a relative 1e-9).
-fn same(a: &Rows, b: &Rows) -> bool {
+pub(crate) fn same(a: &Rows, b: &Rows) -> bool {
     let cell = |x: &Option<String>, y: &Option<String>| match (x, y) {
         (Some(x), Some(y)) => match (x.parse::<f64>(), y.parse::<f64>()) {
             (Ok(p), Ok(q)) => (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0),

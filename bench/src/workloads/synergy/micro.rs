@@ -16,13 +16,14 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
-use postgres::{Client, SimpleQueryMessage};
+use postgres::Client;
 
 use super::{SCHEMA_PG, SCHEMA_SILT, VIEWS_PG, VIEWS_SILT};
 use crate::results::{Kind, ResultRow};
 use crate::systems::postgis::{PgCluster, PgInstall};
 use crate::util::{free_port, median};
 use crate::workloads::Ctx;
+use crate::workloads::sql_ordinary::{Rows, same, simple_rows};
 use crate::workloads::sql_path::{connect, start_silt};
 
 /// The three tables as COPY text: `n` customers, 10 orders each, 10 lines
@@ -72,37 +73,9 @@ fn queries(probe: u64) -> Vec<(String, String, String)> {
     ]
 }
 
-type Rows = Vec<Vec<Option<String>>>;
-
-fn rows_of(c: &mut Client, sql: &str) -> Result<Rows> {
-    let mut out = Vec::new();
-    for m in c.simple_query(sql).with_context(|| sql.to_owned())? {
-        if let SimpleQueryMessage::Row(r) = m {
-            out.push((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect());
-        }
-    }
-    Ok(out)
-}
-
-/// Numbers equal to 1e-9 relative (sums of doubles differ in order).
-fn same(a: &Rows, b: &Rows) -> bool {
-    let cell = |x: &Option<String>, y: &Option<String>| match (x, y) {
-        (Some(x), Some(y)) => match (x.parse::<f64>(), y.parse::<f64>()) {
-            (Ok(p), Ok(q)) => (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0),
-            _ => x == y,
-        },
-        (None, None) => true,
-        _ => false,
-    };
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(r, s)| r.len() == s.len() && r.iter().zip(s).all(|(x, y)| cell(x, y)))
-}
-
 /// The median of `reps` runs of `sql` (ms) after one warm-up, and its rows.
 fn time(c: &mut Client, sql: &str, reps: usize) -> Result<(f64, Rows)> {
-    let rows = rows_of(c, sql)?;
+    let rows = simple_rows(c, sql).with_context(|| sql.to_owned())?;
     let mut t = Vec::with_capacity(reps);
     for _ in 0..reps {
         let s = Instant::now();
