@@ -159,6 +159,8 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(sql_ordinary::SqlOrdinary),
         #[cfg(feature = "sql")]
         Box::new(synergy::Synergy),
+        #[cfg(feature = "sql")]
+        Box::new(synergy::SynergyTpcw),
     ]
 }
 
@@ -188,6 +190,7 @@ pub const GATED: &[(&str, &str)] = &[
     ("pg-copy", "sql"),
     ("sql-ordinary", "sql"),
     ("synergy", "sql"),
+    ("synergy-tpcw", "sql"),
 ];
 
 /// The feature a workload this build lacks would need, if that is why it is missing.

@@ -117,7 +117,7 @@ impl OptimizerRule for ViewRule {
         plan: LogicalPlan,
         _config: &dyn OptimizerConfig,
     ) -> DfResult<Transformed<LogicalPlan>> {
-        if inner_join(&plan).is_none() {
+        if inner_join(&plan).is_none() || !self.db.has_materialized_views() {
             return Ok(Transformed::no(plan));
         }
         // The node's input is the rewritten plan, whose joins are left with

@@ -156,6 +156,15 @@ impl Database {
         Ok(())
     }
 
+    /// Whether any materialized view exists (a query planner's early way
+    /// out: no view, nothing to rewrite).
+    pub fn has_materialized_views(&self) -> bool {
+        self.datasets
+            .read()
+            .values()
+            .any(|d| d.def().materialized.is_some())
+    }
+
     /// The materialized views whose chain holds `dataset`.
     pub fn views_of(&self, dataset: &str) -> Vec<String> {
         self.datasets

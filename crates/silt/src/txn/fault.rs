@@ -13,9 +13,13 @@
 //! - a short write: the next writes succeed for a byte budget, the write that
 //!   crosses it writes only a prefix and fails, and every later write fails;
 //! - a slow device: every fsync sleeps first, which makes group-commit batching
-//!   observable and deterministic enough to test.
+//!   observable and deterministic enough to test;
+//! - a stalled device: fsyncs wait until the test resumes them. Under
+//!   `Durability::Sync` a commit holds its locks until its fsync, so a
+//!   test can hold a transaction's locks for as long as it needs and
+//!   watch what other transactions do meanwhile.
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -28,12 +32,17 @@ struct Armed {
     write_budget: Option<u64>,
     /// Sleep this long before every fsync.
     fsync_delay: Option<Duration>,
+    /// Fsyncs wait while this is set.
+    paused: bool,
+    /// Fsyncs waiting now.
+    waiting: u64,
 }
 
 /// Armable faults for writes and fsyncs. See the module documentation.
 #[derive(Debug, Default)]
 pub struct FaultInjector {
     armed: Mutex<Armed>,
+    resumed: Condvar,
     fsyncs_seen: AtomicU64,
     bytes_seen: AtomicU64,
     injected: AtomicU64,
@@ -68,9 +77,32 @@ impl FaultInjector {
         self.armed.lock().fsync_delay = Some(delay);
     }
 
-    /// Remove every armed fault.
+    /// Make every fsync from now wait until [`resume_fsyncs`](Self::resume_fsyncs)
+    /// (or [`disarm`](Self::disarm)).
+    pub fn pause_fsyncs(&self) {
+        self.armed.lock().paused = true;
+    }
+
+    /// Let the waiting fsyncs, and every later one, go on.
+    pub fn resume_fsyncs(&self) {
+        self.armed.lock().paused = false;
+        self.resumed.notify_all();
+    }
+
+    /// How many fsyncs are waiting in a pause now.
+    pub fn fsyncs_waiting(&self) -> u64 {
+        self.armed.lock().waiting
+    }
+
+    /// Remove every armed fault (paused fsyncs go on).
     pub fn disarm(&self) {
-        *self.armed.lock() = Armed::default();
+        let mut a = self.armed.lock();
+        let waiting = a.waiting;
+        *a = Armed {
+            waiting,
+            ..Armed::default()
+        };
+        self.resumed.notify_all();
     }
 
     /// Number of fsyncs that consulted this injector (failed ones included).
@@ -95,6 +127,13 @@ impl FaultInjector {
         self.fsyncs_seen.fetch_add(1, Ordering::Relaxed);
         let (fail, delay) = {
             let mut a = self.armed.lock();
+            if a.paused {
+                a.waiting += 1;
+                while a.paused {
+                    self.resumed.wait(&mut a);
+                }
+                a.waiting -= 1;
+            }
             let fail = match a.fsync_countdown {
                 Some(n) if n <= 1 => {
                     a.fsync_countdown = None;
@@ -171,5 +210,21 @@ mod tests {
         f.disarm();
         assert_eq!(f.on_write(10), 10);
         assert_eq!(f.bytes_seen(), 134);
+    }
+
+    #[test]
+    fn a_paused_fsync_waits_for_resume() {
+        let f = std::sync::Arc::new(FaultInjector::new());
+        f.pause_fsyncs();
+        let g = f.clone();
+        let t = std::thread::spawn(move || g.on_fsync().is_ok());
+        while f.fsyncs_waiting() == 0 {
+            std::thread::yield_now();
+        }
+        assert!(!t.is_finished());
+        f.resume_fsyncs();
+        assert!(t.join().unwrap());
+        assert_eq!(f.fsyncs_waiting(), 0);
+        assert!(f.on_fsync().is_ok(), "resumed: fsyncs no longer wait");
     }
 }

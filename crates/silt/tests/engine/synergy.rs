@@ -622,3 +622,100 @@ fn a_root_lock_keeps_undone_ancestors_out_of_views() {
     );
     check_views(&db).unwrap();
 }
+
+/// §4.7: a write under a root X-locks the root's key, so two writes under
+/// one customer wait for each other even when they share no record (lines
+/// of two different orders, no views), while a write under another
+/// customer does not. The first write is held at its fsync (a commit
+/// keeps its locks until its log record is durable), so the waits are
+/// seen in the lock manager's counters, not in times. Without the root
+/// lock the second write under customer 1 would take its locks at once.
+#[test]
+fn writes_under_one_root_wait_for_each_other() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let fault = Arc::new(silt::txn::FaultInjector::new());
+    let db = Arc::new(
+        Database::open(
+            dir.path(),
+            DbOptions {
+                durability: Durability::Sync,
+                block_cache_bytes: 4 << 20,
+                wal_fault: Some(fault.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+    );
+    schema(&db);
+    let (c, o, l) = (
+        db.dataset("customer").unwrap(),
+        db.dataset("orders").unwrap(),
+        db.dataset("order_line").unwrap(),
+    );
+    for id in [1, 2] {
+        c.insert(customer(id, "c")).unwrap();
+    }
+    for (id, cust) in [(10, 1), (11, 1), (20, 2)] {
+        o.insert(order(id, cust, 0)).unwrap();
+        l.insert(line(id * 10, id, 1)).unwrap();
+    }
+    let update = |db: &Arc<Database>, id: i64, qty: i64| {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let lines = db.dataset("order_line").unwrap();
+            let mut tx = db.begin().unwrap();
+            tx.upsert(&lines, line(id, id / 10, qty)).unwrap();
+            tx.commit().unwrap()
+        })
+    };
+    let until = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    let locks = || db.stats().locks;
+    // Blocking waits of either kind: an X request, or a read's instant S
+    // on a key another transaction holds X on (the second write reads the
+    // root's record to find its root before it locks).
+    let waited = || {
+        let l = locks();
+        l.waits + l.s_waits
+    };
+    // A line's write, uncontended: its root, its order and itself.
+    let before = locks().grants;
+    assert_eq!(update(&db, 200, 2).join().unwrap().root_locks, 1);
+    let per_write = locks().grants - before;
+    assert!(per_write >= 2, "{per_write} locks");
+
+    fault.pause_fsyncs();
+    let a = update(&db, 100, 5);
+    until("the first write reaches its fsync", &|| {
+        fault.fsyncs_waiting() >= 1
+    });
+    let (waits, grants) = (waited(), locks().grants);
+    // Customer 2's line: every lock granted, none waited for.
+    let other = update(&db, 200, 3);
+    until("a write under another root takes its locks", &|| {
+        locks().grants >= grants + per_write
+    });
+    assert_eq!(waited(), waits, "a write under another root waited");
+    // Customer 1's other order: waits for the first write's root lock.
+    let same = update(&db, 110, 7);
+    until(
+        "a write under customer 1 did not wait for the other write under it: is the root locked?",
+        &|| waited() > waits,
+    );
+    assert!(!same.is_finished() && !a.is_finished());
+    fault.resume_fsyncs();
+    for t in [a, other, same] {
+        assert_eq!(t.join().unwrap().root_locks, 1);
+    }
+    let qty: BTreeMap<i64, i64> = records(&db, "order_line")
+        .iter()
+        .map(|r| (int(r, "ol_id"), int(r, "qty")))
+        .collect();
+    assert_eq!(qty, BTreeMap::from([(100, 5), (110, 7), (200, 3)]));
+}
