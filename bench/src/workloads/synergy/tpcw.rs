@@ -633,13 +633,10 @@ fn postgres(
         }
         c.batch_execute("VACUUM ANALYZE").context(label)?;
         let views_s = t.elapsed().as_secs_f64();
-        let bytes = match c
+        let size: i64 = c
             .query_one("SELECT pg_database_size(current_database())", &[])?
-            .try_get::<_, i64>(0)
-        {
-            Ok(b) => u64::try_from(b).unwrap_or(0),
-            Err(e) => return Err(e.into()),
-        };
+            .try_get(0)?;
+        let bytes = u64::try_from(size).unwrap_or(0);
         let (sqls, after) = match db {
             "joins" => (&plain, &none),
             "matview" => (&on_views, &refresh),
@@ -702,47 +699,22 @@ fn report(
         let (total, se) = mean_se(&sum(&|_| true));
         let (reads, _) = mean_se(&sum(&|s| s.kind == StKind::Read));
         let (writes, _) = mean_se(&sum(&|s| s.kind == StKind::Write));
+        let mib = o.bytes as f64 / 1048576.0;
         eprintln!(
-            "synergy tpcw: {}: total {total:.3} s (se {se:.3}), reads {reads:.3} s, writes {writes:.3} s, {:.1} MiB",
-            o.label,
-            o.bytes as f64 / 1048576.0
+            "synergy tpcw: {}: total {total:.3} s (se {se:.3}), reads {reads:.3} s, writes {writes:.3} s, {mib:.1} MiB",
+            o.label
         );
-        out.push(ResultRow::measure(
-            o.label,
-            &at("sum of statement times, s"),
-            "s",
-            total,
-        ));
-        out.push(ResultRow::stat(
-            o.label,
-            &at("sum of statement times, standard error, s"),
-            "s",
-            se,
-        ));
-        out.push(ResultRow::measure(
-            o.label,
-            &at("reads' sum, s"),
-            "s",
-            reads,
-        ));
-        out.push(ResultRow::measure(
-            o.label,
-            &at("writes' sum, s"),
-            "s",
-            writes,
-        ));
-        out.push(ResultRow::measure(
-            o.label,
-            &at("database size, MiB"),
-            "MiB",
-            o.bytes as f64 / 1048576.0,
-        ));
-        out.push(ResultRow::stat(
-            o.label,
-            &at("load and views, s"),
-            "s",
-            o.prepare_s,
-        ));
+        for (metric, unit, value, measure) in [
+            ("sum of statement times, s", "s", total, true),
+            ("sum of statement times, standard error, s", "s", se, false),
+            ("reads' sum, s", "s", reads, true),
+            ("writes' sum, s", "s", writes, true),
+            ("database size, MiB", "MiB", mib, true),
+            ("load and views, s", "s", o.prepare_s, false),
+        ] {
+            let kind = if measure { Kind::Measure } else { Kind::Stat };
+            out.push(ResultRow::new(o.label, &at(metric), unit, kind, value));
+        }
         for (i, s) in stmts.iter().enumerate() {
             let per: Vec<f64> = measured.iter().map(|r| r[i]).collect();
             out.push(ResultRow::measure(
