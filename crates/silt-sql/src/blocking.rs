@@ -54,6 +54,18 @@ pub async fn blocking<T: Send + 'static>(
         .map_err(|e| SqlError::Runtime(format!("background task failed: {e}")))?
 }
 
+/// [`blocking`] for a plan node's work, with DataFusion's errors.
+pub(crate) async fn blocking_df<T: Send + 'static>(
+    f: impl FnOnce() -> datafusion::error::Result<T> + Send + 'static,
+) -> datafusion::error::Result<T> {
+    if CALLER.with(Cell::get) {
+        return f();
+    }
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        datafusion::error::DataFusionError::Execution(format!("background task failed: {e}"))
+    })?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

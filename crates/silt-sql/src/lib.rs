@@ -61,11 +61,15 @@ pub mod ddl;
 pub mod deferred;
 pub mod dml;
 pub mod error;
+mod estimate;
 pub mod foreign_keys;
 pub mod geom;
 pub mod identity;
 pub mod insert;
+mod join_keys;
 pub mod json;
+pub mod key_ends;
+pub mod lookup_join;
 pub mod matview;
 mod meta_count;
 pub mod pg_catalog;
@@ -216,6 +220,8 @@ impl SqlEngine {
             .with_optimizer_rule(Arc::new(rules::SpatialJoinRule))
             .with_optimizer_rule(Arc::new(view_rewrite::ViewRule::new(db.clone())))
             .with_query_planner(Arc::new(rules::SiltQueryPlanner))
+            .with_physical_optimizer_rule(Arc::new(lookup_join::KeyLookupJoinRule))
+            .with_physical_optimizer_rule(Arc::new(key_ends::KeyEndsRule))
             .build();
         datafusion::execution::FunctionRegistry::register_expr_planner(
             &mut state,

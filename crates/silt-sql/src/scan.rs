@@ -10,18 +10,28 @@ use std::sync::Arc;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::Statistics;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::expressions::Column as PhysColumn;
+use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
 use datafusion::physical_plan::memory::MemoryStream;
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream, SortOrderPushdownResult,
 };
+use futures::{FutureExt, TryStreamExt};
 use silt::index::query::KeyRange;
 use silt::{Dataset, Query, QueryOptions, Value};
 
@@ -34,6 +44,7 @@ use crate::meta_count::{self, CountDecisions, RunDecisions};
 use crate::session::TxnSlot;
 use crate::udf::{self};
 
+use crate::join_keys::{self, KeyedReads};
 use crate::table::Access;
 
 /// The fewest data blocks of the largest component in each part of a
@@ -68,6 +79,12 @@ pub struct SiltScanExec {
     /// A full scan reads column images when it can
     /// ([`crate::column_cache`]); decided once per run.
     images: Arc<RunDecisions<Option<Arc<Units>>>>,
+    /// The build-side keys of the hash join this scan is the probe side
+    /// of, once the join has them ([`crate::join_keys`]): a full scan
+    /// reads only the rows they can match.
+    join_keys: Option<Arc<DynamicFilterPhysicalExpr>>,
+    /// What the join's keys made of the scan (EXPLAIN ANALYZE shows it).
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl fmt::Debug for SiltScanExec {
@@ -103,6 +120,8 @@ impl SiltScanExec {
             props,
             counts: Arc::default(),
             images: Arc::default(),
+            join_keys: None,
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
@@ -147,6 +166,46 @@ impl SiltScanExec {
 
     pub fn access(&self) -> &Access {
         &self.access
+    }
+
+    pub fn dataset(&self) -> &Arc<Dataset> {
+        &self.ds
+    }
+
+    /// The columns it gives, in order.
+    pub fn columns(&self) -> &[ColumnInfo] {
+        &self.cols
+    }
+
+    /// It reads in key order, all of its access path, for a query (not
+    /// the rows an UPDATE or DELETE changes): another path may read the
+    /// same rows instead.
+    pub(crate) fn plain(&self) -> bool {
+        !self.for_write && !self.rev && self.limit.is_none()
+    }
+
+    /// A scan of the first record in key order, or the last.
+    pub(crate) fn key_end(&self, last: bool) -> SiltScanExec {
+        let mut s = self.with_access(Access::Full);
+        if last {
+            s = s.reversed();
+        }
+        s.limit = Some(1);
+        s
+    }
+
+    /// The same scan (one partition) through another access path.
+    pub(crate) fn with_access(&self, access: Access) -> SiltScanExec {
+        let mut s = self.clone();
+        s.props = Self::props(&self.ds, &self.cols, &self.schema, &access, false);
+        s.access = access;
+        s.rev = false;
+        s.parts = None;
+        s.join_keys = None;
+        s.counts = Arc::default();
+        s.images = Arc::default();
+        s.metrics = ExecutionPlanMetricsSet::new();
+        s
     }
 }
 
@@ -216,6 +275,9 @@ impl DisplayAs for SiltScanExec {
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
         }
+        if let Some(k) = &self.join_keys {
+            write!(f, ", join keys={k}")?;
+        }
         Ok(())
     }
 }
@@ -235,9 +297,69 @@ impl ExecutionPlan for SiltScanExec {
 
     fn apply_expressions(
         &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
     ) -> DfResult<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
+        // The join computes its keys only for a plan that holds them.
+        match &self.join_keys {
+            Some(k) => f(&(k.clone() as Arc<dyn PhysicalExpr>)),
+            None => Ok(TreeNodeRecursion::Continue),
+        }
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    /// About how many rows the scan gives ([`crate::estimate`]): with it
+    /// DataFusion builds a join's hash table from its smaller side, in one
+    /// partition when that side is small, and the other side's scan can
+    /// then read only what the keys match ([`crate::join_keys`]).
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> DfResult<Arc<Statistics>> {
+        let mut rows = crate::estimate::rows(&self.ds, &self.access, self.limit);
+        if args.partition().is_some() {
+            rows = rows.div_ceil(self.props.partitioning.partition_count().max(1));
+        }
+        let mut s = Statistics::new_unknown(&self.schema);
+        s.num_rows = Precision::Inexact(rows);
+        Ok(Arc::new(s))
+    }
+
+    /// Takes a hash join's dynamic filter (its build-side keys, known
+    /// when the join starts reading this side) into a full scan that reads
+    /// records, reporting every filter as not applied: the join and any
+    /// filter above still evaluate them.
+    fn handle_child_pushdown_result(
+        &self,
+        phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &datafusion::config::ConfigOptions,
+    ) -> DfResult<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let filters = vec![PushedDown::No; child_pushdown_result.parent_filters.len()];
+        let takes = phase == FilterPushdownPhase::Post
+            && self.join_keys.is_none()
+            && matches!(self.access, Access::Full)
+            && self.plain();
+        let found = takes
+            .then(|| {
+                child_pushdown_result.parent_filters.iter().find_map(|r| {
+                    let any: Arc<dyn std::any::Any + Send + Sync> = r.filter.clone();
+                    any.downcast::<DynamicFilterPhysicalExpr>().ok()
+                })
+            })
+            .flatten();
+        let updated_node = found.map(|k| {
+            let mut s = self.clone();
+            s.join_keys = Some(k);
+            Arc::new(s) as Arc<dyn ExecutionPlan>
+        });
+        Ok(FilterPushdownPropagation {
+            filters,
+            updated_node,
+        })
     }
 
     fn with_new_children(
@@ -352,6 +474,117 @@ impl ExecutionPlan for SiltScanExec {
     }
 
     fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        match &self.join_keys {
+            Some(keys) => self.keyed(keys.clone(), partition, context),
+            None => self.read(partition, context),
+        }
+    }
+}
+
+impl SiltScanExec {
+    /// The scan with a join's keys: what they make of it is decided when
+    /// the join first asks for rows, by then with its build side read.
+    fn keyed(
+        &self,
+        keys: Arc<DynamicFilterPhysicalExpr>,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let this = self.clone();
+        let schema = self.schema.clone();
+        let opened = async move {
+            // Not complete (a join that reads this side first): as without.
+            let filter = match keys.wait_complete().now_or_never() {
+                Some(()) => Some(keys.current()?),
+                None => None,
+            };
+            let reads = filter.and_then(|f| join_keys::keyed_reads(&f, &this.ds, &this.cols));
+            let Some(reads) = reads else {
+                return this.read(partition, context);
+            };
+            let paths = MetricBuilder::new(&this.metrics).global_counter("join_key_paths");
+            let scanned = MetricBuilder::new(&this.metrics).global_counter("join_keys_over_budget");
+            // One partition reads what the keys name, the others nothing.
+            if partition != 0 {
+                return Ok(
+                    Box::pin(MemoryStream::try_new(vec![], this.schema.clone(), None)?)
+                        as SendableRecordBatchStream,
+                );
+            }
+            let whole = |access: Access| this.with_access(access);
+            match reads {
+                KeyedReads::Primary(access) => {
+                    paths.add(1);
+                    whole(access).read(0, context)
+                }
+                KeyedReads::Each { accesses, index } => {
+                    paths.add(accesses.len());
+                    let budget = index.then(|| join_keys::index_budget(&this.ds));
+                    let batches = this.read_each(accesses, budget, &context).await?;
+                    match batches {
+                        Some(b) => Ok(
+                            Box::pin(MemoryStream::try_new(b, this.schema.clone(), None)?)
+                                as SendableRecordBatchStream,
+                        ),
+                        None => {
+                            scanned.add(1);
+                            whole(Access::Full).read(0, context)
+                        }
+                    }
+                }
+            }
+        };
+        let stream = futures::stream::once(opened).try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+
+    /// The rows of each access path in turn, on a blocking thread; `None`
+    /// once they pass `budget` rows.
+    async fn read_each(
+        &self,
+        accesses: Vec<Access>,
+        budget: Option<u64>,
+        context: &Arc<TaskContext>,
+    ) -> DfResult<Option<Vec<RecordBatch>>> {
+        // Batches no larger than the budget's slack: the rows past it are
+        // read for nothing.
+        let batch_size = match budget {
+            Some(_) => context.session_config().batch_size().clamp(1, 1024),
+            None => context.session_config().batch_size().max(1),
+        };
+        let txn = TxnSlot::of(context.session_config()).map(|t| (t, self.for_write));
+        let ctl = crate::bounds::control(context.session_config().options()).cloned();
+        let (ds, cols, schema) = (self.ds.clone(), self.cols.clone(), self.schema.clone());
+        crate::blocking::blocking_df(move || {
+            let mut out = Vec::new();
+            let mut rows = 0u64;
+            for access in &accesses {
+                let spec = ReadSpec {
+                    access,
+                    rev: false,
+                    range: None,
+                    limit: None,
+                };
+                let mut cursor = ScanCursor::open(&ds, spec, txn.clone(), ctl.clone(), batch_size)?;
+                while let Some(b) = cursor.next_batch(&schema, &cols)? {
+                    rows += b.num_rows() as u64;
+                    if budget.is_some_and(|n| rows > n) {
+                        return Ok(None);
+                    }
+                    out.push(b);
+                }
+            }
+            Ok(Some(out))
+        })
+        .await
+    }
+
+    /// Read the access path (one part of it for a split scan).
+    fn read(
         &self,
         partition: usize,
         context: Arc<TaskContext>,

@@ -1025,7 +1025,7 @@ enum Pred {
 }
 
 /// How a scan reads the dataset.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Access {
     Full,
     Get(Vec<Value>),

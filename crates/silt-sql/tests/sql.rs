@@ -28,10 +28,14 @@ mod ddl;
 mod documents;
 #[path = "sql/foreign_keys.rs"]
 mod foreign_keys;
+#[path = "sql/join_keys.rs"]
+mod join_keys;
 #[path = "sql/kept_insert.rs"]
 mod kept_insert;
 #[path = "sql/key_order.rs"]
 mod key_order;
+#[path = "sql/lookup_join.rs"]
+mod lookup_join;
 #[path = "sql/plan_cache.rs"]
 mod plan_cache;
 #[path = "sql/prepare.rs"]

@@ -323,3 +323,58 @@ fn a_transaction_sees_its_own_writes_in_key_order() {
     let got = ints(&run(&e, "SELECT k FROM t ORDER BY k LIMIT 4"), 0);
     assert_eq!(got, vec![2, 4, 6, 8]);
 }
+
+#[test]
+fn min_and_max_of_the_key_read_its_ends() {
+    for (seed, ty) in [(11u64, "BIGINT"), (12, "DOUBLE"), (13, "VARCHAR")] {
+        let (_d, e) = engine();
+        run(
+            &e,
+            &format!("CREATE TABLE t (k {ty} PRIMARY KEY, v BIGINT) WITH (partitions = 2)"),
+        );
+        let one = |sql: &str| key_column(&run(&e, sql), ty).into_iter().next();
+        // Empty: one row, NULL.
+        let b = run(&e, "SELECT max(k) FROM t");
+        assert_eq!(b.iter().map(|x| x.num_rows()).sum::<usize>(), 1);
+        assert!(b[0].column(0).is_null(0), "{ty}");
+        let mut rng = StdRng::seed_from_u64(seed);
+        let model = load(&e, &mut rng, ty, 400);
+        let all = sorted(&model);
+        for (sql, want) in [
+            ("SELECT max(k) FROM t", all.last()),
+            ("SELECT min(k) FROM t", all.first()),
+        ] {
+            let plan = explain(&e, sql);
+            assert!(plan.contains("limit=1"), "{sql}\n{plan}");
+            assert_eq!(one(sql).as_ref(), want, "{sql} ({ty})");
+        }
+        // A filter on another column: the aggregate reads what it keeps.
+        let sql = "SELECT max(k) FROM t WHERE v < 500";
+        let want = all
+            .iter()
+            .rev()
+            .find(|k| model[&format!("{k:?}")].1 < 500)
+            .cloned();
+        assert_eq!(one(sql), want, "{sql}");
+        // A transaction's own writes and deletes.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let s = SqlSession::new();
+        let exec = |sql: &str| {
+            rt.block_on(e.execute_in(&s, sql))
+                .unwrap_or_else(|err| panic!("{sql}: {err}"))
+        };
+        let (lo, hi) = (all[0].clone(), all[all.len() - 1].clone());
+        exec("BEGIN");
+        exec(&format!("DELETE FROM t WHERE k = {}", hi.sql()));
+        exec(&format!("DELETE FROM t WHERE k = {}", lo.sql()));
+        let got = key_column(&exec("SELECT max(k) FROM t"), ty);
+        assert_eq!(got.first(), all.get(all.len() - 2), "{ty}");
+        let got = key_column(&exec("SELECT min(k) FROM t"), ty);
+        assert_eq!(got.first(), all.get(1), "{ty}");
+        exec("ROLLBACK");
+        assert_eq!(one("SELECT max(k) FROM t"), Some(hi));
+    }
+}

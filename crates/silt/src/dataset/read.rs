@@ -302,6 +302,15 @@ impl Dataset {
         Ok(s)
     }
 
+    /// About how many records the dataset holds, from its components'
+    /// counts ([`LsmTree::approx_live_count`]): for a planner's estimates,
+    /// never for answers.
+    pub fn approx_count(&self) -> u64 {
+        self.partitions
+            .iter()
+            .fold(0u64, |n, p| n.saturating_add(p.primary.approx_live_count()))
+    }
+
     /// The number of records, committed, without reading them, when the
     /// component metadata of every partition decides it
     /// ([`LsmTree::exact_live_count`]) and no writer is in flight (its

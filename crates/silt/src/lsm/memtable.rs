@@ -582,6 +582,13 @@ impl MemTable {
         }
     }
 
+    /// Its entries that put a value, and its antimatter entries.
+    pub fn counts(&self) -> (u64, u64) {
+        let g = self.inner.read();
+        let deletes = g.deletes as u64;
+        ((g.map.len() as u64).saturating_sub(deletes), deletes)
+    }
+
     /// What the memtable holds, for counting records without reading
     /// them: its smallest and largest keys and how many of its entries are
     /// not antimatter; `None` when it is empty.

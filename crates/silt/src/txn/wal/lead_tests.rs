@@ -159,7 +159,7 @@ fn leaders_and_the_flusher_keep_lsn_order_and_group_commit() {
     let st = wal.stats();
     let commits = THREADS * COMMITS;
     assert_eq!(st.commits, commits);
-    drop(wal);
+    super::tests::close_when_last(wal);
     // The callbacks' order is the COMMITs' order in the log.
     let logged: Vec<u64> = read_from(dir.path(), 0)
         .unwrap()

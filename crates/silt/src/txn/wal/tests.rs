@@ -29,6 +29,23 @@ fn update(txn: u64, i: usize) -> LogRecord {
     }
 }
 
+/// Close `wal` on this thread once no one else holds it. A callback that
+/// holds a clone may still be alive on the thread that ran it (it sends
+/// before it is dropped); dropped there last, the log would close on that
+/// thread while the caller reads the files.
+pub(super) fn close_when_last(mut wal: Arc<Wal>) {
+    let wal = loop {
+        match Arc::try_unwrap(wal) {
+            Ok(w) => break w,
+            Err(w) => {
+                wal = w;
+                std::thread::yield_now();
+            }
+        }
+    };
+    drop(wal);
+}
+
 /// A mixed stream: updates, commits, an abort and a wait now and then.
 fn record(i: usize) -> LogRecord {
     let txn = (i / 3) as u64 + 1;
@@ -220,7 +237,7 @@ fn group_commit_batches_concurrent_commits() {
         "group commit did not batch: {fsyncs} fsyncs for {commits} commits"
     );
     assert!(st.max_batch_records > 1);
-    drop(wal);
+    close_when_last(wal);
     assert_eq!(read_all(dir.path(), 0).len() as u64, 2 * commits);
 }
 
