@@ -19,7 +19,6 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
-use datafusion::physical_plan::repartition::RepartitionExec;
 
 use crate::scan::SiltScanExec;
 use crate::table::Access;
@@ -81,7 +80,7 @@ fn end_scan(agg: &AggregateExec) -> Option<SiltScanExec> {
         return None;
     };
     let col = arg.downcast_ref::<Column>()?;
-    let scan = scan_under(agg.input())?;
+    let scan = SiltScanExec::under_repartition(agg.input())?;
     if !matches!(scan.access(), Access::Full) || !scan.plain() {
         return None;
     }
@@ -91,15 +90,4 @@ fn end_scan(agg: &AggregateExec) -> Option<SiltScanExec> {
         return None;
     }
     Some(scan.key_end(last))
-}
-
-/// The Silt scan `plan` is, under repartitioning.
-fn scan_under(plan: &Arc<dyn ExecutionPlan>) -> Option<&SiltScanExec> {
-    if let Some(s) = plan.downcast_ref::<SiltScanExec>() {
-        return Some(s);
-    }
-    if plan.downcast_ref::<RepartitionExec>().is_some() {
-        return scan_under(plan.children().first()?);
-    }
-    None
 }

@@ -33,7 +33,6 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::joins::NestedLoopJoinExec;
 use datafusion::physical_plan::joins::utils::JoinFilter;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
-use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
@@ -110,9 +109,10 @@ impl KeyLookupJoinExec {
         let Some(filter) = nlj.filter() else {
             return Ok(None);
         };
-        let Some(scan) = scan_under(nlj.right()) else {
+        let Some(scan) = SiltScanExec::under_repartition(nlj.right()) else {
             return Ok(None);
         };
+        let scan = Arc::new(scan.clone());
         if !matches!(scan.access(), Access::Full) || !scan.plain() {
             return Ok(None);
         }
@@ -182,19 +182,6 @@ impl KeyLookupJoinExec {
             metrics: ExecutionPlanMetricsSet::new(),
         }))
     }
-}
-
-/// The Silt scan `plan` is, under repartitioning (which changes nothing
-/// for an inner join's rows).
-fn scan_under(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<SiltScanExec>> {
-    if plan.downcast_ref::<SiltScanExec>().is_some() {
-        let any: Arc<dyn std::any::Any + Send + Sync> = plan.clone();
-        return any.downcast::<SiltScanExec>().ok();
-    }
-    if plan.downcast_ref::<RepartitionExec>().is_some() {
-        return scan_under(plan.children().first()?);
-    }
-    None
 }
 
 /// The operands of `e`'s top-level `op`s (`a OR b OR c`).

@@ -83,6 +83,9 @@ pub struct SiltScanExec {
     /// of, once the join has them ([`crate::join_keys`]): a full scan
     /// reads only the rows they can match.
     join_keys: Option<Arc<DynamicFilterPhysicalExpr>>,
+    /// What the join's keys make of a run, decided by its first partition
+    /// to be read, the same for the others.
+    keyed: Arc<RunDecisions<Option<KeyedReads>>>,
     /// What the join's keys made of the scan (EXPLAIN ANALYZE shows it).
     metrics: ExecutionPlanMetricsSet,
 }
@@ -121,6 +124,7 @@ impl SiltScanExec {
             counts: Arc::default(),
             images: Arc::default(),
             join_keys: None,
+            keyed: Arc::default(),
             metrics: ExecutionPlanMetricsSet::new(),
         }
     }
@@ -184,6 +188,22 @@ impl SiltScanExec {
         !self.for_write && !self.rev && self.limit.is_none()
     }
 
+    /// The Silt scan `plan` is, under repartitioning (which changes which
+    /// partition a row comes out of, nothing else).
+    pub(crate) fn under_repartition(plan: &Arc<dyn ExecutionPlan>) -> Option<&SiltScanExec> {
+        if let Some(s) = plan.downcast_ref::<SiltScanExec>() {
+            return Some(s);
+        }
+        if plan
+            .downcast_ref::<datafusion::physical_plan::repartition::RepartitionExec>()
+            .is_some()
+        {
+            let child = plan.children().into_iter().next()?;
+            return Self::under_repartition(child);
+        }
+        None
+    }
+
     /// A scan of the first record in key order, or the last.
     pub(crate) fn key_end(&self, last: bool) -> SiltScanExec {
         let mut s = self.with_access(Access::Full);
@@ -202,6 +222,7 @@ impl SiltScanExec {
         s.rev = false;
         s.parts = None;
         s.join_keys = None;
+        s.keyed = Arc::default();
         s.counts = Arc::default();
         s.images = Arc::default();
         s.metrics = ExecutionPlanMetricsSet::new();
@@ -308,6 +329,19 @@ impl ExecutionPlan for SiltScanExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+
+    /// A plan run again from scratch (a recursive query's next step) has
+    /// a join that makes new keys and no longer fills the ones this scan
+    /// holds: it scans as without them until pushdown gives it new ones.
+    fn reset_state(self: Arc<Self>) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let mut s = self.as_ref().clone();
+        s.join_keys = None;
+        s.keyed = Arc::default();
+        s.counts = Arc::default();
+        s.images = Arc::default();
+        s.metrics = ExecutionPlanMetricsSet::new();
+        Ok(Arc::new(s))
     }
 
     /// About how many rows the scan gives ([`crate::estimate`]): with it
@@ -497,12 +531,14 @@ impl SiltScanExec {
         let this = self.clone();
         let schema = self.schema.clone();
         let opened = async move {
+            // Decided once per run: partition 0 reads what the keys name
+            // and the others nothing, or every partition reads its part.
             // Not complete (a join that reads this side first): as without.
-            let filter = match keys.wait_complete().now_or_never() {
-                Some(()) => Some(keys.current()?),
-                None => None,
-            };
-            let reads = filter.and_then(|f| join_keys::keyed_reads(&f, &this.ds, &this.cols));
+            let reads = this.keyed.decide(&context, || {
+                keys.wait_complete().now_or_never()?;
+                let filter = keys.current().ok()?;
+                join_keys::keyed_reads(&filter, &this.ds, &this.cols)
+            });
             let Some(reads) = reads else {
                 return this.read(partition, context);
             };

@@ -237,3 +237,22 @@ fn keyed_reads_see_a_transactions_own_writes() {
     exec("ROLLBACK");
     assert_eq!(rows(&exec(q)), before);
 }
+
+#[test]
+fn a_recursive_query_with_a_join_on_a_key_counts_every_step() {
+    // Each step runs its join afresh (reset plan states): a scan must not
+    // keep the keys of an earlier step.
+    let (_d, e) = engine();
+    run(&e, "CREATE TABLE node (id BIGINT PRIMARY KEY, next BIGINT)");
+    // A chain 1 -> 2 -> ... -> 60, and a thousand nodes off it.
+    run(
+        &e,
+        "INSERT INTO node SELECT x, CASE WHEN x < 60 THEN x + 1 ELSE NULL END FROM generate_series(1, 1060) g(x)",
+    );
+    let q = "WITH RECURSIVE r(id) AS (SELECT 1 UNION ALL \
+             SELECT n.next FROM r JOIN node n ON n.id = r.id WHERE n.next IS NOT NULL) \
+             SELECT count(*), sum(id) FROM r";
+    let b = run(&e, q);
+    let text = rows(&b).join("\n");
+    assert!(text.contains("| 60 ") && text.contains("| 1830 "), "{text}");
+}
