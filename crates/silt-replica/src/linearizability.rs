@@ -1,0 +1,1 @@
+//! A linearizability checker for histories of reads and writes on registers.

@@ -1,0 +1,5 @@
+//! Hydra (seed 001 ch. 6): a block volume replicated by `silt-replica`,
+//! whose logical-to-physical block map is a Silt dataset, served to block
+//! clients over NBD.
+
+pub mod nbd;

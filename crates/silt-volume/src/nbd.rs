@@ -1,0 +1,1 @@
+//! The NBD (network block device) front end.
