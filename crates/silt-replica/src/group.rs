@@ -1,0 +1,311 @@
+//! One replica of a replicated group: an OmniPaxos instance over a
+//! [`LogHandle`], driven by whoever owns it (a node's thread, or the
+//! simulator) through four calls:
+//!
+//! - [`Group::handle`] a message from another replica, [`Group::tick`] the
+//!   clock (elections and resends count ticks), [`Group::propose`] an entry;
+//! - [`Group::ready`]: sync the log, then hand out the messages to send and
+//!   the entries decided since the last call.
+//!
+//! `ready` is the only way out of a replica, and it syncs first: a promise,
+//! an acceptance or an entry reaches another process, or the state machine,
+//! only once it is on disk here. Everything the calls before it did is synced
+//! by one fdatasync (group commit falls out of calling `ready` once per batch
+//! of input).
+//!
+//! OmniPaxos panics when its storage fails. The calls here catch that and
+//! leave the group failed: it answers every later call with
+//! [`ReplicaError::Failed`], and the owner stops the replica (restarting
+//! recovers from the log file).
+
+use crate::error::{ReplicaError, Result};
+use crate::log_store::{LogHandle, LogOptions, OpenSummary, Payloads};
+use omnipaxos::messages::Message;
+use omnipaxos::messages::sequence_paxos::PaxosMsg;
+use omnipaxos::storage::Entry;
+use omnipaxos::util::{LogEntry, NodeId};
+use omnipaxos::{ClusterConfig, OmniPaxos, OmniPaxosConfig, ServerConfig};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+
+/// Who is in a group and how its clock runs.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// This replica (nonzero).
+    pub me: NodeId,
+    /// Every replica, `me` included (at least two).
+    pub nodes: Vec<NodeId>,
+    /// Ticks without a heartbeat before a new leader is elected.
+    pub election_ticks: u64,
+    /// Ticks before an unanswered message is sent again.
+    pub resend_ticks: u64,
+    /// A configuration number, larger for each new membership (nonzero).
+    pub config_id: u32,
+    pub log: LogOptions,
+}
+
+impl GroupConfig {
+    pub fn new(me: NodeId, nodes: Vec<NodeId>) -> GroupConfig {
+        GroupConfig {
+            me,
+            nodes,
+            election_ticks: 10,
+            resend_ticks: 20,
+            config_id: 1,
+            log: LogOptions::default(),
+        }
+    }
+}
+
+/// A decided entry: its index in the log and its stored form.
+pub type Decided<T> = (usize, T);
+
+pub struct Group<T, P>
+where
+    T: Entry + Serialize + DeserializeOwned,
+    T::Snapshot: Serialize + DeserializeOwned,
+    P: Payloads<T>,
+{
+    op: OmniPaxos<T, LogHandle<T, P>>,
+    log: LogHandle<T, P>,
+    /// Decided entries below this index were handed out.
+    applied: usize,
+    failed: Option<String>,
+    me: NodeId,
+    /// Prepares refused in a row because this replica promised a higher
+    /// ballot (see [`Group::handle`]).
+    refused_prepares: u32,
+}
+
+impl<T, P> Group<T, P>
+where
+    T: Entry + Serialize + DeserializeOwned,
+    T::Snapshot: Serialize + DeserializeOwned,
+    P: Payloads<T>,
+{
+    /// Open the replica whose log is in `dir`. Decided entries from index
+    /// `applied` on are handed out again by [`Group::ready`] (the state
+    /// machine's own durable position).
+    pub fn open(
+        dir: &Path,
+        cfg: &GroupConfig,
+        payloads: P,
+        applied: usize,
+    ) -> Result<(Self, OpenSummary)> {
+        let (log, summary) = LogHandle::open(dir, payloads, cfg.log)?;
+        let op_cfg = OmniPaxosConfig {
+            cluster_config: ClusterConfig {
+                configuration_id: cfg.config_id,
+                nodes: cfg.nodes.clone(),
+                flexible_quorum: None,
+            },
+            server_config: ServerConfig {
+                pid: cfg.me,
+                election_tick_timeout: cfg.election_ticks,
+                resend_message_tick_timeout: cfg.resend_ticks,
+                ..ServerConfig::default()
+            },
+        };
+        let op = op_cfg
+            .build(log.clone())
+            .map_err(|e| ReplicaError::Config(e.to_string()))?;
+        Ok((
+            Group {
+                op,
+                log,
+                applied,
+                failed: None,
+                me: cfg.me,
+                refused_prepares: 0,
+            },
+            summary,
+        ))
+    }
+
+    pub fn me(&self) -> NodeId {
+        self.me
+    }
+
+    /// The leader this replica knows of.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.op.get_current_leader().map(|(id, _)| id)
+    }
+
+    /// This replica leads (its entries are proposed, not forwarded).
+    pub fn is_leader(&self) -> bool {
+        self.leader() == Some(self.me)
+    }
+
+    pub fn decided_idx(&self) -> usize {
+        self.op.get_decided_idx()
+    }
+
+    /// One line on the replica's state (for logs and failed checks).
+    pub fn describe(&self) -> String {
+        format!(
+            "replica {}: leader {:?}, promise {:?}, accepted {}, decided {}, handed out {}, \
+             followers' accepted {:?}",
+            self.me,
+            self.op.get_current_leader(),
+            self.op.get_promise(),
+            self.op.get_accepted_idx(),
+            self.op.get_decided_idx(),
+            self.applied,
+            self.op.get_ui_states().cluster_state.accepted_indexes
+        )
+    }
+
+    pub fn log(&self) -> &LogHandle<T, P> {
+        &self.log
+    }
+
+    fn guard<R>(&mut self, f: impl FnOnce(&mut OmniPaxos<T, LogHandle<T, P>>) -> R) -> Result<R> {
+        if let Some(why) = &self.failed {
+            return Err(ReplicaError::Failed(why.clone()));
+        }
+        match catch_unwind(AssertUnwindSafe(|| f(&mut self.op))) {
+            Ok(r) => Ok(r),
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "OmniPaxos panicked".to_owned());
+                self.failed = Some(why.clone());
+                Err(ReplicaError::Failed(why))
+            }
+        }
+    }
+
+    /// Propose `entry`; only the leader takes proposals (a follower answers
+    /// [`ReplicaError::NotLeader`] so the client goes to the leader itself).
+    /// The entry is decided, or lost with a leader change, later: the layer
+    /// above recognizes its own entries among the decided ones.
+    pub fn propose(&mut self, entry: T) -> Result<()> {
+        if !self.is_leader() {
+            return Err(ReplicaError::NotLeader {
+                leader: self.leader(),
+            });
+        }
+        match self.guard(|op| op.append(entry))? {
+            Ok(()) => Ok(()),
+            Err(_) => Err(ReplicaError::NotLeader {
+                leader: self.leader(),
+            }),
+        }
+    }
+
+    /// A message from another replica.
+    ///
+    /// One repair of OmniPaxos 0.2.4's leader election: a replica that
+    /// promised its own ballot, crashed before the others heard of it, and
+    /// came back while another replica won an election with a lower ballot of
+    /// the same number (ties are broken by node id) refuses that leader's
+    /// Prepare forever (as Paxos must: its promise is higher) while its
+    /// election module, seeing the others content, never starts an election.
+    /// It would stay behind for good (the simulator found this). After a few
+    /// refused Prepares in a row it stands for election with a higher ballot,
+    /// which the others can accept.
+    pub fn handle(&mut self, msg: Message<T>) -> Result<()> {
+        if let Message::SequencePaxos(pm) = &msg
+            && let PaxosMsg::Prepare(p) = &pm.msg
+        {
+            if p.n < self.op.get_promise() {
+                self.refused_prepares += 1;
+            } else {
+                self.refused_prepares = 0;
+            }
+        }
+        self.guard(|op| op.handle_incoming(msg))?;
+        if self.refused_prepares >= 3 {
+            self.refused_prepares = 0;
+            self.guard(|op| op.try_become_leader())?;
+        }
+        Ok(())
+    }
+
+    pub fn tick(&mut self) -> Result<()> {
+        self.guard(|op| op.tick())
+    }
+
+    /// The link to `peer` was down and is up again (lost messages are
+    /// resent from the sessions' sequence numbers).
+    pub fn reconnected(&mut self, peer: NodeId) -> Result<()> {
+        self.guard(|op| op.reconnected(peer))
+    }
+
+    /// Sync the log; then the messages to send, each entry in them expanded
+    /// for another replica, and the entries decided since the last call
+    /// (appended to `decided`).
+    pub fn ready(&mut self, decided: &mut Vec<Decided<T>>) -> Result<Vec<Message<T>>> {
+        if let Some(why) = &self.failed {
+            return Err(ReplicaError::Failed(why.clone()));
+        }
+        if let Err(e) = self.log.sync() {
+            self.failed = Some(e.to_string());
+            return Err(e);
+        }
+        let mut out = Vec::new();
+        self.guard(|op| op.take_outgoing_messages(&mut out))?;
+        for m in &mut out {
+            if let Err(e) = expand_message(&self.log, m) {
+                let why = format!("reading a payload to send: {e}");
+                self.failed = Some(why.clone());
+                return Err(ReplicaError::Failed(why));
+            }
+        }
+        let from = self.applied;
+        if self.op.get_decided_idx() > from {
+            let suffix = self.guard(|op| op.read_decided_suffix(from))?;
+            for (i, e) in suffix.into_iter().flatten().enumerate() {
+                let idx = from + i;
+                match e {
+                    LogEntry::Decided(t) => decided.push((idx, t)),
+                    // Entries below the compacted index were applied
+                    // before they were trimmed; a stop sign ends the
+                    // configuration (membership changes build on it).
+                    LogEntry::Trimmed(_)
+                    | LogEntry::Snapshotted(_)
+                    | LogEntry::StopSign(..)
+                    | LogEntry::Undecided(_) => {}
+                }
+                self.applied = idx + 1;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Drop the log's entries below `idx` (every replica must have decided
+    /// them: OmniPaxos refuses otherwise).
+    pub fn trim(&mut self, idx: usize) -> Result<bool> {
+        Ok(self.guard(|op| op.trim(Some(idx)))?.is_ok())
+    }
+}
+
+/// Replace every entry of an outgoing message by its expanded form.
+fn expand_message<T, P>(log: &LogHandle<T, P>, m: &mut Message<T>) -> std::io::Result<()>
+where
+    T: Entry + Serialize + DeserializeOwned,
+    T::Snapshot: Serialize + DeserializeOwned,
+    P: Payloads<T>,
+{
+    let Message::SequencePaxos(pm) = m else {
+        return Ok(());
+    };
+    let entries: &mut Vec<T> = match &mut pm.msg {
+        PaxosMsg::Promise(p) => match &mut p.log_sync {
+            Some(s) => &mut s.suffix,
+            None => return Ok(()),
+        },
+        PaxosMsg::AcceptSync(a) => &mut a.log_sync.suffix,
+        PaxosMsg::AcceptDecide(a) => &mut a.entries,
+        PaxosMsg::ProposalForward(es) => es,
+        _ => return Ok(()),
+    };
+    for e in entries.iter_mut() {
+        *e = log.expand(e)?;
+    }
+    Ok(())
+}

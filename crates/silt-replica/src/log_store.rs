@@ -1,0 +1,595 @@
+//! The durable replicated log of one replica: OmniPaxos's [`Storage`] on a
+//! local file.
+//!
+//! Every change OmniPaxos makes to its state (entries appended or replaced
+//! from an index, the promised and accepted rounds, the decided and
+//! compacted indexes, the stop sign, a trim) is one record appended to
+//! `paxos.log` in the replica's directory. Records are buffered in memory and
+//! written and fdatasynced together by [`LogHandle::sync`]; the group driver
+//! ([`crate::group`]) calls it before any message leaves the replica and
+//! before anything decided is applied, so a crash can only lose state that no
+//! other process has heard of. Paxos needs nothing more: a promise or an
+//! acceptance counts only once it has been sent.
+//!
+//! The whole state is also kept in memory (entries are expected to be small:
+//! the layer above moves large payloads out of the log through
+//! [`Payloads`]). When the file has grown well past what is live, `sync`
+//! rewrites it as one snapshot of the state (tmp file, fsync, rename, fsync of
+//! the directory). At open, the records are replayed; a torn or corrupt tail
+//! (a crash inside a write) ends the replay and is cut off. The format is in
+//! `docs/format/paxos-log.md`.
+
+use crate::error::{ReplicaError, Result};
+use omnipaxos::ballot_leader_election::Ballot;
+use omnipaxos::storage::{Entry, StopSign, Storage, StorageOp, StorageResult};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where the payload of an entry lives. The log stores entries as
+/// [`Payloads::absorb`] returns them; messages to other replicas carry them
+/// as [`Payloads::expand`] returns them. Hydra's reference trick (seed 001
+/// §6.4) is an implementation that writes a block's data once to a data file
+/// and keeps only its place in the log.
+pub trait Payloads<T>: Send + 'static {
+    /// The form of `entry` to keep in this replica's log (called for every
+    /// entry stored, whether proposed here or received).
+    fn absorb(&mut self, entry: T) -> std::io::Result<T>;
+    /// The form of a stored entry to send to another replica.
+    fn expand(&self, entry: &T) -> std::io::Result<T>;
+    /// Make durable everything absorbed so far (called before the log's own
+    /// records are synced, so the log never refers to data that is not on
+    /// disk).
+    fn sync(&mut self) -> std::io::Result<()>;
+}
+
+/// Entries kept whole in the log.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Inline;
+
+impl<T: Clone> Payloads<T> for Inline {
+    fn absorb(&mut self, entry: T) -> std::io::Result<T> {
+        Ok(entry)
+    }
+    fn expand(&self, entry: &T) -> std::io::Result<T> {
+        Ok(entry.clone())
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One record of `paxos.log`.
+#[derive(Serialize, Deserialize)]
+#[serde(bound(
+    serialize = "T: Serialize, T::Snapshot: Serialize",
+    deserialize = "T: DeserializeOwned, T::Snapshot: DeserializeOwned"
+))]
+enum Record<T: Entry> {
+    /// Drop the entries from absolute index `at` on, then append `entries`.
+    Append {
+        at: u64,
+        entries: Vec<T>,
+    },
+    Promise(Ballot),
+    AcceptedRound(Ballot),
+    Decided(u64),
+    Stopsign(Option<StopSign>),
+    /// Entries below this absolute index are gone.
+    Trim(u64),
+    Compacted(u64),
+    Snapshot(Option<T::Snapshot>),
+}
+
+/// Bytes of a record's frame before its body: length and CRC32C, LE u32 each.
+const FRAME: usize = 8;
+/// A record body larger than this is corrupt (entries are small by design).
+const MAX_RECORD: usize = 256 << 20;
+
+/// The in-memory state and the file it is kept in.
+struct Inner<T: Entry, P> {
+    dir: PathBuf,
+    file: File,
+    /// Bytes in the file (valid records only).
+    file_len: u64,
+    /// Encoded records not yet written.
+    pending: Vec<u8>,
+    entries: Vec<T>,
+    /// Absolute index of `entries[0]`.
+    trimmed: usize,
+    promise: Option<Ballot>,
+    accepted_round: Option<Ballot>,
+    decided: usize,
+    compacted: usize,
+    stopsign: Option<StopSign>,
+    snapshot: Option<T::Snapshot>,
+    payloads: P,
+    opts: LogOptions,
+    /// A write or sync failed: the replica must stop (its state on disk is
+    /// unknown).
+    failed: Option<String>,
+    stats: LogStats,
+}
+
+/// What the log has written, for measurements (Hydra's "less disk I/O").
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LogStats {
+    pub bytes_written: u64,
+    pub syncs: u64,
+    pub rewrites: u64,
+}
+
+/// A replica's log as OmniPaxos sees it ([`Storage`]); clones share it, so
+/// the group driver keeps one to [`sync`](LogHandle::sync) it.
+pub struct LogHandle<T: Entry, P> {
+    inner: Arc<Mutex<Inner<T, P>>>,
+}
+
+impl<T: Entry, P> Clone for LogHandle<T, P> {
+    fn clone(&self) -> Self {
+        LogHandle {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+/// How a log is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOptions {
+    /// fdatasync at every [`LogHandle::sync`]. Off only where nothing
+    /// survives the process anyway (the simulator, whose crashes drop what
+    /// was not yet written).
+    pub fsync: bool,
+    /// Rewrite the file once it is past this size and four times what is live.
+    pub rewrite_bytes: u64,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            fsync: true,
+            rewrite_bytes: 64 << 20,
+        }
+    }
+}
+
+/// What opening a log found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenSummary {
+    pub records: u64,
+    /// Bytes of a torn or corrupt tail cut off (a crash inside a write).
+    pub cut_bytes: u64,
+    pub entries: usize,
+    pub decided: usize,
+}
+
+impl<T, P> LogHandle<T, P>
+where
+    T: Entry + Serialize + DeserializeOwned,
+    T::Snapshot: Serialize + DeserializeOwned,
+    P: Payloads<T>,
+{
+    /// Open (or create) the log in `dir`.
+    pub fn open(dir: &Path, payloads: P, opts: LogOptions) -> Result<(Self, OpenSummary)> {
+        std::fs::create_dir_all(dir).map_err(|e| ReplicaError::io(dir, e))?;
+        let path = dir.join("paxos.log");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(|e| ReplicaError::io(&path, e))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| ReplicaError::io(&path, e))?;
+        let mut inner = Inner {
+            dir: dir.to_path_buf(),
+            file,
+            file_len: 0,
+            pending: Vec::new(),
+            entries: Vec::new(),
+            trimmed: 0,
+            promise: None,
+            accepted_round: None,
+            decided: 0,
+            compacted: 0,
+            stopsign: None,
+            snapshot: None,
+            payloads,
+            opts,
+            failed: None,
+            stats: LogStats::default(),
+        };
+        let mut summary = OpenSummary::default();
+        let mut pos = 0usize;
+        while let Some((record, next)) = decode_at::<T>(&bytes, pos) {
+            inner.replay(record);
+            summary.records += 1;
+            pos = next;
+        }
+        if pos < bytes.len() {
+            summary.cut_bytes = (bytes.len() - pos) as u64;
+            tracing::warn!(
+                path = %path.display(),
+                cut = summary.cut_bytes,
+                "paxos log: torn or corrupt tail cut off"
+            );
+            inner
+                .file
+                .set_len(pos as u64)
+                .and_then(|_| {
+                    if opts.fsync {
+                        inner.file.sync_data()
+                    } else {
+                        Ok(())
+                    }
+                })
+                .map_err(|e| ReplicaError::io(&path, e))?;
+        }
+        inner.file_len = pos as u64;
+        summary.entries = inner.trimmed + inner.entries.len();
+        summary.decided = inner.decided;
+        Ok((
+            LogHandle {
+                inner: Arc::new(Mutex::new(inner)),
+            },
+            summary,
+        ))
+    }
+
+    /// Write and fdatasync every record since the last call (the payloads
+    /// first). A failure leaves the log failed: every later call fails too.
+    pub fn sync(&self) -> Result<()> {
+        let mut g = self.inner.lock();
+        g.sync()
+    }
+
+    /// The stored form of an entry, expanded for another replica.
+    pub fn expand(&self, entry: &T) -> std::io::Result<T> {
+        self.inner.lock().payloads.expand(entry)
+    }
+
+    /// Run `f` on the payload store (the layer above reads data through it).
+    pub fn with_payloads<R>(&self, f: impl FnOnce(&mut P) -> R) -> R {
+        f(&mut self.inner.lock().payloads)
+    }
+
+    pub fn stats(&self) -> LogStats {
+        self.inner.lock().stats
+    }
+
+    /// Records are buffered and nothing is synced yet.
+    pub fn has_pending(&self) -> bool {
+        !self.inner.lock().pending.is_empty()
+    }
+
+    fn write(&self, record: Record<T>) -> StorageResult<()> {
+        let mut g = self.inner.lock();
+        if let Some(why) = &g.failed {
+            return Err(Box::new(ReplicaError::Failed(why.clone())));
+        }
+        let record = match record {
+            Record::Append { at, entries } => {
+                let mut stored = Vec::with_capacity(entries.len());
+                for e in entries {
+                    match g.payloads.absorb(e) {
+                        Ok(s) => stored.push(s),
+                        Err(e) => {
+                            let why = format!("storing a payload: {e}");
+                            g.failed = Some(why.clone());
+                            return Err(Box::new(ReplicaError::Failed(why)));
+                        }
+                    }
+                }
+                Record::Append {
+                    at,
+                    entries: stored,
+                }
+            }
+            r => r,
+        };
+        if let Err(e) = encode_into(&record, &mut g.pending) {
+            return Err(Box::new(e));
+        }
+        g.replay(record);
+        Ok(())
+    }
+}
+
+impl<T, P> Inner<T, P>
+where
+    T: Entry + Serialize + DeserializeOwned,
+    T::Snapshot: Serialize + DeserializeOwned,
+    P: Payloads<T>,
+{
+    fn replay(&mut self, record: Record<T>) {
+        match record {
+            Record::Append { at, entries } => {
+                let at = at as usize;
+                let keep = at.saturating_sub(self.trimmed).min(self.entries.len());
+                self.entries.truncate(keep);
+                self.entries.extend(entries);
+            }
+            Record::Promise(b) => self.promise = Some(b),
+            Record::AcceptedRound(b) => self.accepted_round = Some(b),
+            Record::Decided(d) => self.decided = d as usize,
+            Record::Stopsign(s) => self.stopsign = s,
+            Record::Trim(idx) => {
+                let idx = idx as usize;
+                let n = idx.saturating_sub(self.trimmed).min(self.entries.len());
+                self.entries.drain(..n);
+                self.trimmed = self.trimmed.max(idx);
+            }
+            Record::Compacted(c) => self.compacted = c as usize,
+            Record::Snapshot(s) => self.snapshot = s,
+        }
+    }
+
+    fn fail(&mut self, why: String) -> ReplicaError {
+        self.failed = Some(why.clone());
+        ReplicaError::Failed(why)
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        if let Some(why) = &self.failed {
+            return Err(ReplicaError::Failed(why.clone()));
+        }
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self.payloads.sync() {
+            return Err(self.fail(format!("syncing payloads: {e}")));
+        }
+        let pending = std::mem::take(&mut self.pending);
+        if let Err(e) = self.file.write_all(&pending).and_then(|_| {
+            if self.opts.fsync {
+                self.file.sync_data()
+            } else {
+                Ok(())
+            }
+        }) {
+            return Err(self.fail(format!("writing {}/paxos.log: {e}", self.dir.display())));
+        }
+        self.file_len += pending.len() as u64;
+        self.stats.bytes_written += pending.len() as u64;
+        self.stats.syncs += 1;
+        if self.file_len > self.opts.rewrite_bytes && self.file_len > 4 * self.live_bytes_estimate()
+        {
+            self.rewrite()?;
+        }
+        Ok(())
+    }
+
+    fn live_bytes_estimate(&self) -> u64 {
+        // The encoded size of one entry times their number; a rewrite
+        // measures exactly.
+        let per = self
+            .entries
+            .last()
+            .and_then(|e| postcard::to_stdvec(e).ok())
+            .map_or(16, |b| b.len() as u64 + 1);
+        per * self.entries.len() as u64 + 1024
+    }
+
+    /// Replace the file by one holding only the current state.
+    fn rewrite(&mut self) -> Result<()> {
+        let mut buf = Vec::new();
+        let records: Vec<Record<T>> = vec![
+            Record::Trim(self.trimmed as u64),
+            Record::Compacted(self.compacted as u64),
+            Record::Decided(self.decided as u64),
+            Record::Stopsign(self.stopsign.clone()),
+            Record::Snapshot(self.snapshot.clone()),
+        ];
+        for r in &records {
+            encode_into(r, &mut buf)?;
+        }
+        if let Some(p) = self.promise {
+            encode_into(&Record::<T>::Promise(p), &mut buf)?;
+        }
+        if let Some(a) = self.accepted_round {
+            encode_into(&Record::<T>::AcceptedRound(a), &mut buf)?;
+        }
+        for chunk in self.entries.chunks(4096).enumerate() {
+            let (i, entries) = chunk;
+            encode_into(
+                &Record::Append {
+                    at: (self.trimmed + i * 4096) as u64,
+                    entries: entries.to_vec(),
+                },
+                &mut buf,
+            )?;
+        }
+        let tmp = self.dir.join("paxos.log.tmp");
+        let path = self.dir.join("paxos.log");
+        let done = (|| -> std::io::Result<File> {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&buf)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            File::open(&self.dir)?.sync_all()?;
+            OpenOptions::new().read(true).append(true).open(&path)
+        })();
+        match done {
+            Ok(f) => {
+                self.file = f;
+                self.file_len = buf.len() as u64;
+                self.stats.bytes_written += buf.len() as u64;
+                self.stats.rewrites += 1;
+                Ok(())
+            }
+            Err(e) => Err(self.fail(format!("rewriting {}: {e}", path.display()))),
+        }
+    }
+}
+
+fn encode_into<T>(record: &Record<T>, out: &mut Vec<u8>) -> Result<()>
+where
+    T: Entry + Serialize,
+    T::Snapshot: Serialize,
+{
+    let body = postcard::to_stdvec(record).map_err(|e| ReplicaError::Encode(e.to_string()))?;
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+/// The record at `pos` and the position after it, or None at a torn or
+/// corrupt record (or the end).
+fn decode_at<T>(bytes: &[u8], pos: usize) -> Option<(Record<T>, usize)>
+where
+    T: Entry + DeserializeOwned,
+    T::Snapshot: DeserializeOwned,
+{
+    let head = bytes.get(pos..pos + FRAME)?;
+    let len = u32::from_le_bytes(head[..4].try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(head[4..].try_into().ok()?);
+    if len > MAX_RECORD {
+        return None;
+    }
+    let body = bytes.get(pos + FRAME..pos + FRAME + len)?;
+    if crc32c::crc32c(body) != crc {
+        return None;
+    }
+    let record = postcard::from_bytes(body).ok()?;
+    Some((record, pos + FRAME + len))
+}
+
+impl<T, P> Storage<T> for LogHandle<T, P>
+where
+    T: Entry + Serialize + DeserializeOwned,
+    T::Snapshot: Serialize + DeserializeOwned,
+    P: Payloads<T>,
+{
+    fn write_atomically(&mut self, ops: Vec<StorageOp<T>>) -> StorageResult<()> {
+        // The records of one call reach the file in one write and are synced
+        // together, so they are as atomic as a crash lets a write be: a torn
+        // write cuts the file inside them and open drops them all, since the
+        // sync that covers them never returned and nothing depending on them
+        // was sent.
+        for op in ops {
+            match op {
+                StorageOp::AppendEntry(e) => self.append_entry(e)?,
+                StorageOp::AppendEntries(es) => self.append_entries(es)?,
+                StorageOp::AppendOnPrefix(at, es) => self.append_on_prefix(at, es)?,
+                StorageOp::SetPromise(b) => self.set_promise(b)?,
+                StorageOp::SetDecidedIndex(d) => self.set_decided_idx(d)?,
+                StorageOp::SetAcceptedRound(b) => self.set_accepted_round(b)?,
+                StorageOp::SetCompactedIdx(c) => self.set_compacted_idx(c)?,
+                StorageOp::Trim(i) => self.trim(i)?,
+                StorageOp::SetStopsign(s) => self.set_stopsign(s)?,
+                StorageOp::SetSnapshot(s) => self.set_snapshot(s)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn append_entry(&mut self, entry: T) -> StorageResult<()> {
+        self.append_entries(vec![entry])
+    }
+
+    fn append_entries(&mut self, entries: Vec<T>) -> StorageResult<()> {
+        let at = {
+            let g = self.inner.lock();
+            g.trimmed + g.entries.len()
+        };
+        self.write(Record::Append {
+            at: at as u64,
+            entries,
+        })
+    }
+
+    fn append_on_prefix(&mut self, from_idx: usize, entries: Vec<T>) -> StorageResult<()> {
+        self.write(Record::Append {
+            at: from_idx as u64,
+            entries,
+        })
+    }
+
+    fn set_promise(&mut self, n_prom: Ballot) -> StorageResult<()> {
+        self.write(Record::Promise(n_prom))
+    }
+
+    fn set_decided_idx(&mut self, ld: usize) -> StorageResult<()> {
+        self.write(Record::Decided(ld as u64))
+    }
+
+    fn get_decided_idx(&self) -> StorageResult<usize> {
+        Ok(self.inner.lock().decided)
+    }
+
+    fn set_accepted_round(&mut self, na: Ballot) -> StorageResult<()> {
+        self.write(Record::AcceptedRound(na))
+    }
+
+    fn get_accepted_round(&self) -> StorageResult<Option<Ballot>> {
+        Ok(self.inner.lock().accepted_round)
+    }
+
+    fn get_entries(&self, from: usize, to: usize) -> StorageResult<Vec<T>> {
+        let g = self.inner.lock();
+        let (Some(from), Some(to)) = (from.checked_sub(g.trimmed), to.checked_sub(g.trimmed))
+        else {
+            return Ok(Vec::new());
+        };
+        Ok(g.entries
+            .get(from..to)
+            .map(|s| s.to_vec())
+            .unwrap_or_default())
+    }
+
+    fn get_log_len(&self) -> StorageResult<usize> {
+        Ok(self.inner.lock().entries.len())
+    }
+
+    fn get_suffix(&self, from: usize) -> StorageResult<Vec<T>> {
+        let g = self.inner.lock();
+        let Some(from) = from.checked_sub(g.trimmed) else {
+            return Ok(Vec::new());
+        };
+        Ok(g.entries
+            .get(from..)
+            .map(|s| s.to_vec())
+            .unwrap_or_default())
+    }
+
+    fn get_promise(&self) -> StorageResult<Option<Ballot>> {
+        Ok(self.inner.lock().promise)
+    }
+
+    fn set_stopsign(&mut self, s: Option<StopSign>) -> StorageResult<()> {
+        self.write(Record::Stopsign(s))
+    }
+
+    fn get_stopsign(&self) -> StorageResult<Option<StopSign>> {
+        Ok(self.inner.lock().stopsign.clone())
+    }
+
+    fn trim(&mut self, idx: usize) -> StorageResult<()> {
+        self.write(Record::Trim(idx as u64))
+    }
+
+    fn set_compacted_idx(&mut self, idx: usize) -> StorageResult<()> {
+        self.write(Record::Compacted(idx as u64))
+    }
+
+    fn get_compacted_idx(&self) -> StorageResult<usize> {
+        Ok(self.inner.lock().compacted)
+    }
+
+    fn set_snapshot(&mut self, snapshot: Option<T::Snapshot>) -> StorageResult<()> {
+        self.write(Record::Snapshot(snapshot))
+    }
+
+    fn get_snapshot(&self) -> StorageResult<Option<T::Snapshot>> {
+        Ok(self.inner.lock().snapshot.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests;

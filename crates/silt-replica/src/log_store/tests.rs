@@ -1,0 +1,261 @@
+use super::*;
+use crate::sim::SimEntry;
+use omnipaxos::storage::Storage;
+use proptest::prelude::*;
+
+type Log = LogHandle<SimEntry, Inline>;
+
+fn open(dir: &Path) -> (Log, OpenSummary) {
+    LogHandle::open(dir, Inline, LogOptions::default()).unwrap()
+}
+
+fn ballot(n: u32, pid: u64) -> Ballot {
+    Ballot {
+        config_id: 1,
+        n,
+        priority: 0,
+        pid,
+    }
+}
+
+fn entries(log: &Log) -> Vec<u64> {
+    let len = log.get_log_len().unwrap();
+    let from = log.inner.lock().trimmed;
+    log.get_entries(from, from + len)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.0)
+        .collect()
+}
+
+#[test]
+fn a_synced_state_survives_reopen_and_an_unsynced_one_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, s) = open(dir.path());
+    assert_eq!(s, OpenSummary::default());
+    log.append_entries(vec![SimEntry(1), SimEntry(2), SimEntry(3)])
+        .unwrap();
+    log.set_promise(ballot(2, 1)).unwrap();
+    log.set_accepted_round(ballot(2, 1)).unwrap();
+    log.set_decided_idx(2).unwrap();
+    log.sync().unwrap();
+    // Not synced: a crash loses it.
+    log.append_on_prefix(1, vec![SimEntry(9)]).unwrap();
+    log.set_promise(ballot(3, 2)).unwrap();
+    assert_eq!(entries(&log), vec![1, 9]);
+    drop(log);
+    let (log, s) = open(dir.path());
+    assert_eq!(s.records, 4);
+    assert_eq!(s.cut_bytes, 0);
+    assert_eq!(entries(&log), vec![1, 2, 3]);
+    assert_eq!(log.get_promise().unwrap(), Some(ballot(2, 1)));
+    assert_eq!(log.get_accepted_round().unwrap(), Some(ballot(2, 1)));
+    assert_eq!(log.get_decided_idx().unwrap(), 2);
+}
+
+#[test]
+fn a_torn_or_corrupt_tail_is_cut_and_the_rest_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path());
+    log.append_entries(vec![SimEntry(1)]).unwrap();
+    log.sync().unwrap();
+    log.append_entries(vec![SimEntry(2)]).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let path = dir.path().join("paxos.log");
+    let good = std::fs::metadata(&path).unwrap().len();
+    // Half a record at the end.
+    let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(&[7, 0, 0, 0, 1, 2]).unwrap();
+    drop(f);
+    let (log, s) = open(dir.path());
+    assert_eq!(s.cut_bytes, 6);
+    assert_eq!(entries(&log), vec![1, 2]);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
+    drop(log);
+    // A flipped byte in the last record: that record goes, the first stays.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let (mut log, s) = open(dir.path());
+    assert!(s.cut_bytes > 0);
+    assert_eq!(entries(&log), vec![1]);
+    // And the log goes on from there.
+    log.append_entries(vec![SimEntry(5)]).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    assert_eq!(entries(&open(dir.path()).0), vec![1, 5]);
+}
+
+#[test]
+fn a_long_log_is_rewritten_to_its_live_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = LogOptions {
+        fsync: false,
+        rewrite_bytes: 4 << 10,
+    };
+    let (mut log, _) = LogHandle::<SimEntry, Inline>::open(dir.path(), Inline, opts).unwrap();
+    for i in 0..2000u64 {
+        log.append_entries(vec![SimEntry(i)]).unwrap();
+        log.set_decided_idx(i as usize).unwrap();
+        if i % 100 == 99 {
+            log.trim(i as usize - 10).unwrap();
+            log.set_compacted_idx(i as usize - 10).unwrap();
+        }
+        log.sync().unwrap();
+    }
+    assert!(log.stats().rewrites > 0, "{:?}", log.stats());
+    let want = entries(&log);
+    drop(log);
+    let (log, _) = LogHandle::<SimEntry, Inline>::open(dir.path(), Inline, opts).unwrap();
+    assert_eq!(entries(&log), want);
+    assert_eq!(log.get_compacted_idx().unwrap(), 1989);
+    assert_eq!(log.get_decided_idx().unwrap(), 1999);
+    assert!(
+        std::fs::metadata(dir.path().join("paxos.log"))
+            .unwrap()
+            .len()
+            < 8 << 10
+    );
+}
+
+/// Payloads that keep a value's "data" in a side table and only its key in
+/// the log, as Hydra's reference trick does with blocks.
+#[derive(Default)]
+struct Side {
+    table: HashMap<u64, u64>,
+    synced: bool,
+}
+
+use std::collections::HashMap;
+
+impl Payloads<SimEntry> for Side {
+    fn absorb(&mut self, e: SimEntry) -> std::io::Result<SimEntry> {
+        // Data in the high half, its place in the low one.
+        let place = self.table.len() as u64 + 1;
+        self.table.insert(place, e.0);
+        self.synced = false;
+        Ok(SimEntry(place))
+    }
+    fn expand(&self, e: &SimEntry) -> std::io::Result<SimEntry> {
+        self.table
+            .get(&e.0)
+            .map(|v| SimEntry(*v))
+            .ok_or_else(|| std::io::Error::other("no such place"))
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.synced = true;
+        Ok(())
+    }
+}
+
+#[test]
+fn the_log_keeps_what_payloads_absorb_and_syncs_them_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = LogHandle::open(dir.path(), Side::default(), LogOptions::default()).unwrap();
+    log.append_entries(vec![SimEntry(100), SimEntry(200)])
+        .unwrap();
+    assert_eq!(log.get_suffix(0).unwrap(), vec![SimEntry(1), SimEntry(2)]);
+    assert!(!log.with_payloads(|p| p.synced));
+    log.sync().unwrap();
+    assert!(log.with_payloads(|p| p.synced));
+    assert_eq!(log.expand(&SimEntry(2)).unwrap(), SimEntry(200));
+}
+
+/// The model: the state as of the last sync.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Model {
+    entries: Vec<u64>,
+    trimmed: usize,
+    decided: usize,
+    promise: Option<u32>,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Append(Vec<u64>),
+    OnPrefix(usize, Vec<u64>),
+    Trim(usize),
+    Decided(usize),
+    Promise(u32),
+    Sync,
+    Crash,
+    TornCrash(Vec<u8>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => prop::collection::vec(0u64..1000, 1..4).prop_map(Op::Append),
+        1 => (0usize..12, prop::collection::vec(0u64..1000, 0..3)).prop_map(|(a, b)| Op::OnPrefix(a, b)),
+        1 => (0usize..12).prop_map(Op::Trim),
+        1 => (0usize..12).prop_map(Op::Decided),
+        1 => (0u32..50).prop_map(Op::Promise),
+        3 => Just(Op::Sync),
+        1 => Just(Op::Crash),
+        1 => prop::collection::vec(any::<u8>(), 1..20).prop_map(Op::TornCrash),
+    ]
+}
+
+fn apply(m: &mut Model, op: &Op) {
+    match op {
+        Op::Append(v) => m.entries.extend(v),
+        Op::OnPrefix(at, v) => {
+            let keep = at.saturating_sub(m.trimmed).min(m.entries.len());
+            m.entries.truncate(keep);
+            m.entries.extend(v);
+        }
+        Op::Trim(at) => {
+            let n = at.saturating_sub(m.trimmed).min(m.entries.len());
+            m.entries.drain(..n);
+            m.trimmed = m.trimmed.max(*at);
+        }
+        Op::Decided(d) => m.decided = *d,
+        Op::Promise(p) => m.promise = Some(*p),
+        Op::Sync | Op::Crash | Op::TornCrash(_) => {}
+    }
+}
+
+fn state(log: &Log) -> Model {
+    let trimmed = log.inner.lock().trimmed;
+    Model {
+        entries: entries(log),
+        trimmed,
+        decided: log.get_decided_idx().unwrap(),
+        promise: log.get_promise().unwrap().map(|b| b.n),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn after_any_crash_the_log_is_its_last_synced_state(ops in prop::collection::vec(op(), 1..60)) {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = LogOptions { fsync: false, rewrite_bytes: 256 };
+        let (mut log, _) = LogHandle::<SimEntry, Inline>::open(dir.path(), Inline, opts).unwrap();
+        let mut live = Model::default();
+        let mut synced = Model::default();
+        for op in &ops {
+            match op {
+                Op::Append(v) => log.append_entries(v.iter().map(|x| SimEntry(*x)).collect()).unwrap(),
+                Op::OnPrefix(at, v) => log.append_on_prefix(*at, v.iter().map(|x| SimEntry(*x)).collect()).unwrap(),
+                Op::Trim(at) => log.trim(*at).unwrap(),
+                Op::Decided(d) => log.set_decided_idx(*d).unwrap(),
+                Op::Promise(p) => log.set_promise(ballot(*p, 1)).unwrap(),
+                Op::Sync => { log.sync().unwrap(); synced = live.clone(); }
+                Op::Crash | Op::TornCrash(_) => {
+                    drop(log);
+                    if let Op::TornCrash(junk) = op {
+                        let mut f = OpenOptions::new().append(true).open(dir.path().join("paxos.log")).unwrap();
+                        f.write_all(junk).unwrap();
+                    }
+                    log = LogHandle::open(dir.path(), Inline, opts).unwrap().0;
+                    live = synced.clone();
+                    prop_assert_eq!(state(&log), synced.clone());
+                }
+            }
+            apply(&mut live, op);
+            prop_assert_eq!(state(&log), live.clone());
+        }
+    }
+}
