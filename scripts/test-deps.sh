@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the external NBD clients that crates/silt-volume/tests/nbd.rs
+# drives, if any is missing (Debian bookworm package names):
+#   nbdinfo, nbdcopy  <- libnbd-bin
+#   nbdsh             <- python3-libnbd (bookworm ships nbdsh there, not in
+#                        libnbd-bin; its module is importable only by Debian's
+#                        /usr/bin/python3)
+#   qemu-io, qemu-img <- qemu-utils
+# Idempotent and quiet: prints nothing when everything is there. As root it
+# installs with apt-get; otherwise it prints what to install and exits 0 (the
+# tests then fail with the same hint, or skip with SILT_SKIP_NBD_TOOLS=1).
+set -euo pipefail
+
+missing=()
+need() { # need PACKAGE CHECK...
+    local pkg=$1
+    shift
+    if ! "$@" >/dev/null 2>&1; then
+        case " ${missing[*]-} " in
+            *" $pkg "*) ;;
+            *) missing+=("$pkg") ;;
+        esac
+    fi
+}
+need libnbd-bin command -v nbdinfo
+need libnbd-bin command -v nbdcopy
+need python3-libnbd command -v nbdsh
+need python3-libnbd /usr/bin/python3 -c 'import nbd'
+need qemu-utils command -v qemu-io
+need qemu-utils command -v qemu-img
+
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "NBD test tools missing; install them with:" >&2
+    echo "  sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 0
+fi
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+export DEBIAN_FRONTEND=noninteractive
+if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "test-deps.sh: installing ${missing[*]} failed" >&2
+    exit 1
+fi
