@@ -28,7 +28,11 @@ fmt:
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# scripts/test-deps.sh installs the real clients the tests drive that are not
+# crates (the NBD tests' nbdsh, nbdcopy, qemu-io and qemu-img: Debian
+# packages), if any is missing.
 unit:
+	bash scripts/test-deps.sh
 	$(CARGO) test --workspace
 
 # The Python package's pytest suite (venv in crates/silt-py/.venv, from PyPI).
