@@ -10,6 +10,7 @@
 //! - [`sim`]: a deterministic simulation of a group under message loss,
 //!   delay, duplication, cut links and crashes, with the checks consensus
 //!   promises;
+//! - [`transport`]: ordered sessions between replica processes over TCP;
 //! - [`linearizability`]: a checker for recorded client histories.
 //!
 //! What the log carries and what applying it means belongs to the layer
@@ -20,6 +21,7 @@ pub mod group;
 pub mod linearizability;
 pub mod log_store;
 pub mod sim;
+pub mod transport;
 
 pub use error::{ReplicaError, Result};
 pub use group::{Decided, Group, GroupConfig};
@@ -27,3 +29,4 @@ pub use log_store::{Inline, LogHandle, LogOptions, LogStats, OpenSummary, Payloa
 pub use omnipaxos::messages::Message;
 pub use omnipaxos::storage::{Entry, NoSnapshot};
 pub use omnipaxos::util::NodeId;
+pub use transport::{Event, Transport};

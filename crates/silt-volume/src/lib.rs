@@ -2,4 +2,10 @@
 //! whose logical-to-physical block map is a Silt dataset, served to block
 //! clients over NBD.
 
+pub mod block_map;
+pub mod client;
+pub mod file_store;
 pub mod nbd;
+pub mod node;
+pub mod op;
+pub mod protocol;

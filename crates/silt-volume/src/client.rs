@@ -1,0 +1,263 @@
+//! A client of a Hydra volume: finds each shard's leader, follows
+//! redirects, retries through leader changes, and splits requests at region
+//! boundaries.
+
+use crate::protocol::{
+    MAGIC, REGION_BLOCKS, Request, Response, VolumeInfo, read_frame, shard_of, write_frame,
+};
+use std::collections::HashMap;
+use std::io::{BufReader, BufWriter, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No node answered, or no leader was found, within the client's timeout.
+    #[error("the volume is unavailable: {0}")]
+    Unavailable(String),
+    /// The volume refused the request (out of range, not whole blocks...).
+    #[error("the volume refused the request: {0}")]
+    Refused(String),
+}
+
+struct Conn {
+    r: BufReader<TcpStream>,
+    w: BufWriter<TcpStream>,
+}
+
+impl Conn {
+    fn open(addr: SocketAddr, timeout: Duration) -> std::io::Result<Conn> {
+        let s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(timeout))?;
+        let mut w = BufWriter::new(s.try_clone()?);
+        w.write_all(MAGIC)?;
+        Ok(Conn {
+            r: BufReader::new(s),
+            w,
+        })
+    }
+
+    fn call(&mut self, req: &Request) -> std::io::Result<Response> {
+        write_frame(&mut self.w, req)?;
+        read_frame(&mut self.r)
+    }
+}
+
+pub struct VolumeClient {
+    nodes: Vec<SocketAddr>,
+    conns: HashMap<SocketAddr, Conn>,
+    leaders: HashMap<u32, SocketAddr>,
+    info: VolumeInfo,
+    /// How long one operation may take across retries.
+    pub timeout: Duration,
+    next: usize,
+}
+
+impl VolumeClient {
+    /// Connect to a volume through any of its nodes' client addresses.
+    pub fn connect(nodes: &[SocketAddr]) -> Result<VolumeClient, ClientError> {
+        let mut last = String::from("no node given");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            for &a in nodes {
+                match Conn::open(a, Duration::from_secs(10)).and_then(|mut c| {
+                    let r = c.call(&Request::Info)?;
+                    Ok((c, r))
+                }) {
+                    Ok((c, Response::Info(info))) => {
+                        let mut conns = HashMap::new();
+                        conns.insert(a, c);
+                        return Ok(VolumeClient {
+                            nodes: nodes.to_vec(),
+                            conns,
+                            leaders: HashMap::new(),
+                            info,
+                            timeout: Duration::from_secs(15),
+                            next: 0,
+                        });
+                    }
+                    Ok((_, other)) => last = format!("{a} answered {other:?}"),
+                    Err(e) => last = format!("{a}: {e}"),
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(ClientError::Unavailable(last))
+    }
+
+    pub fn block_size(&self) -> u32 {
+        self.info.block_size
+    }
+
+    pub fn blocks(&self) -> u64 {
+        self.info.blocks
+    }
+
+    /// Write whole blocks from `first` on; acknowledged once decided by a
+    /// majority and applied at the leader.
+    pub fn write(&mut self, first: u64, data: &[u8]) -> Result<(), ClientError> {
+        let bs = self.info.block_size as usize;
+        if data.is_empty() || !data.len().is_multiple_of(bs) {
+            return Err(ClientError::Refused(format!(
+                "a write of {} bytes is not whole blocks of {bs}",
+                data.len()
+            )));
+        }
+        let count = (data.len() / bs) as u64;
+        for (b, n) in regions(first, count) {
+            let at = ((b - first) as usize) * bs;
+            let req = Request::Write {
+                first: b,
+                data: data[at..at + n as usize * bs].to_vec(),
+            };
+            self.expect_done(b, req)?;
+        }
+        Ok(())
+    }
+
+    pub fn delete(&mut self, first: u64, count: u64) -> Result<(), ClientError> {
+        for (b, n) in regions(first, count) {
+            self.expect_done(b, Request::Delete { first: b, count: n })?;
+        }
+        Ok(())
+    }
+
+    /// A linearizable read of `count` blocks.
+    pub fn read_global(&mut self, first: u64, count: u64) -> Result<Vec<u8>, ClientError> {
+        let mut out = Vec::with_capacity(count as usize * self.info.block_size as usize);
+        for (b, n) in regions(first, count) {
+            match self.call(b, Request::ReadGlobal { first: b, count: n })? {
+                Response::Data { data, .. } => out.extend_from_slice(&data),
+                other => return Err(ClientError::Refused(format!("unexpected {other:?}"))),
+            }
+        }
+        Ok(out)
+    }
+
+    /// A read from the replica at `node` as it is (possibly stale).
+    pub fn read_local(
+        &mut self,
+        node: SocketAddr,
+        first: u64,
+        count: u64,
+    ) -> Result<Vec<u8>, ClientError> {
+        let mut out = Vec::new();
+        for (b, n) in regions(first, count) {
+            match self.call_at(node, &Request::ReadLocal { first: b, count: n }) {
+                Ok(Response::Data { data, .. }) => out.extend_from_slice(&data),
+                Ok(Response::Error(e)) => return Err(ClientError::Refused(e)),
+                Ok(other) => return Err(ClientError::Refused(format!("unexpected {other:?}"))),
+                Err(e) => return Err(ClientError::Unavailable(format!("{node}: {e}"))),
+            }
+        }
+        Ok(out)
+    }
+
+    /// What `node` says of the volume.
+    pub fn info_at(&mut self, node: SocketAddr) -> Result<VolumeInfo, ClientError> {
+        match self.call_at(node, &Request::Info) {
+            Ok(Response::Info(i)) => Ok(i),
+            Ok(other) => Err(ClientError::Refused(format!("unexpected {other:?}"))),
+            Err(e) => Err(ClientError::Unavailable(format!("{node}: {e}"))),
+        }
+    }
+
+    fn expect_done(&mut self, block: u64, req: Request) -> Result<(), ClientError> {
+        match self.call(block, req)? {
+            Response::Done => Ok(()),
+            other => Err(ClientError::Refused(format!("unexpected {other:?}"))),
+        }
+    }
+
+    fn call_at(&mut self, node: SocketAddr, req: &Request) -> std::io::Result<Response> {
+        if !self.conns.contains_key(&node) {
+            let c = Conn::open(node, self.timeout)?;
+            self.conns.insert(node, c);
+        }
+        let r = match self.conns.get_mut(&node) {
+            Some(c) => c.call(req),
+            None => return Err(std::io::Error::other("no connection")),
+        };
+        if r.is_err() {
+            self.conns.remove(&node);
+        }
+        r
+    }
+
+    /// Send `req` to the leader of `block`'s shard, following redirects and
+    /// retrying through failures until the timeout.
+    fn call(&mut self, block: u64, req: Request) -> Result<Response, ClientError> {
+        let shard = shard_of(block, self.info.shards);
+        let deadline = Instant::now() + self.timeout;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let target = match self.leaders.get(&shard) {
+                Some(a) => *a,
+                None => {
+                    self.next = (self.next + 1) % self.nodes.len().max(1);
+                    match self.nodes.get(self.next) {
+                        Some(a) => *a,
+                        None => return Err(ClientError::Unavailable("no nodes".into())),
+                    }
+                }
+            };
+            match self.call_at(target, &req) {
+                Ok(Response::NotLeader { leader }) => {
+                    last = format!("{target} is not the leader of shard {shard}");
+                    match leader {
+                        Some(l) if l != target => {
+                            self.leaders.insert(shard, l);
+                        }
+                        _ => {
+                            self.leaders.remove(&shard);
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                    }
+                }
+                Ok(Response::Error(e)) => return Err(ClientError::Refused(e)),
+                Ok(r) => {
+                    self.leaders.insert(shard, target);
+                    return Ok(r);
+                }
+                Err(e) => {
+                    last = format!("{target}: {e}");
+                    self.leaders.remove(&shard);
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        Err(ClientError::Unavailable(format!(
+            "no answer from shard {shard}'s leader within {:?} (last: {last})",
+            self.timeout
+        )))
+    }
+}
+
+/// `first..first+count` cut at region boundaries: (first, count) pieces.
+fn regions(first: u64, count: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let end = first.saturating_add(count);
+    let mut b = first;
+    while b < end {
+        let region_end = (b / REGION_BLOCKS + 1) * REGION_BLOCKS;
+        let e = region_end.min(end);
+        out.push((b, e - b));
+        b = e;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn requests_are_cut_at_regions() {
+        assert_eq!(super::regions(0, 3), vec![(0, 3)]);
+        assert_eq!(super::regions(250, 10), vec![(250, 6), (256, 4)]);
+        assert_eq!(
+            super::regions(0, 600),
+            vec![(0, 256), (256, 256), (512, 88)]
+        );
+        assert!(super::regions(5, 0).is_empty());
+    }
+}

@@ -1,0 +1,111 @@
+//! The volume's client protocol: one request, then its response, at a time
+//! on a TCP connection (a client wanting concurrency opens several).
+//!
+//! Frames: body length (u32 LE), CRC32C of the body (u32 LE), body
+//! (`postcard` of a [`Request`] or [`Response`]). The connection starts with
+//! the 4 bytes `SVC1` from the client.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+
+pub const MAGIC: &[u8; 4] = b"SVC1";
+/// A request or response body larger than this ends the connection.
+pub const MAX_FRAME: usize = 40 << 20;
+/// Blocks per region: a request stays inside one region (one shard), so an
+/// extent is written atomically by one group. Shard of a block:
+/// `(block / REGION_BLOCKS) % shards`.
+pub const REGION_BLOCKS: u64 = 256;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// Write whole blocks from `first` on.
+    Write {
+        first: u64,
+        data: Vec<u8>,
+    },
+    /// Delete `count` blocks (they read as zeros).
+    Delete {
+        first: u64,
+        count: u64,
+    },
+    /// Read `count` blocks, linearizably (ordered through the shard's log).
+    ReadGlobal {
+        first: u64,
+        count: u64,
+    },
+    /// Read `count` blocks from this replica as it is (possibly stale: by
+    /// `Data::behind`, the entries it knows are decided but has not applied).
+    ReadLocal {
+        first: u64,
+        count: u64,
+    },
+    Info,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Response {
+    Done,
+    Data {
+        data: Vec<u8>,
+        /// For a local read: log entries decided in the group that this
+        /// replica knows of and had not applied (0 on the leader after a
+        /// global read).
+        behind: u64,
+    },
+    /// Ask `leader` (its client address) instead; None: no leader known yet.
+    NotLeader {
+        leader: Option<SocketAddr>,
+    },
+    Info(VolumeInfo),
+    Error(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VolumeInfo {
+    pub node: u64,
+    pub block_size: u32,
+    pub blocks: u64,
+    pub shards: u32,
+    /// Each shard's leader as this node knows it.
+    pub leaders: Vec<Option<u64>>,
+    /// Each shard's decided index here.
+    pub decided: Vec<u64>,
+}
+
+pub fn shard_of(block: u64, shards: u32) -> u32 {
+    ((block / REGION_BLOCKS) % shards.max(1) as u64) as u32
+}
+
+pub fn write_frame<M: Serialize>(w: &mut impl Write, msg: &M) -> io::Result<()> {
+    let body = postcard::to_stdvec(msg).map_err(io::Error::other)?;
+    let mut head = [0u8; 8];
+    head[..4].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    head[4..].copy_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    w.write_all(&head)?;
+    w.write_all(&body)?;
+    w.flush()
+}
+
+pub fn read_frame<M: DeserializeOwned>(r: &mut impl Read) -> io::Result<M> {
+    let mut head = [0u8; 8];
+    r.read_exact(&mut head)?;
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    if len > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a frame of {len} bytes (at most {MAX_FRAME})"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    if crc32c::crc32c(&body) != crc {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a frame failed its checksum",
+        ));
+    }
+    postcard::from_bytes(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
