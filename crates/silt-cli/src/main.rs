@@ -11,6 +11,7 @@ mod query;
 mod stats;
 mod user;
 mod util;
+mod volume;
 
 use clap::{Parser, Subcommand};
 use error::{CliError, CliResult};
@@ -37,6 +38,7 @@ Examples:
   silt stats
   silt design --roots customer --workload queries.sql   # Synergy's views for a workload
   silt serve                                  # SQL over the PostgreSQL protocol (:5433) and HTTP (:8080)
+  silt volume up --dir /tmp/vol               # a 3-replica block volume, NBD on 127.0.0.1:10809
 
 Exit codes: 0 success; 1 not found (record, dataset, database) or an engine
 failure (I/O, corrupt file); 2 usage or input error (bad arguments, invalid
@@ -786,6 +788,14 @@ enum Command {
     /// Choose Synergy's hierarchies, materialized views and view indexes
     /// from roots and the workload's queries (made with --install).
     Design(design::DesignArgs),
+
+    /// Hydra: a block volume replicated across processes, served over NBD
+    /// (--db is not used).
+    #[command(after_help = volume::VOLUME_HELP)]
+    Volume {
+        #[command(subcommand)]
+        cmd: volume::VolumeCommand,
+    },
 }
 
 /// The resource bounds of `silt serve` (sizes: 512MiB, 1GiB, 64KiB, 100MB,
@@ -1103,6 +1113,7 @@ fn run(cli: Cli) -> CliResult<()> {
             design::run(db.clone(), args)?;
             Ok(db.close()?)
         }
+        Command::Volume { cmd } => volume::run(cmd),
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod block_map;
 pub mod client;
+pub mod device;
 pub mod file_store;
 pub mod nbd;
 pub mod node;

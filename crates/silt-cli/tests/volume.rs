@@ -1,0 +1,337 @@
+//! Hydra's volume as separate processes on loopback: `silt volume node` x 3,
+//! clients writing and reading while leaders are killed (SIGKILL) and
+//! restarted; afterwards every acknowledged write reads back and the
+//! recorded history of global reads and writes is linearizable.
+
+use silt_replica::linearizability::{CheckLimits, Op, OpKind, check_registers};
+use silt_volume::client::{ClientError, VolumeClient};
+use std::collections::{BTreeMap, HashMap};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+struct Cluster {
+    dir: PathBuf,
+    specs: String,
+    clients: BTreeMap<u64, SocketAddr>,
+    procs: BTreeMap<u64, Child>,
+}
+
+impl Cluster {
+    fn new(dir: &Path, n: u64) -> Cluster {
+        let mut specs = Vec::new();
+        let mut clients = BTreeMap::new();
+        for id in 1..=n {
+            let (r, c) = (free_port(), free_port());
+            specs.push(format!("{id}={r}/{c}"));
+            clients.insert(id, c);
+        }
+        let mut c = Cluster {
+            dir: dir.to_path_buf(),
+            specs: specs.join(","),
+            clients,
+            procs: BTreeMap::new(),
+        };
+        for id in 1..=n {
+            c.start(id);
+        }
+        c
+    }
+
+    fn start(&mut self, id: u64) {
+        let child = Command::new(env!("CARGO_BIN_EXE_silt"))
+            .args(["volume", "node", "--id", &id.to_string()])
+            .arg("--dir")
+            .arg(self.dir.join(format!("n{id}")))
+            .args(["--nodes", &self.specs, "--shards", "2", "--size", "64M"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.procs.insert(id, child);
+    }
+
+    fn kill(&mut self, id: u64) {
+        if let Some(mut c) = self.procs.remove(&id) {
+            let _ = c.kill(); // SIGKILL
+            let _ = c.wait();
+        }
+    }
+
+    fn addrs(&self) -> Vec<SocketAddr> {
+        self.clients.values().copied().collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for id in self.procs.keys().copied().collect::<Vec<_>>() {
+            self.kill(id);
+        }
+    }
+}
+
+const KEYS: u64 = 12;
+const BS: usize = 4096;
+
+/// Block `k` of the test: keys spread over both shards (regions of 256).
+fn block_of(k: u64) -> u64 {
+    k * 97
+}
+
+/// A block carrying a unique value in its first 8 bytes.
+fn payload(v: u64) -> Vec<u8> {
+    let mut b = vec![(v % 251) as u8; BS];
+    b[..8].copy_from_slice(&v.to_le_bytes());
+    b
+}
+
+fn value_of(block: &[u8]) -> Option<u64> {
+    let v = u64::from_le_bytes(block[..8].try_into().ok()?);
+    if v == 0 { None } else { Some(v) }
+}
+
+#[test]
+fn leaders_killed_during_writes_lose_nothing_acknowledged_and_reads_stay_linearizable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(dir.path(), 3);
+    let addrs = cluster.addrs();
+    let start = Instant::now();
+    let now = move || start.elapsed().as_nanos() as u64;
+    let history: Arc<Mutex<Vec<Op<u64, u64>>>> = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for client in 0..4u64 {
+        let (addrs, history, done) = (addrs.clone(), history.clone(), done.clone());
+        workers.push(std::thread::spawn(move || {
+            let mut c = VolumeClient::connect(&addrs).unwrap();
+            c.timeout = Duration::from_secs(5);
+            let mut i = 0u64;
+            while !done.load(Ordering::Acquire) {
+                i += 1;
+                let k = (client * 7 + i * 5) % KEYS;
+                let call = now();
+                if i % 2 == 0 {
+                    let v = client << 32 | i;
+                    let r = c.write(block_of(k), &payload(v));
+                    let ret = match &r {
+                        Ok(()) => Some(now()),
+                        // Unavailable: the write may or may not have taken
+                        // effect; Refused never happens here.
+                        Err(ClientError::Unavailable(_)) => None,
+                        Err(e) => panic!("{e}"),
+                    };
+                    history.lock().unwrap().push(Op {
+                        client,
+                        call,
+                        ret,
+                        kind: OpKind::Write {
+                            key: k,
+                            value: Some(v),
+                        },
+                    });
+                } else if let Ok(b) = c.read_global(block_of(k), 1) {
+                    history.lock().unwrap().push(Op {
+                        client,
+                        call,
+                        ret: Some(now()),
+                        kind: OpKind::Read {
+                            key: k,
+                            value: value_of(&b),
+                        },
+                    });
+                }
+            }
+        }));
+    }
+    // Kill whoever leads, twice, restarting each.
+    let mut probe = VolumeClient::connect(&addrs).unwrap();
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(1500));
+        let leader = cluster
+            .procs
+            .keys()
+            .find_map(|id| {
+                probe
+                    .info_at(cluster.clients[id])
+                    .ok()
+                    .and_then(|i| i.leaders[0])
+            })
+            .expect("a leader");
+        cluster.kill(leader);
+        std::thread::sleep(Duration::from_millis(1500));
+        cluster.start(leader);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    done.store(true, Ordering::Release);
+    for w in workers {
+        w.join().unwrap();
+    }
+    let history = history.lock().unwrap().clone();
+    let acked_writes = history
+        .iter()
+        .filter(|o| o.ret.is_some() && matches!(o.kind, OpKind::Write { .. }))
+        .count();
+    assert!(acked_writes > 50, "only {acked_writes} writes acknowledged");
+    // Final global reads are part of the history too.
+    let mut c = VolumeClient::connect(&addrs).unwrap();
+    let mut history = history;
+    for k in 0..KEYS {
+        let call = now();
+        let b = c.read_global(block_of(k), 1).unwrap();
+        history.push(Op {
+            client: 99,
+            call,
+            ret: Some(now()),
+            kind: OpKind::Read {
+                key: k,
+                value: value_of(&b),
+            },
+        });
+    }
+    let report = check_registers(&history, &HashMap::new(), CheckLimits::default())
+        .unwrap_or_else(|v| panic!("not linearizable: {v}"));
+    assert_eq!(report.keys as u64, KEYS);
+    // Every replica converges to the same blocks.
+    let want: Vec<u8> = (0..KEYS)
+        .flat_map(|k| c.read_global(block_of(k), 1).unwrap())
+        .collect();
+    for (&id, &a) in &cluster.clients {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let got: Vec<u8> = (0..KEYS)
+                .flat_map(|k| c.read_local(a, block_of(k), 1).unwrap_or_default())
+                .collect();
+            if got == want {
+                break;
+            }
+            assert!(Instant::now() < deadline, "replica {id} did not converge");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// qemu-io over NBD against `silt volume up`: patterns written (aligned and
+/// not), the leading replica killed, the patterns read back.
+#[test]
+fn nbd_clients_read_back_their_writes_after_the_leader_is_killed() {
+    if Command::new("qemu-io").arg("--version").output().is_err() {
+        if std::env::var("SILT_SKIP_NBD_TOOLS").as_deref() == Ok("1") {
+            println!("skipping: qemu-io missing and SILT_SKIP_NBD_TOOLS=1");
+            return;
+        }
+        panic!("qemu-io is missing: run scripts/test-deps.sh (or set SILT_SKIP_NBD_TOOLS=1)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Ports: base+1..3 and base+101..103 must be free; take a base whose
+    // six ports bind now.
+    let base = (0..200u16)
+        .map(|i| 21000 + i * 211 % 20000)
+        .find(|b| {
+            (1..=3).all(|i| {
+                TcpListener::bind(("127.0.0.1", b + i)).is_ok()
+                    && TcpListener::bind(("127.0.0.1", b + 100 + i)).is_ok()
+            })
+        })
+        .expect("free ports");
+    let nbd = free_port();
+    let up = Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args(["volume", "up", "--size", "64M", "--shards", "2"])
+        .arg("--dir")
+        .arg(dir.path())
+        .args(["--base-port", &base.to_string(), "--nbd", &nbd.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut up = StopOnDrop(Some(up));
+    // Wait for the banner.
+    let mut out = std::io::BufReader::new(up.child().stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("NBD on") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0,
+            "silt volume up ended before serving"
+        );
+    }
+    let url = format!("nbd://{nbd}");
+    let qemu_io = |cmds: &[&str]| {
+        let mut c = Command::new("qemu-io");
+        c.args(["-f", "raw", &url]);
+        for cmd in cmds {
+            c.args(["-c", cmd]);
+        }
+        let o = c.output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            o.status.success() && !text.contains("failed"),
+            "qemu-io {cmds:?}: {text}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    qemu_io(&[
+        "write -P 0xab 0 64k",
+        "write -P 0xcd 1M 128k",
+        "write -P 0x11 300000 1000",
+        "write -P 0x22 2097000 5000",
+    ]);
+    // Kill the leader of shard 0 (a child of `up`, found by its --id).
+    let clients: Vec<SocketAddr> = (1..=3)
+        .map(|i| SocketAddr::from(([127, 0, 0, 1], base + 100 + i)))
+        .collect();
+    let mut probe = VolumeClient::connect(&clients).unwrap();
+    let leader = probe.info_at(clients[0]).unwrap().leaders[0].expect("a leader");
+    let pid = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+                args.windows(2).any(|w| w == [b"--id".as_slice(), leader.to_string().as_bytes()])
+                    && String::from_utf8_lossy(&c).contains(&*dir.path().to_string_lossy())
+            })
+        })
+        .expect("the leader's process");
+    Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    qemu_io(&[
+        "read -P 0xab 0 64k",
+        "read -P 0xcd 1M 128k",
+        "read -P 0x11 300000 1000",
+        "read -P 0x22 2097000 5000",
+        "read -P 0 64k 64k",
+    ]);
+    // And writes go on with two of three replicas.
+    qemu_io(&["write -P 0x33 4M 64k", "read -P 0x33 4M 64k"]);
+    let mut up = up.0.take().unwrap();
+    Command::new("kill").arg(up.id().to_string()).status().unwrap();
+    let status = up.wait().unwrap();
+    assert!(status.success(), "silt volume up exited with {status}");
+}
+
+/// `silt volume up`, stopped with SIGTERM (so it stops its replicas) if the
+/// test fails before it does.
+struct StopOnDrop(Option<Child>);
+
+impl StopOnDrop {
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().unwrap()
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = Command::new("kill").arg(c.id().to_string()).status();
+            let _ = c.wait();
+        }
+    }
+}
