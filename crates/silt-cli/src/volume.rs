@@ -133,7 +133,9 @@ fn parse_nodes(specs: &[String]) -> CliResult<BTreeMap<u64, NodeAddrs>> {
             client: c.trim().parse().map_err(|_| bad())?,
         };
         if out.insert(id, addrs).is_some() {
-            return Err(CliError::Usage(format!("--nodes: node {id} is given twice")));
+            return Err(CliError::Usage(format!(
+                "--nodes: node {id} is given twice"
+            )));
         }
     }
     Ok(out)
@@ -222,7 +224,11 @@ fn run_node(args: &NodeArgs) -> CliResult<()> {
         let nbd = match args.nbd {
             Some(addr) => {
                 let s = serve_nbd(addr, clients).await?;
-                println!("silt volume node {}: NBD on nbd://{}", args.id, s.local_addr());
+                println!(
+                    "silt volume node {}: NBD on nbd://{}",
+                    args.id,
+                    s.local_addr()
+                );
                 Some(s)
             }
             None => None,
@@ -295,7 +301,10 @@ fn run_up(args: &UpArgs) -> CliResult<()> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        println!("silt volume: NBD on nbd://{} (Ctrl-C stops)", s.local_addr());
+        println!(
+            "silt volume: NBD on nbd://{} (Ctrl-C stops)",
+            s.local_addr()
+        );
         until_signal().await;
         s.shutdown().await;
         Ok::<(), CliError>(())

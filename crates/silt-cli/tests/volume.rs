@@ -120,7 +120,7 @@ fn leaders_killed_during_writes_lose_nothing_acknowledged_and_reads_stay_lineari
                 i += 1;
                 let k = (client * 7 + i * 5) % KEYS;
                 let call = now();
-                if i % 2 == 0 {
+                if i.is_multiple_of(2) {
                     let v = client << 32 | i;
                     let r = c.write(block_of(k), &payload(v));
                     let ret = match &r {
@@ -296,12 +296,16 @@ fn nbd_clients_read_back_their_writes_after_the_leader_is_killed() {
         .find(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
                 let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
-                args.windows(2).any(|w| w == [b"--id".as_slice(), leader.to_string().as_bytes()])
+                args.windows(2)
+                    .any(|w| w == [b"--id".as_slice(), leader.to_string().as_bytes()])
                     && String::from_utf8_lossy(&c).contains(&*dir.path().to_string_lossy())
             })
         })
         .expect("the leader's process");
-    Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
     qemu_io(&[
         "read -P 0xab 0 64k",
         "read -P 0xcd 1M 128k",
@@ -312,7 +316,10 @@ fn nbd_clients_read_back_their_writes_after_the_leader_is_killed() {
     // And writes go on with two of three replicas.
     qemu_io(&["write -P 0x33 4M 64k", "read -P 0x33 4M 64k"]);
     let mut up = up.0.take().unwrap();
-    Command::new("kill").arg(up.id().to_string()).status().unwrap();
+    Command::new("kill")
+        .arg(up.id().to_string())
+        .status()
+        .unwrap();
     let status = up.wait().unwrap();
     assert!(status.success(), "silt volume up exited with {status}");
 }

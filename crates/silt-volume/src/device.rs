@@ -25,7 +25,10 @@ impl VolumeDevice {
     pub fn connect(nodes: &[SocketAddr], clients: usize) -> Result<VolumeDevice, ClientError> {
         let (tx, rx) = bounded(clients.max(1));
         let first = VolumeClient::connect(nodes)?;
-        let (size, block_size) = (first.blocks() * first.block_size() as u64, first.block_size());
+        let (size, block_size) = (
+            first.blocks() * first.block_size() as u64,
+            first.block_size(),
+        );
         let _ = tx.send(first);
         for _ in 1..clients.max(1) {
             let _ = tx.send(VolumeClient::connect(nodes)?);
@@ -124,8 +127,12 @@ impl BlockDevice for VolumeDevice {
         }
         let tail_start = (end_whole * bs).max(head_end);
         if offset + len as u64 > tail_start && end_whole >= first_whole {
-            self.write(tail_start, vec![0; (offset + len as u64 - tail_start) as usize], false)
-                .await?;
+            self.write(
+                tail_start,
+                vec![0; (offset + len as u64 - tail_start) as usize],
+                false,
+            )
+            .await?;
         }
         Ok(())
     }
