@@ -138,18 +138,33 @@ fn accept_loop<M>(listener: TcpListener, inbox: Sender<Event<M>>, stop: Arc<Atom
 where
     M: DeserializeOwned + Send + 'static,
 {
+    let stop2 = stop.clone();
+    serve_connections(listener, stop, "replica-recv", move |conn| {
+        let _ = recv_loop(conn, inbox.clone(), stop2.clone());
+    });
+}
+
+/// Accept connections on `listener` until `stop` is set (a connection made
+/// after setting it wakes the loop), each served by `serve` on a thread of
+/// its own named `name`, with Nagle's delay off.
+pub fn serve_connections(
+    listener: TcpListener,
+    stop: Arc<AtomicBool>,
+    name: &str,
+    serve: impl Fn(TcpStream) + Send + Sync + 'static,
+) {
+    let serve = Arc::new(serve);
     for conn in listener.incoming() {
         if stop.load(Ordering::Acquire) {
             return;
         }
         let Ok(conn) = conn else { continue };
-        let inbox = inbox.clone();
-        let stop = stop.clone();
+        let serve = serve.clone();
         let _ = std::thread::Builder::new()
-            .name("replica-recv".into())
+            .name(name.to_owned())
             .spawn(move || {
                 let _ = conn.set_nodelay(true);
-                let _ = recv_loop(conn, inbox, stop);
+                serve(conn);
             });
     }
 }

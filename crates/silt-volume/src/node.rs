@@ -497,20 +497,10 @@ fn accept_clients(
     requests: Sender<(Request, Sender<Response>)>,
     stop: Arc<AtomicBool>,
 ) {
-    for conn in listener.incoming() {
-        if stop.load(Ordering::Acquire) {
-            return;
-        }
-        let Ok(conn) = conn else { continue };
-        let requests = requests.clone();
-        let stop = stop.clone();
-        let _ = std::thread::Builder::new()
-            .name("volume-client".into())
-            .spawn(move || {
-                let _ = conn.set_nodelay(true);
-                let _ = serve_client(conn, requests, stop);
-            });
-    }
+    let stop2 = stop.clone();
+    silt_replica::transport::serve_connections(listener, stop, "volume-client", move |conn| {
+        let _ = serve_client(conn, requests.clone(), stop2.clone());
+    });
 }
 
 fn serve_client(

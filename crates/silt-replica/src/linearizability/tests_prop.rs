@@ -272,8 +272,11 @@ proptest! {
         let result = check_registers(&history, &HashMap::new(), CheckLimits::default());
         prop_assert!(result.is_ok(), "{:?}", result.err());
         let report = result.unwrap_or_default();
-        // A linearizable history is walked almost straight through.
-        prop_assert!(report.states_explored <= 20 * ops, "{:?}", report);
+        // A linearizable history is walked almost straight through: a few
+        // configurations per operation, some tens on one hot key with few
+        // values and stalls (24 per operation seen: 15 clients, 5 values);
+        // an exponential search would be far past this.
+        prop_assert!(report.states_explored <= 200 * ops, "{:?}", report);
     }
 
     /// Corrupting one read of a real execution to return what another write
