@@ -263,22 +263,58 @@ fn run_up(args: &UpArgs) -> CliResult<()> {
         specs.push(format!("{i}={r}/{c}"));
         clients.push(c);
     }
-    let mut children: Vec<Child> = Vec::new();
-    for i in 1..=args.replicas {
-        let child = Command::new(&exe)
+    let (nodes_arg, dir, opts) = (specs.join(","), args.dir.clone(), args.opts.clone());
+    let spawn = move |i: u64| -> CliResult<Child> {
+        Command::new(&exe)
             .args(["volume", "node", "--id", &i.to_string()])
             .arg("--dir")
-            .arg(args.dir.join(format!("n{i}")))
-            .args(["--nodes", &specs.join(",")])
-            .args(["--shards", &args.opts.shards.to_string()])
-            .args(["--block-size", &args.opts.block_size.to_string()])
-            .args(["--size", &args.opts.size])
-            .args(["--mode", &args.opts.mode])
+            .arg(dir.join(format!("n{i}")))
+            .args(["--nodes", &nodes_arg])
+            .args(["--shards", &opts.shards.to_string()])
+            .args(["--block-size", &opts.block_size.to_string()])
+            .args(["--size", &opts.size])
+            .args(["--mode", &opts.mode])
             .stdout(Stdio::null())
             .spawn()
-            .map_err(|e| CliError::Failed(format!("starting replica {i}: {e}")))?;
-        children.push(child);
+            .map_err(|e| CliError::Failed(format!("starting replica {i}: {e}")))
+    };
+    let mut children: Vec<Child> = Vec::new();
+    for i in 1..=args.replicas {
+        children.push(spawn(i)?);
     }
+    // A replica that dies (killed, or stopped by a failed disk) is reported
+    // and started again after a pause: it recovers from its log and catches
+    // up; the volume keeps serving meanwhile with the others.
+    let children = Arc::new(std::sync::Mutex::new(children));
+    let watching = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let watcher = {
+        let (children, watching) = (children.clone(), watching.clone());
+        let spawn = spawn.clone();
+        std::thread::spawn(move || {
+            while watching.load(std::sync::atomic::Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(500));
+                let Ok(mut list) = children.lock() else {
+                    return;
+                };
+                for (i, c) in list.iter_mut().enumerate() {
+                    if let Ok(Some(status)) = c.try_wait() {
+                        if !watching.load(std::sync::atomic::Ordering::Acquire) {
+                            return;
+                        }
+                        eprintln!(
+                            "silt volume: replica {} ended ({status}); starting it again",
+                            i + 1
+                        );
+                        std::thread::sleep(Duration::from_secs(1));
+                        match spawn(i as u64 + 1) {
+                            Ok(new) => *c = new,
+                            Err(e) => eprintln!("silt volume: {e}"),
+                        }
+                    }
+                }
+            }
+        })
+    };
     let stop_all = |children: &mut Vec<Child>| {
         for c in children.iter() {
             // SIGTERM: each replica stops and closes its map.
@@ -309,7 +345,10 @@ fn run_up(args: &UpArgs) -> CliResult<()> {
         s.shutdown().await;
         Ok::<(), CliError>(())
     });
-    stop_all(&mut children);
-    std::thread::sleep(Duration::from_millis(10));
+    watching.store(false, std::sync::atomic::Ordering::Release);
+    let _ = watcher.join();
+    if let Ok(mut list) = children.lock() {
+        stop_all(&mut list);
+    }
     served
 }

@@ -315,6 +315,17 @@ fn nbd_clients_read_back_their_writes_after_the_leader_is_killed() {
     ]);
     // And writes go on with two of three replicas.
     qemu_io(&["write -P 0x33 4M 64k", "read -P 0x33 4M 64k"]);
+    // `up` starts the killed replica again, and it catches up by the log.
+    let back = clients[leader as usize - 1];
+    let want = probe.read_global(1024, 16).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while probe.read_local(back, 1024, 16).ok().as_ref() != Some(&want) {
+        assert!(
+            Instant::now() < deadline,
+            "replica {leader} did not come back"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let mut up = up.0.take().unwrap();
     Command::new("kill")
         .arg(up.id().to_string())

@@ -216,6 +216,10 @@ impl VolumeClient {
                     }
                 }
                 Ok(Response::Error(e)) => return Err(ClientError::Refused(e)),
+                Ok(Response::Retry(why)) => {
+                    last = format!("{target}: {why}");
+                    self.leaders.remove(&shard);
+                }
                 Ok(r) => {
                     self.leaders.insert(shard, target);
                     return Ok(r);

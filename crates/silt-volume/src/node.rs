@@ -523,7 +523,7 @@ fn serve_client(
         }
         let resp = rx
             .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| Response::Error("the node did not answer in 30 s".into()));
+            .unwrap_or_else(|_| Response::Retry("the node did not finish in 30 s".into()));
         write_frame(&mut w, &resp)?;
     }
     Ok(())

@@ -60,6 +60,9 @@ pub enum Response {
     },
     Info(VolumeInfo),
     Error(String),
+    /// The node could not finish the operation in time (its proposal may
+    /// have been lost with a leadership change): try again, anywhere.
+    Retry(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
