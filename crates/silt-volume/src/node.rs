@@ -446,6 +446,13 @@ impl Driver {
                 .log()
                 .with_payloads(|fs| fs.read(&place))
                 .map_err(|e| format!("reading block {}: {e}", first + i))?;
+            if data.len() != bs {
+                return Err(format!(
+                    "block {} has {} bytes in the map, not {bs}",
+                    first + i,
+                    data.len()
+                ));
+            }
             let at = i as usize * bs;
             out[at..at + bs].copy_from_slice(&data);
         }
