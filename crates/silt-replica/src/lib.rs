@@ -17,6 +17,7 @@
 //! above (the Hydra volume, `silt-volume`).
 
 pub mod error;
+pub mod frame;
 pub mod group;
 pub mod linearizability;
 pub mod log_store;

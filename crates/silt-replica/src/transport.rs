@@ -10,8 +10,7 @@
 //! passes to [`crate::Group::reconnected`] of each group.
 //!
 //! Frames: a 4-byte magic-and-version `SRP1` and the sender's node id (u64
-//! LE) once per connection, then per message: body length (u32 LE), CRC32C
-//! of the body (u32 LE), body (`postcard` of the message). A frame that fails
+//! LE) once per connection, then one [`crate::frame`] per message. A frame that fails
 //! its checks ends the connection.
 
 use crate::error::{ReplicaError, Result};
@@ -187,25 +186,15 @@ where
     if inbox.send(Event::Reconnected(from)).is_err() {
         return Ok(());
     }
-    let mut body = Vec::new();
     loop {
         if stop.load(Ordering::Acquire) {
             return Ok(());
         }
-        let mut frame = [0u8; 8];
-        r.read_exact(&mut frame)?;
-        let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
-        let crc = u32::from_le_bytes([frame[4], frame[5], frame[6], frame[7]]);
-        if len > MAX_MESSAGE {
-            return Ok(());
-        }
-        body.resize(len, 0);
-        r.read_exact(&mut body)?;
-        if crc32c::crc32c(&body) != crc {
-            return Ok(());
-        }
-        let Ok(msg) = postcard::from_bytes::<M>(&body) else {
-            return Ok(());
+        // A bad frame ends the connection (the peer makes a new one).
+        let msg = match crate::frame::read_frame::<M>(&mut r, MAX_MESSAGE) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Ok(()),
+            Err(e) => return Err(e),
         };
         if inbox.send(Event::Message { from, msg }).is_err() {
             return Ok(());
@@ -274,18 +263,11 @@ fn write_messages<M: Serialize>(
             }
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Ok(()),
         };
-        write_frame(w, &msg)?;
+        crate::frame::write_frame(w, &msg)?;
         // Everything already queued goes in the same write.
         while let Ok(m) = rx.try_recv() {
-            write_frame(w, &m)?;
+            crate::frame::write_frame(w, &m)?;
         }
         w.flush()?;
     }
-}
-
-fn write_frame<M: Serialize>(w: &mut impl Write, msg: &M) -> std::io::Result<()> {
-    let body = postcard::to_stdvec(msg).map_err(std::io::Error::other)?;
-    w.write_all(&(body.len() as u32).to_le_bytes())?;
-    w.write_all(&crc32c::crc32c(&body).to_le_bytes())?;
-    w.write_all(&body)
 }

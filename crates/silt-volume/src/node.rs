@@ -327,7 +327,8 @@ impl Driver {
 
     fn on_request(&mut self, req: Request, reply: Sender<Response>) {
         let bs = self.cfg.block_size as u64;
-        let (shard, op, read) = match req {
+        // What to propose: (shard, operation, the blocks a global read returns).
+        let planned = match req {
             Request::Info => {
                 let info = VolumeInfo {
                     node: self.cfg.id,
@@ -356,30 +357,28 @@ impl Driver {
             }
             Request::Write { first, data } => {
                 if data.is_empty() || !(data.len() as u64).is_multiple_of(bs) {
-                    let _ = reply.send(Response::Error(format!(
+                    Err(format!(
                         "a write of {} bytes is not whole blocks of {bs}",
                         data.len()
-                    )));
-                    return;
-                }
-                match self.check_range(first, data.len() as u64 / bs) {
-                    Ok(shard) => {
-                        let id = self.id();
-                        let op = VolumeOp::Write {
-                            id,
-                            first,
-                            data: Payload::Inline(data),
-                        };
-                        (shard, op, None)
-                    }
-                    Err(e) => {
-                        let _ = reply.send(Response::Error(e));
-                        return;
-                    }
+                    ))
+                } else {
+                    self.check_range(first, data.len() as u64 / bs)
+                        .map(|shard| {
+                            let data = Payload::Inline(data);
+                            (
+                                shard,
+                                VolumeOp::Write {
+                                    id: self.id(),
+                                    first,
+                                    data,
+                                },
+                                None,
+                            )
+                        })
                 }
             }
-            Request::Delete { first, count } => match self.check_range(first, count) {
-                Ok(shard) => (
+            Request::Delete { first, count } => self.check_range(first, count).map(|shard| {
+                (
                     shard,
                     VolumeOp::Delete {
                         id: self.id(),
@@ -387,23 +386,22 @@ impl Driver {
                         count,
                     },
                     None,
-                ),
-                Err(e) => {
-                    let _ = reply.send(Response::Error(e));
-                    return;
-                }
-            },
-            Request::ReadGlobal { first, count } => match self.check_range(first, count) {
-                Ok(shard) => (
+                )
+            }),
+            Request::ReadGlobal { first, count } => self.check_range(first, count).map(|shard| {
+                (
                     shard,
                     VolumeOp::Barrier { id: self.id() },
                     Some((first, count)),
-                ),
-                Err(e) => {
-                    let _ = reply.send(Response::Error(e));
-                    return;
-                }
-            },
+                )
+            }),
+        };
+        let (shard, op, read) = match planned {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = reply.send(Response::Error(e));
+                return;
+            }
         };
         let id = op.id();
         let leader = self.leader_addr(shard);

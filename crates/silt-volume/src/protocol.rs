@@ -81,34 +81,12 @@ pub fn shard_of(block: u64, shards: u32) -> u32 {
     ((block / REGION_BLOCKS) % shards.max(1) as u64) as u32
 }
 
+/// Write one frame and flush it.
 pub fn write_frame<M: Serialize>(w: &mut impl Write, msg: &M) -> io::Result<()> {
-    let body = postcard::to_stdvec(msg).map_err(io::Error::other)?;
-    let mut head = [0u8; 8];
-    head[..4].copy_from_slice(&(body.len() as u32).to_le_bytes());
-    head[4..].copy_from_slice(&crc32c::crc32c(&body).to_le_bytes());
-    w.write_all(&head)?;
-    w.write_all(&body)?;
+    silt_replica::frame::write_frame(w, msg)?;
     w.flush()
 }
 
 pub fn read_frame<M: DeserializeOwned>(r: &mut impl Read) -> io::Result<M> {
-    let mut head = [0u8; 8];
-    r.read_exact(&mut head)?;
-    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-    if len > MAX_FRAME {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("a frame of {len} bytes (at most {MAX_FRAME})"),
-        ));
-    }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body)?;
-    if crc32c::crc32c(&body) != crc {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "a frame failed its checksum",
-        ));
-    }
-    postcard::from_bytes(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    silt_replica::frame::read_frame(r, MAX_FRAME)
 }
