@@ -26,6 +26,7 @@ Examples:
   silt volume up --dir /tmp/vol                 # 3 replicas on loopback, NBD on 127.0.0.1:10809
   qemu-io -f raw nbd://127.0.0.1:10809 -c 'write -P 0xab 0 64k' -c 'read -P 0xab 0 64k'
   qemu-img convert -O raw disk.img nbd://127.0.0.1:10809
+  silt volume status --at 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103
   silt volume node --id 1 --dir /tmp/vol/n1 \\
       --nodes 1=127.0.0.1:7001/127.0.0.1:7101,2=127.0.0.1:7002/127.0.0.1:7102,3=127.0.0.1:7003/127.0.0.1:7103";
 
@@ -36,6 +37,18 @@ pub enum VolumeCommand {
     Up(UpArgs),
     /// Run one replica of a volume (until Ctrl-C or SIGTERM).
     Node(NodeArgs),
+    /// Show each replica's state: leaders, log positions (decided, applied,
+    /// trimmed, entries still in the log), the file store's size and
+    /// segments, and the live bytes the cleaner copied to reclaim space.
+    Status(StatusArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// The replicas' client addresses, comma-separated (`silt volume up`
+    /// puts them at base-port+101.. : 127.0.0.1:7101,127.0.0.1:7102,...).
+    #[arg(long, value_delimiter = ',', required = true)]
+    at: Vec<SocketAddr>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -55,6 +68,14 @@ pub struct VolumeOptions {
     /// (the baseline it is measured against).
     #[arg(long, default_value = "reference")]
     mode: String,
+    /// Bytes per data segment file (K, M, G suffixes): the unit in which
+    /// overwritten and deleted blocks are reclaimed.
+    #[arg(long, default_value = "256M")]
+    segment_size: String,
+    /// Milliseconds between checkpoints of the block map; the log is trimmed
+    /// below what every replica has checkpointed.
+    #[arg(long, default_value_t = 5000)]
+    checkpoint_ms: u64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -164,6 +185,14 @@ fn node_config(args: &NodeArgs) -> CliResult<NodeConfig> {
         }
     };
     cfg.fsync = !args.no_fsync;
+    cfg.segment_bytes = parse_size(&args.opts.segment_size)?;
+    if cfg.segment_bytes < 1 << 20 {
+        return Err(CliError::Usage(format!(
+            "--segment-size {}: at least 1M",
+            args.opts.segment_size
+        )));
+    }
+    cfg.checkpoint_every = Duration::from_millis(args.opts.checkpoint_ms.max(10));
     Ok(cfg)
 }
 
@@ -203,7 +232,59 @@ pub fn run(cmd: &VolumeCommand) -> CliResult<()> {
     match cmd {
         VolumeCommand::Node(args) => run_node(args),
         VolumeCommand::Up(args) => run_up(args),
+        VolumeCommand::Status(args) => run_status(args),
     }
+}
+
+fn run_status(args: &StatusArgs) -> CliResult<()> {
+    let mut c = silt_volume::client::VolumeClient::connect(&args.at)
+        .map_err(|e| CliError::Usage(format!("no replica answers at {:?}: {e}", args.at)))?;
+    println!(
+        "{:<22} {:>5} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8} {:>12} {:>8} {:>12}",
+        "replica",
+        "shard",
+        "leader",
+        "node",
+        "decided",
+        "applied",
+        "trimmed",
+        "log",
+        "data",
+        "segments",
+        "copied"
+    );
+    for &a in &args.at {
+        let info = match c.info_at(a) {
+            Ok(i) => i,
+            Err(e) => {
+                println!("{a:<22} not answering: {e}");
+                continue;
+            }
+        };
+        for (s, st) in info.shard_state.iter().enumerate() {
+            let leader = info
+                .leaders
+                .get(s)
+                .copied()
+                .flatten()
+                .map_or("-".to_owned(), |l| l.to_string());
+            println!(
+                "{:<22} {:>5} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8} {:>12} {:>8} {:>12}",
+                a.to_string(),
+                s,
+                leader,
+                info.node,
+                info.decided.get(s).copied().unwrap_or(0),
+                st.applied,
+                st.compacted,
+                st.log_entries,
+                crate::util::bytes(st.data_bytes),
+                st.segments,
+                crate::util::bytes(st.bytes_cleaned),
+            );
+        }
+    }
+    Ok(())
 }
 
 fn run_node(args: &NodeArgs) -> CliResult<()> {
@@ -274,6 +355,8 @@ fn run_up(args: &UpArgs) -> CliResult<()> {
             .args(["--block-size", &opts.block_size.to_string()])
             .args(["--size", &opts.size])
             .args(["--mode", &opts.mode])
+            .args(["--segment-size", &opts.segment_size])
+            .args(["--checkpoint-ms", &opts.checkpoint_ms.to_string()])
             .stdout(Stdio::null())
             .spawn()
             .map_err(|e| CliError::Failed(format!("starting replica {i}: {e}")))

@@ -326,6 +326,36 @@ fn nbd_clients_read_back_their_writes_after_the_leader_is_killed() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // `silt volume status` shows every replica, one leader.
+    let at: Vec<String> = clients.iter().map(|c| c.to_string()).collect();
+    let o = Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args(["volume", "status", "--at", &at.join(",")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    // 3 replicas x 2 shards; per shard, every replica names one leader.
+    assert_eq!(rows.len(), 6, "{text}");
+    let leaders: std::collections::BTreeSet<(&str, &str)> = rows
+        .iter()
+        .filter_map(|r| {
+            let f: Vec<&str> = r.split_whitespace().collect();
+            Some((*f.get(1)?, *f.get(2)?))
+        })
+        .collect();
+    assert!(
+        leaders.len() == 2
+            && leaders
+                .iter()
+                .all(|(_, l)| l.parse::<u64>().is_ok_and(|l| (1..=3).contains(&l))),
+        "every replica names one leader per shard: {text}"
+    );
+    assert!(!text.contains("not answering"), "{text}");
     let mut up = up.0.take().unwrap();
     Command::new("kill")
         .arg(up.id().to_string())

@@ -18,6 +18,15 @@ pub enum ReplicaError {
     Encode(String),
     #[error("invalid replica configuration: {0}")]
     Config(String),
+    /// The state machine's durable position is below the log's trimmed
+    /// index: the entries between were trimmed after every replica said it
+    /// had applied them durably, so this replica's state was lost or rolled
+    /// back and must be rebuilt (from another replica) before it rejoins.
+    #[error(
+        "the state machine is applied up to entry {applied} but the log was trimmed up to {compacted}: \
+         this replica's state is older than its log (restore it, or rebuild the replica from another one)"
+    )]
+    BehindTrim { applied: usize, compacted: usize },
     /// This replica is not the leader; `leader` is the one it knows of.
     #[error("not the leader (leader: {leader:?})")]
     NotLeader { leader: Option<u64> },

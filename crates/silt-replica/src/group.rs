@@ -111,6 +111,10 @@ where
         let op = op_cfg
             .build(log.clone())
             .map_err(|e| ReplicaError::Config(e.to_string()))?;
+        let compacted = op.get_compacted_idx();
+        if applied < compacted {
+            return Err(ReplicaError::BehindTrim { applied, compacted });
+        }
         Ok((
             Group {
                 op,
@@ -140,6 +144,16 @@ where
 
     pub fn decided_idx(&self) -> usize {
         self.op.get_decided_idx()
+    }
+
+    /// Entries below this index were trimmed from the log.
+    pub fn compacted_idx(&self) -> usize {
+        self.op.get_compacted_idx()
+    }
+
+    /// The index of the next entry handed out by [`Group::ready`].
+    pub fn applied_idx(&self) -> usize {
+        self.applied
     }
 
     /// One line on the replica's state (for logs and failed checks).
@@ -277,8 +291,11 @@ where
         Ok(out)
     }
 
-    /// Drop the log's entries below `idx` (every replica must have decided
-    /// them: OmniPaxos refuses otherwise).
+    /// Drop the log's entries below `idx` here and at every other replica
+    /// (only the leader trims, and only what every replica accepted:
+    /// OmniPaxos refuses otherwise, and this returns false). The caller
+    /// makes sure every replica's state machine has those entries durably
+    /// applied: a trimmed entry is never handed out again.
     pub fn trim(&mut self, idx: usize) -> Result<bool> {
         Ok(self.guard(|op| op.trim(Some(idx)))?.is_ok())
     }

@@ -262,6 +262,17 @@ where
         self.inner.lock().stats
     }
 
+    /// Run `f` on the entries still in the log (those from
+    /// [`trimmed`](LogHandle::trimmed) on), in log order.
+    pub fn with_entries<R>(&self, f: impl FnOnce(&[T]) -> R) -> R {
+        f(&self.inner.lock().entries)
+    }
+
+    /// The absolute index of the first entry still in the log.
+    pub fn trimmed(&self) -> usize {
+        self.inner.lock().trimmed
+    }
+
     /// Records are buffered and nothing is synced yet.
     pub fn has_pending(&self) -> bool {
         !self.inner.lock().pending.is_empty()
@@ -323,6 +334,11 @@ where
                 let n = idx.saturating_sub(self.trimmed).min(self.entries.len());
                 self.entries.drain(..n);
                 self.trimmed = self.trimmed.max(idx);
+                // `drain` keeps the capacity: give memory back once most of
+                // it is free, so a trimmed log's memory follows what is live.
+                if self.entries.capacity() > 4 * self.entries.len() + 4096 {
+                    self.entries.shrink_to(2 * self.entries.len());
+                }
             }
             Record::Compacted(c) => self.compacted = c as usize,
             Record::Snapshot(s) => self.snapshot = s,

@@ -23,6 +23,12 @@
 //!   replica it was proposed to, which then synced) is in the final log;
 //! - **liveness after healing**: once the network is reliable and everyone
 //!   is up, a new proposal is decided everywhere within a bounded time.
+//!
+//! The log is trimmed as a node trims it: each replica now and then makes
+//! its state machine durable (a checkpoint: the position survives crashes,
+//! and a restart hands out entries from there), and the leader now and then
+//! trims to the lowest durable position of all replicas. A replica must
+//! always be able to restart from its checkpoint and catch up.
 
 use crate::group::{Decided, Group, GroupConfig};
 use crate::log_store::{Inline, LogOptions};
@@ -101,6 +107,8 @@ pub struct SimReport {
     pub torn_tails: u64,
     pub delivered: u64,
     pub lost: u64,
+    /// Trims the leader made (OmniPaxos took them).
+    pub trims: u64,
 }
 
 pub struct Sim {
@@ -123,6 +131,9 @@ pub struct Sim {
     acknowledged: HashSet<u64>,
     /// Every decided entry any replica ever handed out, by index.
     decided: BTreeMap<usize, u64>,
+    /// Each replica's checkpointed state machine position (kept across
+    /// crashes: restarts hand out entries from here).
+    durable: Vec<usize>,
     report: SimReport,
     violations: Vec<String>,
 }
@@ -150,6 +161,7 @@ impl Sim {
             waiting: vec![HashSet::new(); n],
             acknowledged: HashSet::new(),
             decided: BTreeMap::new(),
+            durable: vec![0; n],
             report: SimReport::default(),
             violations: Vec::new(),
             cfg,
@@ -173,9 +185,9 @@ impl Sim {
 
     fn start(&mut self, i: usize) {
         let cfg = self.group_config(i);
-        // Every restart hands the whole decided log out again: agreement is
-        // checked against what was handed out before the crash.
-        match Group::open(&self.dirs[i], &cfg, Inline, 0) {
+        // A restart hands the decided log out again from the checkpoint:
+        // agreement is checked against what was handed out before the crash.
+        match Group::open(&self.dirs[i], &cfg, Inline, self.durable[i]) {
             Ok((g, _)) => self.groups[i] = Some(g),
             Err(e) => self
                 .violations
@@ -331,6 +343,17 @@ impl Sim {
                 }
                 if self.waiting[i].remove(&v) {
                     self.acknowledged.insert(v);
+                }
+            }
+            // Checkpoints, and trims by the leader to what every replica
+            // has durably applied.
+            if self.rng.random_bool(0.05) {
+                self.durable[i] = g.applied_idx();
+            }
+            if g.is_leader() && self.rng.random_bool(0.05) {
+                let low = self.durable.iter().copied().min().unwrap_or(0);
+                if low > g.compacted_idx() && g.trim(low).unwrap_or(false) {
+                    self.report.trims += 1;
                 }
             }
             for msg in out {

@@ -14,6 +14,7 @@
 use crate::file_store::FileStore;
 use crate::op::{Payload, Place, VolumeOp};
 use silt::{Database, Dataset, DatasetDef, DbOptions, Durability, FieldType, Value};
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -163,6 +164,43 @@ impl BlockMap {
             len: int(&r, "len")? as u32,
             crc: int(&r, "crc")? as u32,
         }))
+    }
+
+    /// Every mapped block of `shard` and its place, in block order, given to
+    /// `f` one at a time (the cleaner's scans).
+    pub fn for_each(&self, shard: u32, mut f: impl FnMut(u64, Place)) -> Result<(), MapError> {
+        let ds = &self.blocks[shard as usize];
+        for r in ds.scan(Bound::Unbounded, Bound::Unbounded)? {
+            let r = r?;
+            let place = Place {
+                segment: int(&r, "seg")? as u32,
+                offset: int(&r, "off")? as u64,
+                len: int(&r, "len")? as u32,
+                crc: int(&r, "crc")? as u32,
+            };
+            f(int(&r, "block")? as u64, place);
+        }
+        Ok(())
+    }
+
+    /// Point blocks of `shard` at their new places (`(block, old, new)`),
+    /// each only if it is still at `old` (a block written again since was
+    /// not moved). One transaction; returns how many moved.
+    pub fn relocate(&self, shard: u32, moves: &[(u64, Place, Place)]) -> Result<usize, MapError> {
+        if moves.is_empty() {
+            return Ok(0);
+        }
+        let ds = &self.blocks[shard as usize];
+        let mut txn = self.db.begin()?;
+        let mut moved = 0;
+        for (block, old, new) in moves {
+            if self.place(shard, *block)? == Some(*old) {
+                txn.upsert(ds, record(*block, new))?;
+                moved += 1;
+            }
+        }
+        txn.commit()?;
+        Ok(moved)
     }
 
     /// Make the map durable up to what was applied (before the log may be

@@ -174,6 +174,46 @@ impl FileStore {
     }
 
     /// Make every append so far durable.
+    /// The segment new data goes to (never cleaned).
+    pub fn current_segment(&self) -> u32 {
+        self.current
+    }
+
+    /// Every segment and its size in bytes.
+    pub fn segment_sizes(&self) -> io::Result<BTreeMap<u32, u64>> {
+        let mut out = BTreeMap::new();
+        for (n, f) in &self.segments {
+            let len = if *n == self.current {
+                self.current_len
+            } else {
+                f.metadata()?.len()
+            };
+            out.insert(*n, len);
+        }
+        Ok(out)
+    }
+
+    /// Delete a sealed segment (the cleaner's last step: nothing refers to
+    /// it any more). The directory is synced so that it stays deleted.
+    pub fn remove_segment(&mut self, n: u32) -> io::Result<()> {
+        if n == self.current {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("segment {n} is the one being written"),
+            ));
+        }
+        if self.segments.remove(&n).is_none() {
+            return Ok(());
+        }
+        self.dirty.retain(|d| *d != n);
+        match std::fs::remove_file(segment_path(&self.dir, n)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        File::open(&self.dir)?.sync_all()
+    }
+
     pub fn sync_data(&mut self) -> io::Result<()> {
         for n in std::mem::take(&mut self.dirty) {
             if let Some(f) = self.segments.get(&n) {

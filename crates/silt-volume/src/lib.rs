@@ -3,6 +3,7 @@
 //! clients over NBD.
 
 pub mod block_map;
+pub mod cleaner;
 pub mod client;
 pub mod device;
 pub mod file_store;

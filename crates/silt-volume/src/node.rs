@@ -18,12 +18,15 @@
 //! between, which a client that waits for its answers never does).
 
 use crate::block_map::{BlockMap, MapError};
+use crate::cleaner::Cleaner;
 use crate::file_store::{FileStore, Mode};
 use crate::op::{OpId, Payload, VolumeOp};
 use crate::protocol::{
-    MAGIC, REGION_BLOCKS, Request, Response, VolumeInfo, read_frame, shard_of, write_frame,
+    MAGIC, REGION_BLOCKS, Request, Response, ShardState, VolumeInfo, read_frame, shard_of,
+    write_frame,
 };
 use crossbeam_channel::{Receiver, Sender, bounded, select, unbounded};
+use serde::{Deserialize, Serialize};
 use silt_replica::{Decided, Event, Group, GroupConfig, LogOptions, Message, NodeId, Transport};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, BufWriter, Read};
@@ -60,6 +63,11 @@ pub struct NodeConfig {
     pub fsync: bool,
     /// The groups' clock.
     pub tick: Duration,
+    /// How often the block map is checkpointed (made durable), which lets
+    /// the log be trimmed below it and cleaned segments be retired.
+    pub checkpoint_every: Duration,
+    /// Bytes per file store segment (the unit of cleaning).
+    pub segment_bytes: u64,
 }
 
 impl NodeConfig {
@@ -74,6 +82,8 @@ impl NodeConfig {
             mode: Mode::Reference,
             fsync: true,
             tick: Duration::from_millis(10),
+            checkpoint_every: Duration::from_secs(5),
+            segment_bytes: 256 << 20,
         }
     }
 }
@@ -94,12 +104,23 @@ pub enum NodeError {
     Config(String),
 }
 
-/// What travels between nodes: a shard's message.
-type Envelope = (u32, Message<VolumeOp>);
+/// What travels between nodes.
+#[derive(Serialize, Deserialize)]
+enum Wire {
+    /// A shard's consensus message.
+    Paxos(u32, Message<VolumeOp>),
+    /// `node`'s block map holds the shard's log durably applied below
+    /// `idx`: the leader trims the log to the lowest such index of all
+    /// nodes.
+    Durable { node: NodeId, shard: u32, idx: u64 },
+}
 
 struct Shard {
     group: Group<VolumeOp, FileStore>,
     waiting: HashMap<OpId, Waiter>,
+    /// Each node's durable position in this shard's log, as last reported.
+    durable: BTreeMap<NodeId, usize>,
+    cleaner: Cleaner,
 }
 
 struct Waiter {
@@ -137,11 +158,16 @@ impl Node {
         let mut shards = Vec::new();
         for s in 0..cfg.shards {
             let dir = cfg.dir.join(format!("shard-{s}"));
-            let store = FileStore::open(&dir.join("data"), cfg.mode, cfg.block_size, 256 << 20)
-                .map_err(|e| NodeError::Io {
-                    what: format!("opening the file store of shard {s}"),
-                    source: e,
-                })?;
+            let store = FileStore::open(
+                &dir.join("data"),
+                cfg.mode,
+                cfg.block_size,
+                cfg.segment_bytes,
+            )
+            .map_err(|e| NodeError::Io {
+                what: format!("opening the file store of shard {s}"),
+                source: e,
+            })?;
             let mut gc = GroupConfig::new(cfg.id, ids.clone());
             gc.log = LogOptions {
                 fsync: cfg.fsync,
@@ -151,9 +177,11 @@ impl Node {
             shards.push(Shard {
                 group,
                 waiting: HashMap::new(),
+                durable: BTreeMap::new(),
+                cleaner: Cleaner::new(s, cfg.segment_bytes),
             });
         }
-        let (inbox_tx, inbox) = unbounded::<Event<Envelope>>();
+        let (inbox_tx, inbox) = unbounded::<Event<Wire>>();
         let peers: HashMap<NodeId, SocketAddr> =
             cfg.nodes.iter().map(|(id, a)| (*id, a.replica)).collect();
         let transport = Transport::start(cfg.id, me.replica, &peers, inbox_tx)?;
@@ -180,12 +208,14 @@ impl Node {
         let seq0 = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
+        let checkpointed = shards.iter().map(|s| s.group.applied_idx()).collect();
         let mut driver = Driver {
             cfg,
             map,
             shards,
             transport,
             next_seq: seq0,
+            checkpointed,
         };
         let stop2 = stop.clone();
         let handle = std::thread::Builder::new()
@@ -230,18 +260,21 @@ struct Driver {
     cfg: NodeConfig,
     map: BlockMap,
     shards: Vec<Shard>,
-    transport: Transport<Envelope>,
+    transport: Transport<Wire>,
     next_seq: u64,
+    /// Each shard's log position the map was last checkpointed at.
+    checkpointed: Vec<usize>,
 }
 
 impl Driver {
     fn run(
         &mut self,
-        inbox: Receiver<Event<Envelope>>,
+        inbox: Receiver<Event<Wire>>,
         requests: Receiver<(Request, Sender<Response>)>,
         stop: Arc<AtomicBool>,
     ) {
         let mut next_tick = Instant::now() + self.cfg.tick;
+        let mut next_checkpoint = Instant::now() + self.cfg.checkpoint_every;
         while !stop.load(Ordering::Acquire) {
             let wait = next_tick.saturating_duration_since(Instant::now());
             select! {
@@ -278,17 +311,35 @@ impl Driver {
                     break;
                 }
             }
+            let due = Instant::now() >= next_checkpoint;
+            if due {
+                next_checkpoint = Instant::now() + self.cfg.checkpoint_every;
+            }
+            if let Err(e) = self.maintain(due) {
+                tracing::error!(node = self.cfg.id, error = %e, "volume node stops");
+                eprintln!("silt volume node {}: maintenance failed: {e}", self.cfg.id);
+                stop.store(true, Ordering::Release);
+            }
         }
         let _ = self.map.close();
     }
 
-    fn on_event(&mut self, ev: Event<Envelope>) {
+    fn on_event(&mut self, ev: Event<Wire>) {
         match ev {
             Event::Message {
-                msg: (shard, m), ..
+                msg: Wire::Paxos(shard, m),
+                ..
             } => {
                 if let Some(s) = self.shards.get_mut(shard as usize) {
                     let _ = s.group.handle(m);
+                }
+            }
+            Event::Message {
+                msg: Wire::Durable { node, shard, idx },
+                ..
+            } => {
+                if let Some(s) = self.shards.get_mut(shard as usize) {
+                    s.durable.insert(node, idx as usize);
                 }
             }
             Event::Reconnected(peer) => {
@@ -341,6 +392,7 @@ impl Driver {
                         .iter()
                         .map(|s| s.group.decided_idx() as u64)
                         .collect(),
+                    shard_state: self.shards.iter().map(shard_state).collect(),
                 };
                 let _ = reply.send(Response::Info(info));
                 return;
@@ -457,13 +509,82 @@ impl Driver {
         Ok(out)
     }
 
+    /// Background work between turns: every `checkpoint_every`, checkpoint
+    /// the block map, tell the other nodes how far it is durable, and (at a
+    /// leader) trim the log below what every node has durably applied;
+    /// every turn, a bounded step of segment cleaning.
+    fn maintain(&mut self, checkpoint_due: bool) -> Result<(), NodeError> {
+        if checkpoint_due {
+            let applied: Vec<usize> = self.shards.iter().map(|s| s.group.applied_idx()).collect();
+            if applied != self.checkpointed || self.shards.iter().any(|s| s.cleaner.busy()) {
+                self.map.checkpoint()?;
+                self.checkpointed = applied;
+                for s in &mut self.shards {
+                    s.cleaner.checkpointed();
+                }
+            }
+            let me = self.cfg.id;
+            let peers: Vec<NodeId> = self
+                .cfg
+                .nodes
+                .keys()
+                .copied()
+                .filter(|n| *n != me)
+                .collect();
+            for (i, s) in self.shards.iter_mut().enumerate() {
+                let idx = self.checkpointed[i];
+                s.durable.insert(me, idx);
+                for p in &peers {
+                    self.transport.send(
+                        *p,
+                        Wire::Durable {
+                            node: me,
+                            shard: i as u32,
+                            idx: idx as u64,
+                        },
+                    );
+                }
+                if s.group.is_leader() {
+                    // A node not heard from counts as having nothing.
+                    let low = self
+                        .cfg
+                        .nodes
+                        .keys()
+                        .map(|n| s.durable.get(n).copied().unwrap_or(0))
+                        .min()
+                        .unwrap_or(0);
+                    if low > s.group.compacted_idx() {
+                        s.group.trim(low)?;
+                    }
+                }
+            }
+        }
+        let map = &self.map;
+        for s in &mut self.shards {
+            let log = s.group.log();
+            log.with_payloads(|fs| s.cleaner.step(map, fs, checkpoint_due))?;
+            if checkpoint_due && s.cleaner.busy() {
+                // Deleting waits for the log to be trimmed past the entries
+                // referring to a segment, which happens at checkpoints.
+                let cleaner = &mut s.cleaner;
+                let referenced = log.with_entries(|entries| cleaner.referenced(entries));
+                log.with_payloads(|fs| cleaner.delete_unreferenced(&referenced, fs))
+                    .map_err(|e| NodeError::Io {
+                        what: "deleting a cleaned segment".into(),
+                        source: e,
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
     /// One shard's turn: sync, send, apply, answer.
     fn turn(&mut self, shard: u32) -> Result<(), NodeError> {
         let mut decided: Vec<Decided<VolumeOp>> = Vec::new();
         let out = self.shards[shard as usize].group.ready(&mut decided)?;
         for m in out {
             let to = m.get_receiver();
-            self.transport.send(to, (shard, m));
+            self.transport.send(to, Wire::Paxos(shard, m));
         }
         if !decided.is_empty() {
             let s = &self.shards[shard as usize];
@@ -494,6 +615,25 @@ impl Driver {
             }
         }
         Ok(())
+    }
+}
+
+fn shard_state(s: &Shard) -> ShardState {
+    let log = s.group.log();
+    let (data_bytes, segments) = log.with_payloads(|fs| {
+        fs.segment_sizes()
+            .map(|m| (m.values().sum(), m.len() as u64))
+            .unwrap_or_default()
+    });
+    let c = s.cleaner.stats();
+    ShardState {
+        applied: s.group.applied_idx() as u64,
+        compacted: s.group.compacted_idx() as u64,
+        log_entries: log.with_entries(|e| e.len() as u64),
+        data_bytes,
+        segments,
+        segments_deleted: c.segments_deleted,
+        bytes_cleaned: c.bytes_copied,
     }
 }
 

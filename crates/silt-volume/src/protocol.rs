@@ -75,6 +75,27 @@ pub struct VolumeInfo {
     pub leaders: Vec<Option<u64>>,
     /// Each shard's decided index here.
     pub decided: Vec<u64>,
+    /// Each shard's state here, in more detail.
+    pub shard_state: Vec<ShardState>,
+}
+
+/// One shard at one node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShardState {
+    /// Log entries applied to the block map (this replica is up to date
+    /// with the group when it equals the leader's `decided`).
+    pub applied: u64,
+    /// Entries below this index were trimmed from the log.
+    pub compacted: u64,
+    /// Entries the log still holds (in memory and in `paxos.log`).
+    pub log_entries: u64,
+    /// Bytes in the file store's segments.
+    pub data_bytes: u64,
+    pub segments: u64,
+    /// Segments the cleaner emptied and deleted so far (since start).
+    pub segments_deleted: u64,
+    /// Live bytes the cleaner copied so far (since start).
+    pub bytes_cleaned: u64,
 }
 
 pub fn shard_of(block: u64, shards: u32) -> u32 {

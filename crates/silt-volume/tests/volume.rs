@@ -135,3 +135,118 @@ fn writes_survive_a_stopped_leader_and_a_restarted_replica_catches_up() {
     assert!(e.to_string().contains("whole blocks"), "{e}");
     check(&mut c, &model);
 }
+
+fn start_small(root: &Path, id: u64, nodes: &BTreeMap<u64, NodeAddrs>, mode: Mode) -> Node {
+    let mut cfg = NodeConfig::new(id, root.join(format!("n{id}")), nodes.clone());
+    cfg.mode = mode;
+    cfg.blocks = 4096;
+    cfg.shards = 1;
+    cfg.segment_bytes = 1 << 20;
+    cfg.checkpoint_every = Duration::from_millis(100);
+    cfg.fsync = false;
+    Node::start(cfg).unwrap()
+}
+
+/// Overwriting a few blocks again and again: every replica's log is trimmed
+/// and its file store cleaned while it serves, so memory and disk follow
+/// what is live, not what was ever written; a replica stopped meanwhile
+/// holds trimming back, then catches up from its own checkpoint.
+fn log_and_store_stay_bounded(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = addrs(3);
+    let mut running: BTreeMap<u64, Node> = nodes
+        .keys()
+        .map(|&id| (id, start_small(dir.path(), id, &nodes, mode)))
+        .collect();
+    let clients: Vec<SocketAddr> = nodes.values().map(|a| a.client).collect();
+    let mut c = VolumeClient::connect(&clients).unwrap();
+    let bs = c.block_size() as usize;
+    let mut model: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let write_round = |c: &mut VolumeClient, model: &mut BTreeMap<u64, Vec<u8>>, r: u64| {
+        // 64 blocks (256 KiB live), 2 MiB per round.
+        for i in 0..512u64 {
+            let b = (i * 7) % 64;
+            let d = block(r * 1000 + i, bs);
+            c.write(b, &d).unwrap();
+            model.insert(b, d);
+        }
+    };
+    for r in 0..6 {
+        write_round(&mut c, &mut model, r);
+    }
+    let state = |c: &mut VolumeClient, a: SocketAddr| c.info_at(a).unwrap().shard_state[0].clone();
+    // 3072 entries were decided; every log is trimmed, every store cleaned.
+    for &a in &clients {
+        wait_until("every replica to trim its log and clean its store", || {
+            let s = state(&mut c, a);
+            s.compacted >= 2048 && s.segments_deleted >= 3 && s.data_bytes <= 4 << 20
+        });
+    }
+    // A stopped replica holds trimming back while the others go on.
+    let down = 3;
+    running.remove(&down).unwrap().stop();
+    for r in 6..9 {
+        write_round(&mut c, &mut model, r);
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    for &a in &clients[..2] {
+        let s = state(&mut c, a);
+        // It had at most the 3072 entries written before it stopped.
+        assert!(
+            s.compacted <= 3072,
+            "{s:?} (trimmed past the stopped replica)"
+        );
+        assert!(s.applied >= 4608, "{s:?}");
+    }
+    // It comes back from its checkpoint, catches up, and trimming resumes.
+    running.insert(down, start_small(dir.path(), down, &nodes, mode));
+    let back = nodes[&down].client;
+    wait_until(
+        "the restarted replica to catch up and the log to be trimmed",
+        || {
+            let s = state(&mut c, back);
+            s.applied >= 4608 && s.compacted >= 4096
+        },
+    );
+    for &a in &clients {
+        wait_until("every store to be cleaned after the catch-up", || {
+            state(&mut c, a).data_bytes <= 4 << 20
+        });
+        eprintln!("{mode:?} node at {a}: {:?}", state(&mut c, a));
+    }
+    let got = c.read_global(0, 64).unwrap();
+    for &a in &clients {
+        wait_until("every replica to read the same", || {
+            c.read_local(a, 0, 64).is_ok_and(|d| d == got)
+        });
+    }
+    for (b, d) in &model {
+        let at = *b as usize * bs;
+        assert_eq!(&got[at..at + bs], &d[..], "block {b}");
+    }
+    // Everything reads back after every node restarts (from checkpoints
+    // above trimmed logs, with cleaned segments gone).
+    for id in 1..=3 {
+        running.remove(&id).unwrap().stop();
+    }
+    for id in 1..=3 {
+        running.insert(id, start_small(dir.path(), id, &nodes, mode));
+    }
+    let mut c = VolumeClient::connect(&clients).unwrap();
+    assert_eq!(c.read_global(0, 64).unwrap(), got);
+    for &a in &clients {
+        wait_until("every replica to read the same after restarts", || {
+            c.read_local(a, 0, 64).is_ok_and(|d| d == got)
+        });
+    }
+}
+
+#[test]
+fn log_and_store_stay_bounded_with_the_reference_trick() {
+    log_and_store_stay_bounded(Mode::Reference);
+}
+
+#[test]
+fn log_and_store_stay_bounded_without_the_reference_trick() {
+    log_and_store_stay_bounded(Mode::Inline);
+}
