@@ -27,6 +27,9 @@ Examples:
   qemu-io -f raw nbd://127.0.0.1:10809 -c 'write -P 0xab 0 64k' -c 'read -P 0xab 0 64k'
   qemu-img convert -O raw disk.img nbd://127.0.0.1:10809
   silt volume status --at 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103
+  silt volume node --id 4 --dir /tmp/vol/n4 --join --nodes 4=127.0.0.1:7004/127.0.0.1:7104 &
+  silt volume add --at 127.0.0.1:7101 --node 4=127.0.0.1:7004/127.0.0.1:7104
+  silt volume remove --at 127.0.0.1:7101 --id 1
   silt volume node --id 1 --dir /tmp/vol/n1 \\
       --nodes 1=127.0.0.1:7001/127.0.0.1:7101,2=127.0.0.1:7002/127.0.0.1:7102,3=127.0.0.1:7003/127.0.0.1:7103";
 
@@ -37,10 +40,38 @@ pub enum VolumeCommand {
     Up(UpArgs),
     /// Run one replica of a volume (until Ctrl-C or SIGTERM).
     Node(NodeArgs),
+    /// Add a replica to a running volume (every shard): start it first with
+    /// `silt volume node --join`, then run this; it returns once the change
+    /// is decided, and the new replica catches up in the background (watch
+    /// `silt volume status`).
+    Add(AddArgs),
+    /// Remove a replica from a running volume (every shard); it stops
+    /// serving, and can then be stopped.
+    Remove(RemoveArgs),
     /// Show each replica's state: leaders, log positions (decided, applied,
     /// trimmed, entries still in the log), the file store's size and
     /// segments, and the live bytes the cleaner copied to reclaim space.
     Status(StatusArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AddArgs {
+    /// Client addresses of current replicas, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    at: Vec<SocketAddr>,
+    /// The replica to add: ID=REPLICATION_ADDR/CLIENT_ADDR.
+    #[arg(long)]
+    node: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RemoveArgs {
+    /// Client addresses of current replicas, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    at: Vec<SocketAddr>,
+    /// The id of the replica to remove.
+    #[arg(long)]
+    id: u64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -111,6 +142,11 @@ pub struct NodeArgs {
     /// Also serve the volume over NBD here.
     #[arg(long)]
     nbd: Option<SocketAddr>,
+    /// Join an existing volume: replicate nothing until `silt volume add`
+    /// makes this node a member, then copy the state from a member (a
+    /// snapshot) and follow the log. --nodes needs only this node.
+    #[arg(long)]
+    join: bool,
     /// Write the log and data without fdatasync (tests only: a machine
     /// crash loses acknowledged writes).
     #[arg(long, hide = true)]
@@ -135,36 +171,18 @@ fn parse_size(s: &str) -> CliResult<u64> {
         .ok_or_else(|| CliError::Usage(format!("--size {s}: expected bytes such as 1G or 512M")))
 }
 
-fn parse_nodes(specs: &[String]) -> CliResult<BTreeMap<u64, NodeAddrs>> {
-    let mut out = BTreeMap::new();
-    for spec in specs {
-        let bad = || {
-            CliError::Usage(format!(
-                "--nodes {spec}: expected ID=REPLICATION_ADDR/CLIENT_ADDR, e.g. 1=127.0.0.1:7001/127.0.0.1:7101"
-            ))
-        };
-        let (id, addrs) = spec.split_once('=').ok_or_else(bad)?;
-        let (r, c) = addrs.split_once('/').ok_or_else(bad)?;
-        let id: u64 = id.trim().parse().map_err(|_| bad())?;
-        if id == 0 {
-            return Err(CliError::Usage("--nodes: node ids start at 1".into()));
-        }
-        let addrs = NodeAddrs {
-            replica: r.trim().parse().map_err(|_| bad())?,
-            client: c.trim().parse().map_err(|_| bad())?,
-        };
-        if out.insert(id, addrs).is_some() {
-            return Err(CliError::Usage(format!(
-                "--nodes: node {id} is given twice"
-            )));
-        }
-    }
-    Ok(out)
+fn parse_nodes(flag: &str, specs: &[String]) -> CliResult<BTreeMap<u64, NodeAddrs>> {
+    silt_volume::membership::parse(specs).map_err(|e| {
+        CliError::Usage(format!(
+            "{flag}: {e} (e.g. 1=127.0.0.1:7001/127.0.0.1:7101)"
+        ))
+    })
 }
 
 fn node_config(args: &NodeArgs) -> CliResult<NodeConfig> {
-    let nodes = parse_nodes(&args.nodes)?;
+    let nodes = parse_nodes("--nodes", &args.nodes)?;
     let mut cfg = NodeConfig::new(args.id, args.dir.clone(), nodes);
+    cfg.join = args.join;
     cfg.shards = args.opts.shards.max(1);
     cfg.block_size = args.opts.block_size;
     let size = parse_size(&args.opts.size)?;
@@ -233,7 +251,64 @@ pub fn run(cmd: &VolumeCommand) -> CliResult<()> {
         VolumeCommand::Node(args) => run_node(args),
         VolumeCommand::Up(args) => run_up(args),
         VolumeCommand::Status(args) => run_status(args),
+        VolumeCommand::Add(args) => {
+            let added = parse_nodes("--node", std::slice::from_ref(&args.node))?;
+            change_members(&args.at, |m| {
+                for (id, a) in &added {
+                    if m.contains_key(id) {
+                        return Err(CliError::Usage(format!(
+                            "--node: node {id} is a member already"
+                        )));
+                    }
+                    m.insert(*id, *a);
+                }
+                Ok(())
+            })
+        }
+        VolumeCommand::Remove(args) => change_members(&args.at, |m| {
+            if m.remove(&args.id).is_none() {
+                return Err(CliError::Usage(format!("--id {}: not a member", args.id)));
+            }
+            if m.len() < 2 {
+                return Err(CliError::Usage(
+                    "a volume keeps at least two replicas".into(),
+                ));
+            }
+            Ok(())
+        }),
     }
+}
+
+/// Read the current members from a replica, change them with `f`, and have
+/// every shard's leader carry the change.
+fn change_members(
+    at: &[SocketAddr],
+    f: impl FnOnce(&mut BTreeMap<u64, NodeAddrs>) -> CliResult<()>,
+) -> CliResult<()> {
+    let unavailable = |e: silt_volume::client::ClientError| {
+        CliError::Usage(format!("the volume at {at:?} did not answer: {e}"))
+    };
+    let mut c = silt_volume::client::VolumeClient::connect(at).map_err(unavailable)?;
+    let mut current = None;
+    for &a in at {
+        if let Ok(info) = c.info_at(a)
+            && let Some(s) = info.shard_state.iter().find(|s| s.mode == "active")
+        {
+            current = Some(s.members.clone());
+            break;
+        }
+    }
+    let current = current
+        .ok_or_else(|| CliError::Usage(format!("no replica at {at:?} is serving the volume")))?;
+    let mut members = parse_nodes("the volume's members", &[current])?;
+    f(&mut members)?;
+    eprintln!(
+        "changing the members to {}",
+        silt_volume::membership::encode(&members)
+    );
+    c.reconfigure(&members).map_err(unavailable)?;
+    eprintln!("done: every shard's leader applied the change");
+    Ok(())
 }
 
 fn run_status(args: &StatusArgs) -> CliResult<()> {

@@ -100,91 +100,87 @@ fn value_of(block: &[u8]) -> Option<u64> {
     if v == 0 { None } else { Some(v) }
 }
 
-#[test]
-fn leaders_killed_during_writes_lose_nothing_acknowledged_and_reads_stay_linearizable() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cluster = Cluster::new(dir.path(), 3);
-    let addrs = cluster.addrs();
-    let start = Instant::now();
-    let now = move || start.elapsed().as_nanos() as u64;
-    let history: Arc<Mutex<Vec<Op<u64, u64>>>> = Arc::default();
-    let done = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for client in 0..4u64 {
-        let (addrs, history, done) = (addrs.clone(), history.clone(), done.clone());
-        workers.push(std::thread::spawn(move || {
-            let mut c = VolumeClient::connect(&addrs).unwrap();
-            c.timeout = Duration::from_secs(5);
-            let mut i = 0u64;
-            while !done.load(Ordering::Acquire) {
-                i += 1;
-                let k = (client * 7 + i * 5) % KEYS;
-                let call = now();
-                if i.is_multiple_of(2) {
-                    let v = client << 32 | i;
-                    let r = c.write(block_of(k), &payload(v));
-                    let ret = match &r {
-                        Ok(()) => Some(now()),
-                        // Unavailable: the write may or may not have taken
-                        // effect; Refused never happens here.
-                        Err(ClientError::Unavailable(_)) => None,
-                        Err(e) => panic!("{e}"),
-                    };
-                    history.lock().unwrap().push(Op {
-                        client,
-                        call,
-                        ret,
-                        kind: OpKind::Write {
-                            key: k,
-                            value: Some(v),
-                        },
-                    });
-                } else if let Ok(b) = c.read_global(block_of(k), 1) {
-                    history.lock().unwrap().push(Op {
-                        client,
-                        call,
-                        ret: Some(now()),
-                        kind: OpKind::Read {
-                            key: k,
-                            value: value_of(&b),
-                        },
-                    });
+type History = Arc<Mutex<Vec<Op<u64, u64>>>>;
+
+/// Clients writing and globally reading the test's keys until `done`,
+/// recording what they did; `now` is the history's clock.
+fn start_workers(
+    addrs: &[SocketAddr],
+    history: &History,
+    done: &Arc<AtomicBool>,
+    now: impl Fn() -> u64 + Clone + Send + 'static,
+) -> Vec<std::thread::JoinHandle<()>> {
+    (0..4u64)
+        .map(|client| {
+            let (addrs, history, done, now) =
+                (addrs.to_vec(), history.clone(), done.clone(), now.clone());
+            std::thread::spawn(move || {
+                let mut c = VolumeClient::connect(&addrs).unwrap();
+                c.timeout = Duration::from_secs(5);
+                let mut i = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    i += 1;
+                    let k = (client * 7 + i * 5) % KEYS;
+                    let call = now();
+                    if i.is_multiple_of(2) {
+                        let v = client << 32 | i;
+                        let r = c.write(block_of(k), &payload(v));
+                        let ret = match &r {
+                            Ok(()) => Some(now()),
+                            // Unavailable: the write may or may not have
+                            // taken effect; Refused never happens here.
+                            Err(ClientError::Unavailable(_)) => None,
+                            Err(e) => panic!("{e}"),
+                        };
+                        history.lock().unwrap().push(Op {
+                            client,
+                            call,
+                            ret,
+                            kind: OpKind::Write {
+                                key: k,
+                                value: Some(v),
+                            },
+                        });
+                    } else if let Ok(b) = c.read_global(block_of(k), 1) {
+                        history.lock().unwrap().push(Op {
+                            client,
+                            call,
+                            ret: Some(now()),
+                            kind: OpKind::Read {
+                                key: k,
+                                value: value_of(&b),
+                            },
+                        });
+                    }
                 }
-            }
-        }));
-    }
-    // Kill whoever leads, twice, restarting each.
-    let mut probe = VolumeClient::connect(&addrs).unwrap();
-    for _ in 0..2 {
-        std::thread::sleep(Duration::from_millis(1500));
-        let leader = cluster
-            .procs
-            .keys()
-            .find_map(|id| {
-                probe
-                    .info_at(cluster.clients[id])
-                    .ok()
-                    .and_then(|i| i.leaders[0])
             })
-            .expect("a leader");
-        cluster.kill(leader);
-        std::thread::sleep(Duration::from_millis(1500));
-        cluster.start(leader);
-    }
-    std::thread::sleep(Duration::from_millis(1500));
+        })
+        .collect()
+}
+
+/// Stop the workers; check that enough was acknowledged, that the history
+/// (with final global reads) is linearizable, and that every replica at
+/// `replicas` converges to the same blocks.
+fn check_history(
+    workers: Vec<std::thread::JoinHandle<()>>,
+    done: &AtomicBool,
+    history: &History,
+    addrs: &[SocketAddr],
+    replicas: &BTreeMap<u64, SocketAddr>,
+    now: impl Fn() -> u64,
+) {
     done.store(true, Ordering::Release);
     for w in workers {
         w.join().unwrap();
     }
-    let history = history.lock().unwrap().clone();
+    let mut history = history.lock().unwrap().clone();
     let acked_writes = history
         .iter()
         .filter(|o| o.ret.is_some() && matches!(o.kind, OpKind::Write { .. }))
         .count();
     assert!(acked_writes > 50, "only {acked_writes} writes acknowledged");
     // Final global reads are part of the history too.
-    let mut c = VolumeClient::connect(&addrs).unwrap();
-    let mut history = history;
+    let mut c = VolumeClient::connect(addrs).unwrap();
     for k in 0..KEYS {
         let call = now();
         let b = c.read_global(block_of(k), 1).unwrap();
@@ -205,7 +201,7 @@ fn leaders_killed_during_writes_lose_nothing_acknowledged_and_reads_stay_lineari
     let want: Vec<u8> = (0..KEYS)
         .flat_map(|k| c.read_global(block_of(k), 1).unwrap())
         .collect();
-    for (&id, &a) in &cluster.clients {
+    for (&id, &a) in replicas {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let got: Vec<u8> = (0..KEYS)
@@ -217,6 +213,133 @@ fn leaders_killed_during_writes_lose_nothing_acknowledged_and_reads_stay_lineari
             assert!(Instant::now() < deadline, "replica {id} did not converge");
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+}
+
+#[test]
+fn leaders_killed_during_writes_lose_nothing_acknowledged_and_reads_stay_linearizable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(dir.path(), 3);
+    let addrs = cluster.addrs();
+    let start = Instant::now();
+    let now = move || start.elapsed().as_nanos() as u64;
+    let history: History = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let workers = start_workers(&addrs, &history, &done, now);
+    // Kill whoever leads, twice, restarting each.
+    let mut probe = VolumeClient::connect(&addrs).unwrap();
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(1500));
+        let leader = cluster
+            .procs
+            .keys()
+            .find_map(|id| {
+                probe
+                    .info_at(cluster.clients[id])
+                    .ok()
+                    .and_then(|i| i.leaders[0])
+            })
+            .expect("a leader");
+        cluster.kill(leader);
+        std::thread::sleep(Duration::from_millis(1500));
+        cluster.start(leader);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let replicas = cluster.clients.clone();
+    check_history(workers, &done, &history, &addrs, &replicas, now);
+}
+
+fn silt_volume(args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_silt"))
+        .arg("volume")
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "silt volume {args:?}: {text}");
+    text
+}
+
+/// `silt volume add` and `remove` while clients write and read: a fourth
+/// process joins (`--join`), installs a snapshot and catches up, is killed
+/// and restarts from its own state; the first is removed and stops serving;
+/// the history stays linearizable and the members converge.
+#[test]
+fn replicas_are_added_and_removed_under_load_by_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(dir.path(), 3);
+    let addrs = cluster.addrs();
+    let (r4, c4) = (free_port(), free_port());
+    let spec4 = format!("4={r4}/{c4}");
+    let start = Instant::now();
+    let now = move || start.elapsed().as_nanos() as u64;
+    let history: History = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let workers = start_workers(&addrs, &history, &done, now);
+    std::thread::sleep(Duration::from_millis(1000));
+    let join = |cluster: &mut Cluster, extra: &[&str]| {
+        let child = Command::new(env!("CARGO_BIN_EXE_silt"))
+            .args(["volume", "node", "--id", "4", "--nodes", &spec4])
+            .arg("--dir")
+            .arg(cluster.dir.join("n4"))
+            .args(["--shards", "2", "--size", "64M"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        cluster.procs.insert(4, child);
+    };
+    join(&mut cluster, &["--join"]);
+    let at = addrs[0].to_string();
+    silt_volume(&["add", "--at", &at, "--node", &spec4]);
+    let mut probe = VolumeClient::connect(&addrs).unwrap();
+    let active = |probe: &mut VolumeClient, a: SocketAddr, config: u32| {
+        probe.info_at(a).is_ok_and(|i| {
+            i.shard_state
+                .iter()
+                .all(|s| s.mode == "active" && s.config == config)
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !active(&mut probe, c4, 2) {
+        assert!(Instant::now() < deadline, "node 4 did not catch up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    // Killed and restarted (no --join: it has its state now).
+    cluster.kill(4);
+    std::thread::sleep(Duration::from_millis(500));
+    join(&mut cluster, &[]);
+    silt_volume(&["remove", "--at", &at, "--id", "1"]);
+    let status = silt_volume(&["status", "--at", &format!("{at},{c4}")]);
+    assert!(status.contains("127.0.0.1"), "{status}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !probe
+        .info_at(addrs[0])
+        .is_ok_and(|i| i.shard_state.iter().all(|s| s.mode == "left"))
+    {
+        assert!(Instant::now() < deadline, "node 1 did not leave");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut replicas: BTreeMap<u64, SocketAddr> = cluster.clients.clone();
+    replicas.remove(&1);
+    replicas.insert(4, c4);
+    let mut all = addrs.clone();
+    all.push(c4);
+    check_history(workers, &done, &history, &all, &replicas, now);
+    for a in replicas.values() {
+        // (The probe's first call to a restarted node may fail: its old
+        // connection is gone.)
+        assert!(
+            (0..3).any(|_| active(&mut probe, *a, 3)),
+            "{a} is not active in configuration 3: {:?}",
+            probe.info_at(*a)
+        );
     }
 }
 

@@ -27,6 +27,9 @@ pub enum ReplicaError {
          this replica's state is older than its log (restore it, or rebuild the replica from another one)"
     )]
     BehindTrim { applied: usize, compacted: usize },
+    /// Entries from `from` were asked for, but the log starts at `trimmed`.
+    #[error("log entries from {from} were asked for, but the log was trimmed up to {trimmed}")]
+    Trimmed { from: usize, trimmed: usize },
     /// This replica is not the leader; `leader` is the one it knows of.
     #[error("not the leader (leader: {leader:?})")]
     NotLeader { leader: Option<u64> },

@@ -211,6 +211,45 @@ where
         }
     }
 
+    /// Propose to end this configuration and go on with `nodes` as
+    /// configuration `config_id` (larger than this one's); `metadata`
+    /// travels with it (the layer above puts the new members' addresses
+    /// there). Leader only. Once decided ([`Group::stopped`]), this group
+    /// takes no more entries: the owner starts the next configuration's
+    /// group, on a log of its own.
+    pub fn reconfigure(
+        &mut self,
+        nodes: Vec<NodeId>,
+        config_id: u32,
+        metadata: Vec<u8>,
+    ) -> Result<()> {
+        if !self.is_leader() {
+            return Err(ReplicaError::NotLeader {
+                leader: self.leader(),
+            });
+        }
+        let next = ClusterConfig {
+            configuration_id: config_id,
+            nodes,
+            flexible_quorum: None,
+        };
+        match self.guard(|op| op.reconfigure(next, Some(metadata)))? {
+            Ok(()) => Ok(()),
+            Err(omnipaxos::ProposeErr::ConfigError(e, ..)) => {
+                Err(ReplicaError::Config(e.to_string()))
+            }
+            Err(_) => Err(ReplicaError::Config(
+                "this configuration is already being replaced".into(),
+            )),
+        }
+    }
+
+    /// The decided end of this configuration, if it has one: the next
+    /// configuration and its metadata.
+    pub fn stopped(&self) -> Option<omnipaxos::storage::StopSign> {
+        self.op.is_reconfigured()
+    }
+
     /// A message from another replica.
     ///
     /// One repair of OmniPaxos 0.2.4's leader election: a replica that

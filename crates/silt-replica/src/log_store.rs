@@ -241,6 +241,57 @@ where
         ))
     }
 
+    /// Create the log of a replica whose state machine was installed from a
+    /// snapshot of the group at `idx` (a new member catching up): entries
+    /// below `idx` count as decided and trimmed, and the replica takes the
+    /// log from there. `dir` must hold no log yet.
+    ///
+    /// `accepted_round`: the round in which the snapshot's source accepted
+    /// its entries (its own accepted round). Claiming it is sound, since the
+    /// entries below `idx` are decided and so the same in every log, and it
+    /// lets the leader sync this replica from `idx` rather than from the
+    /// start of its round (which may be trimmed).
+    pub fn create_at(
+        dir: &Path,
+        idx: usize,
+        accepted_round: Option<Ballot>,
+        opts: LogOptions,
+    ) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| ReplicaError::io(dir, e))?;
+        let path = dir.join("paxos.log");
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
+            return Err(ReplicaError::Config(format!(
+                "{} exists: a log is created from a snapshot only in an empty directory",
+                path.display()
+            )));
+        }
+        let mut buf = Vec::new();
+        for r in [
+            Record::<T>::Trim(idx as u64),
+            Record::Compacted(idx as u64),
+            Record::Decided(idx as u64),
+        ] {
+            encode_into(&r, &mut buf)?;
+        }
+        if let Some(b) = accepted_round {
+            encode_into(&Record::<T>::AcceptedRound(b), &mut buf)?;
+        }
+        let tmp = dir.join("paxos.log.tmp");
+        (|| -> std::io::Result<()> {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&buf)?;
+            if opts.fsync {
+                f.sync_all()?;
+            }
+            std::fs::rename(&tmp, &path)?;
+            if opts.fsync {
+                File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        })()
+        .map_err(|e| ReplicaError::io(&path, e))
+    }
+
     /// Write and fdatasync every record since the last call (the payloads
     /// first). A failure leaves the log failed: every later call fails too.
     pub fn sync(&self) -> Result<()> {
@@ -266,6 +317,11 @@ where
     /// [`trimmed`](LogHandle::trimmed) on), in log order.
     pub fn with_entries<R>(&self, f: impl FnOnce(&[T]) -> R) -> R {
         f(&self.inner.lock().entries)
+    }
+
+    /// The round in which this replica accepted its entries.
+    pub fn accepted_round(&self) -> Option<Ballot> {
+        self.inner.lock().accepted_round
     }
 
     /// The absolute index of the first entry still in the log.
@@ -320,10 +376,14 @@ where
     fn replay(&mut self, record: Record<T>) {
         match record {
             Record::Append { at, entries } => {
+                // Entries are placed by absolute index: any below the
+                // trimmed index (a leader syncing this replica from further
+                // back than its snapshot) are already part of it.
                 let at = at as usize;
+                let skip = self.trimmed.saturating_sub(at);
                 let keep = at.saturating_sub(self.trimmed).min(self.entries.len());
                 self.entries.truncate(keep);
-                self.entries.extend(entries);
+                self.entries.extend(entries.into_iter().skip(skip));
             }
             Record::Promise(b) => self.promise = Some(b),
             Record::AcceptedRound(b) => self.accepted_round = Some(b),
@@ -549,6 +609,12 @@ where
 
     fn get_entries(&self, from: usize, to: usize) -> StorageResult<Vec<T>> {
         let g = self.inner.lock();
+        if from < to && from < g.trimmed {
+            return Err(Box::new(ReplicaError::Trimmed {
+                from,
+                trimmed: g.trimmed,
+            }));
+        }
         let (Some(from), Some(to)) = (from.checked_sub(g.trimmed), to.checked_sub(g.trimmed))
         else {
             return Ok(Vec::new());
@@ -566,7 +632,12 @@ where
     fn get_suffix(&self, from: usize) -> StorageResult<Vec<T>> {
         let g = self.inner.lock();
         let Some(from) = from.checked_sub(g.trimmed) else {
-            return Ok(Vec::new());
+            // Entries that are gone: an empty answer would be taken for "no
+            // more entries" and shift everything after.
+            return Err(Box::new(ReplicaError::Trimmed {
+                from,
+                trimmed: g.trimmed,
+            }));
         };
         Ok(g.entries
             .get(from..)

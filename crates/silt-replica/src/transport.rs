@@ -48,7 +48,8 @@ pub enum Event<M> {
 pub struct Transport<M> {
     me: NodeId,
     local: SocketAddr,
-    peers: HashMap<NodeId, Sender<M>>,
+    peers: HashMap<NodeId, (SocketAddr, Sender<M>)>,
+    inbox: Sender<Event<M>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -81,26 +82,41 @@ where
                 .spawn(move || accept_loop(listener, inbox, stop))
                 .map_err(|e| ReplicaError::Failed(format!("starting a thread: {e}")))?;
         }
-        let mut out = HashMap::new();
-        for (&peer, &addr) in peers {
-            if peer == me {
-                continue;
-            }
-            let (tx, rx) = bounded::<M>(QUEUE);
-            let inbox = inbox.clone();
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name(format!("replica-{me}-to-{peer}"))
-                .spawn(move || send_loop(me, peer, addr, rx, inbox, stop))
-                .map_err(|e| ReplicaError::Failed(format!("starting a thread: {e}")))?;
-            out.insert(peer, tx);
-        }
-        Ok(Transport {
+        let mut t = Transport {
             me,
             local,
-            peers: out,
+            peers: HashMap::new(),
+            inbox,
             stop,
-        })
+        };
+        for (&peer, &addr) in peers {
+            t.add_peer(peer, addr)?;
+        }
+        Ok(t)
+    }
+
+    /// Start sending to `peer` at `addr` (a new member); a peer already
+    /// known at another address is connected to at the new one.
+    pub fn add_peer(&mut self, peer: NodeId, addr: SocketAddr) -> Result<()> {
+        if peer == self.me || self.peers.get(&peer).is_some_and(|(a, _)| *a == addr) {
+            return Ok(());
+        }
+        let me = self.me;
+        let (tx, rx) = bounded::<M>(QUEUE);
+        let inbox = self.inbox.clone();
+        let stop = self.stop.clone();
+        std::thread::Builder::new()
+            .name(format!("replica-{me}-to-{peer}"))
+            .spawn(move || send_loop(me, peer, addr, rx, inbox, stop))
+            .map_err(|e| ReplicaError::Failed(format!("starting a thread: {e}")))?;
+        // Replacing the sender closes the old queue: its thread ends.
+        self.peers.insert(peer, (addr, tx));
+        Ok(())
+    }
+
+    /// Stop sending to `peer` (a member removed).
+    pub fn remove_peer(&mut self, peer: NodeId) {
+        self.peers.remove(&peer);
     }
 
     pub fn me(&self) -> NodeId {
@@ -114,7 +130,7 @@ where
     /// Queue `msg` for `to`. A full queue drops it (the peer is far behind or
     /// unreachable; its session will be remade and the message resent).
     pub fn send(&self, to: NodeId, msg: M) {
-        if let Some(tx) = self.peers.get(&to) {
+        if let Some((_, tx)) = self.peers.get(&to) {
             match tx.try_send(msg) {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => {}
                 Err(TrySendError::Full(_)) => {
@@ -218,8 +234,15 @@ fn send_loop<M>(
             Ok(c) => c,
             Err(_) => {
                 // Nothing can be sent: drop what waits (it is resent after
-                // the session is made again).
-                while rx.try_recv().is_ok() {}
+                // the session is made again). A closed queue: the peer was
+                // removed.
+                loop {
+                    match rx.try_recv() {
+                        Ok(_) => {}
+                        Err(crossbeam_channel::TryRecvError::Empty) => break,
+                        Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+                    }
+                }
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(500));
                 continue;

@@ -1,8 +1,10 @@
 //! The logical-to-physical block map (seed 001 §6.3) of one replica: a Silt
 //! dataset per shard, `blocks_<shard>` (`block` -> the block's place in this
-//! replica's file store), and `applied` (`shard` -> the log index up to which
-//! the map is applied). Both change in one Silt transaction per batch of
-//! decided operations, so the map and its position never disagree.
+//! replica's file store), `applied` (`shard` -> the configuration and the
+//! index in its log up to which the map is applied) and `members` (`shard`
+//! -> the configuration's members, see [`crate::membership`]). They change
+//! in one Silt transaction per batch of decided operations, so the map and
+//! its position never disagree.
 //!
 //! The database runs with `Durability::None`: the replicated log is what makes
 //! writes durable, and a map that lost its last transactions in a crash is
@@ -34,7 +36,15 @@ pub struct BlockMap {
     db: Arc<Database>,
     blocks: Vec<Arc<Dataset>>,
     applied: Arc<Dataset>,
+    members: Arc<Dataset>,
     block_size: u32,
+}
+
+/// Where a shard's map is: `config`'s log is applied below `idx`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub config: u32,
+    pub idx: usize,
 }
 
 fn int(v: &Value, field: &str) -> Result<i64, MapError> {
@@ -73,13 +83,22 @@ impl BlockMap {
         let applied = get_or_create(
             DatasetDef::new("applied", &["shard"])
                 .field("shard", FieldType::Int)
+                .field("config", FieldType::Int)
                 .field("idx", FieldType::Int)
+                .memory_budget(1 << 20),
+        )?;
+        let members = get_or_create(
+            DatasetDef::new("members", &["shard"])
+                .field("shard", FieldType::Int)
+                .field("config", FieldType::Int)
+                .field("members", FieldType::String)
                 .memory_budget(1 << 20),
         )?;
         Ok(BlockMap {
             db,
             blocks,
             applied,
+            members,
             block_size,
         })
     }
@@ -88,12 +107,79 @@ impl BlockMap {
         self.block_size
     }
 
-    /// The log index from which `shard`'s entries are still to be applied.
-    pub fn applied(&self, shard: u32) -> Result<usize, MapError> {
+    /// The configuration and log index from which `shard`'s entries are
+    /// still to be applied; None for a map that was never written.
+    pub fn position(&self, shard: u32) -> Result<Option<Position>, MapError> {
         match self.applied.get(&[Value::Int(shard as i64)])? {
-            Some(r) => Ok(int(&r, "idx")? as usize),
-            None => Ok(0),
+            Some(r) => Ok(Some(Position {
+                config: int(&r, "config")? as u32,
+                idx: int(&r, "idx")? as usize,
+            })),
+            None => Ok(None),
         }
+    }
+
+    /// The members of `shard`'s configuration as last recorded (the
+    /// configuration number and [`crate::membership::encode`]'s text).
+    pub fn members(&self, shard: u32) -> Result<Option<(u32, String)>, MapError> {
+        match self.members.get(&[Value::Int(shard as i64)])? {
+            Some(r) => {
+                let m = r
+                    .get("members")
+                    .and_then(|m| m.as_str())
+                    .ok_or_else(|| MapError::Malformed(format!("no members in {r:?}")))?
+                    .to_owned();
+                Ok(Some((int(&r, "config")? as u32, m)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Record that `shard` is at `pos` with `members` (a new configuration
+    /// begins, or a snapshot was installed), in one transaction.
+    pub fn set_position(&self, shard: u32, pos: Position, members: &str) -> Result<(), MapError> {
+        let mut txn = self.db.begin()?;
+        txn.upsert(&self.applied, position_record(shard, pos))?;
+        txn.upsert(
+            &self.members,
+            Value::Object(vec![
+                ("shard".into(), Value::Int(shard as i64)),
+                ("config".into(), Value::Int(pos.config as i64)),
+                ("members".into(), Value::String(members.to_owned())),
+            ]),
+        )?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Forget every block of `shard` (before a snapshot is installed).
+    pub fn clear(&self, shard: u32) -> Result<(), MapError> {
+        let ds = &self.blocks[shard as usize];
+        loop {
+            let mut keys = Vec::new();
+            for r in ds.scan(Bound::Unbounded, Bound::Unbounded)?.take(10_000) {
+                keys.push(int(&r?, "block")?);
+            }
+            if keys.is_empty() {
+                return Ok(());
+            }
+            let mut txn = self.db.begin()?;
+            for k in keys {
+                txn.delete(ds, &[Value::Int(k)])?;
+            }
+            txn.commit()?;
+        }
+    }
+
+    /// Map blocks of `shard` to places (a snapshot's blocks, installed).
+    pub fn put_blocks(&self, shard: u32, blocks: &[(u64, Place)]) -> Result<(), MapError> {
+        let ds = &self.blocks[shard as usize];
+        let mut txn = self.db.begin()?;
+        for (b, p) in blocks {
+            txn.upsert(ds, record(*b, p))?;
+        }
+        txn.commit()?;
+        Ok(())
     }
 
     /// Apply decided operations of `shard` (in log order, `next` being the
@@ -102,6 +188,7 @@ impl BlockMap {
     pub fn apply(
         &self,
         shard: u32,
+        config: u32,
         ops: &[(usize, VolumeOp)],
         store: &mut FileStore,
     ) -> Result<(), MapError> {
@@ -144,10 +231,13 @@ impl BlockMap {
         }
         txn.upsert(
             &self.applied,
-            Value::Object(vec![
-                ("shard".into(), Value::Int(shard as i64)),
-                ("idx".into(), Value::Int(*last as i64 + 1)),
-            ]),
+            position_record(
+                shard,
+                Position {
+                    config,
+                    idx: *last + 1,
+                },
+            ),
         )?;
         txn.commit()?;
         Ok(())
@@ -214,6 +304,14 @@ impl BlockMap {
         self.db.close()?;
         Ok(())
     }
+}
+
+fn position_record(shard: u32, pos: Position) -> Value {
+    Value::Object(vec![
+        ("shard".into(), Value::Int(shard as i64)),
+        ("config".into(), Value::Int(pos.config as i64)),
+        ("idx".into(), Value::Int(pos.idx as i64)),
+    ])
 }
 
 fn record(block: u64, p: &Place) -> Value {

@@ -19,12 +19,15 @@
 //! 4. **Delete.** A retired segment is deleted once no entry left in the log
 //!    refers to it: a log entry is replayed after a crash and shipped to
 //!    lagging replicas until it is trimmed, and the log is trimmed only
-//!    below what every replica has durably applied.
+//!    below what every replica has durably applied. Nothing is deleted while
+//!    a snapshot is being streamed from the store ([`Cleaner::pin`]).
 
 use crate::block_map::{BlockMap, MapError};
 use crate::file_store::FileStore;
 use crate::op::{Payload, Place, VolumeOp};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What the cleaner did, for `silt volume` and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -59,6 +62,17 @@ pub struct Cleaner {
     /// No durable map entry refers to these; deleted when no log entry does.
     retired: BTreeSet<u32>,
     stats: CleanerStats,
+    /// Snapshots being streamed: no segment is deleted meanwhile.
+    pins: Arc<AtomicUsize>,
+}
+
+/// Keeps the cleaner from deleting segments while it lives.
+pub struct Pin(Arc<AtomicUsize>);
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Cleaner {
@@ -76,11 +90,19 @@ impl Cleaner {
             copied: Vec::new(),
             retired: BTreeSet::new(),
             stats: CleanerStats::default(),
+            pins: Arc::new(AtomicUsize::new(0)),
         }
     }
 
     pub fn stats(&self) -> CleanerStats {
         self.stats
+    }
+
+    /// No segment is deleted until the returned pin is dropped (the blocks
+    /// of a snapshot are read after the map moved on).
+    pub fn pin(&self) -> Pin {
+        self.pins.fetch_add(1, Ordering::AcqRel);
+        Pin(self.pins.clone())
     }
 
     /// Segments being cleaned or waiting to be deleted.
@@ -214,6 +236,9 @@ impl Cleaner {
         referenced: &BTreeSet<u32>,
         store: &mut FileStore,
     ) -> std::io::Result<()> {
+        if self.pins.load(Ordering::Acquire) > 0 {
+            return Ok(());
+        }
         let deletable: Vec<u32> = self
             .retired
             .iter()

@@ -163,6 +163,27 @@ impl VolumeClient {
         }
     }
 
+    /// Replace every shard's members by `members` (add or remove replicas
+    /// online): returns once each shard's leader has applied the change. A
+    /// node added must be running with `join` (it then installs a snapshot
+    /// from a member and catches up).
+    pub fn reconfigure(&mut self, members: &crate::membership::Members) -> Result<(), ClientError> {
+        let text = crate::membership::encode(members);
+        for shard in 0..self.info.shards {
+            match self.call_shard(
+                shard,
+                Request::Reconfigure {
+                    shard,
+                    members: text.clone(),
+                },
+            )? {
+                Response::Done => {}
+                other => return Err(ClientError::Refused(format!("unexpected {other:?}"))),
+            }
+        }
+        Ok(())
+    }
+
     fn expect_done(&mut self, block: u64, req: Request) -> Result<(), ClientError> {
         match self.call(block, req)? {
             Response::Done => Ok(()),
@@ -188,7 +209,11 @@ impl VolumeClient {
     /// Send `req` to the leader of `block`'s shard, following redirects and
     /// retrying through failures until the timeout.
     fn call(&mut self, block: u64, req: Request) -> Result<Response, ClientError> {
-        let shard = shard_of(block, self.info.shards);
+        self.call_shard(shard_of(block, self.info.shards), req)
+    }
+
+    /// Send `req` to the leader of `shard`, as [`VolumeClient::call`].
+    fn call_shard(&mut self, shard: u32, req: Request) -> Result<Response, ClientError> {
         let deadline = Instant::now() + self.timeout;
         let mut last = String::new();
         while Instant::now() < deadline {

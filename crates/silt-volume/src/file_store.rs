@@ -21,12 +21,14 @@
 //! checked against its CRC32C when read.
 
 use crate::op::{Payload, Place, VolumeOp};
+use parking_lot::Mutex;
 use silt_replica::Payloads;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Whether the log keeps places (the reference trick) or data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +176,11 @@ impl FileStore {
     }
 
     /// Make every append so far durable.
+    /// The directory of the segments.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The segment new data goes to (never cleaned).
     pub fn current_segment(&self) -> u32 {
         self.current
@@ -222,6 +229,56 @@ impl FileStore {
             }
         }
         Ok(())
+    }
+}
+
+/// Read a block at `place` from the segments in `dir` without the store
+/// (a snapshot being streamed while the store goes on). Segments are
+/// append-only, so a place stays readable until its segment is deleted,
+/// which the cleaner does not do while a snapshot pins it.
+pub fn read_at(dir: &Path, place: &Place) -> io::Result<Vec<u8>> {
+    let path = segment_path(dir, place.segment);
+    let f = File::open(&path)?;
+    let mut buf = vec![0u8; place.len as usize];
+    f.read_exact_at(&mut buf, place.offset)?;
+    if crc32c::crc32c(&buf) != place.crc {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "corrupt block data in {} at {}+{}",
+                path.display(),
+                place.offset,
+                place.len
+            ),
+        ));
+    }
+    Ok(buf)
+}
+
+/// One file store shared by the replicated logs of a shard's successive
+/// configurations and by the node (reads, cleaning, snapshots).
+#[derive(Clone)]
+pub struct SharedStore(pub Arc<Mutex<FileStore>>);
+
+impl SharedStore {
+    pub fn new(store: FileStore) -> SharedStore {
+        SharedStore(Arc::new(Mutex::new(store)))
+    }
+
+    pub fn lock(&self) -> parking_lot::MutexGuard<'_, FileStore> {
+        self.0.lock()
+    }
+}
+
+impl Payloads<VolumeOp> for SharedStore {
+    fn absorb(&mut self, op: VolumeOp) -> io::Result<VolumeOp> {
+        self.0.lock().absorb(op)
+    }
+    fn expand(&self, op: &VolumeOp) -> io::Result<VolumeOp> {
+        self.0.lock().expand(op)
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        self.0.lock().sync_data()
     }
 }
 

@@ -42,6 +42,17 @@ pub enum Request {
         count: u64,
     },
     Info,
+    /// Replace a shard's members by `members` (`ID=REPL/CLIENT,...`, see
+    /// `membership`): answered `Done` once the change is decided and applied
+    /// at the node asked (the shard's leader).
+    Reconfigure {
+        shard: u32,
+        members: String,
+    },
+    /// Stream the shard's state (a replica catching up; see `snapshot`).
+    Snapshot {
+        shard: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,6 +74,10 @@ pub enum Response {
     /// The node could not finish the operation in time (its proposal may
     /// have been lost with a leadership change): try again, anywhere.
     Retry(String),
+    /// A snapshot's first frame.
+    Snapshot(crate::snapshot::SnapshotHeader),
+    /// A piece of a snapshot: blocks and their data.
+    Blocks(Vec<(u64, Vec<u8>)>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,6 +97,15 @@ pub struct VolumeInfo {
 /// One shard at one node.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ShardState {
+    /// The shard's configuration here (1 at the start; one more at every
+    /// membership change).
+    pub config: u32,
+    /// Its members (`ID=REPL/CLIENT,...`).
+    pub members: String,
+    /// `active`, `catching up` (installing a snapshot), `waiting`
+    /// (a joining node that has not heard of its shard yet) or `left` (not a
+    /// member any more).
+    pub mode: String,
     /// Log entries applied to the block map (this replica is up to date
     /// with the group when it equals the leader's `decided`).
     pub applied: u64,

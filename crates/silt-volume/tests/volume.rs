@@ -250,3 +250,117 @@ fn log_and_store_stay_bounded_with_the_reference_trick() {
 fn log_and_store_stay_bounded_without_the_reference_trick() {
     log_and_store_stay_bounded(Mode::Inline);
 }
+
+fn start_member(root: &Path, id: u64, nodes: &BTreeMap<u64, NodeAddrs>, join: bool) -> Node {
+    let mut cfg = NodeConfig::new(id, root.join(format!("n{id}")), nodes.clone());
+    cfg.blocks = 4096;
+    cfg.shards = 2;
+    cfg.join = join;
+    cfg.segment_bytes = 1 << 20;
+    cfg.checkpoint_every = Duration::from_millis(100);
+    cfg.fsync = false;
+    Node::start(cfg).unwrap()
+}
+
+/// Replicas added and removed while the volume serves: a new node installs
+/// a snapshot and catches up by the log; a removed node stops serving; a
+/// member that was down through a change catches up by snapshot too; after
+/// every step every replica reads what was written.
+#[test]
+fn members_are_added_and_removed_online() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = addrs(4);
+    let first: BTreeMap<u64, NodeAddrs> = all.range(1..=3).map(|(k, v)| (*k, *v)).collect();
+    let mut running: BTreeMap<u64, Node> = first
+        .keys()
+        .map(|&id| (id, start_member(dir.path(), id, &first, false)))
+        .collect();
+    let clients: Vec<SocketAddr> = all.values().map(|a| a.client).collect();
+    let mut c = VolumeClient::connect(&clients[..3]).unwrap();
+    let bs = c.block_size() as usize;
+    let mut model: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut round = 0u64;
+    let mut write = |c: &mut VolumeClient, model: &mut BTreeMap<u64, Vec<u8>>| {
+        round += 1;
+        for i in 0..200u64 {
+            // Both shards (regions 0 and 1), overwriting as they go.
+            let b = (i * 13 + round) % 512;
+            let d = block(round * 1000 + i, bs);
+            c.write(b, &d).unwrap();
+            model.insert(b, d);
+        }
+    };
+    let state = |c: &mut VolumeClient, a: SocketAddr, shard: usize| {
+        c.info_at(a).unwrap().shard_state[shard].clone()
+    };
+    let check_all = |c: &mut VolumeClient, model: &BTreeMap<u64, Vec<u8>>, at: &[SocketAddr]| {
+        let got = c.read_global(0, 512).unwrap();
+        for b in 0..512u64 {
+            let want = model.get(&b).cloned().unwrap_or_else(|| vec![0; bs]);
+            let o = b as usize * bs;
+            assert_eq!(&got[o..o + bs], &want[..], "block {b}");
+        }
+        for &a in at {
+            wait_until("a replica to read what was written", || {
+                c.read_local(a, 0, 256).is_ok_and(|d| d == got[..256 * bs])
+                    && c.read_local(a, 256, 256)
+                        .is_ok_and(|d| d == got[256 * bs..])
+            });
+        }
+    };
+    write(&mut c, &mut model);
+    write(&mut c, &mut model);
+    // Add node 4 before it runs: the three old members carry the change.
+    c.reconfigure(&all).unwrap();
+    for &a in &clients[..3] {
+        for shard in 0..2 {
+            let s = state(&mut c, a, shard);
+            assert_eq!((s.config, s.mode.as_str()), (2, "active"), "{s:?}");
+            assert_eq!(s.members, silt_volume::membership::encode(&all));
+        }
+    }
+    write(&mut c, &mut model);
+    // It starts empty, joins, installs a snapshot and follows the log.
+    running.insert(4, start_member(dir.path(), 4, &all, true));
+    for shard in 0..2 {
+        wait_until("the new node to catch up", || {
+            let s = state(&mut c, clients[3], shard);
+            s.mode == "active" && s.config == 2 && s.applied > 0
+        });
+    }
+    write(&mut c, &mut model);
+    check_all(&mut c, &model, &clients);
+    // Node 2 goes down; node 1 is removed meanwhile.
+    running.remove(&2).unwrap().stop();
+    let without_1: BTreeMap<u64, NodeAddrs> = all.range(2..=4).map(|(k, v)| (*k, *v)).collect();
+    c.reconfigure(&without_1).unwrap();
+    for shard in 0..2 {
+        wait_until("node 1 to stop serving", || {
+            state(&mut c, clients[0], shard).mode == "left"
+        });
+    }
+    assert!(c.read_local(clients[0], 0, 1).is_err());
+    write(&mut c, &mut model);
+    // Node 2 comes back in the old configuration, hears of the new one and
+    // catches up by snapshot.
+    running.insert(2, start_member(dir.path(), 2, &first, false));
+    for shard in 0..2 {
+        wait_until("node 2 to catch up in the new configuration", || {
+            let s = state(&mut c, clients[1], shard);
+            s.mode == "active" && s.config == 3
+        });
+    }
+    write(&mut c, &mut model);
+    check_all(&mut c, &model, &clients[1..]);
+    // Every member restarts from its own state.
+    for id in 2..=4 {
+        running.remove(&id).unwrap().stop();
+    }
+    for id in 2..=4 {
+        running.insert(id, start_member(dir.path(), id, &without_1, false));
+    }
+    let mut c = VolumeClient::connect(&clients[1..]).unwrap();
+    check_all(&mut c, &model, &clients[1..]);
+    write(&mut c, &mut model);
+    check_all(&mut c, &model, &clients[1..]);
+}

@@ -201,9 +201,11 @@ fn apply(m: &mut Model, op: &Op) {
     match op {
         Op::Append(v) => m.entries.extend(v),
         Op::OnPrefix(at, v) => {
+            // By absolute index: what falls below the trimmed index is gone.
             let keep = at.saturating_sub(m.trimmed).min(m.entries.len());
             m.entries.truncate(keep);
-            m.entries.extend(v);
+            m.entries
+                .extend(v.iter().skip(m.trimmed.saturating_sub(*at)));
         }
         Op::Trim(at) => {
             let n = at.saturating_sub(m.trimmed).min(m.entries.len());
@@ -258,4 +260,30 @@ proptest! {
             prop_assert_eq!(state(&log), live.clone());
         }
     }
+}
+
+#[test]
+fn a_log_created_at_a_snapshot_takes_entries_by_absolute_index() {
+    let dir = tempfile::tempdir().unwrap();
+    Log::create_at(dir.path(), 10, Some(ballot(4, 2)), LogOptions::default()).unwrap();
+    let e = Log::create_at(dir.path(), 10, None, LogOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("empty directory"), "{e}");
+    let (mut log, s) = open(dir.path());
+    assert_eq!((s.entries, s.decided), (10, 10));
+    assert_eq!(log.get_compacted_idx().unwrap(), 10);
+    assert_eq!(log.get_accepted_round().unwrap(), Some(ballot(4, 2)));
+    assert_eq!(log.get_log_len().unwrap(), 0);
+    // A leader syncing from further back: entries below 10 are the
+    // snapshot's already, the rest land at their own indexes.
+    log.append_on_prefix(7, (7..13).map(SimEntry).collect())
+        .unwrap();
+    assert_eq!(entries(&log), vec![10, 11, 12]);
+    assert_eq!(log.get_entries(11, 12).unwrap(), vec![SimEntry(11)]);
+    // Entries that are gone are an error, not an empty answer.
+    assert!(log.get_suffix(3).is_err());
+    assert!(log.get_entries(3, 12).is_err());
+    log.sync().unwrap();
+    drop(log);
+    let (log, _) = open(dir.path());
+    assert_eq!(entries(&log), vec![10, 11, 12]);
 }

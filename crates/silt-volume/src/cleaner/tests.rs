@@ -44,7 +44,7 @@ impl Replica {
         let stored = self.store.absorb(op).unwrap();
         self.store.sync().unwrap();
         self.map
-            .apply(0, &[(self.next, stored.clone())], &mut self.store)
+            .apply(0, 1, &[(self.next, stored.clone())], &mut self.store)
             .unwrap();
         self.log.push(stored);
         self.next += 1;
@@ -62,7 +62,7 @@ impl Replica {
             count: 1,
         };
         self.map
-            .apply(0, &[(self.next, op.clone())], &mut self.store)
+            .apply(0, 1, &[(self.next, op.clone())], &mut self.store)
             .unwrap();
         self.log.push(op);
         self.next += 1;

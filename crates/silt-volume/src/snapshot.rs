@@ -1,0 +1,193 @@
+//! Catching a replica up by snapshot (seed 001 §6.5's recovery, for the
+//! cases the log cannot serve): a member that joins a shard, or one that
+//! missed a reconfiguration, copies the shard's state from a replica that
+//! has it, then takes the log from the snapshot's position on.
+//!
+//! A snapshot is the shard's live blocks at one position `(config, idx)` of
+//! the source: the source's driver lists the mapped blocks and their places
+//! at that position (a map scan between two turns) and pins its file store
+//! so that no segment is deleted; the listed places are then streamed from
+//! another thread while the source goes on (segments are append-only, so a
+//! listed place keeps the data it had at the position).
+//!
+//! On the wire (the client protocol, `Request::Snapshot`):
+//! `Response::Snapshot(header)`, then `Response::Blocks` frames of at most
+//! [`CHUNK_BYTES`], then `Response::Done`.
+//!
+//! Installing (the receiver): forget the shard's blocks, append every
+//! received block to the local file store (synced) and map it, then record
+//! the position and the members in the map and checkpoint it, and last
+//! create the configuration's log as compacted at `idx`. A crash before the
+//! position is recorded leaves the replica where it was (it fetches again);
+//! after it, the node finishes the log at its next start.
+
+use crate::block_map::{BlockMap, MapError, Position};
+use crate::cleaner::Pin;
+use crate::file_store::{SharedStore, read_at};
+use crate::op::{Place, VolumeOp};
+use crate::protocol::{MAGIC, Request, Response, read_frame, write_frame};
+use serde::{Deserialize, Serialize};
+use silt_replica::{LogHandle, LogOptions};
+use std::io::{BufReader, BufWriter, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Block data per `Response::Blocks` frame, at most.
+pub const CHUNK_BYTES: usize = 4 << 20;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotHeader {
+    pub shard: u32,
+    /// The position the snapshot is at: `config`'s log applied below `idx`.
+    pub config: u32,
+    pub idx: u64,
+    /// The configuration's members ([`crate::membership::encode`]).
+    pub members: String,
+    pub block_size: u32,
+    /// Blocks that follow.
+    pub blocks: u64,
+    /// The round in which the source accepted its log's entries (see
+    /// `LogHandle::create_at`).
+    pub accepted_round: Option<silt_replica::Ballot>,
+}
+
+/// A snapshot made by the source's driver, streamed by a client thread.
+pub struct SnapshotPlan {
+    pub header: SnapshotHeader,
+    pub places: Vec<(u64, Place)>,
+    /// The file store's segment directory.
+    pub dir: PathBuf,
+    pub pin: Pin,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("snapshot from {from}: {source}")]
+    Io {
+        from: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("snapshot from {from}: {why}")]
+    Refused { from: SocketAddr, why: String },
+    #[error("installing a snapshot: {0}")]
+    Map(#[from] MapError),
+    #[error("installing a snapshot: {0}")]
+    Replica(#[from] silt_replica::ReplicaError),
+}
+
+/// Stream `plan` to a client (the source's side).
+pub fn stream(plan: SnapshotPlan, w: &mut impl Write) -> std::io::Result<()> {
+    write_frame(w, &Response::Snapshot(plan.header.clone()))?;
+    let mut chunk: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut bytes = 0;
+    for (block, place) in &plan.places {
+        let data = read_at(&plan.dir, place)?;
+        bytes += data.len();
+        chunk.push((*block, data));
+        if bytes >= CHUNK_BYTES {
+            write_frame(w, &Response::Blocks(std::mem::take(&mut chunk)))?;
+            bytes = 0;
+        }
+    }
+    if !chunk.is_empty() {
+        write_frame(w, &Response::Blocks(chunk))?;
+    }
+    write_frame(w, &Response::Done)?;
+    drop(plan.pin);
+    Ok(())
+}
+
+/// Fetch `shard`'s snapshot from the node whose client address is `from`
+/// and install it (the receiver's side); the configuration's log is
+/// created in `log_dir`. Returns the position and the members.
+pub fn install(
+    from: SocketAddr,
+    shard: u32,
+    map: &BlockMap,
+    store: &SharedStore,
+    log_dir: &Path,
+    log: LogOptions,
+) -> Result<(Position, String), SnapshotError> {
+    let io = |source| SnapshotError::Io { from, source };
+    let refused = |why: String| SnapshotError::Refused { from, why };
+    let conn = TcpStream::connect_timeout(&from, Duration::from_secs(5)).map_err(io)?;
+    conn.set_read_timeout(Some(Duration::from_secs(60)))
+        .map_err(io)?;
+    let mut w = BufWriter::new(&conn);
+    let mut r = BufReader::with_capacity(1 << 20, &conn);
+    w.write_all(MAGIC).map_err(io)?;
+    write_frame(&mut w, &Request::Snapshot { shard }).map_err(io)?;
+    let header = match read_frame::<Response>(&mut r).map_err(io)? {
+        Response::Snapshot(h) => h,
+        Response::Error(e) | Response::Retry(e) => return Err(refused(e)),
+        other => return Err(refused(format!("unexpected answer {other:?}"))),
+    };
+    if header.shard != shard || header.block_size != map.block_size() {
+        return Err(refused(format!(
+            "the snapshot is of shard {} with blocks of {} bytes, not shard {shard} with {}",
+            header.shard,
+            header.block_size,
+            map.block_size()
+        )));
+    }
+    map.clear(shard)?;
+    let bs = map.block_size() as usize;
+    let mut received = 0u64;
+    loop {
+        match read_frame::<Response>(&mut r).map_err(io)? {
+            Response::Blocks(blocks) => {
+                let mut places = Vec::with_capacity(blocks.len());
+                {
+                    let mut s = store.lock();
+                    for (b, data) in &blocks {
+                        if data.len() != bs {
+                            return Err(refused(format!(
+                                "block {b} has {} bytes, not {bs}",
+                                data.len()
+                            )));
+                        }
+                        places.push((*b, s.append(data).map_err(io)?));
+                    }
+                    s.sync_data().map_err(io)?;
+                }
+                map.put_blocks(shard, &places)?;
+                received += blocks.len() as u64;
+            }
+            Response::Done => break,
+            Response::Error(e) => return Err(refused(e)),
+            other => return Err(refused(format!("unexpected frame {other:?}"))),
+        }
+    }
+    if received != header.blocks {
+        return Err(refused(format!(
+            "{received} blocks arrived, the header announced {}",
+            header.blocks
+        )));
+    }
+    let pos = Position {
+        config: header.config,
+        idx: header.idx as usize,
+    };
+    map.set_position(shard, pos, &header.members)?;
+    map.checkpoint()?;
+    finish_log(log_dir, pos.idx, header.accepted_round, log)?;
+    Ok((pos, header.members))
+}
+
+/// Create the configuration's log as compacted at `idx`, unless it exists
+/// (a node restarting after a crash between recording a snapshot's position
+/// and creating its log calls this too).
+pub fn finish_log(
+    log_dir: &Path,
+    idx: usize,
+    accepted_round: Option<silt_replica::Ballot>,
+    log: LogOptions,
+) -> Result<(), SnapshotError> {
+    if log_dir.join("paxos.log").exists() || idx == 0 {
+        return Ok(());
+    }
+    LogHandle::<VolumeOp, SharedStore>::create_at(log_dir, idx, accepted_round, log)?;
+    Ok(())
+}
