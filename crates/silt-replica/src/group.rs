@@ -76,7 +76,7 @@ where
     me: NodeId,
     /// Prepares refused in a row because this replica promised a higher
     /// ballot (see [`Group::handle`]).
-    refused_prepares: u32,
+    refused: u32,
 }
 
 impl<T, P> Group<T, P>
@@ -122,7 +122,7 @@ where
                 applied,
                 failed: None,
                 me: cfg.me,
-                refused_prepares: 0,
+                refused: 0,
             },
             summary,
         ))
@@ -262,21 +262,58 @@ where
     /// refused Prepares in a row it stands for election with a higher ballot,
     /// which the others can accept.
     pub fn handle(&mut self, msg: Message<T>) -> Result<()> {
+        if self.needs_trimmed_entries(&msg) {
+            // Answering would need entries this log no longer has: the
+            // message is stale (sent before the log was trimmed or before
+            // this replica installed a snapshot). Not answering is always
+            // safe; the sender asks again with its current state.
+            return Ok(());
+        }
         if let Message::SequencePaxos(pm) = &msg
             && let PaxosMsg::Prepare(p) = &pm.msg
         {
             if p.n < self.op.get_promise() {
-                self.refused_prepares += 1;
+                self.refused += 1;
             } else {
-                self.refused_prepares = 0;
+                self.refused = 0;
             }
         }
         self.guard(|op| op.handle_incoming(msg))?;
-        if self.refused_prepares >= 3 {
-            self.refused_prepares = 0;
+        if self.refused >= 3 {
+            self.refused = 0;
             self.guard(|op| op.try_become_leader())?;
         }
         Ok(())
+    }
+
+    /// OmniPaxos would answer `msg` with (or, at a leader, sync the sender
+    /// from) entries below this log's compacted index, which it cannot
+    /// read: a follower more up to date than a Prepare's sender sends its
+    /// entries from the sender's decided or accepted index; a leader syncs a
+    /// promising follower from at least its decided index.
+    fn needs_trimmed_entries(&self, msg: &Message<T>) -> bool {
+        let Message::SequencePaxos(pm) = msg else {
+            return false;
+        };
+        let compacted = self.op.get_compacted_idx();
+        if compacted == 0 {
+            return false;
+        }
+        match &pm.msg {
+            PaxosMsg::Prepare(p) => {
+                let na = self.log.accepted_round().unwrap_or_default();
+                let from = if na > p.n_accepted {
+                    Some(p.decided_idx)
+                } else if na == p.n_accepted && self.op.get_accepted_idx() > p.accepted_idx {
+                    Some(p.accepted_idx)
+                } else {
+                    None
+                };
+                from.is_some_and(|f| f < compacted)
+            }
+            PaxosMsg::Promise(p) => self.is_leader() && p.decided_idx < compacted,
+            _ => false,
+        }
     }
 
     pub fn tick(&mut self) -> Result<()> {

@@ -246,17 +246,11 @@ where
     /// below `idx` count as decided and trimmed, and the replica takes the
     /// log from there. `dir` must hold no log yet.
     ///
-    /// `accepted_round`: the round in which the snapshot's source accepted
-    /// its entries (its own accepted round). Claiming it is sound, since the
-    /// entries below `idx` are decided and so the same in every log, and it
-    /// lets the leader sync this replica from `idx` rather than from the
-    /// start of its round (which may be trimmed).
-    pub fn create_at(
-        dir: &Path,
-        idx: usize,
-        accepted_round: Option<Ballot>,
-        opts: LogOptions,
-    ) -> Result<()> {
+    /// Its accepted round is a placeholder of configuration `config_id`
+    /// that no leader ever holds (round 0 of node 0): OmniPaxos then syncs
+    /// the replica from its decided index (`idx`), never from the start of
+    /// some round it took no part in, which may be trimmed away.
+    pub fn create_at(dir: &Path, idx: usize, config_id: u32, opts: LogOptions) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| ReplicaError::io(dir, e))?;
         let path = dir.join("paxos.log");
         if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
@@ -273,9 +267,13 @@ where
         ] {
             encode_into(&r, &mut buf)?;
         }
-        if let Some(b) = accepted_round {
-            encode_into(&Record::<T>::AcceptedRound(b), &mut buf)?;
-        }
+        let placeholder = Ballot {
+            config_id,
+            n: 0,
+            priority: 0,
+            pid: 0,
+        };
+        encode_into(&Record::<T>::AcceptedRound(placeholder), &mut buf)?;
         let tmp = dir.join("paxos.log.tmp");
         (|| -> std::io::Result<()> {
             let mut f = File::create(&tmp)?;

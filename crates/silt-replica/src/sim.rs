@@ -70,6 +70,10 @@ pub struct SimConfig {
     pub proposals_per_tick: u32,
     /// Print every event to stderr from this tick on (debugging a seed).
     pub trace_from: Option<u64>,
+    /// The last replica is not there at first: at this tick it joins by
+    /// installing a snapshot of another replica's state (its log created
+    /// as compacted there), as a new member does.
+    pub late_join: Option<u64>,
 }
 
 impl SimConfig {
@@ -86,6 +90,7 @@ impl SimConfig {
             trace_from: std::env::var("SILT_SIM_TRACE_FROM")
                 .ok()
                 .and_then(|s| s.parse().ok()),
+            late_join: None,
         }
     }
 }
@@ -109,6 +114,8 @@ pub struct SimReport {
     pub lost: u64,
     /// Trims the leader made (OmniPaxos took them).
     pub trims: u64,
+    /// The index a late joiner's snapshot was at.
+    pub joined_at: Option<usize>,
 }
 
 pub struct Sim {
@@ -167,9 +174,33 @@ impl Sim {
             cfg,
         };
         for i in 0..n {
+            if sim.cfg.late_join.is_some() && i == n - 1 {
+                sim.down_until[i] = u64::MAX;
+                continue;
+            }
             sim.start(i);
         }
         sim
+    }
+
+    /// The late joiner installs a snapshot of the most advanced running
+    /// replica: the state machine at its handed-out index.
+    fn join_late(&mut self) {
+        let i = self.cfg.replicas - 1;
+        let Some(idx) = self.groups.iter().flatten().map(|g| g.applied_idx()).max() else {
+            return;
+        };
+        let opts = self.group_config(i).log;
+        if let Err(e) =
+            crate::log_store::LogHandle::<SimEntry, Inline>::create_at(&self.dirs[i], idx, 1, opts)
+        {
+            self.violations
+                .push(format!("creating the joiner's log: {e}"));
+            return;
+        }
+        self.durable[i] = idx;
+        self.report.joined_at = Some(idx);
+        self.down_until[i] = self.now;
     }
 
     fn group_config(&self, i: usize) -> GroupConfig {
@@ -238,6 +269,9 @@ impl Sim {
     fn step(&mut self, faulty: bool) {
         self.now += 1;
         let n = self.cfg.replicas;
+        if self.cfg.late_join == Some(self.now) {
+            self.join_late();
+        }
         if faulty {
             if self.rng.random_bool(self.cfg.crash) {
                 let i = self.rng.random_range(0..n);
@@ -392,6 +426,9 @@ impl Sim {
         }
         for (a, b) in self.cuts.keys().copied().collect::<Vec<_>>() {
             self.cuts.insert((a, b), self.now + 1);
+        }
+        if self.cfg.late_join.is_some_and(|t| t > self.now) {
+            self.join_late();
         }
         for i in 0..self.cfg.replicas {
             if self.groups[i].is_none() {

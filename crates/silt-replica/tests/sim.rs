@@ -78,3 +78,33 @@ fn a_quiet_network_decides_everything_proposed_at_a_stable_leader() {
     assert_eq!(report.acknowledged, report.proposed, "{report:?}");
     assert!(report.proposed > 300, "{report:?}");
 }
+
+/// A replica that is not there at first joins by installing a snapshot
+/// (its log created as compacted at the snapshot), under the same faults,
+/// while the others trim: it must catch up and agree, never be asked for
+/// entries it does not have (a replica that fails says so), and trimming
+/// waits for it.
+#[test]
+fn a_replica_joining_late_by_snapshot_catches_up() {
+    let mut joined = 0;
+    for seed in 2000..2000 + seeds() {
+        if only().is_some_and(|o| o != seed) {
+            continue;
+        }
+        let mut cfg = SimConfig::new(seed);
+        cfg.late_join = Some(300);
+        let dir = tempfile::tempdir().unwrap();
+        let mut sim = Sim::new(dir.path(), cfg);
+        let report = sim.run();
+        if let Err(v) = sim.check() {
+            panic!("seed {seed}: {report:?}\n{}", v.join("\n"));
+        }
+        if report.joined_at.is_some_and(|i| i > 0) {
+            joined += 1;
+        }
+    }
+    assert!(
+        only().is_some() || joined > 0,
+        "no run joined above index 0"
+    );
+}

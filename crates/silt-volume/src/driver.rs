@@ -195,7 +195,7 @@ impl Driver {
                         crate::snapshot::finish_log(
                             &cfg.log_dir(s, config),
                             idx,
-                            None,
+                            config,
                             log_options(&cfg),
                         )?;
                         shard.replica = Replica::Active(Box::new(open_group(&cfg, &shard, idx)?));
@@ -449,7 +449,6 @@ impl Driver {
                 members: membership::encode(&s.members),
                 block_size: self.cfg.block_size,
                 blocks: places.len() as u64,
-                accepted_round: g.log().accepted_round(),
             },
             places,
             dir: s.store.lock().dir().to_path_buf(),

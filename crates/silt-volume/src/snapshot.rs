@@ -47,9 +47,6 @@ pub struct SnapshotHeader {
     pub block_size: u32,
     /// Blocks that follow.
     pub blocks: u64,
-    /// The round in which the source accepted its log's entries (see
-    /// `LogHandle::create_at`).
-    pub accepted_round: Option<silt_replica::Ballot>,
 }
 
 /// A snapshot made by the source's driver, streamed by a client thread.
@@ -172,7 +169,7 @@ pub fn install(
     };
     map.set_position(shard, pos, &header.members)?;
     map.checkpoint()?;
-    finish_log(log_dir, pos.idx, header.accepted_round, log)?;
+    finish_log(log_dir, pos.idx, pos.config, log)?;
     Ok((pos, header.members))
 }
 
@@ -182,12 +179,12 @@ pub fn install(
 pub fn finish_log(
     log_dir: &Path,
     idx: usize,
-    accepted_round: Option<silt_replica::Ballot>,
+    config: u32,
     log: LogOptions,
 ) -> Result<(), SnapshotError> {
     if log_dir.join("paxos.log").exists() || idx == 0 {
         return Ok(());
     }
-    LogHandle::<VolumeOp, SharedStore>::create_at(log_dir, idx, accepted_round, log)?;
+    LogHandle::<VolumeOp, SharedStore>::create_at(log_dir, idx, config, log)?;
     Ok(())
 }

@@ -265,13 +265,17 @@ proptest! {
 #[test]
 fn a_log_created_at_a_snapshot_takes_entries_by_absolute_index() {
     let dir = tempfile::tempdir().unwrap();
-    Log::create_at(dir.path(), 10, Some(ballot(4, 2)), LogOptions::default()).unwrap();
-    let e = Log::create_at(dir.path(), 10, None, LogOptions::default()).unwrap_err();
+    Log::create_at(dir.path(), 10, 3, LogOptions::default()).unwrap();
+    let e = Log::create_at(dir.path(), 10, 3, LogOptions::default()).unwrap_err();
     assert!(e.to_string().contains("empty directory"), "{e}");
     let (mut log, s) = open(dir.path());
     assert_eq!((s.entries, s.decided), (10, 10));
     assert_eq!(log.get_compacted_idx().unwrap(), 10);
-    assert_eq!(log.get_accepted_round().unwrap(), Some(ballot(4, 2)));
+    let placeholder = log.get_accepted_round().unwrap().unwrap();
+    assert_eq!(
+        (placeholder.config_id, placeholder.n, placeholder.pid),
+        (3, 0, 0)
+    );
     assert_eq!(log.get_log_len().unwrap(), 0);
     // A leader syncing from further back: entries below 10 are the
     // snapshot's already, the rest land at their own indexes.
