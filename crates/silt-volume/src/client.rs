@@ -18,6 +18,14 @@ pub enum ClientError {
     /// The volume refused the request (out of range, not whole blocks...).
     #[error("the volume refused the request: {0}")]
     Refused(String),
+    /// A bounded local read: the replica may be more stale than allowed
+    /// (`stale`: how much, None if it cannot say); read elsewhere, or
+    /// globally.
+    #[error("the replica at {node} may be stale by {stale:?}, over the bound asked for")]
+    Stale {
+        node: SocketAddr,
+        stale: Option<Duration>,
+    },
 }
 
 struct Conn {
@@ -142,16 +150,51 @@ impl VolumeClient {
         first: u64,
         count: u64,
     ) -> Result<Vec<u8>, ClientError> {
+        self.read_local_bounded(node, first, count, None)
+            .map(|(data, _)| data)
+    }
+
+    /// A read from the replica at `node`, with how stale it may be (None:
+    /// the replica cannot say); with `max_stale`, a replica that cannot
+    /// vouch for it refuses ([`ClientError::Stale`]) and the caller reads
+    /// elsewhere or globally.
+    pub fn read_local_bounded(
+        &mut self,
+        node: SocketAddr,
+        first: u64,
+        count: u64,
+        max_stale: Option<Duration>,
+    ) -> Result<(Vec<u8>, Option<Duration>), ClientError> {
         let mut out = Vec::new();
+        let mut worst: Option<Duration> = Some(Duration::ZERO);
+        let max_stale_ms = max_stale.map(|d| d.as_millis() as u64);
         for (b, n) in regions(first, count) {
-            match self.call_at(node, &Request::ReadLocal { first: b, count: n }) {
-                Ok(Response::Data { data, .. }) => out.extend_from_slice(&data),
+            let req = Request::ReadLocal {
+                first: b,
+                count: n,
+                max_stale_ms,
+            };
+            match self.call_at(node, &req) {
+                Ok(Response::Data { data, stale_ms }) => {
+                    out.extend_from_slice(&data);
+                    let s = stale_ms.map(Duration::from_millis);
+                    worst = match (worst, s) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                }
+                Ok(Response::Stale { stale_ms }) => {
+                    return Err(ClientError::Stale {
+                        node,
+                        stale: stale_ms.map(Duration::from_millis),
+                    });
+                }
                 Ok(Response::Error(e)) => return Err(ClientError::Refused(e)),
                 Ok(other) => return Err(ClientError::Refused(format!("unexpected {other:?}"))),
                 Err(e) => return Err(ClientError::Unavailable(format!("{node}: {e}"))),
             }
         }
-        Ok(out)
+        Ok((out, worst))
     }
 
     /// What `node` says of the volume.

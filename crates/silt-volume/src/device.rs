@@ -56,6 +56,7 @@ impl VolumeDevice {
             r.map_err(|e| match e {
                 ClientError::Unavailable(m) => DeviceError::Unavailable(m),
                 ClientError::Refused(m) => DeviceError::Invalid(m),
+                e @ ClientError::Stale { .. } => DeviceError::Unavailable(e.to_string()),
             })
         })
         .await;

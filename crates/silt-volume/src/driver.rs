@@ -113,6 +113,9 @@ struct Shard {
     durable: BTreeMap<NodeId, usize>,
     /// The log position the map was last checkpointed at.
     checkpointed: usize,
+    /// When a message last came from each member (for local reads'
+    /// staleness).
+    heard: HashMap<NodeId, Instant>,
 }
 
 impl Shard {
@@ -136,6 +139,28 @@ impl Shard {
 
     fn leader_addr(&self) -> Option<SocketAddr> {
         self.members.get(&self.leader()?).map(|a| a.client)
+    }
+
+    /// How long ago this replica last knew itself up to date: a follower
+    /// when it last heard from the leader; the leader when it last heard
+    /// from enough members to make a majority with itself.
+    fn staleness(&self, me: NodeId) -> Option<std::time::Duration> {
+        let leader = self.leader()?;
+        if leader != me {
+            return self.heard.get(&leader).map(|t| t.elapsed());
+        }
+        let mut times: Vec<Instant> = self
+            .members
+            .keys()
+            .filter(|n| **n != me)
+            .filter_map(|n| self.heard.get(n).copied())
+            .collect();
+        times.sort_unstable_by(|a, b| b.cmp(a));
+        let need = self.members.len() / 2; // others besides the leader
+        if need == 0 {
+            return Some(std::time::Duration::ZERO);
+        }
+        times.get(need - 1).map(|t| t.elapsed())
     }
 
     /// Answer every operation waiting on this replica.
@@ -181,6 +206,7 @@ impl Driver {
                 reconfiguring: Vec::new(),
                 durable: BTreeMap::new(),
                 checkpointed: 0,
+                heard: HashMap::new(),
             };
             let recorded = map.members(s)?;
             let pos = map.position(s)?;
@@ -314,6 +340,7 @@ impl Driver {
                     return;
                 };
                 if config == s.config && s.members.contains_key(&from) {
+                    s.heard.insert(from, Instant::now());
                     if let Some(g) = s.group() {
                         let _ = g.handle(msg);
                     }
@@ -501,14 +528,12 @@ impl Driver {
                 let _ = reply.send(Response::Info(self.info()));
                 return;
             }
-            Request::ReadLocal { first, count } => {
-                let r = self
-                    .check_range(first, count)
-                    .and_then(|shard| self.read_blocks(shard, first, count));
-                let _ = reply.send(match r {
-                    Ok(data) => Response::Data { data, behind: 0 },
-                    Err(e) => Response::Error(e),
-                });
+            Request::ReadLocal {
+                first,
+                count,
+                max_stale_ms,
+            } => {
+                let _ = reply.send(self.read_local(first, count, max_stale_ms));
                 return;
             }
             Request::Snapshot { .. } => {
@@ -636,6 +661,25 @@ impl Driver {
         }
     }
 
+    fn read_local(&self, first: u64, count: u64, max_stale_ms: Option<u64>) -> Response {
+        let shard = match self.check_range(first, count) {
+            Ok(s) => s,
+            Err(e) => return Response::Error(e),
+        };
+        let stale_ms = self.shards[shard as usize]
+            .staleness(self.cfg.id)
+            .map(|d| d.as_millis() as u64);
+        if let Some(max) = max_stale_ms
+            && stale_ms.is_none_or(|s| s > max)
+        {
+            return Response::Stale { stale_ms };
+        }
+        match self.read_blocks(shard, first, count) {
+            Ok(data) => Response::Data { data, stale_ms },
+            Err(e) => Response::Error(e),
+        }
+    }
+
     fn read_blocks(&self, shard: u32, first: u64, count: u64) -> Result<Vec<u8>, String> {
         let bs = self.cfg.block_size as usize;
         let s = &self.shards[shard as usize];
@@ -714,7 +758,10 @@ impl Driver {
                 };
                 let resp = match w.read {
                     Some((first, count)) => match self.read_blocks(shard, first, count) {
-                        Ok(data) => Response::Data { data, behind: 0 },
+                        Ok(data) => Response::Data {
+                            data,
+                            stale_ms: Some(0),
+                        },
                         Err(e) => Response::Error(e),
                     },
                     None => Response::Done,

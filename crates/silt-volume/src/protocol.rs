@@ -35,11 +35,13 @@ pub enum Request {
         first: u64,
         count: u64,
     },
-    /// Read `count` blocks from this replica as it is (possibly stale: by
-    /// `Data::behind`, the entries it knows are decided but has not applied).
+    /// Read `count` blocks from this replica as it is, possibly stale (see
+    /// `Response::Data::stale_ms`). With `max_stale_ms`, a replica that
+    /// cannot vouch for that bound answers `Stale` instead.
     ReadLocal {
         first: u64,
         count: u64,
+        max_stale_ms: Option<u64>,
     },
     Info,
     /// Replace a shard's members by `members` (`ID=REPL/CLIENT,...`, see
@@ -60,10 +62,19 @@ pub enum Response {
     Done,
     Data {
         data: Vec<u8>,
-        /// For a local read: log entries decided in the group that this
-        /// replica knows of and had not applied (0 on the leader after a
-        /// global read).
-        behind: u64,
+        /// For a local read, how stale the data may be: the replica holds
+        /// everything decided until this many milliseconds ago (the time
+        /// since it last heard from its shard's leader, or at the leader
+        /// since it last heard from a majority; each link is one ordered
+        /// session, so nothing the leader sent before is still in flight).
+        /// None: it has not heard from them since it started. 0 for a
+        /// global read.
+        stale_ms: Option<u64>,
+    },
+    /// A bounded local read the replica could not serve: it may be
+    /// `stale_ms` behind (None: unknown), over the bound asked for.
+    Stale {
+        stale_ms: Option<u64>,
     },
     /// Ask `leader` (its client address) instead; None: no leader known yet.
     NotLeader {

@@ -1,7 +1,7 @@
 //! A 3-replica volume in one process: writes, reads, a stopped leader, a
 //! restarted replica catching up, and the reference trick's bytes.
 
-use silt_volume::client::VolumeClient;
+use silt_volume::client::{ClientError, VolumeClient};
 use silt_volume::file_store::Mode;
 use silt_volume::node::{Node, NodeAddrs, NodeConfig};
 use std::collections::BTreeMap;
@@ -363,4 +363,49 @@ fn members_are_added_and_removed_online() {
     check_all(&mut c, &model, &clients[1..]);
     write(&mut c, &mut model);
     check_all(&mut c, &model, &clients[1..]);
+}
+
+/// A local read says how stale it may be; with a bound, a replica that has
+/// lost touch with the others refuses instead of answering stale data.
+#[test]
+fn local_reads_say_how_stale_they_may_be_and_honour_a_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = addrs(3);
+    let mut running: BTreeMap<u64, Node> = nodes
+        .keys()
+        .map(|&id| (id, start_small(dir.path(), id, &nodes, Mode::Reference)))
+        .collect();
+    let clients: Vec<SocketAddr> = nodes.values().map(|a| a.client).collect();
+    let mut c = VolumeClient::connect(&clients).unwrap();
+    let d = block(7, c.block_size() as usize);
+    c.write(3, &d).unwrap();
+    let bound = Some(Duration::from_millis(800));
+    for &a in &clients {
+        wait_until("a replica to read the write within the bound", || {
+            c.read_local_bounded(a, 3, 1, bound)
+                .is_ok_and(|(data, stale)| {
+                    data == d && stale.is_some_and(|s| s < Duration::from_millis(800))
+                })
+        });
+    }
+    // Alone, a replica cannot vouch for anything recent.
+    running.remove(&1).unwrap().stop();
+    running.remove(&2).unwrap().stop();
+    std::thread::sleep(Duration::from_millis(1500));
+    match c.read_local_bounded(clients[2], 3, 1, Some(Duration::from_millis(300))) {
+        Err(ClientError::Stale { stale, .. }) => {
+            assert!(
+                stale.is_none_or(|s| s > Duration::from_millis(300)),
+                "{stale:?}"
+            )
+        }
+        other => panic!("a bounded read from a lone replica: {other:?}"),
+    }
+    // Unbounded, it answers what it has, and says how old it may be.
+    let (data, stale) = c.read_local_bounded(clients[2], 3, 1, None).unwrap();
+    assert_eq!(data, d);
+    assert!(
+        stale.is_none_or(|s| s > Duration::from_millis(1000)),
+        "{stale:?}"
+    );
 }
