@@ -16,6 +16,7 @@
 use crate::file_store::FileStore;
 use crate::op::{Payload, Place, VolumeOp};
 use silt::{Database, Dataset, DatasetDef, DbOptions, Durability, FieldType, Value};
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
@@ -37,6 +38,8 @@ pub struct BlockMap {
     blocks: Vec<Arc<Dataset>>,
     applied: Arc<Dataset>,
     members: Arc<Dataset>,
+    /// `(shard, session)` -> the last counter applied (see `OpId`).
+    sessions: Arc<Dataset>,
     block_size: u32,
 }
 
@@ -94,11 +97,19 @@ impl BlockMap {
                 .field("members", FieldType::String)
                 .memory_budget(1 << 20),
         )?;
+        let sessions = get_or_create(
+            DatasetDef::new("sessions", &["shard", "session"])
+                .field("shard", FieldType::Int)
+                .field("session", FieldType::Int)
+                .field("seq", FieldType::Int)
+                .memory_budget(2 << 20),
+        )?;
         Ok(BlockMap {
             db,
             blocks,
             applied,
             members,
+            sessions,
             block_size,
         })
     }
@@ -152,8 +163,58 @@ impl BlockMap {
         Ok(())
     }
 
+    /// The last counter applied for a client's session (0: none).
+    fn session_seq(&self, shard: u32, session: u64) -> Result<u64, MapError> {
+        match self
+            .sessions
+            .get(&[Value::Int(shard as i64), Value::Int(session as i64)])?
+        {
+            Some(r) => Ok(int(&r, "seq")? as u64),
+            None => Ok(0),
+        }
+    }
+
+    /// Every client session of `shard` and its last counter (a snapshot
+    /// carries them, so a retry is still recognized at the new replica).
+    pub fn sessions(&self, shard: u32) -> Result<Vec<(u64, u64)>, MapError> {
+        let lo = self
+            .sessions
+            .encode_pk_prefix(&[Value::Int(shard as i64)])?;
+        let hi = silt::value::prefix_upper_bound(&lo);
+        let mut out = Vec::new();
+        for r in self
+            .sessions
+            .scan_raw(Bound::Included(lo), Bound::Excluded(hi))?
+        {
+            let r = r?;
+            out.push((int(&r, "session")? as u64, int(&r, "seq")? as u64));
+        }
+        Ok(out)
+    }
+
+    /// Record sessions of `shard` (a snapshot's, installed).
+    pub fn put_sessions(&self, shard: u32, sessions: &[(u64, u64)]) -> Result<(), MapError> {
+        let mut txn = self.db.begin()?;
+        for (session, seq) in sessions {
+            txn.upsert(&self.sessions, session_record(shard, *session, *seq))?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
     /// Forget every block of `shard` (before a snapshot is installed).
     pub fn clear(&self, shard: u32) -> Result<(), MapError> {
+        let stale = self.sessions(shard)?;
+        if !stale.is_empty() {
+            let mut txn = self.db.begin()?;
+            for (session, _) in stale {
+                txn.delete(
+                    &self.sessions,
+                    &[Value::Int(shard as i64), Value::Int(session as i64)],
+                )?;
+            }
+            txn.commit()?;
+        }
         let ds = &self.blocks[shard as usize];
         loop {
             let mut keys = Vec::new();
@@ -197,7 +258,22 @@ impl BlockMap {
         };
         let ds = &self.blocks[shard as usize];
         let mut txn = self.db.begin()?;
+        // Sessions' last counters as this batch moves them.
+        let mut seen: HashMap<u64, u64> = HashMap::new();
         for (_, op) in ops {
+            if let Some(session) = op.id().session()
+                && !matches!(op, VolumeOp::Barrier { .. })
+            {
+                let last = match seen.get(&session) {
+                    Some(l) => *l,
+                    None => self.session_seq(shard, session)?,
+                };
+                if op.id().seq <= last {
+                    // The same operation, retried after it was decided.
+                    continue;
+                }
+                seen.insert(session, op.id().seq);
+            }
             match op {
                 VolumeOp::Write { first, data, .. } => {
                     let places = match data {
@@ -228,6 +304,9 @@ impl BlockMap {
                 }
                 VolumeOp::Barrier { .. } => {}
             }
+        }
+        for (session, seq) in seen {
+            txn.upsert(&self.sessions, session_record(shard, session, seq))?;
         }
         txn.upsert(
             &self.applied,
@@ -306,6 +385,14 @@ impl BlockMap {
     }
 }
 
+fn session_record(shard: u32, session: u64, seq: u64) -> Value {
+    Value::Object(vec![
+        ("shard".into(), Value::Int(shard as i64)),
+        ("session".into(), Value::Int(session as i64)),
+        ("seq".into(), Value::Int(seq as i64)),
+    ])
+}
+
 fn position_record(shard: u32, pos: Position) -> Value {
     Value::Object(vec![
         ("shard".into(), Value::Int(shard as i64)),
@@ -322,4 +409,70 @@ fn record(block: u64, p: &Place) -> Value {
         ("len".into(), Value::Int(p.len as i64)),
         ("crc".into(), Value::Int(p.crc as i64)),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file_store::Mode;
+    use crate::op::OpId;
+
+    fn write(node: u64, seq: u64, block: u64, byte: u8) -> VolumeOp {
+        VolumeOp::Write {
+            id: OpId { node, seq },
+            first: block,
+            data: Payload::Inline(vec![byte; 4096]),
+        }
+    }
+
+    fn byte_at(map: &BlockMap, store: &FileStore, block: u64) -> Option<u8> {
+        let p = map.place(0, block).unwrap()?;
+        Some(store.read(&p).unwrap()[0])
+    }
+
+    /// A write retried at a new leader after its first attempt was decided
+    /// is in the log twice; applying it again would undo a write that came
+    /// between. It is applied once per client session and counter.
+    #[test]
+    fn a_retried_client_write_is_applied_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let map = BlockMap::open(&dir.path().join("map"), 1, 4096).unwrap();
+        let mut store =
+            FileStore::open(&dir.path().join("data"), Mode::Inline, 4096, 1 << 20).unwrap();
+        let a = OpId::CLIENT | 7;
+        let b = OpId::CLIENT | 9;
+        // a's write, b's write of the same block, a's retry: b's stays.
+        map.apply(0, 1, &[(0, write(a, 1, 5, 1))], &mut store)
+            .unwrap();
+        map.apply(
+            0,
+            1,
+            &[(1, write(b, 1, 5, 2)), (2, write(a, 1, 5, 1))],
+            &mut store,
+        )
+        .unwrap();
+        assert_eq!(byte_at(&map, &store, 5), Some(2));
+        // a's next operation is applied; so are a node's own, repeated.
+        map.apply(0, 1, &[(3, write(a, 2, 5, 3))], &mut store)
+            .unwrap();
+        assert_eq!(byte_at(&map, &store, 5), Some(3));
+        map.apply(
+            0,
+            1,
+            &[(4, write(2, 1, 6, 4)), (5, write(2, 1, 6, 5))],
+            &mut store,
+        )
+        .unwrap();
+        assert_eq!(byte_at(&map, &store, 6), Some(5));
+        let mut sessions = map.sessions(0).unwrap();
+        sessions.sort();
+        assert_eq!(sessions, vec![(a, 2), (b, 1)]);
+        // Sessions travel with a snapshot and go with a cleared shard.
+        map.clear(0).unwrap();
+        assert!(map.sessions(0).unwrap().is_empty());
+        map.put_sessions(0, &[(a, 2)]).unwrap();
+        map.apply(0, 1, &[(6, write(a, 2, 5, 9))], &mut store)
+            .unwrap();
+        assert_eq!(map.place(0, 5).unwrap(), None);
+    }
 }

@@ -2,6 +2,7 @@
 //! redirects, retries through leader changes, and splits requests at region
 //! boundaries.
 
+use crate::op::OpId;
 use crate::protocol::{
     MAGIC, REGION_BLOCKS, Request, Response, VolumeInfo, read_frame, shard_of, write_frame,
 };
@@ -60,6 +61,29 @@ pub struct VolumeClient {
     /// How long one operation may take across retries.
     pub timeout: Duration,
     next: usize,
+    /// This client's session and the counter of its last operation (see
+    /// [`OpId`]): a retried write or delete keeps its id and is applied once.
+    session: u64,
+    seq: u64,
+}
+
+/// A session id no other client picks (in practice): the clock, the process
+/// and a counter mixed, with [`OpId::CLIENT`] set.
+fn new_session() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut x = nanos
+        ^ (u64::from(std::process::id()) << 32)
+        ^ COUNTER
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    // splitmix64's finalizer spreads the bits.
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (x ^ (x >> 31)) | OpId::CLIENT
 }
 
 impl VolumeClient {
@@ -83,6 +107,8 @@ impl VolumeClient {
                             info,
                             timeout: Duration::from_secs(15),
                             next: 0,
+                            session: new_session(),
+                            seq: 0,
                         });
                     }
                     Ok((_, other)) => last = format!("{a} answered {other:?}"),
@@ -92,6 +118,14 @@ impl VolumeClient {
             std::thread::sleep(Duration::from_millis(100));
         }
         Err(ClientError::Unavailable(last))
+    }
+
+    fn next_id(&mut self) -> OpId {
+        self.seq += 1;
+        OpId {
+            node: self.session,
+            seq: self.seq,
+        }
     }
 
     pub fn block_size(&self) -> u32 {
@@ -118,6 +152,7 @@ impl VolumeClient {
             let req = Request::Write {
                 first: b,
                 data: data[at..at + n as usize * bs].to_vec(),
+                id: Some(self.next_id()),
             };
             self.expect_done(b, req)?;
         }
@@ -126,7 +161,15 @@ impl VolumeClient {
 
     pub fn delete(&mut self, first: u64, count: u64) -> Result<(), ClientError> {
         for (b, n) in regions(first, count) {
-            self.expect_done(b, Request::Delete { first: b, count: n })?;
+            let id = Some(self.next_id());
+            self.expect_done(
+                b,
+                Request::Delete {
+                    first: b,
+                    count: n,
+                    id,
+                },
+            )?;
         }
         Ok(())
     }

@@ -476,6 +476,7 @@ impl Driver {
                 members: membership::encode(&s.members),
                 block_size: self.cfg.block_size,
                 blocks: places.len() as u64,
+                sessions: self.map.sessions(shard).map_err(|e| e.to_string())?,
             },
             places,
             dir: s.store.lock().dir().to_path_buf(),
@@ -546,7 +547,7 @@ impl Driver {
                 self.reconfigure(shard, &members, reply);
                 return;
             }
-            Request::Write { first, data } => {
+            Request::Write { first, data, id } => {
                 if data.is_empty() || !(data.len() as u64).is_multiple_of(bs) {
                     Err(format!(
                         "a write of {} bytes is not whole blocks of {bs}",
@@ -559,7 +560,7 @@ impl Driver {
                             (
                                 shard,
                                 VolumeOp::Write {
-                                    id: self.id(),
+                                    id: self.client_id(id),
                                     first,
                                     data,
                                 },
@@ -568,11 +569,11 @@ impl Driver {
                         })
                 }
             }
-            Request::Delete { first, count } => self.check_range(first, count).map(|shard| {
+            Request::Delete { first, count, id } => self.check_range(first, count).map(|shard| {
                 (
                     shard,
                     VolumeOp::Delete {
-                        id: self.id(),
+                        id: self.client_id(id),
                         first,
                         count,
                     },
@@ -650,6 +651,14 @@ impl Driver {
             Err(e) => {
                 let _ = reply.send(Response::Error(e.to_string()));
             }
+        }
+    }
+
+    /// A client's own id for its operation, if it sent a valid one.
+    fn client_id(&mut self, id: Option<OpId>) -> OpId {
+        match id {
+            Some(id) if id.session().is_some() => id,
+            _ => self.id(),
         }
     }
 

@@ -3,13 +3,30 @@
 use serde::{Deserialize, Serialize};
 use silt_replica::{Entry, NoSnapshot};
 
-/// Who asked for an operation: the node that took it and its own counter, so
-/// the node recognizes its operations among the decided ones (and a retried
-/// operation is applied once).
+/// Who asked for an operation, so that the node that proposed it recognizes
+/// it among the decided ones, and a retried operation is applied once.
+///
+/// A client's operations carry the client's session (`node` with
+/// [`OpId::CLIENT`] set, random per client) and its own increasing counter:
+/// each replica's block map keeps the last counter applied per session, and
+/// an operation at or below it (the same operation retried at another leader
+/// after the first attempt was decided) is not applied again. Operations a
+/// node makes up itself (global reads' barriers, clients that send none)
+/// carry the node's id and are never deduplicated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct OpId {
     pub node: u64,
     pub seq: u64,
+}
+
+impl OpId {
+    /// The bit marking a client's session.
+    pub const CLIENT: u64 = 1 << 63;
+
+    /// A client's operation (deduplicated by session).
+    pub fn session(&self) -> Option<u64> {
+        (self.node & Self::CLIENT != 0).then_some(self.node)
+    }
 }
 
 /// Where a write's data is: in the entry, or at a place in this replica's

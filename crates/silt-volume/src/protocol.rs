@@ -20,15 +20,18 @@ pub const REGION_BLOCKS: u64 = 256;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Request {
-    /// Write whole blocks from `first` on.
+    /// Write whole blocks from `first` on. `id`: the client's session and
+    /// counter (see `OpId`): a retry carries the same and is applied once.
     Write {
         first: u64,
         data: Vec<u8>,
+        id: Option<crate::op::OpId>,
     },
     /// Delete `count` blocks (they read as zeros).
     Delete {
         first: u64,
         count: u64,
+        id: Option<crate::op::OpId>,
     },
     /// Read `count` blocks, linearizably (ordered through the shard's log).
     ReadGlobal {

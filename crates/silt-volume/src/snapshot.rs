@@ -47,6 +47,8 @@ pub struct SnapshotHeader {
     pub block_size: u32,
     /// Blocks that follow.
     pub blocks: u64,
+    /// Client sessions and their last counters applied (see `OpId`).
+    pub sessions: Vec<(u64, u64)>,
 }
 
 /// A snapshot made by the source's driver, streamed by a client thread.
@@ -167,6 +169,7 @@ pub fn install(
         config: header.config,
         idx: header.idx as usize,
     };
+    map.put_sessions(shard, &header.sessions)?;
     map.set_position(shard, pos, &header.members)?;
     map.checkpoint()?;
     finish_log(log_dir, pos.idx, pos.config, log)?;
