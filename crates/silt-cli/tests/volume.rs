@@ -260,6 +260,44 @@ fn leaders_killed_during_writes_lose_nothing_acknowledged_and_reads_stay_lineari
     check_history(workers, &done, &history, &addrs, &replicas, now);
 }
 
+/// A long run of the same (`cargo test -p silt-cli --test volume -- --ignored
+/// soak`): for `SILT_SOAK_SECS` (default 300) any replica is SIGKILLed every
+/// one to three seconds and restarted a moment later, while clients write
+/// and read; then the history is checked and the replicas must converge.
+#[test]
+#[ignore]
+fn soak_replicas_killed_at_random_for_minutes() {
+    let secs: u64 = std::env::var("SILT_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::new(dir.path(), 3);
+    let addrs = cluster.addrs();
+    let start = Instant::now();
+    let now = move || start.elapsed().as_nanos() as u64;
+    let history: History = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let workers = start_workers(&addrs, &history, &done, now);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut kills = 0;
+    while start.elapsed() < Duration::from_secs(secs) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        std::thread::sleep(Duration::from_millis(1000 + x % 2000));
+        let victim = 1 + x % 3;
+        cluster.kill(victim);
+        kills += 1;
+        std::thread::sleep(Duration::from_millis(200 + (x >> 8) % 800));
+        cluster.start(victim);
+    }
+    std::thread::sleep(Duration::from_millis(2000));
+    eprintln!("soak: {kills} kills in {secs} s");
+    let replicas = cluster.clients.clone();
+    check_history(workers, &done, &history, &addrs, &replicas, now);
+}
+
 fn silt_volume(args: &[&str]) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_silt"))
         .arg("volume")

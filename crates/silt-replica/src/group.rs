@@ -137,6 +137,13 @@ where
         self.op.get_current_leader().map(|(id, _)| id)
     }
 
+    /// The round this replica has promised (a leader's own round while it
+    /// leads: a new one means entries proposed in the old may be lost).
+    pub fn promised_round(&self) -> (u32, u64) {
+        let b = self.op.get_promise();
+        (b.n, b.pid)
+    }
+
     /// This replica leads (its entries are proposed, not forwarded).
     pub fn is_leader(&self) -> bool {
         self.leader() == Some(self.me)

@@ -116,6 +116,8 @@ struct Shard {
     /// When a message last came from each member (for local reads'
     /// staleness).
     heard: HashMap<NodeId, Instant>,
+    /// The round promised when the waiting operations were proposed.
+    round: (u32, u64),
 }
 
 impl Shard {
@@ -207,6 +209,7 @@ impl Driver {
                 durable: BTreeMap::new(),
                 checkpointed: 0,
                 heard: HashMap::new(),
+                round: (0, 0),
             };
             let recorded = map.members(s)?;
             let pos = map.position(s)?;
@@ -789,11 +792,24 @@ impl Driver {
             self.switch_config(i, ss.next_config.configuration_id, &members)?;
             return Ok(());
         }
-        // Operations a replica took as leader and can no longer decide.
+        // Operations a replica took as leader and can no longer decide: it
+        // lost the leadership, or won it again in a new round (what it
+        // proposed in the old one may have been replaced). The client
+        // retries; a retry of an operation that was decided after all is
+        // applied once (client sessions).
         let leader = s.leader_addr();
-        if s.group_ref().is_some_and(|g| !g.is_leader()) && !s.waiting.is_empty() {
+        let Some(g) = s.group_ref() else {
+            return Ok(());
+        };
+        let round = g.promised_round();
+        if !g.is_leader() && !s.waiting.is_empty() {
             s.drop_waiting(Response::NotLeader { leader });
+        } else if round != s.round && !s.waiting.is_empty() {
+            s.drop_waiting(Response::Retry(
+                "the leader changed rounds; try again".into(),
+            ));
         }
+        s.round = round;
         Ok(())
     }
 
