@@ -77,6 +77,9 @@ where
     /// Prepares refused in a row because this replica promised a higher
     /// ballot (see [`Group::handle`]).
     refused: u32,
+    /// Heartbeats in a row from a leader whose round is below this
+    /// replica's promise while this replica follows (see [`Group::handle`]).
+    behind_leader: u32,
 }
 
 impl<T, P> Group<T, P>
@@ -123,6 +126,7 @@ where
                 failed: None,
                 me: cfg.me,
                 refused: 0,
+                behind_leader: 0,
             },
             summary,
         ))
@@ -267,7 +271,10 @@ where
     /// election module, seeing the others content, never starts an election.
     /// It would stay behind for good (the simulator found this). After a few
     /// refused Prepares in a row it stands for election with a higher ballot,
-    /// which the others can accept.
+    /// which the others can accept. The same when the leader sends no
+    /// Prepare at all (it ignores a request for a round above its own): after
+    /// a few heartbeats in a row from a leader whose round is below this
+    /// replica's promise.
     pub fn handle(&mut self, msg: Message<T>) -> Result<()> {
         if self.needs_trimmed_entries(&msg) {
             // Answering would need entries this log no longer has: the
@@ -285,9 +292,26 @@ where
                 self.refused = 0;
             }
         }
+        if let Message::BLE(b) = &msg
+            && let omnipaxos::messages::ballot_leader_election::HeartbeatMsg::Reply(r) = &b.msg
+            && r.leader == r.ballot
+            && r.leader.pid == b.from
+            && r.leader.pid != self.me
+        {
+            // The sender leads in round `r.leader`; if this replica promised
+            // a higher round it cannot follow it, and the leader will not
+            // send it a Prepare (it ignores requests for rounds above its
+            // own): the replica would stay behind for good.
+            if r.leader < self.op.get_promise() {
+                self.behind_leader += 1;
+            } else {
+                self.behind_leader = 0;
+            }
+        }
         self.guard(|op| op.handle_incoming(msg))?;
-        if self.refused >= 3 {
+        if self.refused >= 3 || self.behind_leader >= 5 {
             self.refused = 0;
+            self.behind_leader = 0;
             self.guard(|op| op.try_become_leader())?;
         }
         Ok(())
