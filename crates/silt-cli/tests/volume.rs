@@ -227,16 +227,51 @@ fn check_history(
     }
 }
 
+/// Clients writing and reading (see [`start_workers`]) with the history's
+/// clock.
+struct Load {
+    start: Instant,
+    history: History,
+    done: Arc<AtomicBool>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(addrs: &[SocketAddr]) -> Load {
+        let start = Instant::now();
+        let history: History = Arc::default();
+        let done = Arc::new(AtomicBool::new(false));
+        let now = move || start.elapsed().as_nanos() as u64;
+        let workers = start_workers(addrs, &history, &done, now);
+        Load {
+            start,
+            history,
+            done,
+            workers,
+        }
+    }
+
+    /// Stop the clients and check what they did (see [`check_history`]).
+    fn finish(self, addrs: &[SocketAddr], replicas: &BTreeMap<u64, SocketAddr>) {
+        let start = self.start;
+        let now = move || start.elapsed().as_nanos() as u64;
+        check_history(
+            self.workers,
+            &self.done,
+            &self.history,
+            addrs,
+            replicas,
+            now,
+        );
+    }
+}
+
 #[test]
 fn leaders_killed_during_writes_lose_nothing_acknowledged_and_reads_stay_linearizable() {
     let dir = tempfile::tempdir().unwrap();
     let mut cluster = Cluster::new(dir.path(), 3);
     let addrs = cluster.addrs();
-    let start = Instant::now();
-    let now = move || start.elapsed().as_nanos() as u64;
-    let history: History = Arc::default();
-    let done = Arc::new(AtomicBool::new(false));
-    let workers = start_workers(&addrs, &history, &done, now);
+    let load = Load::start(&addrs);
     // Kill whoever leads, twice, restarting each.
     let mut probe = VolumeClient::connect(&addrs).unwrap();
     for _ in 0..2 {
@@ -257,7 +292,7 @@ fn leaders_killed_during_writes_lose_nothing_acknowledged_and_reads_stay_lineari
     }
     std::thread::sleep(Duration::from_millis(1500));
     let replicas = cluster.clients.clone();
-    check_history(workers, &done, &history, &addrs, &replicas, now);
+    load.finish(&addrs, &replicas);
 }
 
 /// A long run of the same (`cargo test -p silt-cli --test volume -- --ignored
@@ -274,14 +309,10 @@ fn soak_replicas_killed_at_random_for_minutes() {
     let dir = tempfile::tempdir().unwrap();
     let mut cluster = Cluster::new(dir.path(), 3);
     let addrs = cluster.addrs();
-    let start = Instant::now();
-    let now = move || start.elapsed().as_nanos() as u64;
-    let history: History = Arc::default();
-    let done = Arc::new(AtomicBool::new(false));
-    let workers = start_workers(&addrs, &history, &done, now);
+    let load = Load::start(&addrs);
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut kills = 0;
-    while start.elapsed() < Duration::from_secs(secs) {
+    while load.start.elapsed() < Duration::from_secs(secs) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -295,7 +326,7 @@ fn soak_replicas_killed_at_random_for_minutes() {
     std::thread::sleep(Duration::from_millis(2000));
     eprintln!("soak: {kills} kills in {secs} s");
     let replicas = cluster.clients.clone();
-    check_history(workers, &done, &history, &addrs, &replicas, now);
+    load.finish(&addrs, &replicas);
 }
 
 fn silt_volume(args: &[&str]) -> String {
@@ -324,11 +355,7 @@ fn replicas_are_added_and_removed_under_load_by_the_cli() {
     let addrs = cluster.addrs();
     let (r4, c4) = (free_port(), free_port());
     let spec4 = format!("4={r4}/{c4}");
-    let start = Instant::now();
-    let now = move || start.elapsed().as_nanos() as u64;
-    let history: History = Arc::default();
-    let done = Arc::new(AtomicBool::new(false));
-    let workers = start_workers(&addrs, &history, &done, now);
+    let load = Load::start(&addrs);
     std::thread::sleep(Duration::from_millis(1000));
     let join = |cluster: &mut Cluster, extra: &[&str]| {
         let child = Command::new(env!("CARGO_BIN_EXE_silt"))
@@ -380,7 +407,7 @@ fn replicas_are_added_and_removed_under_load_by_the_cli() {
     replicas.insert(4, c4);
     let mut all = addrs.clone();
     all.push(c4);
-    check_history(workers, &done, &history, &all, &replicas, now);
+    load.finish(&all, &replicas);
     for a in replicas.values() {
         // (The probe's first call to a restarted node may fail: its old
         // connection is gone.)
@@ -535,11 +562,7 @@ fn partitions_and_slow_links_lose_nothing_and_reads_stay_linearizable() {
         cluster.start(i);
     }
     let addrs = cluster.addrs();
-    let start = Instant::now();
-    let now = move || start.elapsed().as_nanos() as u64;
-    let history: History = Arc::default();
-    let done = Arc::new(AtomicBool::new(false));
-    let workers = start_workers(&addrs, &history, &done, now);
+    let load = Load::start(&addrs);
     let isolate = |node: u64, mode: LinkMode| {
         for ((a, b), p) in &proxies {
             if *a == node || *b == node {
@@ -584,7 +607,7 @@ fn partitions_and_slow_links_lose_nothing_and_reads_stay_linearizable() {
     }
     std::thread::sleep(Duration::from_millis(1000));
     let replicas = cluster.clients.clone();
-    check_history(workers, &done, &history, &addrs, &replicas, now);
+    load.finish(&addrs, &replicas);
 }
 
 /// qemu-io over NBD against `silt volume up`: patterns written (aligned and

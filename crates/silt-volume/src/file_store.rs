@@ -159,20 +159,7 @@ impl FileStore {
                 ),
             )
         })?;
-        let mut buf = vec![0u8; place.len as usize];
-        f.read_exact_at(&mut buf, place.offset)?;
-        if crc32c::crc32c(&buf) != place.crc {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "corrupt block data in {} at {}+{}",
-                    segment_path(&self.dir, place.segment).display(),
-                    place.offset,
-                    place.len
-                ),
-            ));
-        }
-        Ok(buf)
+        read_checked(f, &segment_path(&self.dir, place.segment), place)
     }
 
     /// Make every append so far durable.
@@ -238,7 +225,12 @@ impl FileStore {
 /// which the cleaner does not do while a snapshot pins it.
 pub fn read_at(dir: &Path, place: &Place) -> io::Result<Vec<u8>> {
     let path = segment_path(dir, place.segment);
-    let f = File::open(&path)?;
+    read_checked(&File::open(&path)?, &path, place)
+}
+
+/// The bytes at `place` in the open segment `f` (at `path`), checked against
+/// their CRC32C.
+fn read_checked(f: &File, path: &Path, place: &Place) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; place.len as usize];
     f.read_exact_at(&mut buf, place.offset)?;
     if crc32c::crc32c(&buf) != place.crc {
