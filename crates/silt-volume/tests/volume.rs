@@ -28,12 +28,32 @@ fn addrs(n: u64) -> BTreeMap<u64, NodeAddrs> {
         .collect()
 }
 
-fn start(root: &Path, id: u64, nodes: &BTreeMap<u64, NodeAddrs>, mode: Mode) -> Node {
+/// A node of 4096 blocks with its directory under `root`, configured by `f`.
+fn start_with(
+    root: &Path,
+    id: u64,
+    nodes: &BTreeMap<u64, NodeAddrs>,
+    f: impl FnOnce(&mut NodeConfig),
+) -> Node {
     let mut cfg = NodeConfig::new(id, root.join(format!("n{id}")), nodes.clone());
-    cfg.mode = mode;
     cfg.blocks = 4096;
-    cfg.shards = 2;
+    f(&mut cfg);
     Node::start(cfg).unwrap()
+}
+
+fn start(root: &Path, id: u64, nodes: &BTreeMap<u64, NodeAddrs>, mode: Mode) -> Node {
+    start_with(root, id, nodes, |cfg| {
+        cfg.mode = mode;
+        cfg.shards = 2;
+    })
+}
+
+/// Small segments, frequent checkpoints, no fdatasync: trimming, cleaning
+/// and membership changes happen within a test's seconds.
+fn quick(cfg: &mut NodeConfig) {
+    cfg.segment_bytes = 1 << 20;
+    cfg.checkpoint_every = Duration::from_millis(100);
+    cfg.fsync = false;
 }
 
 fn block(seed: u64, bs: usize) -> Vec<u8> {
@@ -137,14 +157,10 @@ fn writes_survive_a_stopped_leader_and_a_restarted_replica_catches_up() {
 }
 
 fn start_small(root: &Path, id: u64, nodes: &BTreeMap<u64, NodeAddrs>, mode: Mode) -> Node {
-    let mut cfg = NodeConfig::new(id, root.join(format!("n{id}")), nodes.clone());
-    cfg.mode = mode;
-    cfg.blocks = 4096;
-    cfg.shards = 1;
-    cfg.segment_bytes = 1 << 20;
-    cfg.checkpoint_every = Duration::from_millis(100);
-    cfg.fsync = false;
-    Node::start(cfg).unwrap()
+    start_with(root, id, nodes, |cfg| {
+        quick(cfg);
+        cfg.mode = mode;
+    })
 }
 
 /// Overwriting a few blocks again and again: every replica's log is trimmed
@@ -252,14 +268,11 @@ fn log_and_store_stay_bounded_without_the_reference_trick() {
 }
 
 fn start_member(root: &Path, id: u64, nodes: &BTreeMap<u64, NodeAddrs>, join: bool) -> Node {
-    let mut cfg = NodeConfig::new(id, root.join(format!("n{id}")), nodes.clone());
-    cfg.blocks = 4096;
-    cfg.shards = 2;
-    cfg.join = join;
-    cfg.segment_bytes = 1 << 20;
-    cfg.checkpoint_every = Duration::from_millis(100);
-    cfg.fsync = false;
-    Node::start(cfg).unwrap()
+    start_with(root, id, nodes, |cfg| {
+        quick(cfg);
+        cfg.shards = 2;
+        cfg.join = join;
+    })
 }
 
 /// Replicas added and removed while the volume serves: a new node installs
