@@ -427,6 +427,11 @@ impl Driver {
         };
         tracing::info!(node = me, shard, config, %source, "catching up by snapshot");
         let (tx, rx) = bounded(1);
+        let target = crate::snapshot::Target {
+            shard,
+            shards: self.cfg.shards,
+            blocks: self.cfg.blocks,
+        };
         let map = self.map.clone();
         let store = s.store.clone();
         let dir = self.cfg.log_dir(shard, config);
@@ -435,7 +440,7 @@ impl Driver {
             .name(format!("volume-{me}-catch-up-{shard}"))
             .spawn(move || {
                 let _ = tx.send(crate::snapshot::install(
-                    source, shard, &map, &store, &dir, log,
+                    source, target, &map, &store, &dir, log,
                 ));
             })
             .map_err(io_err("starting a thread"))?;

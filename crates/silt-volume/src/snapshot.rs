@@ -25,7 +25,7 @@ use crate::block_map::{BlockMap, MapError, Position};
 use crate::cleaner::Pin;
 use crate::file_store::{SharedStore, read_at};
 use crate::op::{Place, VolumeOp};
-use crate::protocol::{MAGIC, Request, Response, read_frame, write_frame};
+use crate::protocol::{MAGIC, Request, Response, read_frame, shard_of, write_frame};
 use serde::{Deserialize, Serialize};
 use silt_replica::{LogHandle, LogOptions};
 use std::io::{BufReader, BufWriter, Write};
@@ -101,14 +101,24 @@ pub fn stream(plan: SnapshotPlan, w: &mut impl Write) -> std::io::Result<()> {
 /// Fetch `shard`'s snapshot from the node whose client address is `from`
 /// and install it (the receiver's side); the configuration's log is
 /// created in `log_dir`. Returns the position and the members.
+/// What the receiver's volume looks like: a snapshot's blocks must belong to
+/// `shard` of a volume of `blocks` blocks in `shards` shards.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    pub shard: u32,
+    pub shards: u32,
+    pub blocks: u64,
+}
+
 pub fn install(
     from: SocketAddr,
-    shard: u32,
+    target: Target,
     map: &BlockMap,
     store: &SharedStore,
     log_dir: &Path,
     log: LogOptions,
 ) -> Result<(Position, String), SnapshotError> {
+    let shard = target.shard;
     let io = |source| SnapshotError::Io { from, source };
     let refused = |why: String| SnapshotError::Refused { from, why };
     let conn = TcpStream::connect_timeout(&from, Duration::from_secs(5)).map_err(io)?;
@@ -141,6 +151,12 @@ pub fn install(
                 {
                     let mut s = store.lock();
                     for (b, data) in &blocks {
+                        if *b >= target.blocks || shard_of(*b, target.shards) != shard {
+                            return Err(refused(format!(
+                                "block {b} is not in shard {shard} of a volume of {} blocks",
+                                target.blocks
+                            )));
+                        }
                         if data.len() != bs {
                             return Err(refused(format!(
                                 "block {b} has {} bytes, not {bs}",
@@ -190,4 +206,135 @@ pub fn finish_log(
     }
     LogHandle::<VolumeOp, SharedStore>::create_at(log_dir, idx, config, log)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file_store::{FileStore, Mode};
+    use std::io::Read;
+    use std::net::TcpListener;
+
+    /// A source that answers one snapshot request with `frames`.
+    fn source(frames: Vec<Response>) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (c, _) = l.accept().unwrap();
+            let mut r = BufReader::new(&c);
+            let mut w = BufWriter::new(&c);
+            let mut magic = [0u8; 4];
+            r.read_exact(&mut magic).unwrap();
+            let _: Request = read_frame(&mut r).unwrap();
+            for f in frames {
+                write_frame(&mut w, &f).unwrap();
+            }
+        });
+        addr
+    }
+
+    fn header(blocks: u64) -> Response {
+        Response::Snapshot(SnapshotHeader {
+            shard: 1,
+            config: 2,
+            idx: 40,
+            members: "1=127.0.0.1:1/127.0.0.1:2,2=127.0.0.1:3/127.0.0.1:4".into(),
+            block_size: 4096,
+            blocks,
+            sessions: vec![(SESSION, 5)],
+        })
+    }
+
+    const SESSION: u64 = crate::op::OpId::CLIENT | 3;
+
+    fn install_from(
+        frames: Vec<Response>,
+    ) -> (
+        tempfile::TempDir,
+        BlockMap,
+        Result<(Position, String), SnapshotError>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let map = BlockMap::open(&dir.path().join("map"), 2, 4096).unwrap();
+        let store = SharedStore::new(
+            FileStore::open(&dir.path().join("data"), Mode::Reference, 4096, 1 << 20).unwrap(),
+        );
+        let target = Target {
+            shard: 1,
+            shards: 2,
+            blocks: 4096,
+        };
+        let r = install(
+            source(frames),
+            target,
+            &map,
+            &store,
+            &dir.path().join("cfg-2"),
+            LogOptions::default(),
+        );
+        (dir, map, r)
+    }
+
+    #[test]
+    fn a_snapshot_is_installed_with_its_position_sessions_and_log() {
+        // Shard 1 of 2: regions 1, 3, ... (blocks 256..512, 768..1024, ...).
+        let (dir, map, r) = install_from(vec![
+            header(2),
+            Response::Blocks(vec![(300, vec![7; 4096]), (800, vec![8; 4096])]),
+            Response::Done,
+        ]);
+        let (pos, members) = r.unwrap();
+        assert_eq!(pos, Position { config: 2, idx: 40 });
+        assert!(members.starts_with("1=127.0.0.1:1/"));
+        assert_eq!(map.position(1).unwrap(), Some(pos));
+        assert!(map.place(1, 300).unwrap().is_some());
+        assert_eq!(map.sessions(1).unwrap(), vec![(SESSION, 5)]);
+        assert!(dir.path().join("cfg-2/paxos.log").exists());
+    }
+
+    #[test]
+    fn a_bad_snapshot_is_refused_and_names_what_was_wrong() {
+        for (frames, want) in [
+            (
+                vec![
+                    header(1),
+                    Response::Blocks(vec![(5, vec![1; 4096])]),
+                    Response::Done,
+                ],
+                "not in shard 1",
+            ),
+            (
+                vec![
+                    header(1),
+                    Response::Blocks(vec![(9000, vec![1; 4096])]),
+                    Response::Done,
+                ],
+                "volume of 4096 blocks",
+            ),
+            (
+                vec![
+                    header(1),
+                    Response::Blocks(vec![(300, vec![1; 100])]),
+                    Response::Done,
+                ],
+                "100 bytes",
+            ),
+            (
+                vec![
+                    header(2),
+                    Response::Blocks(vec![(300, vec![1; 4096])]),
+                    Response::Done,
+                ],
+                "announced 2",
+            ),
+            (vec![Response::Error("no".into())], "no"),
+        ] {
+            let (dir, map, r) = install_from(frames);
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains(want), "{e} (wanted {want})");
+            // The replica stays where it was: no position, no log.
+            assert_eq!(map.position(1).unwrap(), None);
+            assert!(!dir.path().join("cfg-2/paxos.log").exists());
+        }
+    }
 }
