@@ -44,6 +44,11 @@ pub struct GroupConfig {
     /// A configuration number, larger for each new membership (nonzero).
     pub config_id: u32,
     pub log: LogOptions,
+    /// A log sync for a follower that would carry more than this many
+    /// payload bytes is not sent: the follower is reported by
+    /// [`Group::take_too_far_behind`] and should catch up by snapshot (a
+    /// message must fit the transport, and memory).
+    pub max_sync_bytes: u64,
 }
 
 impl GroupConfig {
@@ -55,6 +60,7 @@ impl GroupConfig {
             resend_ticks: 20,
             config_id: 1,
             log: LogOptions::default(),
+            max_sync_bytes: 32 << 20,
         }
     }
 }
@@ -77,6 +83,9 @@ where
     /// Prepares refused in a row because this replica promised a higher
     /// ballot (see [`Group::handle`]).
     refused: u32,
+    max_sync_bytes: u64,
+    /// Followers whose log sync was too large to send.
+    too_far_behind: Vec<NodeId>,
     /// Heartbeats in a row from a leader whose round is below this
     /// replica's promise while this replica follows (see [`Group::handle`]).
     behind_leader: u32,
@@ -127,6 +136,8 @@ where
                 me: cfg.me,
                 refused: 0,
                 behind_leader: 0,
+                max_sync_bytes: cfg.max_sync_bytes,
+                too_far_behind: Vec::new(),
             },
             summary,
         ))
@@ -370,6 +381,27 @@ where
         }
         let mut out = Vec::new();
         self.guard(|op| op.take_outgoing_messages(&mut out))?;
+        // A sync too large to ship (measured before reading any data) goes
+        // unsent; the owner catches that follower up another way.
+        let limit = self.max_sync_bytes;
+        let log = &self.log;
+        let too_far = &mut self.too_far_behind;
+        out.retain(|m| {
+            let Message::SequencePaxos(pm) = m else {
+                return true;
+            };
+            let PaxosMsg::AcceptSync(a) = &pm.msg else {
+                return true;
+            };
+            let bytes: u64 = a.log_sync.suffix.iter().map(|e| log.expanded_len(e)).sum();
+            if bytes <= limit {
+                return true;
+            }
+            if !too_far.contains(&pm.to) {
+                too_far.push(pm.to);
+            }
+            false
+        });
         for m in &mut out {
             if let Err(e) = expand_message(&self.log, m) {
                 let why = format!("reading a payload to send: {e}");
@@ -396,6 +428,12 @@ where
             }
         }
         Ok(out)
+    }
+
+    /// Followers this leader could not sync by the log since the last call
+    /// (their sync would carry more than `max_sync_bytes`).
+    pub fn take_too_far_behind(&mut self) -> Vec<NodeId> {
+        std::mem::take(&mut self.too_far_behind)
     }
 
     /// Drop the log's entries below `idx` here and at every other replica

@@ -41,6 +41,9 @@ pub trait Payloads<T>: Send + 'static {
     fn absorb(&mut self, entry: T) -> std::io::Result<T>;
     /// The form of a stored entry to send to another replica.
     fn expand(&self, entry: &T) -> std::io::Result<T>;
+    /// Bytes of payload `entry` carries once expanded (without reading it):
+    /// what a message shipping it weighs.
+    fn expanded_len(&self, entry: &T) -> u64;
     /// Make durable everything absorbed so far (called before the log's own
     /// records are synced, so the log never refers to data that is not on
     /// disk).
@@ -57,6 +60,9 @@ impl<T: Clone> Payloads<T> for Inline {
     }
     fn expand(&self, entry: &T) -> std::io::Result<T> {
         Ok(entry.clone())
+    }
+    fn expanded_len(&self, _: &T) -> u64 {
+        0
     }
     fn sync(&mut self) -> std::io::Result<()> {
         Ok(())
@@ -250,7 +256,16 @@ where
     /// that no leader ever holds (round 0 of node 0): OmniPaxos then syncs
     /// the replica from its decided index (`idx`), never from the start of
     /// some round it took no part in, which may be trimmed away.
-    pub fn create_at(dir: &Path, idx: usize, config_id: u32, opts: LogOptions) -> Result<()> {
+    ///
+    /// `promise`: a replica that had a log in this configuration keeps the
+    /// round it promised (it must never promise a lower one).
+    pub fn create_at(
+        dir: &Path,
+        idx: usize,
+        config_id: u32,
+        promise: Option<Ballot>,
+        opts: LogOptions,
+    ) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| ReplicaError::io(dir, e))?;
         let path = dir.join("paxos.log");
         if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
@@ -274,6 +289,9 @@ where
             pid: 0,
         };
         encode_into(&Record::<T>::AcceptedRound(placeholder), &mut buf)?;
+        if let Some(p) = promise {
+            encode_into(&Record::<T>::Promise(p), &mut buf)?;
+        }
         let tmp = dir.join("paxos.log.tmp");
         (|| -> std::io::Result<()> {
             let mut f = File::create(&tmp)?;
@@ -295,6 +313,16 @@ where
     pub fn sync(&self) -> Result<()> {
         let mut g = self.inner.lock();
         g.sync()
+    }
+
+    /// What a stored entry's payload weighs once expanded.
+    pub fn expanded_len(&self, entry: &T) -> u64 {
+        self.inner.lock().payloads.expanded_len(entry)
+    }
+
+    /// The round this replica promised.
+    pub fn promise(&self) -> Option<Ballot> {
+        self.inner.lock().promise
     }
 
     /// The stored form of an entry, expanded for another replica.

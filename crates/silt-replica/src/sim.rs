@@ -191,9 +191,13 @@ impl Sim {
             return;
         };
         let opts = self.group_config(i).log;
-        if let Err(e) =
-            crate::log_store::LogHandle::<SimEntry, Inline>::create_at(&self.dirs[i], idx, 1, opts)
-        {
+        if let Err(e) = crate::log_store::LogHandle::<SimEntry, Inline>::create_at(
+            &self.dirs[i],
+            idx,
+            1,
+            None,
+            opts,
+        ) {
             self.violations
                 .push(format!("creating the joiner's log: {e}"));
             return;

@@ -60,6 +60,9 @@ pub enum Wire {
         config: u32,
         members: String,
     },
+    /// From the leader: the receiver is too far behind to be synced by the
+    /// log; it installs a snapshot from the sender.
+    CatchUp { shard: u32, config: u32 },
 }
 
 /// What the client threads hand the driver.
@@ -118,6 +121,8 @@ struct Shard {
     heard: HashMap<NodeId, Instant>,
     /// The round promised when the waiting operations were proposed.
     round: (u32, u64),
+    /// Snapshots installed since the node started.
+    snapshots: u64,
 }
 
 impl Shard {
@@ -165,6 +170,10 @@ impl Shard {
         times.get(need - 1).map(|t| t.elapsed())
     }
 
+    fn replace_replica(&mut self, r: Replica) {
+        self.replica = r;
+    }
+
     /// Answer every operation waiting on this replica.
     fn drop_waiting(&mut self, resp: Response) {
         for (_, w) in self.waiting.drain() {
@@ -210,6 +219,7 @@ impl Driver {
                 checkpointed: 0,
                 heard: HashMap::new(),
                 round: (0, 0),
+                snapshots: 0,
             };
             let recorded = map.members(s)?;
             let pos = map.position(s)?;
@@ -373,6 +383,11 @@ impl Driver {
                     s.durable.insert(node, idx as usize);
                 }
             }
+            Wire::CatchUp { shard, config } => {
+                if let Err(e) = self.catch_up_now(shard, config, from) {
+                    tracing::warn!(node = self.cfg.id, shard, error = %e, "could not start catching up");
+                }
+            }
             Wire::Config {
                 shard,
                 config,
@@ -425,6 +440,42 @@ impl Driver {
         else {
             return Ok(());
         };
+        self.start_catch_up(shard, source, None)
+    }
+
+    /// The leader says this replica is too far behind for its log: install
+    /// a snapshot from it, keeping the round promised.
+    fn catch_up_now(&mut self, shard: u32, config: u32, from: NodeId) -> Result<(), NodeError> {
+        let Some(s) = self.shards.get_mut(shard as usize) else {
+            return Ok(());
+        };
+        if s.config != config {
+            return Ok(());
+        }
+        let Some(source) = s.members.get(&from).map(|a| a.client) else {
+            return Ok(());
+        };
+        let Some(g) = s.group_ref() else {
+            return Ok(());
+        };
+        let promise = g.log().promise();
+        s.drop_waiting(Response::Retry(format!(
+            "this replica of shard {shard} is catching up; try the leader"
+        )));
+        self.start_catch_up(shard, source, promise)
+    }
+
+    /// Install `shard`'s snapshot from the node whose client address is
+    /// `source`, on a thread; [`Driver::turn`] picks up the result.
+    fn start_catch_up(
+        &mut self,
+        shard: u32,
+        source: SocketAddr,
+        promise: Option<silt_replica::Ballot>,
+    ) -> Result<(), NodeError> {
+        let me = self.cfg.id;
+        let s = &mut self.shards[shard as usize];
+        let config = s.config;
         tracing::info!(node = me, shard, config, %source, "catching up by snapshot");
         let (tx, rx) = bounded(1);
         let target = crate::snapshot::Target {
@@ -440,11 +491,13 @@ impl Driver {
             .name(format!("volume-{me}-catch-up-{shard}"))
             .spawn(move || {
                 let _ = tx.send(crate::snapshot::install(
-                    source, target, &map, &store, &dir, log,
+                    source, target, &map, &store, &dir, promise, log,
                 ));
             })
             .map_err(io_err("starting a thread"))?;
-        s.replica = Replica::CatchingUp(rx);
+        // The replica of the old state stops here (its log stays until the
+        // new one is in place).
+        s.replace_replica(Replica::CatchingUp(rx));
         Ok(())
     }
 
@@ -759,6 +812,9 @@ impl Driver {
         };
         let mut decided: Vec<Decided<VolumeOp>> = Vec::new();
         let out = g.ready(&mut decided)?;
+        for to in g.take_too_far_behind() {
+            self.transport.send(to, Wire::CatchUp { shard, config });
+        }
         for msg in out {
             let to = msg.get_receiver();
             self.transport.send(to, Wire::Paxos { shard, config, msg });
@@ -866,6 +922,9 @@ impl Driver {
         s.members = parsed;
         s.durable.clear();
         s.checkpointed = pos.idx;
+        s.snapshots += 1;
+        crate::snapshot::promote(&self.cfg.log_dir(i as u32, pos.config))
+            .map_err(io_err("putting a snapshot's log in place"))?;
         let g = open_group(&self.cfg, s, pos.idx)?;
         s.replica = Replica::Active(Box::new(g));
         remove_old_logs(&self.cfg, i as u32, pos.config);
@@ -1009,6 +1068,7 @@ fn open_group(
     let mut gc = GroupConfig::new(cfg.id, s.members.keys().copied().collect());
     gc.config_id = s.config;
     gc.log = log_options(cfg);
+    gc.max_sync_bytes = cfg.max_sync_bytes;
     let (g, _) = Group::open(&cfg.log_dir(s.id, s.config), &gc, s.store.clone(), applied)?;
     Ok(g)
 }
@@ -1027,6 +1087,7 @@ fn shard_state(s: &Shard) -> ShardState {
         members: membership::encode(&s.members),
         mode: s.replica.name().to_owned(),
         applied: g.map_or(0, |g| g.applied_idx() as u64),
+        snapshots: s.snapshots,
         compacted: g.map_or(0, |g| g.compacted_idx() as u64),
         log_entries: g.map_or(0, |g| g.log().with_entries(|e| e.len() as u64)),
         data_bytes,

@@ -269,6 +269,9 @@ impl Payloads<VolumeOp> for SharedStore {
     fn expand(&self, op: &VolumeOp) -> io::Result<VolumeOp> {
         self.0.lock().expand(op)
     }
+    fn expanded_len(&self, op: &VolumeOp) -> u64 {
+        self.0.lock().expanded_len(op)
+    }
     fn sync(&mut self) -> io::Result<()> {
         self.0.lock().sync_data()
     }
@@ -324,6 +327,20 @@ impl Payloads<VolumeOp> for FileStore {
                 })
             }
             op => Ok(op.clone()),
+        }
+    }
+
+    fn expanded_len(&self, op: &VolumeOp) -> u64 {
+        match op {
+            VolumeOp::Write {
+                data: Payload::Stored(places),
+                ..
+            } => places.iter().map(|p| p.len as u64).sum(),
+            VolumeOp::Write {
+                data: Payload::Inline(d),
+                ..
+            } => d.len() as u64,
+            _ => 0,
         }
     }
 

@@ -63,6 +63,9 @@ pub struct NodeConfig {
     pub checkpoint_every: Duration,
     /// Bytes per file store segment (the unit of cleaning).
     pub segment_bytes: u64,
+    /// A follower whose log sync would carry more than this catches up by
+    /// snapshot instead.
+    pub max_sync_bytes: u64,
 }
 
 impl NodeConfig {
@@ -80,6 +83,7 @@ impl NodeConfig {
             tick: Duration::from_millis(10),
             checkpoint_every: Duration::from_secs(5),
             segment_bytes: 256 << 20,
+            max_sync_bytes: 32 << 20,
         }
     }
 

@@ -127,6 +127,8 @@ pub struct ShardState {
     pub compacted: u64,
     /// Entries the log still holds (in memory and in `paxos.log`).
     pub log_entries: u64,
+    /// Snapshots this replica installed since it started.
+    pub snapshots: u64,
     /// Bytes in the file store's segments.
     pub data_bytes: u64,
     pub segments: u64,

@@ -16,10 +16,16 @@
 //!
 //! Installing (the receiver): forget the shard's blocks, append every
 //! received block to the local file store (synced) and map it, then record
-//! the position and the members in the map and checkpoint it, and last
-//! create the configuration's log as compacted at `idx`. A crash before the
-//! position is recorded leaves the replica where it was (it fetches again);
-//! after it, the node finishes the log at its next start.
+//! the position and the members in the map and checkpoint it, create the
+//! configuration's log as compacted at `idx` beside the old one, and put it
+//! in place. A crash before the position is recorded leaves the replica
+//! where it was (it fetches again); after it, the node finishes the log at
+//! its next start.
+//!
+//! Who catches up this way: a member that joins or missed a change of
+//! members, and a member so far behind that the leader's log sync would
+//! carry more than `max_sync_bytes` (the leader tells it to, `CatchUp`); such
+//! a member keeps the round it promised.
 
 use crate::block_map::{BlockMap, MapError, Position};
 use crate::cleaner::Pin;
@@ -110,12 +116,17 @@ pub struct Target {
     pub blocks: u64,
 }
 
+/// `log_dir`: where the configuration's log goes; it is created beside it
+/// ([`staged`]) and put in place by [`promote`] (the node does, once it
+/// has stopped any replica using the old one). `promise`: the round this
+/// replica promised in that configuration, if it had a log there.
 pub fn install(
     from: SocketAddr,
     target: Target,
     map: &BlockMap,
     store: &SharedStore,
     log_dir: &Path,
+    promise: Option<silt_replica::Ballot>,
     log: LogOptions,
 ) -> Result<(Position, String), SnapshotError> {
     let shard = target.shard;
@@ -188,23 +199,55 @@ pub fn install(
     map.put_sessions(shard, &header.sessions)?;
     map.set_position(shard, pos, &header.members)?;
     map.checkpoint()?;
-    finish_log(log_dir, pos.idx, pos.config, log)?;
+    let staged = staged(log_dir);
+    remove_if_there(&staged).map_err(io)?;
+    LogHandle::<VolumeOp, SharedStore>::create_at(&staged, pos.idx, pos.config, promise, log)?;
     Ok((pos, header.members))
 }
 
-/// Create the configuration's log as compacted at `idx`, unless it exists
-/// (a node restarting after a crash between recording a snapshot's position
-/// and creating its log calls this too).
+/// Where a snapshot's log is made before it replaces the configuration's.
+pub fn staged(log_dir: &Path) -> PathBuf {
+    log_dir.with_extension("new")
+}
+
+fn remove_if_there(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Put a staged log in place of the configuration's (if one is staged: it
+/// was made after the map recorded the snapshot's position, so it is the
+/// one that matches the map).
+pub fn promote(log_dir: &Path) -> std::io::Result<()> {
+    let staged = staged(log_dir);
+    if !staged.join("paxos.log").exists() {
+        return Ok(());
+    }
+    remove_if_there(log_dir)?;
+    std::fs::rename(&staged, log_dir)?;
+    if let Some(parent) = log_dir.parent() {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// At a node's start: finish what a crash interrupted. A staged log is put
+/// in place; a map that records a position above 0 with no log (a crash
+/// before the log was made) gets the log, as compacted there.
 pub fn finish_log(
     log_dir: &Path,
     idx: usize,
     config: u32,
     log: LogOptions,
 ) -> Result<(), SnapshotError> {
+    promote(log_dir)
+        .map_err(|e| SnapshotError::Replica(silt_replica::ReplicaError::io(log_dir, e)))?;
     if log_dir.join("paxos.log").exists() || idx == 0 {
         return Ok(());
     }
-    LogHandle::<VolumeOp, SharedStore>::create_at(log_dir, idx, config, log)?;
+    LogHandle::<VolumeOp, SharedStore>::create_at(log_dir, idx, config, None, log)?;
     Ok(())
 }
 
@@ -270,6 +313,7 @@ mod tests {
             &map,
             &store,
             &dir.path().join("cfg-2"),
+            None,
             LogOptions::default(),
         );
         (dir, map, r)
@@ -289,7 +333,10 @@ mod tests {
         assert_eq!(map.position(1).unwrap(), Some(pos));
         assert!(map.place(1, 300).unwrap().is_some());
         assert_eq!(map.sessions(1).unwrap(), vec![(SESSION, 5)]);
+        assert!(dir.path().join("cfg-2.new/paxos.log").exists());
+        promote(&dir.path().join("cfg-2")).unwrap();
         assert!(dir.path().join("cfg-2/paxos.log").exists());
+        assert!(!dir.path().join("cfg-2.new").exists());
     }
 
     #[test]
@@ -334,7 +381,7 @@ mod tests {
             assert!(e.contains(want), "{e} (wanted {want})");
             // The replica stays where it was: no position, no log.
             assert_eq!(map.position(1).unwrap(), None);
-            assert!(!dir.path().join("cfg-2/paxos.log").exists());
+            assert!(!dir.path().join("cfg-2.new/paxos.log").exists());
         }
     }
 }

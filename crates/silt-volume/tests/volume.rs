@@ -422,3 +422,47 @@ fn local_reads_say_how_stale_they_may_be_and_honour_a_bound() {
         "{stale:?}"
     );
 }
+
+/// A replica that missed more than the leader ships in one log sync is told
+/// to catch up by snapshot, keeps its promise, and reads what the others do.
+#[test]
+fn a_replica_too_far_behind_for_the_log_catches_up_by_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = addrs(3);
+    let start_node = |id: u64| {
+        start_with(dir.path(), id, &nodes, |cfg| {
+            quick(cfg);
+            cfg.max_sync_bytes = 256 << 10;
+        })
+    };
+    let mut running: BTreeMap<u64, Node> = nodes.keys().map(|&id| (id, start_node(id))).collect();
+    let clients: Vec<SocketAddr> = nodes.values().map(|a| a.client).collect();
+    let mut c = VolumeClient::connect(&clients).unwrap();
+    let bs = c.block_size() as usize;
+    c.write(0, &block(0, bs)).unwrap(); // a leader is elected
+    let leader = c.info_at(clients[0]).unwrap().leaders[0].expect("a leader");
+    let down = nodes.keys().copied().find(|id| *id != leader).unwrap();
+    running.remove(&down).unwrap().stop();
+    // 2 MiB missed: eight times what one sync may carry.
+    for i in 0..512u64 {
+        c.write(i % 1024, &block(i, bs)).unwrap();
+    }
+    running.insert(down, start_node(down));
+    let back = nodes[&down].client;
+    wait_until("the replica to catch up by snapshot", || {
+        c.info_at(back).is_ok_and(|i| {
+            let s = &i.shard_state[0];
+            s.mode == "active" && s.snapshots >= 1
+        })
+    });
+    let want = c.read_global(0, 512).unwrap();
+    wait_until("the replica to read what the others do", || {
+        c.read_local(back, 0, 512).is_ok_and(|d| d == want)
+    });
+    // And it follows the log from there.
+    c.write(3, &block(9999, bs)).unwrap();
+    let want = c.read_global(0, 512).unwrap();
+    wait_until("the replica to follow the log", || {
+        c.read_local(back, 0, 512).is_ok_and(|d| d == want)
+    });
+}

@@ -144,6 +144,9 @@ impl Payloads<SimEntry> for Side {
             .map(|v| SimEntry(*v))
             .ok_or_else(|| std::io::Error::other("no such place"))
     }
+    fn expanded_len(&self, _: &SimEntry) -> u64 {
+        8
+    }
     fn sync(&mut self) -> std::io::Result<()> {
         self.synced = true;
         Ok(())
@@ -265,8 +268,8 @@ proptest! {
 #[test]
 fn a_log_created_at_a_snapshot_takes_entries_by_absolute_index() {
     let dir = tempfile::tempdir().unwrap();
-    Log::create_at(dir.path(), 10, 3, LogOptions::default()).unwrap();
-    let e = Log::create_at(dir.path(), 10, 3, LogOptions::default()).unwrap_err();
+    Log::create_at(dir.path(), 10, 3, Some(ballot(7, 2)), LogOptions::default()).unwrap();
+    let e = Log::create_at(dir.path(), 10, 3, None, LogOptions::default()).unwrap_err();
     assert!(e.to_string().contains("empty directory"), "{e}");
     let (mut log, s) = open(dir.path());
     assert_eq!((s.entries, s.decided), (10, 10));
