@@ -107,6 +107,9 @@ where
         applied: usize,
     ) -> Result<(Self, OpenSummary)> {
         let (log, summary) = LogHandle::open(dir, payloads, cfg.log)?;
+        // The state machine applied entries up to `applied`: they were
+        // decided, even if a machine crash lost the record saying so.
+        log.raise_decided(applied)?;
         let op_cfg = OmniPaxosConfig {
             cluster_config: ClusterConfig {
                 configuration_id: cfg.config_id,

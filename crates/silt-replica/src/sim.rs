@@ -5,6 +5,10 @@
 //! leads. Everything random comes from one seed, so a failing seed replays
 //! exactly.
 //!
+//! Half the crashes are machine crashes: the log also loses what was
+//! written but not fdatasynced (records that only say what is decided or
+//! trimmed are written without a sync of their own).
+//!
 //! The network is what the transport gives OmniPaxos: one ordered session
 //! per direction of a link (TCP). Messages of one session arrive in order
 //! after random delays, so messages of different links overtake each other.
@@ -242,7 +246,18 @@ impl Sim {
 
     fn crash(&mut self, i: usize) {
         // Dropping the group drops its unsynced records: what a crash loses.
+        // Half the crashes are the machine's: what was written but not
+        // fdatasynced is lost too.
+        let synced = self.groups[i].as_ref().map(|g| g.log().synced_len());
         self.groups[i] = None;
+        if let Some(len) = synced
+            && self.rng.random_bool(0.5)
+        {
+            let path = self.dirs[i].join("paxos.log");
+            if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path) {
+                let _ = f.set_len(len);
+            }
+        }
         let me = id(i);
         self.net.retain(|m| m.from != me && m.to != me);
         self.waiting[i].clear();
