@@ -22,7 +22,7 @@ use rand::{Rng, SeedableRng, rngs::SmallRng};
 use silt_volume::client::VolumeClient;
 use silt_volume::file_store::Mode;
 
-use super::hydra_etcd::{self as etcd, EtcdCluster, EtcdHttp};
+use super::hydra_etcd::{self as etcd, EtcdCluster, EtcdGrpc};
 use super::hydra_node::HydraCluster;
 use crate::{
     results::{Kind, ResultRow},
@@ -132,7 +132,7 @@ impl BlockWriter for VolumeClient {
     }
 }
 
-struct EtcdWriter(EtcdHttp);
+struct EtcdWriter(EtcdGrpc);
 
 impl BlockWriter for EtcdWriter {
     fn put(&mut self, block: u64, data: &[u8]) -> Result<()> {
@@ -261,10 +261,7 @@ impl Cluster {
             Cluster::Etcd(c) => {
                 let leader = c.leader()?;
                 let addr = c.client_addr(leader).context("no leader address")?;
-                Ok(Box::new(EtcdWriter(EtcdHttp::connect(
-                    addr,
-                    Duration::from_secs(60),
-                )?)))
+                Ok(Box::new(EtcdWriter(EtcdGrpc::connect(addr)?)))
             }
         }
     }
@@ -679,8 +676,8 @@ impl Workload for Hydra {
          (Mode::Reference: a write's data goes to the replica's file store once and the \
          replicated log keeps its place), hydra-inline without it (Mode::Inline: the log keeps \
          the data and applying writes it again), etcd stores each block as a key (b + the block \
-         number, 8 bytes big-endian) through its JSON gateway from one HTTP/1.1 keep-alive \
-         connection per client to the leader. For 4 KiB and 64 KiB blocks, random (uniform over a \
+         number, 8 bytes big-endian) through its gRPC API (KV/Put), one HTTP/2 connection per \
+         client to the leader. For 4 KiB and 64 KiB blocks, random (uniform over a \
          1 GiB volume) and sequential (each client its own slice) block numbers, 1 and 16 \
          clients, each on a fresh cluster: write throughput (MiB/s, writes/s), p50/p99 write \
          latency, disk bytes per logical byte (the sum over the three replicas of \
@@ -722,7 +719,7 @@ impl Workload for Hydra {
                     if *s == Sys::Hydra { "Mode::Reference (the reference trick)" } else { "Mode::Inline (the log keeps the data)" }
                 )),
                 Sys::Etcd => ctx.note(format!(
-                    "etcd: {}, 3 members on loopback, defaults (fsync on, snapshot-count 100000, heartbeat 100 ms) plus --quota-backend-bytes {} --max-request-bytes {} --auto-compaction-mode {} --auto-compaction-retention {} --metrics extensive; clients: HTTP/1.1 keep-alive to the leader's JSON gateway (POST /v3/kv/put, base64), one connection each",
+                    "etcd: {}, 3 members on loopback, defaults (fsync on, snapshot-count 100000, heartbeat 100 ms) plus --quota-backend-bytes {} --max-request-bytes {} --auto-compaction-mode {} --auto-compaction-retention {} --metrics extensive; clients: gRPC etcdserverpb.KV/Put to the leader (HTTP/2 via h2, PutRequest encoded by the harness), one connection each",
                     etcd_version.as_deref().unwrap_or("?"),
                     etcd::QUOTA_BACKEND_BYTES,
                     etcd::MAX_REQUEST_BYTES,
