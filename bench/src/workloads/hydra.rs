@@ -503,9 +503,13 @@ fn measure(
 /// What the catch-up of a killed replica took.
 struct CatchUp {
     secs: f64,
-    /// Log entries the replica was behind when it started again.
+    /// Log entries the replica missed: the leader's committed index when
+    /// the replica started again less the replica's applied index when it
+    /// was killed.
     behind: u64,
-    /// Seconds until the restarted process answered at all.
+    /// Seconds until the restarted process answered at all (etcd serves
+    /// clients only once it has caught up, so there this is the whole
+    /// catch-up).
     start_secs: f64,
 }
 
@@ -521,6 +525,7 @@ fn catch_up(sys: Sys, bytes: u64, dir: &Path, seed: u64) -> Result<CatchUp> {
     let mut c = Cluster::start(sys, dir, shape.block)?;
     let leader = c.leader()?;
     let victim = (leader + 1) % 3;
+    let (applied_before, _) = c.progress(victim)?;
     c.kill(victim);
     let writers = (0..shape.clients)
         .map(|_| c.writer())
@@ -538,12 +543,10 @@ fn catch_up(sys: Sys, bytes: u64, dir: &Path, seed: u64) -> Result<CatchUp> {
     c.restart(victim)?;
     let deadline = t0 + Duration::from_secs(600);
     let mut start_secs = None;
-    let mut behind = 0;
     loop {
         if let Ok((applied, _)) = c.progress(victim) {
             if start_secs.is_none() {
                 start_secs = Some(t0.elapsed().as_secs_f64());
-                behind = target.saturating_sub(applied);
             }
             if applied >= target {
                 break;
@@ -561,7 +564,7 @@ fn catch_up(sys: Sys, bytes: u64, dir: &Path, seed: u64) -> Result<CatchUp> {
     c.stop();
     Ok(CatchUp {
         secs,
-        behind,
+        behind: target.saturating_sub(applied_before),
         start_secs: start_secs.unwrap_or(secs),
     })
 }
@@ -808,7 +811,7 @@ impl Workload for Hydra {
                 .with_context(|| format!("{} catch-up", sys.label()))?;
             let mib = (catch_bytes >> 20) as f64;
             eprintln!(
-                "{} catch-up after {mib} MiB: {:.2} s ({} entries behind; answering after {:.2} s)",
+                "{} catch-up after {mib} MiB: {:.2} s ({} log entries missed; answering after {:.2} s)",
                 sys.label(),
                 cu.secs,
                 cu.behind,
