@@ -733,8 +733,8 @@ impl Workload for Hydra {
         }
         let mut rows = Vec::new();
         let mut counting = true;
-        // Throughput at 16 clients, for the ratios: (shape, system, MiB/s, disk x).
-        let mut at16: Vec<(String, Sys, f64, f64)> = Vec::new();
+        // For the ratios: (shape, system, MiB/s, disk bytes per byte).
+        let mut seen: Vec<(String, Sys, f64, f64)> = Vec::new();
         for shape in Shape::all() {
             let mut order = systems.clone();
             if !order.is_empty() {
@@ -761,28 +761,26 @@ impl Workload for Hydra {
                     o.k.fsyncs / (logical / MIB)
                 );
                 rows_of(sys, shape, &o, &mut rows);
-                if shape.clients == 16 {
-                    at16.push((
-                        shape.name(),
-                        sys,
-                        logical / MIB / o.secs,
-                        o.k.write_bytes as f64 / logical,
-                    ));
-                }
+                seen.push((
+                    shape.name(),
+                    sys,
+                    logical / MIB / o.secs,
+                    o.k.write_bytes as f64 / logical,
+                ));
             }
         }
-        let find = |name: &str, s: Sys| at16.iter().find(|(n, x, _, _)| n == name && *x == s);
-        for shape in Shape::all().into_iter().filter(|s| s.clients == 16) {
+        let find = |name: &str, s: Sys| seen.iter().find(|(n, x, _, _)| n == name && *x == s);
+        for shape in Shape::all() {
             let name = shape.name();
-            if let Some((_, _, e, _)) = find(&name, Sys::Etcd) {
+            if let (Some(e), true) = (find(&name, Sys::Etcd), shape.clients == 16) {
                 for s in [Sys::Hydra, Sys::HydraInline] {
-                    if let Some((_, _, h, _)) = find(&name, s) {
+                    if let Some(h) = find(&name, s) {
                         let mut r = ResultRow::new(
                             &format!("{}/etcd", s.label()),
                             &format!("{name} throughput"),
                             "x",
                             Kind::Ratio,
-                            h / e,
+                            h.2 / e.2,
                         );
                         if s == Sys::Hydra {
                             r = r.with_target(TARGET_VS_ETCD);
@@ -791,15 +789,20 @@ impl Workload for Hydra {
                     }
                 }
             }
-            if let (Some((_, _, _, r)), Some((_, _, _, i))) =
-                (find(&name, Sys::Hydra), find(&name, Sys::HydraInline))
-            {
-                rows.push(ResultRow::stat(
-                    "hydra",
-                    &format!("{name} disk I/O saved vs inline"),
-                    "%",
-                    100.0 * (1.0 - r / i),
-                ));
+            // Disk bytes Hydra saves: the reference trick (against
+            // hydra-inline), and against etcd.
+            let Some(h) = find(&name, Sys::Hydra) else {
+                continue;
+            };
+            for (other, what) in [(Sys::HydraInline, "inline"), (Sys::Etcd, "etcd")] {
+                if let Some(o) = find(&name, other) {
+                    rows.push(ResultRow::stat(
+                        "hydra",
+                        &format!("{name} disk I/O saved vs {what}"),
+                        "%",
+                        100.0 * (1.0 - h.3 / o.3),
+                    ));
+                }
             }
         }
         if !counting {
