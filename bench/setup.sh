@@ -10,6 +10,9 @@
 #    when run as root). Optional: without them the peer is skipped and recorded as such.
 #  - Redis (Debian's redis-server), the broker peer of `pubsub` (the harness starts its own
 #    throw-away server on loopback). Optional: without it the peer is skipped and recorded.
+#  - etcd (Debian's etcd-server, 3.4), the peer of `hydra` (the harness starts its own 3-member
+#    cluster on loopback; the service the package starts is stopped and disabled when this
+#    script installed it). Optional: without it the peer is skipped and recorded.
 #  - a JDK 17+ and Maven, and the Lucene peer's driver built from bench/lucene (lucene-core and
 #    lucene-sandbox from Maven Central) into bench/lucene/target/silt-lucene-peer.jar.
 #    Optional: without it the Lucene peer is skipped and recorded as such.
@@ -52,6 +55,11 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   opt_pkgs+=(postgresql)
 fi
 command -v redis-server >/dev/null 2>&1 || opt_pkgs+=(redis-server)
+etcd_installed_here=no
+if ! command -v etcd >/dev/null 2>&1; then
+  opt_pkgs+=(etcd-server)
+  etcd_installed_here=yes
+fi
 command -v java >/dev/null 2>&1 || opt_pkgs+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || opt_pkgs+=(maven)
 
@@ -72,7 +80,7 @@ if [ "${#opt_pkgs[@]}" -gt 0 ] || ! have_postgis; then
     if [ "${#opt_pkgs[@]}" -gt 0 ]; then
       echo "setup.sh: installing ${opt_pkgs[*]} with apt-get (optional peers)"
       DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${opt_pkgs[@]}" \
-        || echo "setup.sh: WARNING: could not install ${opt_pkgs[*]}; the PostGIS/Lucene peers may be skipped" >&2
+        || echo "setup.sh: WARNING: could not install ${opt_pkgs[*]}; the PostGIS/Redis/etcd/Lucene peers may be skipped" >&2
     fi
     if ! have_postgis; then
       # The PostGIS build for the installed server's major version.
@@ -87,6 +95,14 @@ if [ "${#opt_pkgs[@]}" -gt 0 ] || ! have_postgis; then
   else
     echo "setup.sh: WARNING: no apt-get: install PostgreSQL + PostGIS, a JDK 17+ and Maven by hand for the optional peers" >&2
   fi
+fi
+
+# etcd-server's package starts a system etcd on 2379/2380: the benchmark runs its own
+# members, and an idle one beside them would only add noise.
+if [ "$etcd_installed_here" = yes ] && command -v systemctl >/dev/null 2>&1 \
+   && systemctl is-active --quiet etcd 2>/dev/null; then
+  echo "setup.sh: stopping and disabling the etcd service the package started (hydra runs its own)"
+  $SUDO systemctl disable --now etcd || true
 fi
 
 if ! python3 -c "import matplotlib" >/dev/null 2>&1; then
@@ -122,4 +138,4 @@ fi
 
 venv_state="$("$VENV/bin/python" -c 'import rtree; print("rtree " + rtree.__version__)' 2>/dev/null || echo 'missing')"
 
-echo "setup.sh: ok (libclang: $(have_libclang && echo found || echo missing), matplotlib: $(python3 -c 'import matplotlib; print(matplotlib.__version__)' 2>/dev/null || echo 'missing'), venv: $venv_state, postgis: $(have_postgis && echo found || echo missing), lucene driver: $([ -e "$LUCENE_JAR" ] && echo built || echo missing))"
+echo "setup.sh: ok (libclang: $(have_libclang && echo found || echo missing), matplotlib: $(python3 -c 'import matplotlib; print(matplotlib.__version__)' 2>/dev/null || echo 'missing'), venv: $venv_state, postgis: $(have_postgis && echo found || echo missing), etcd: $(etcd --version 2>/dev/null | head -1 | sed 's/^etcd Version: //' || echo missing), lucene driver: $([ -e "$LUCENE_JAR" ] && echo built || echo missing))"

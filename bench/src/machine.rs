@@ -66,11 +66,20 @@ impl Machine {
 }
 
 /// Versions of the peer systems linked into this binary.
+#[cfg(feature = "peers")]
 pub fn peer_versions() -> String {
     format!("RocksDB {}, SQLite {}", rocksdb_version(), sqlite_version())
 }
 
+/// Built without the `peers` feature: no peer library is linked (a workload's
+/// server peers, such as etcd, are named in its own result header).
+#[cfg(not(feature = "peers"))]
+pub fn peer_versions() -> String {
+    "none linked (built without the `peers` feature)".into()
+}
+
 /// "11.8.1 (rust-rocksdb 0.25.0)".
+#[cfg(feature = "peers")]
 pub fn rocksdb_version() -> String {
     format!(
         "{} (rust-rocksdb {})",
@@ -80,6 +89,7 @@ pub fn rocksdb_version() -> String {
 }
 
 /// "3.50.4 (rusqlite 0.41.1, bundled)": the library actually linked.
+#[cfg(feature = "peers")]
 pub fn sqlite_version() -> String {
     format!(
         "{} (rusqlite {}, bundled)",

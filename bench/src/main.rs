@@ -1,5 +1,10 @@
 //! `silt-bench`: the benchmark harness of Silt. See `bench/README.md`.
 
+// Without `peers` (e.g. `--no-default-features --features hydra`) the
+// harness's shared helpers for the peer workloads (spatial data, I/O
+// counters, ...) go unused.
+#![cfg_attr(not(feature = "peers"), allow(dead_code))]
+
 mod fsync_count;
 mod limits;
 mod machine;
@@ -7,6 +12,7 @@ mod plot;
 mod report;
 mod results;
 mod spatial;
+#[cfg(feature = "peers")]
 mod systems;
 mod util;
 mod workloads;
@@ -95,6 +101,11 @@ enum Cmd {
         #[arg(long)]
         force: bool,
     },
+    /// One replica of a Hydra volume, for the `hydra` workload (which starts
+    /// three of these as child processes); runs until stdin closes.
+    #[cfg(feature = "hydra")]
+    #[command(hide = true)]
+    HydraNode(workloads::hydra_node::NodeArgs),
     /// Regenerate docs/benchmarks.md from the results CSVs.
     Report {
         #[arg(long)]
@@ -118,6 +129,8 @@ fn results_dir(out: Option<PathBuf>) -> Result<PathBuf> {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
+        #[cfg(feature = "hydra")]
+        Cmd::HydraNode(args) => workloads::hydra_node::serve(args)?,
         Cmd::List => {
             for w in workloads::all() {
                 println!("{:<20} {}", w.name(), w.description());
@@ -201,10 +214,7 @@ fn main() -> Result<()> {
             let scratch =
                 ScratchDir::new(&scratch_root, &format!("{name}-{}", std::process::id()))?;
             let policies = if policies.is_empty() {
-                workloads::kv_ingest_lookup::DEFAULT_POLICIES
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect()
+                workloads::default_policies()
             } else {
                 policies
             };
