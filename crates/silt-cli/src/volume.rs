@@ -48,9 +48,11 @@ pub enum VolumeCommand {
     /// Remove a replica from a running volume (every shard); it stops
     /// serving, and can then be stopped.
     Remove(RemoveArgs),
-    /// Show each replica's state: leaders, log positions (decided, applied,
-    /// trimmed, entries still in the log), the file store's size and
-    /// segments, and the live bytes the cleaner copied to reclaim space.
+    /// Show each replica's state per shard: leader, configuration and mode
+    /// (active, waiting to join, catching-up by snapshot, left), log positions
+    /// (decided, applied, trimmed, entries still in the log), the file
+    /// store's size and segments, the live bytes the cleaner copied to
+    /// reclaim space, and the snapshots installed since the replica started.
     Status(StatusArgs),
 }
 
@@ -315,18 +317,21 @@ fn run_status(args: &StatusArgs) -> CliResult<()> {
     let mut c = silt_volume::client::VolumeClient::connect(&args.at)
         .map_err(|e| CliError::Usage(format!("no replica answers at {:?}: {e}", args.at)))?;
     println!(
-        "{:<22} {:>5} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8} {:>12} {:>8} {:>12}",
+        "{:<22} {:>5} {:>6} {:>6} {:>6} {:<11} {:>10} {:>10} {:>10} {:>8} {:>12} {:>8} {:>12} {:>9}",
         "replica",
         "shard",
         "leader",
         "node",
+        "config",
+        "mode",
         "decided",
         "applied",
         "trimmed",
         "log",
         "data",
         "segments",
-        "copied"
+        "copied",
+        "snapshots"
     );
     for &a in &args.at {
         let info = match c.info_at(a) {
@@ -344,11 +349,13 @@ fn run_status(args: &StatusArgs) -> CliResult<()> {
                 .flatten()
                 .map_or("-".to_owned(), |l| l.to_string());
             println!(
-                "{:<22} {:>5} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8} {:>12} {:>8} {:>12}",
+                "{:<22} {:>5} {:>6} {:>6} {:>6} {:<11} {:>10} {:>10} {:>10} {:>8} {:>12} {:>8} {:>12} {:>9}",
                 a.to_string(),
                 s,
                 leader,
                 info.node,
+                st.config,
+                st.mode.replace(' ', "-"),
                 info.decided.get(s).copied().unwrap_or(0),
                 st.applied,
                 st.compacted,
@@ -356,6 +363,7 @@ fn run_status(args: &StatusArgs) -> CliResult<()> {
                 crate::util::bytes(st.data_bytes),
                 st.segments,
                 crate::util::bytes(st.bytes_cleaned),
+                st.snapshots,
             );
         }
     }

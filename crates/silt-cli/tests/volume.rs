@@ -391,8 +391,6 @@ fn replicas_are_added_and_removed_under_load_by_the_cli() {
     std::thread::sleep(Duration::from_millis(500));
     join(&mut cluster, &[]);
     silt_volume(&["remove", "--at", &at, "--id", "1"]);
-    let status = silt_volume(&["status", "--at", &format!("{at},{c4}")]);
-    assert!(status.contains("127.0.0.1"), "{status}");
     let deadline = Instant::now() + Duration::from_secs(30);
     while !probe
         .info_at(addrs[0])
@@ -408,6 +406,19 @@ fn replicas_are_added_and_removed_under_load_by_the_cli() {
     let mut all = addrs.clone();
     all.push(c4);
     load.finish(&all, &replicas);
+    // `silt volume status`: node 1 left, node 4 active, both shards at
+    // configuration 3 (columns: replica shard leader node config mode ...).
+    let status = silt_volume(&["status", "--at", &format!("{at},{c4}")]);
+    let rows: Vec<Vec<&str>> = status
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{status}");
+    for r in &rows {
+        let want = if r[3] == "1" { "left" } else { "active" };
+        assert_eq!((r[4], r[5]), ("3", want), "{status}");
+    }
     for a in replicas.values() {
         // (The probe's first call to a restarted node may fail: its old
         // connection is gone.)
