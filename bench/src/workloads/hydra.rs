@@ -227,7 +227,7 @@ enum Cluster {
     Hydra {
         c: HydraCluster,
         /// For `info_at` (leaders, decided indexes).
-        probe: VolumeClient,
+        probe: Box<VolumeClient>,
     },
     Etcd(EtcdCluster),
 }
@@ -248,7 +248,10 @@ impl Cluster {
                 probe
                     .write(0, &vec![1u8; block])
                     .context("the first hydra write")?;
-                Ok(Cluster::Hydra { c, probe })
+                Ok(Cluster::Hydra {
+                    c,
+                    probe: Box::new(probe),
+                })
             }
             Sys::Etcd => {
                 let c = Cluster::Etcd(EtcdCluster::start(dir)?);

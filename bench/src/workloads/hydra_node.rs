@@ -62,35 +62,13 @@ fn mode_arg(m: Mode) -> &'static str {
     }
 }
 
+/// `--nodes` of a replica: the volume's own form (`silt_volume::membership`).
 fn parse_nodes(s: &str) -> Result<BTreeMap<u64, NodeAddrs>> {
-    let mut out = BTreeMap::new();
-    for part in s.split(',').filter(|p| !p.is_empty()) {
-        let (id, addrs) = part
-            .split_once('=')
-            .with_context(|| format!("{part:?} is not ID=REPLICA/CLIENT"))?;
-        let (replica, client) = addrs
-            .split_once('/')
-            .with_context(|| format!("{addrs:?} is not REPLICA/CLIENT"))?;
-        let id: u64 = id
-            .parse()
-            .with_context(|| format!("node id {id:?} is not a number"))?;
-        let replica: SocketAddr = replica
-            .parse()
-            .with_context(|| format!("bad address {replica:?}"))?;
-        let client: SocketAddr = client
-            .parse()
-            .with_context(|| format!("bad address {client:?}"))?;
-        out.insert(id, NodeAddrs { replica, client });
-    }
-    Ok(out)
+    silt_volume::membership::parse(&[s]).map_err(|e| anyhow::anyhow!("--nodes: {e}"))
 }
 
 fn nodes_arg(nodes: &BTreeMap<u64, NodeAddrs>) -> String {
-    nodes
-        .iter()
-        .map(|(id, a)| format!("{id}={}/{}", a.replica, a.client))
-        .collect::<Vec<_>>()
-        .join(",")
+    silt_volume::membership::encode(nodes)
 }
 
 /// The child: runs one replica until its stdin closes.

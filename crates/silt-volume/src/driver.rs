@@ -170,10 +170,6 @@ impl Shard {
         times.get(need - 1).map(|t| t.elapsed())
     }
 
-    fn replace_replica(&mut self, r: Replica) {
-        self.replica = r;
-    }
-
     /// Answer every operation waiting on this replica.
     fn drop_waiting(&mut self, resp: Response) {
         for (_, w) in self.waiting.drain() {
@@ -497,7 +493,7 @@ impl Driver {
             .map_err(io_err("starting a thread"))?;
         // The replica of the old state stops here (its log stays until the
         // new one is in place).
-        s.replace_replica(Replica::CatchingUp(rx));
+        s.replica = Replica::CatchingUp(rx);
         Ok(())
     }
 
