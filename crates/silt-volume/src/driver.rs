@@ -21,7 +21,7 @@ use crate::block_map::{BlockMap, Position};
 use crate::cleaner::Cleaner;
 use crate::file_store::{FileStore, SharedStore};
 use crate::membership::{self, Members};
-use crate::node::{Inbox, NodeConfig, NodeError, io_err, remove_dir};
+use crate::node::{NodeConfig, NodeError, io_err, remove_dir};
 use crate::op::{OpId, Payload, VolumeOp};
 use crate::protocol::{REGION_BLOCKS, Request, Response, ShardState, VolumeInfo, shard_of};
 use crate::snapshot::{SnapshotError, SnapshotHeader, SnapshotPlan};
@@ -275,7 +275,12 @@ impl Driver {
         })
     }
 
-    pub(crate) fn run(&mut self, inbox: Inbox, commands: Receiver<Cmd>, stop: Arc<AtomicBool>) {
+    pub(crate) fn run(
+        &mut self,
+        inbox: Receiver<Event<Wire>>,
+        commands: Receiver<Cmd>,
+        stop: Arc<AtomicBool>,
+    ) {
         let mut next_tick = Instant::now() + self.cfg.tick;
         let mut next_checkpoint = Instant::now() + self.cfg.checkpoint_every;
         while !stop.load(Ordering::Acquire) {

@@ -15,7 +15,7 @@ use crate::driver::{Cmd, Driver};
 use crate::file_store::Mode;
 use crate::protocol::{MAGIC, Request, Response, read_frame, write_frame};
 use crossbeam_channel::{Sender, bounded, unbounded};
-use silt_replica::{Event, NodeId, Transport};
+use silt_replica::{NodeId, Transport};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, BufWriter, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -256,6 +256,3 @@ fn serve_client(
     }
     Ok(())
 }
-
-/// What the driver's inbox carries.
-pub(crate) type Inbox = crossbeam_channel::Receiver<Event<crate::driver::Wire>>;
