@@ -13,6 +13,15 @@
 //! by one fdatasync (group commit falls out of calling `ready` once per batch
 //! of input).
 //!
+//! One exception, [`Group::take_early`]: a leader's accept requests may leave
+//! before its own sync, so that the followers write while the leader does
+//! (the leader's write is off the critical path). That is safe because
+//! they claim nothing about the leader's disk: an entry counts as chosen
+//! only once a follower's acceptance comes back, which the owner handles in
+//! a later turn, after this turn's `ready` has synced the leader's copy.
+//! Everything else (promises, acceptances, a new leader's log sync) still
+//! waits for the sync.
+//!
 //! OmniPaxos panics when its storage fails. The calls here catch that and
 //! leave the group failed: it answers every later call with
 //! [`ReplicaError::Failed`], and the owner stops the replica (restarting
@@ -89,6 +98,8 @@ where
     /// Heartbeats in a row from a leader whose round is below this
     /// replica's promise while this replica follows (see [`Group::handle`]).
     behind_leader: u32,
+    /// Messages taken by [`Group::take_early`] that must wait for the sync.
+    held: Vec<Message<T>>,
 }
 
 impl<T, P> Group<T, P>
@@ -141,6 +152,7 @@ where
                 behind_leader: 0,
                 max_sync_bytes: cfg.max_sync_bytes,
                 too_far_behind: Vec::new(),
+                held: Vec::new(),
             },
             summary,
         ))
@@ -382,7 +394,7 @@ where
             self.failed = Some(e.to_string());
             return Err(e);
         }
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.held);
         self.guard(|op| op.take_outgoing_messages(&mut out))?;
         // A sync too large to ship (measured before reading any data) goes
         // unsent; the owner catches that follower up another way.
@@ -412,10 +424,17 @@ where
                 return Err(ReplicaError::Failed(why));
             }
         }
+        self.hand_out(decided, usize::MAX)?;
+        Ok(out)
+    }
+
+    /// Hand out the decided entries from `applied` on, below `limit`.
+    fn hand_out(&mut self, decided: &mut Vec<Decided<T>>, limit: usize) -> Result<()> {
         let from = self.applied;
-        if self.op.get_decided_idx() > from {
+        let to = self.op.get_decided_idx().min(limit);
+        if to > from {
             let suffix = self.guard(|op| op.read_decided_suffix(from))?;
-            for (i, e) in suffix.into_iter().flatten().enumerate() {
+            for (i, e) in suffix.into_iter().flatten().take(to - from).enumerate() {
                 let idx = from + i;
                 match e {
                     LogEntry::Decided(t) => decided.push((idx, t)),
@@ -430,7 +449,51 @@ where
                 self.applied = idx + 1;
             }
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// What may leave before this turn's sync (see the module comment):
+    /// a leader's accept requests and decisions, with their payloads
+    /// expanded, and into `decided` the decided entries that are on disk
+    /// here as they are in memory (decided in this turn, accepted in an
+    /// earlier one: the state machine need not wait for this turn's sync
+    /// to apply them). The owner sends and applies these, then calls
+    /// [`Group::ready`] in the same turn (which syncs and hands out the
+    /// rest). A message to a replica that also has one waiting for the
+    /// sync, and everything to it after that, waits too (each link stays in
+    /// order).
+    pub fn take_early(&mut self, decided: &mut Vec<Decided<T>>) -> Result<Vec<Message<T>>> {
+        if let Some(why) = &self.failed {
+            return Err(ReplicaError::Failed(why.clone()));
+        }
+        let stable = self.log.stable_len();
+        self.hand_out(decided, stable)?;
+        let mut out = Vec::new();
+        self.guard(|op| op.take_outgoing_messages(&mut out))?;
+        let mut early = Vec::new();
+        let mut waiting: Vec<NodeId> = self.held.iter().map(|m| m.get_receiver()).collect();
+        for m in out {
+            let to = m.get_receiver();
+            let accept = matches!(
+                &m,
+                Message::SequencePaxos(pm)
+                    if matches!(pm.msg, PaxosMsg::AcceptDecide(_) | PaxosMsg::Decide(_))
+            );
+            if accept && !waiting.contains(&to) {
+                early.push(m);
+            } else {
+                waiting.push(to);
+                self.held.push(m);
+            }
+        }
+        for m in &mut early {
+            if let Err(e) = expand_message(&self.log, m) {
+                let why = format!("reading a payload to send: {e}");
+                self.failed = Some(why.clone());
+                return Err(ReplicaError::Failed(why));
+            }
+        }
+        Ok(early)
     }
 
     /// Followers this leader could not sync by the log since the last call

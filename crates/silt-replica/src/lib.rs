@@ -26,7 +26,7 @@ pub mod transport;
 
 pub use error::{ReplicaError, Result};
 pub use group::{Decided, Group, GroupConfig};
-pub use log_store::{Inline, LogHandle, LogOptions, LogStats, OpenSummary, Payloads};
+pub use log_store::{ChunkTag, Inline, LogHandle, LogOptions, LogStats, OpenSummary, Payloads};
 pub use omnipaxos::ballot_leader_election::Ballot;
 pub use omnipaxos::messages::Message;
 pub use omnipaxos::storage::{Entry, NoSnapshot, StopSign};

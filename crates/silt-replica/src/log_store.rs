@@ -15,6 +15,14 @@
 //! the replica learn it again, since a decided entry is already accepted by a
 //! majority; this saves a third of a replica's fdatasyncs per write.
 //!
+//! A store of payloads can also keep the log's records ([`Payloads::sync_with_log`]):
+//! the records of a sync are appended as one chunk beside the payloads they
+//! refer to, and one fdatasync makes both durable. `paxos.log` is then
+//! written without a sync of its own (until the store asks for one), and
+//! opening the log replays the chunks past its end (a machine crash lost
+//! that part of the file). Each file has a random id (a `LogId` record),
+//! new at every rewrite, so that chunks of another file are never taken.
+//!
 //! The whole state is also kept in memory (entries are expected to be small:
 //! the layer above moves large payloads out of the log through
 //! [`Payloads`]). When the file has grown well past what is live, `sync`
@@ -52,6 +60,33 @@ pub trait Payloads<T>: Send + 'static {
     /// records are synced, so the log never refers to data that is not on
     /// disk).
     fn sync(&mut self) -> std::io::Result<()>;
+    /// Make durable everything absorbed so far and `chunk`, the log's
+    /// records from byte `tag.offset` of its file on, with one sync if the
+    /// store keeps log chunks beside its payloads. `Ok(true)`: both are
+    /// durable, the log's file need not be synced. `Ok(false)`: the
+    /// payloads are durable but the chunk is not kept (or the store needs
+    /// the log's file synced before it can let older chunks go): the log
+    /// syncs its file now.
+    fn sync_with_log(&mut self, tag: ChunkTag, chunk: &[u8]) -> std::io::Result<bool> {
+        let _ = (tag, chunk);
+        self.sync()?;
+        Ok(false)
+    }
+    /// The log's file was synced: every chunk kept so far is in it.
+    fn log_synced(&mut self) {}
+    /// The chunks this store kept for the log file `log_id` (any order).
+    fn log_chunks(&self, log_id: u64) -> Vec<(u64, Vec<u8>)> {
+        let _ = log_id;
+        Vec::new()
+    }
+}
+
+/// Which log file a chunk of records belongs to, and where in it the chunk
+/// starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkTag {
+    pub log_id: u64,
+    pub offset: u64,
 }
 
 /// Entries kept whole in the log.
@@ -93,6 +128,18 @@ enum Record<T: Entry> {
     Trim(u64),
     Compacted(u64),
     Snapshot(Option<T::Snapshot>),
+    /// The id of this file (chunks kept elsewhere name it); the last one
+    /// read counts.
+    LogId(u64),
+}
+
+/// Bytes written without a sync that may wait for the next chunk; past this
+/// the file is synced on its own.
+const UNCHUNKED_MAX: usize = 1 << 20;
+
+/// A random nonzero id for a new log file.
+fn new_log_id() -> u64 {
+    rand::random::<u64>() | 1
 }
 
 /// Bytes of a record's frame before its body: length and CRC32C, LE u32 each.
@@ -116,6 +163,15 @@ struct Inner<T: Entry, P> {
     pending_durable: bool,
     /// File length as of the last fdatasync (what a machine crash keeps).
     synced_len: u64,
+    /// This file's id (see [`ChunkTag`]).
+    log_id: u64,
+    /// Bytes written to the file since it was last synced that no chunk
+    /// holds yet (records written without a sync): the next chunk starts
+    /// with them.
+    unchunked: Vec<u8>,
+    /// The lowest index an append since the last durable sync wrote at
+    /// (None: the entries in memory are the ones on disk).
+    dirty_from: Option<usize>,
     entries: Vec<T>,
     /// Absolute index of `entries[0]`.
     trimmed: usize,
@@ -183,6 +239,8 @@ pub struct OpenSummary {
     pub cut_bytes: u64,
     pub entries: usize,
     pub decided: usize,
+    /// Bytes of records replayed from chunks kept beside the payloads.
+    pub recovered_bytes: u64,
 }
 
 impl<T, P> LogHandle<T, P>
@@ -211,6 +269,9 @@ where
             pending: Vec::new(),
             pending_durable: false,
             synced_len: 0,
+            log_id: 0,
+            unchunked: Vec::new(),
+            dirty_from: None,
             entries: Vec::new(),
             trimmed: 0,
             promise: None,
@@ -230,6 +291,40 @@ where
             inner.replay(record);
             summary.records += 1;
             pos = next;
+        }
+        // Chunks past the file's valid end: records synced beside their
+        // payloads that the file lost in a machine crash.
+        let mut recovered = Vec::new();
+        if inner.log_id != 0 {
+            let mut chunks = inner.payloads.log_chunks(inner.log_id);
+            chunks.sort_by_key(|(offset, _)| *offset);
+            let mut end = pos as u64;
+            for (offset, chunk) in chunks {
+                let chunk_end = offset + chunk.len() as u64;
+                if chunk_end <= end {
+                    continue;
+                }
+                if offset > end {
+                    break;
+                }
+                recovered.extend_from_slice(&chunk[(end - offset) as usize..]);
+                end = chunk_end;
+            }
+        }
+        if !recovered.is_empty() {
+            let mut rpos = 0usize;
+            while let Some((record, next)) = decode_at::<T>(&recovered, rpos) {
+                inner.replay(record);
+                summary.records += 1;
+                rpos = next;
+            }
+            recovered.truncate(rpos);
+            summary.recovered_bytes = recovered.len() as u64;
+            tracing::info!(
+                path = %path.display(),
+                bytes = recovered.len(),
+                "paxos log: records kept beside the payloads replayed past the file's end"
+            );
         }
         if pos < bytes.len() {
             summary.cut_bytes = (bytes.len() - pos) as u64;
@@ -252,6 +347,30 @@ where
         }
         inner.file_len = pos as u64;
         inner.synced_len = pos as u64;
+        if !recovered.is_empty() || inner.log_id == 0 {
+            // The recovered records go into the file, and a file without an
+            // id (new, or written before ids) gets one: both synced before
+            // any chunk names it.
+            if inner.log_id == 0 {
+                let id = new_log_id();
+                encode_into(&Record::<T>::LogId(id), &mut recovered)?;
+                inner.log_id = id;
+            }
+            inner
+                .file
+                .write_all(&recovered)
+                .and_then(|_| {
+                    if opts.fsync {
+                        inner.file.sync_data()
+                    } else {
+                        Ok(())
+                    }
+                })
+                .map_err(|e| ReplicaError::io(&path, e))?;
+            inner.file_len += recovered.len() as u64;
+            inner.synced_len = inner.file_len;
+            inner.payloads.log_synced();
+        }
         summary.entries = inner.trimmed + inner.entries.len();
         summary.decided = inner.decided;
         Ok((
@@ -304,6 +423,7 @@ where
             pid: 0,
         };
         encode_into(&Record::<T>::AcceptedRound(placeholder), &mut buf)?;
+        encode_into(&Record::<T>::LogId(new_log_id()), &mut buf)?;
         if let Some(p) = promise {
             encode_into(&Record::<T>::Promise(p), &mut buf)?;
         }
@@ -393,6 +513,34 @@ where
         self.inner.lock().synced_len
     }
 
+    /// fdatasync the log's file (what was written to it; buffered records
+    /// wait for the next [`LogHandle::sync`]): chunks of it kept beside the
+    /// payloads are no longer needed.
+    pub fn sync_file(&self) -> Result<()> {
+        let mut g = self.inner.lock();
+        if let Some(why) = &g.failed {
+            return Err(ReplicaError::Failed(why.clone()));
+        }
+        if g.opts.fsync
+            && let Err(e) = g.file.sync_data()
+        {
+            let why = format!("syncing {}/paxos.log: {e}", g.dir.display());
+            return Err(g.fail(why));
+        }
+        g.synced_len = g.file_len;
+        g.unchunked.clear();
+        g.stats.syncs += 1;
+        g.payloads.log_synced();
+        Ok(())
+    }
+
+    /// Entries below this absolute index are on disk as they are in memory
+    /// (no append since the last sync touched them).
+    pub fn stable_len(&self) -> usize {
+        let g = self.inner.lock();
+        g.dirty_from.unwrap_or(g.trimmed + g.entries.len())
+    }
+
     /// Records are buffered and nothing is synced yet.
     pub fn has_pending(&self) -> bool {
         !self.inner.lock().pending.is_empty()
@@ -405,6 +553,8 @@ where
         }
         let record = match record {
             Record::Append { at, entries } => {
+                let at_idx = at as usize;
+                g.dirty_from = Some(g.dirty_from.map_or(at_idx, |d| d.min(at_idx)));
                 let mut stored = Vec::with_capacity(entries.len());
                 for e in entries {
                     match g.payloads.absorb(e) {
@@ -434,6 +584,17 @@ where
         }
         g.replay(record);
         Ok(())
+    }
+}
+
+impl<T: Entry, P> Drop for Inner<T, P> {
+    fn drop(&mut self) {
+        // Records written without a sync (kept in chunks beside the
+        // payloads) go to the file's disk before the log is let go: the
+        // store may forget those chunks once a later log syncs.
+        if self.opts.fsync && self.failed.is_none() && self.file_len > self.synced_len {
+            let _ = self.file.sync_data();
+        }
     }
 }
 
@@ -472,6 +633,7 @@ where
             }
             Record::Compacted(c) => self.compacted = c as usize,
             Record::Snapshot(s) => self.snapshot = s,
+            Record::LogId(id) => self.log_id = id,
         }
     }
 
@@ -488,12 +650,29 @@ where
             return Ok(());
         }
         let durable = std::mem::take(&mut self.pending_durable);
-        if durable && let Err(e) = self.payloads.sync() {
-            return Err(self.fail(format!("syncing payloads: {e}")));
-        }
         let pending = std::mem::take(&mut self.pending);
+        // With the payloads (and, if their store keeps them, the records
+        // as one chunk beside them: one sync for both).
+        let file_sync = if durable {
+            let offset = self.file_len - self.unchunked.len() as u64;
+            let mut chunk = std::mem::take(&mut self.unchunked);
+            chunk.extend_from_slice(&pending);
+            let tag = ChunkTag {
+                log_id: self.log_id,
+                offset,
+            };
+            match self.payloads.sync_with_log(tag, &chunk) {
+                Ok(kept) => !kept,
+                Err(e) => return Err(self.fail(format!("syncing payloads: {e}"))),
+            }
+        } else {
+            self.unchunked.extend_from_slice(&pending);
+            // Records that never need a sync of their own still should not
+            // pile up waiting for a chunk.
+            self.unchunked.len() > UNCHUNKED_MAX
+        };
         if let Err(e) = self.file.write_all(&pending).and_then(|_| {
-            if durable && self.opts.fsync {
+            if file_sync && self.opts.fsync {
                 self.file.sync_data()
             } else {
                 Ok(())
@@ -504,8 +683,13 @@ where
         self.file_len += pending.len() as u64;
         self.stats.bytes_written += pending.len() as u64;
         if durable {
+            self.dirty_from = None;
+        }
+        if file_sync {
             self.synced_len = self.file_len;
+            self.unchunked.clear();
             self.stats.syncs += 1;
+            self.payloads.log_synced();
         }
         if self.file_len > self.opts.rewrite_bytes && self.file_len > 4 * self.live_bytes_estimate()
         {
@@ -528,7 +712,9 @@ where
     /// Replace the file by one holding only the current state.
     fn rewrite(&mut self) -> Result<()> {
         let mut buf = Vec::new();
+        let log_id = new_log_id();
         let records: Vec<Record<T>> = vec![
+            Record::LogId(log_id),
             Record::Trim(self.trimmed as u64),
             Record::Compacted(self.compacted as u64),
             Record::Decided(self.decided as u64),
@@ -569,6 +755,9 @@ where
                 self.file = f;
                 self.file_len = buf.len() as u64;
                 self.synced_len = self.file_len;
+                self.log_id = log_id;
+                self.unchunked.clear();
+                self.payloads.log_synced();
                 self.stats.bytes_written += buf.len() as u64;
                 self.stats.rewrites += 1;
                 Ok(())

@@ -113,6 +113,8 @@ pub struct SimReport {
     pub acknowledged: u64,
     pub decided: usize,
     pub crashes: u64,
+    /// Crashes of a replica inside its sync, after its early messages left.
+    pub crashes_in_sync: u64,
     pub torn_tails: u64,
     pub delivered: u64,
     pub lost: u64,
@@ -374,6 +376,39 @@ impl Sim {
                 continue;
             };
             let _ = g.tick();
+            // A leader's accept requests leave before its sync; now and
+            // then the replica crashes inside that sync, after they left.
+            let mut decided: Vec<Decided<SimEntry>> = Vec::new();
+            let early = match g.take_early(&mut decided) {
+                Ok(early) => early,
+                Err(e) => {
+                    self.violations
+                        .push(format!("replica {} failed: {e}", id(i)));
+                    continue;
+                }
+            };
+            let crash_in_sync = faulty
+                && !(early.is_empty() && decided.is_empty())
+                && self.rng.random_bool((self.cfg.crash * 5.0).min(1.0));
+            for msg in early {
+                self.send(id(i), msg, faulty);
+            }
+            self.hand_out(i, std::mem::take(&mut decided));
+            if crash_in_sync {
+                // Sometimes the state machine checkpointed what it applied
+                // before the sync: the restart must find those entries.
+                if self.rng.random_bool(0.5)
+                    && let Some(g) = self.groups[i].as_ref()
+                {
+                    self.durable[i] = g.applied_idx();
+                }
+                self.report.crashes_in_sync += 1;
+                self.crash(i);
+                continue;
+            }
+            let Some(g) = self.groups[i].as_mut() else {
+                continue;
+            };
             let mut decided: Vec<Decided<SimEntry>> = Vec::new();
             let out = match g.ready(&mut decided) {
                 Ok(out) => out,
@@ -383,58 +418,75 @@ impl Sim {
                     continue;
                 }
             };
-            for (idx, SimEntry(v)) in decided {
-                match self.decided.get(&idx) {
-                    Some(&w) if w != v => self.violations.push(format!(
-                        "agreement: index {idx} decided as {w} and as {v} (replica {})",
-                        id(i)
-                    )),
-                    Some(_) => {}
-                    None => {
-                        self.decided.insert(idx, v);
-                    }
-                }
-                if self.waiting[i].remove(&v) {
-                    self.acknowledged.insert(v);
-                }
-            }
+            let applied = g.applied_idx();
+            let leader = g.is_leader();
+            let compacted = g.compacted_idx();
+            self.hand_out(i, decided);
             // Checkpoints, and trims by the leader to what every replica
             // has durably applied.
             if self.rng.random_bool(0.05) {
-                self.durable[i] = g.applied_idx();
+                self.durable[i] = applied;
             }
-            if g.is_leader() && self.rng.random_bool(0.05) {
+            if leader && self.rng.random_bool(0.05) {
                 let low = self.durable.iter().copied().min().unwrap_or(0);
-                if low > g.compacted_idx() && g.trim(low).unwrap_or(false) {
+                if let Some(g) = self.groups[i].as_mut()
+                    && low > compacted
+                    && g.trim(low).unwrap_or(false)
+                {
                     self.report.trims += 1;
                 }
             }
             for msg in out {
-                let from = id(i);
-                let to = msg.get_receiver();
-                if !self.link_up(from, to) {
-                    self.trace(|| format!("drop (link down) {from} -> {to}: {msg:?}"));
-                    self.report.lost += 1;
-                    continue;
-                }
-                if faulty && self.rng.random_bool(self.cfg.loss) {
-                    self.trace(|| format!("lose {from} -> {to}: {msg:?}"));
-                    self.report.lost += 1;
-                    let until = now + self.rng.random_range(1..6);
-                    self.cut(from, to, until);
-                    continue;
-                }
-                let delay = if faulty {
-                    self.rng.random_range(1..=self.cfg.max_delay)
-                } else {
-                    1
-                };
-                let last = self.last_at.entry((from, to)).or_insert(0);
-                let at = (now + delay).max(*last);
-                *last = at;
-                self.net.push(InFlight { at, from, to, msg });
+                self.send(id(i), msg, faulty);
             }
         }
+    }
+
+    /// Record what replica `i` handed out to its state machine: agreement
+    /// with every other replica, and its own proposals acknowledged.
+    fn hand_out(&mut self, i: usize, decided: Vec<Decided<SimEntry>>) {
+        for (idx, SimEntry(v)) in decided {
+            match self.decided.get(&idx) {
+                Some(&w) if w != v => self.violations.push(format!(
+                    "agreement: index {idx} decided as {w} and as {v} (replica {})",
+                    id(i)
+                )),
+                Some(_) => {}
+                None => {
+                    self.decided.insert(idx, v);
+                }
+            }
+            if self.waiting[i].remove(&v) {
+                self.acknowledged.insert(v);
+            }
+        }
+    }
+
+    /// Put a message on the network (lost, or delayed but in order per link).
+    fn send(&mut self, from: NodeId, msg: Message<SimEntry>, faulty: bool) {
+        let now = self.now;
+        let to = msg.get_receiver();
+        if !self.link_up(from, to) {
+            self.trace(|| format!("drop (link down) {from} -> {to}: {msg:?}"));
+            self.report.lost += 1;
+            return;
+        }
+        if faulty && self.rng.random_bool(self.cfg.loss) {
+            self.trace(|| format!("lose {from} -> {to}: {msg:?}"));
+            self.report.lost += 1;
+            let until = now + self.rng.random_range(1..6);
+            self.cut(from, to, until);
+            return;
+        }
+        let delay = if faulty {
+            self.rng.random_range(1..=self.cfg.max_delay)
+        } else {
+            1
+        };
+        let last = self.last_at.entry((from, to)).or_insert(0);
+        let at = (now + delay).max(*last);
+        *last = at;
+        self.net.push(InFlight { at, from, to, msg });
     }
 
     /// The faulty phase, then healing: every replica up, a reliable network,

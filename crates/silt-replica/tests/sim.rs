@@ -1,9 +1,9 @@
 //! The deterministic simulation of a replicated group, many seeds.
 //! `SILT_SIM_SEEDS=N` runs more (a long run); a failing seed prints itself.
 
-use silt_replica::sim::{Sim, SimConfig};
+use silt_replica::sim::{Sim, SimConfig, SimReport};
 
-fn run(cfg: SimConfig) -> u64 {
+fn run(cfg: SimConfig) -> SimReport {
     let dir = tempfile::tempdir().unwrap();
     let seed = cfg.seed;
     let mut sim = Sim::new(dir.path(), cfg);
@@ -15,7 +15,7 @@ fn run(cfg: SimConfig) -> u64 {
         report.acknowledged > 0,
         "seed {seed}: nothing acknowledged: {report:?}"
     );
-    report.trims
+    report
 }
 
 /// `SILT_SIM_SEED=N` runs that seed alone (with the test's other settings).
@@ -34,15 +34,22 @@ fn seeds() -> u64 {
 
 #[test]
 fn three_replicas_under_lost_messages_delays_cuts_and_crashes() {
-    let mut trims = 0;
+    let (mut trims, mut crashes_in_sync) = (0, 0);
     for seed in 0..seeds() {
         if only().is_some_and(|o| o != seed) {
             continue;
         }
-        trims += run(SimConfig::new(seed));
+        let report = run(SimConfig::new(seed));
+        trims += report.trims;
+        crashes_in_sync += report.crashes_in_sync;
     }
-    // The runs exercise trimming (and restarts from checkpoints above it).
+    // The runs exercise trimming (and restarts from checkpoints above it),
+    // and leaders crashing inside a sync after their accept requests left.
     assert!(only().is_some() || trims > 0, "no run trimmed its log");
+    assert!(
+        only().is_some() || crashes_in_sync > 0,
+        "no leader crashed inside its sync"
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! byte, throughput and latency.
 //!
 //! cargo run --release -p silt-volume --example io_saving -- [BLOCK_BYTES] [CLIENTS] [MIB]
+//! (`ONLY=reference` or `ONLY=inline` in the environment: one mode)
 
 use silt_volume::client::VolumeClient;
 use silt_volume::file_store::Mode;
@@ -111,7 +112,12 @@ fn main() {
     let block = args.first().copied().unwrap_or(4096);
     let clients = args.get(1).copied().unwrap_or(16);
     let mib = args.get(2).copied().unwrap_or(64);
+    // `ONLY=reference` or `ONLY=inline`: one mode (for a profile).
+    let only = std::env::var("ONLY").unwrap_or_default();
     for mode in [Mode::Reference, Mode::Inline] {
+        if !only.is_empty() && !format!("{mode:?}").eq_ignore_ascii_case(&only) {
+            continue;
+        }
         run(mode, block, clients, mib);
     }
 }

@@ -40,8 +40,15 @@ pub struct BlockMap {
     members: Arc<Dataset>,
     /// `(shard, session)` -> the last counter applied (see `OpId`).
     sessions: Arc<Dataset>,
+    /// The sessions' counters as last read or written (each write of a
+    /// client checks its session: a lookup in memory, not in the dataset).
+    /// At most `SESSION_CACHE` entries; past that it starts again empty.
+    session_cache: parking_lot::Mutex<HashMap<(u32, u64), u64>>,
     block_size: u32,
 }
+
+/// Sessions whose counters are kept in memory (the dataset has them all).
+const SESSION_CACHE: usize = 1 << 16;
 
 /// Where a shard's map is: `config`'s log is applied below `idx`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +117,7 @@ impl BlockMap {
             applied,
             members,
             sessions,
+            session_cache: parking_lot::Mutex::new(HashMap::new()),
             block_size,
         })
     }
@@ -165,12 +173,27 @@ impl BlockMap {
 
     /// The last counter applied for a client's session (0: none).
     fn session_seq(&self, shard: u32, session: u64) -> Result<u64, MapError> {
-        match self
+        if let Some(seq) = self.session_cache.lock().get(&(shard, session)) {
+            return Ok(*seq);
+        }
+        let seq = match self
             .sessions
             .get(&[Value::Int(shard as i64), Value::Int(session as i64)])?
         {
-            Some(r) => Ok(int(&r, "seq")? as u64),
-            None => Ok(0),
+            Some(r) => int(&r, "seq")? as u64,
+            None => 0,
+        };
+        self.remember_sessions(shard, [(session, seq)]);
+        Ok(seq)
+    }
+
+    fn remember_sessions(&self, shard: u32, sessions: impl IntoIterator<Item = (u64, u64)>) {
+        let mut cache = self.session_cache.lock();
+        for (session, seq) in sessions {
+            if cache.len() >= SESSION_CACHE {
+                cache.clear();
+            }
+            cache.insert((shard, session), seq);
         }
     }
 
@@ -199,11 +222,13 @@ impl BlockMap {
             txn.upsert(&self.sessions, session_record(shard, *session, *seq))?;
         }
         txn.commit()?;
+        self.remember_sessions(shard, sessions.iter().copied());
         Ok(())
     }
 
     /// Forget every block of `shard` (before a snapshot is installed).
     pub fn clear(&self, shard: u32) -> Result<(), MapError> {
+        self.session_cache.lock().retain(|(s, _), _| *s != shard);
         let stale = self.sessions(shard)?;
         if !stale.is_empty() {
             let mut txn = self.db.begin()?;
@@ -305,8 +330,8 @@ impl BlockMap {
                 VolumeOp::Barrier { .. } => {}
             }
         }
-        for (session, seq) in seen {
-            txn.upsert(&self.sessions, session_record(shard, session, seq))?;
+        for (session, seq) in &seen {
+            txn.upsert(&self.sessions, session_record(shard, *session, *seq))?;
         }
         txn.upsert(
             &self.applied,
@@ -319,6 +344,7 @@ impl BlockMap {
             ),
         )?;
         txn.commit()?;
+        self.remember_sessions(shard, seen);
         Ok(())
     }
 

@@ -787,6 +787,37 @@ impl Driver {
         Ok(out)
     }
 
+    /// Apply decided entries of shard `i` to the block map and answer the
+    /// requests waiting for them.
+    fn apply_decided(&mut self, i: usize, decided: &[Decided<VolumeOp>]) -> Result<(), NodeError> {
+        if decided.is_empty() {
+            return Ok(());
+        }
+        let shard = i as u32;
+        let s = &self.shards[i];
+        {
+            let mut store = s.store.lock();
+            self.map.apply(shard, s.config, decided, &mut store)?;
+        }
+        for (_, op) in decided {
+            let Some(w) = self.shards[i].waiting.remove(&op.id()) else {
+                continue;
+            };
+            let resp = match w.read {
+                Some((first, count)) => match self.read_blocks(shard, first, count) {
+                    Ok(data) => Response::Data {
+                        data,
+                        stale_ms: Some(0),
+                    },
+                    Err(e) => Response::Error(e),
+                },
+                None => Response::Done,
+            };
+            let _ = w.reply.send(resp);
+        }
+        Ok(())
+    }
+
     /// One shard's turn: sync, send, apply, answer; a decided change of
     /// members, or a finished snapshot, moves the shard to its next
     /// configuration.
@@ -811,7 +842,19 @@ impl Driver {
         let Some(g) = self.shards[i].group() else {
             return Ok(());
         };
+        // A leader's accept requests go out first: the followers write
+        // while this replica syncs its own copy. What was decided and is
+        // already on disk here is applied and answered before the sync too.
         let mut decided: Vec<Decided<VolumeOp>> = Vec::new();
+        for msg in g.take_early(&mut decided)? {
+            let to = msg.get_receiver();
+            self.transport.send(to, Wire::Paxos { shard, config, msg });
+        }
+        self.apply_decided(i, &decided)?;
+        decided.clear();
+        let Some(g) = self.shards[i].group() else {
+            return Ok(());
+        };
         let out = g.ready(&mut decided)?;
         for to in g.take_too_far_behind() {
             self.transport.send(to, Wire::CatchUp { shard, config });
@@ -820,29 +863,7 @@ impl Driver {
             let to = msg.get_receiver();
             self.transport.send(to, Wire::Paxos { shard, config, msg });
         }
-        if !decided.is_empty() {
-            let s = &self.shards[i];
-            {
-                let mut store = s.store.lock();
-                self.map.apply(shard, config, &decided, &mut store)?;
-            }
-            for (_, op) in &decided {
-                let Some(w) = self.shards[i].waiting.remove(&op.id()) else {
-                    continue;
-                };
-                let resp = match w.read {
-                    Some((first, count)) => match self.read_blocks(shard, first, count) {
-                        Ok(data) => Response::Data {
-                            data,
-                            stale_ms: Some(0),
-                        },
-                        Err(e) => Response::Error(e),
-                    },
-                    None => Response::Done,
-                };
-                let _ = w.reply.send(resp);
-            }
-        }
+        self.apply_decided(i, &decided)?;
         let s = &mut self.shards[i];
         if let Some(ss) = s.group_ref().and_then(|g| g.stopped()) {
             let members = ss
@@ -1012,9 +1033,15 @@ impl Driver {
             let Replica::Active(g) = &s.replica else {
                 continue;
             };
-            {
+            let log_sync = {
                 let mut store = s.store.lock();
                 s.cleaner.step(map, &mut store, checkpoint_due)?;
+                store.needs_log_sync()
+            };
+            if log_sync {
+                // The cleaner started a segment: the log's file takes the
+                // records kept in the one before, so that it may be cleaned.
+                g.log().sync_file()?;
             }
             if checkpoint_due && s.cleaner.busy() {
                 // Deleting waits for the log to be trimmed past the entries

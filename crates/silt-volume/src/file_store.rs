@@ -17,13 +17,28 @@
 //! referenced by a decided entry; reclaiming it, and the space of overwritten
 //! and deleted blocks, is the volume's segment cleaning.
 //!
-//! Segments: `<dir>/seg-<n, 8 hex>.dat`, raw data, no header; a place is
-//! checked against its CRC32C when read.
+//! The store also keeps the Paxos log's records ([`Payloads::sync_with_log`]):
+//! a sync appends the log's new records as one chunk to the segment the
+//! batch's data went to, and one fdatasync makes both durable (the log's own
+//! file is written without one). Chunks are only needed until the log's
+//! file is synced ([`Payloads::log_synced`]), which the log does when the
+//! store asks (after a new segment was started); until then the store
+//! refuses to delete the segments holding them, and opening the store reads
+//! the chunks of the last two segments.
+//!
+//! Segments: `<dir>/seg-<n, 8 hex>.frm`, the magic `SILTSEG2`, then frames:
+//! a 12-byte head (kind, 3 zero bytes, payload length u32 LE, CRC32C of the
+//! head's first 8 bytes u32 LE) and the payload: one block's data (kind 1),
+//! or a log chunk (kind 2: log id u64 LE, offset u64 LE, CRC32C of the
+//! records u32 LE, the records). A place is the data's offset and length,
+//! checked against its CRC32C when read. Segments written before frames
+//! (`seg-<n>.dat`, raw data) are still read. The format is in
+//! `docs/format/volume.md`.
 
 use crate::op::{Payload, Place, VolumeOp};
 use parking_lot::Mutex;
-use silt_replica::Payloads;
-use std::collections::BTreeMap;
+use silt_replica::{ChunkTag, Payloads};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -54,11 +69,127 @@ pub struct FileStore {
     current_len: u64,
     /// Segments written since the last sync.
     dirty: Vec<u32>,
+    /// Segments of the raw format (no frames; written before them).
+    raw: BTreeSet<u32>,
+    /// Segments holding log chunks the log's file may not have on disk yet.
+    protected: BTreeSet<u32>,
+    /// Log chunks found at open: (log id, offset, records).
+    recovered: Vec<(u64, u64, Vec<u8>)>,
+    /// The data of writes absorbed since the last sync, by the place of
+    /// their first block: shipping them to other replicas (which happens
+    /// before the sync) copies these instead of reading the segment back.
+    recent: std::collections::HashMap<(u32, u64), Vec<u8>>,
     stats: StoreStats,
 }
 
+/// The start of a framed segment.
+const SEGMENT_MAGIC: &[u8; 8] = b"SILTSEG2";
+/// Bytes of a frame's head.
+const FRAME_HEAD: u64 = 12;
+const KIND_DATA: u8 = 1;
+const KIND_LOG: u8 = 2;
+/// Bytes of a log chunk's payload before its records.
+const CHUNK_HEAD: usize = 20;
+
 fn segment_path(dir: &Path, n: u32) -> PathBuf {
+    dir.join(format!("seg-{n:08x}.frm"))
+}
+
+fn raw_segment_path(dir: &Path, n: u32) -> PathBuf {
     dir.join(format!("seg-{n:08x}.dat"))
+}
+
+fn frame_head(kind: u8, len: u32) -> [u8; FRAME_HEAD as usize] {
+    let mut h = [0u8; FRAME_HEAD as usize];
+    h[0] = kind;
+    h[4..8].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32c::crc32c(&h[..8]);
+    h[8..].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// The log chunks of a framed segment, walking its frames from the start
+/// (a torn or corrupt frame ends the walk: nothing after it was synced).
+fn scan_chunks(f: &File) -> io::Result<Vec<(u64, u64, Vec<u8>)>> {
+    let size = f.metadata()?.len();
+    let mut magic = [0u8; 8];
+    if size < 8 || f.read_exact_at(&mut magic, 0).is_err() || &magic != SEGMENT_MAGIC {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    let mut pos = 8u64;
+    let mut head = [0u8; FRAME_HEAD as usize];
+    while pos + FRAME_HEAD <= size {
+        f.read_exact_at(&mut head, pos)?;
+        let crc = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+        if crc32c::crc32c(&head[..8]) != crc {
+            break;
+        }
+        let len = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as u64;
+        let body = pos + FRAME_HEAD;
+        if body + len > size {
+            break;
+        }
+        if head[0] == KIND_LOG && len >= CHUNK_HEAD as u64 {
+            let mut buf = vec![0u8; len as usize];
+            f.read_exact_at(&mut buf, body)?;
+            let word = |i: usize| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&buf[i..i + 8]);
+                u64::from_le_bytes(b)
+            };
+            let (log_id, offset) = (word(0), word(8));
+            let crc = u32::from_le_bytes([buf[16], buf[17], buf[18], buf[19]]);
+            if crc32c::crc32c(&buf[CHUNK_HEAD..]) != crc {
+                break;
+            }
+            out.push((log_id, offset, buf.split_off(CHUNK_HEAD)));
+        } else if head[0] != KIND_DATA && head[0] != KIND_LOG {
+            break;
+        }
+        pos = body + len;
+    }
+    Ok(out)
+}
+
+/// Write `parts` one after the other with as few system calls as the
+/// kernel allows (one, usually), copying nothing.
+fn write_all_slices(f: &mut File, parts: &[&[u8]]) -> io::Result<()> {
+    let mut parts: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+    let mut first = 0;
+    while first < parts.len() {
+        let slices: Vec<io::IoSlice> = parts[first..].iter().map(|p| io::IoSlice::new(p)).collect();
+        let mut n = match f.write_vectored(&slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        while first < parts.len() && n >= parts[first].len() {
+            n -= parts[first].len();
+            first += 1;
+        }
+        if n > 0 {
+            parts[first] = &parts[first][n..];
+        }
+    }
+    Ok(())
+}
+
+/// Create framed segment `n` (its magic written).
+fn create_segment(dir: &Path, n: u32) -> io::Result<File> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(segment_path(dir, n))?;
+    if f.metadata()?.len() == 0 {
+        f.write_all(SEGMENT_MAGIC)?;
+        // The file's name must survive a crash as surely as what the next
+        // sync puts in it (log records may be nowhere else).
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(f)
 }
 
 impl FileStore {
@@ -73,25 +204,36 @@ impl FileStore {
     ) -> io::Result<FileStore> {
         std::fs::create_dir_all(dir)?;
         let mut segments = BTreeMap::new();
+        let mut raw = BTreeSet::new();
         for e in std::fs::read_dir(dir)? {
             let e = e?;
             let name = e.file_name();
-            let Some(n) = name
-                .to_str()
-                .and_then(|s| s.strip_prefix("seg-"))
-                .and_then(|s| s.strip_suffix(".dat"))
-                .and_then(|s| u32::from_str_radix(s, 16).ok())
-            else {
+            let Some((n, framed)) = name.to_str().and_then(|s| {
+                let s = s.strip_prefix("seg-")?;
+                let (n, framed) = match (s.strip_suffix(".frm"), s.strip_suffix(".dat")) {
+                    (Some(n), _) => (n, true),
+                    (None, Some(n)) => (n, false),
+                    _ => return None,
+                };
+                Some((u32::from_str_radix(n, 16).ok()?, framed))
+            }) else {
                 continue;
             };
+            if !framed {
+                raw.insert(n);
+            }
             segments.insert(n, OpenOptions::new().read(true).open(e.path())?);
         }
+        // Log chunks not yet in their log's file can only be in the last
+        // two segments (the log syncs its file once a new one is started).
+        let mut recovered = Vec::new();
+        for (n, f) in segments.iter().rev().take(2) {
+            if !raw.contains(n) {
+                recovered.extend(scan_chunks(f)?);
+            }
+        }
         let current = segments.keys().next_back().map_or(0, |n| n + 1);
-        let f = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(segment_path(dir, current))?;
+        let f = create_segment(dir, current)?;
         segments.insert(current, f);
         Ok(FileStore {
             dir: dir.to_path_buf(),
@@ -100,8 +242,12 @@ impl FileStore {
             segment_bytes: segment_bytes.max(1 << 20),
             segments,
             current,
-            current_len: 0,
-            dirty: Vec::new(),
+            current_len: SEGMENT_MAGIC.len() as u64,
+            dirty: vec![current],
+            raw,
+            protected: BTreeSet::new(),
+            recovered,
+            recent: std::collections::HashMap::new(),
             stats: StoreStats::default(),
         })
     }
@@ -114,37 +260,66 @@ impl FileStore {
         self.stats
     }
 
-    /// Append `data`; its place.
+    /// Append `data` as one frame; its place.
     pub fn append(&mut self, data: &[u8]) -> io::Result<Place> {
-        if self.current_len > 0 && self.current_len + data.len() as u64 > self.segment_bytes {
-            self.current += 1;
-            self.current_len = 0;
-            let f = OpenOptions::new()
-                .read(true)
-                .append(true)
-                .create(true)
-                .open(segment_path(&self.dir, self.current))?;
-            self.segments.insert(self.current, f);
-        }
-        let len = u32::try_from(data.len())
+        let place = self.append_frame(KIND_DATA, &[], data)?;
+        self.stats.data_bytes_written += data.len() as u64;
+        Ok(place)
+    }
+
+    /// Append a frame of `kind` whose payload is `head` then `body`; the
+    /// place of the whole payload (starting new segments as they fill).
+    fn append_frame(&mut self, kind: u8, head: &[u8], body: &[u8]) -> io::Result<Place> {
+        let payload = head.len() + body.len();
+        let len = u32::try_from(payload)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a write over 4 GiB"))?;
+        let magic = SEGMENT_MAGIC.len() as u64;
+        if self.current_len > magic
+            && self.current_len + FRAME_HEAD + payload as u64 > self.segment_bytes
+        {
+            self.current += 1;
+            self.current_len = magic;
+            let f = create_segment(&self.dir, self.current)?;
+            self.segments.insert(self.current, f);
+            self.dirty.push(self.current);
+        }
+        let frame_head = frame_head(kind, len);
         let place = Place {
             segment: self.current,
-            offset: self.current_len,
+            offset: self.current_len + FRAME_HEAD,
             len,
-            crc: crc32c::crc32c(data),
+            crc: crc32c::crc32c_append(crc32c::crc32c(head), body),
         };
         let f = self
             .segments
             .get_mut(&self.current)
             .ok_or_else(|| io::Error::other("the current segment is not open"))?;
-        f.write_all(data)?;
-        self.current_len += data.len() as u64;
-        self.stats.data_bytes_written += data.len() as u64;
+        write_all_slices(f, &[&frame_head, head, body])?;
+        self.current_len += FRAME_HEAD + payload as u64;
         if self.dirty.last() != Some(&self.current) {
             self.dirty.push(self.current);
         }
         Ok(place)
+    }
+
+    /// Append a log chunk and make it durable with every append before it;
+    /// whether the log's file may stay unsynced (no segment but the current
+    /// one holds chunks it may lack).
+    fn sync_with_chunk(&mut self, tag: ChunkTag, chunk: &[u8]) -> io::Result<bool> {
+        let mut head = [0u8; CHUNK_HEAD];
+        head[..8].copy_from_slice(&tag.log_id.to_le_bytes());
+        head[8..16].copy_from_slice(&tag.offset.to_le_bytes());
+        head[16..].copy_from_slice(&crc32c::crc32c(chunk).to_le_bytes());
+        let place = self.append_frame(KIND_LOG, &head, chunk)?;
+        self.protected.insert(place.segment);
+        self.sync_data()?;
+        Ok(!self.needs_log_sync())
+    }
+
+    /// Whether a segment other than the current one holds log chunks its
+    /// log's file may lack (the log should sync its file).
+    pub fn needs_log_sync(&self) -> bool {
+        self.protected.iter().any(|s| *s != self.current)
     }
 
     /// The bytes at `place`, checked against its checksum.
@@ -159,10 +334,17 @@ impl FileStore {
                 ),
             )
         })?;
-        read_checked(f, &segment_path(&self.dir, place.segment), place)
+        read_checked(f, &self.path_of(place.segment), place)
     }
 
-    /// Make every append so far durable.
+    fn path_of(&self, n: u32) -> PathBuf {
+        if self.raw.contains(&n) {
+            raw_segment_path(&self.dir, n)
+        } else {
+            segment_path(&self.dir, n)
+        }
+    }
+
     /// The directory of the segments.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -196,11 +378,18 @@ impl FileStore {
                 format!("segment {n} is the one being written"),
             ));
         }
+        if self.protected.contains(&n) {
+            return Err(io::Error::other(format!(
+                "segment {n} holds log records the log's file may not have yet"
+            )));
+        }
+        let path = self.path_of(n);
         if self.segments.remove(&n).is_none() {
             return Ok(());
         }
         self.dirty.retain(|d| *d != n);
-        match std::fs::remove_file(segment_path(&self.dir, n)) {
+        self.raw.remove(&n);
+        match std::fs::remove_file(path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
@@ -208,7 +397,9 @@ impl FileStore {
         File::open(&self.dir)?.sync_all()
     }
 
+    /// Make every append so far durable.
     pub fn sync_data(&mut self) -> io::Result<()> {
+        self.recent.clear();
         for n in std::mem::take(&mut self.dirty) {
             if let Some(f) = self.segments.get(&n) {
                 f.sync_data()?;
@@ -225,7 +416,14 @@ impl FileStore {
 /// which the cleaner does not do while a snapshot pins it.
 pub fn read_at(dir: &Path, place: &Place) -> io::Result<Vec<u8>> {
     let path = segment_path(dir, place.segment);
-    read_checked(&File::open(&path)?, &path, place)
+    match File::open(&path) {
+        Ok(f) => read_checked(&f, &path, place),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let path = raw_segment_path(dir, place.segment);
+            read_checked(&File::open(&path)?, &path, place)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The bytes at `place` in the open segment `f` (at `path`), checked against
@@ -275,6 +473,15 @@ impl Payloads<VolumeOp> for SharedStore {
     fn sync(&mut self) -> io::Result<()> {
         self.0.lock().sync_data()
     }
+    fn sync_with_log(&mut self, tag: ChunkTag, chunk: &[u8]) -> io::Result<bool> {
+        self.0.lock().sync_with_log(tag, chunk)
+    }
+    fn log_synced(&mut self) {
+        self.0.lock().log_synced()
+    }
+    fn log_chunks(&self, log_id: u64) -> Vec<(u64, Vec<u8>)> {
+        self.0.lock().log_chunks(log_id)
+    }
 }
 
 impl Payloads<VolumeOp> for FileStore {
@@ -299,6 +506,9 @@ impl Payloads<VolumeOp> for FileStore {
                 for block in d.chunks(bs) {
                     places.push(self.append(block)?);
                 }
+                if let Some(p) = places.first() {
+                    self.recent.insert((p.segment, p.offset), d);
+                }
                 Ok(VolumeOp::Write {
                     id,
                     first,
@@ -316,7 +526,19 @@ impl Payloads<VolumeOp> for FileStore {
                 first,
                 data: Payload::Stored(places),
             } => {
-                let mut data = Vec::with_capacity(places.len() * self.block_size as usize);
+                let len: u64 = places.iter().map(|p| p.len as u64).sum();
+                if let Some(d) = places
+                    .first()
+                    .and_then(|p| self.recent.get(&(p.segment, p.offset)))
+                    .filter(|d| d.len() as u64 == len)
+                {
+                    return Ok(VolumeOp::Write {
+                        id: *id,
+                        first: *first,
+                        data: Payload::Inline(d.clone()),
+                    });
+                }
+                let mut data = Vec::with_capacity(len as usize);
                 for p in places {
                     data.extend_from_slice(&self.read(p)?);
                 }
@@ -346,6 +568,27 @@ impl Payloads<VolumeOp> for FileStore {
 
     fn sync(&mut self) -> io::Result<()> {
         self.sync_data()
+    }
+    fn sync_with_log(&mut self, tag: ChunkTag, chunk: &[u8]) -> io::Result<bool> {
+        match self.mode {
+            // The baseline keeps the log as it was: its own file, synced.
+            Mode::Inline => {
+                self.sync_data()?;
+                Ok(false)
+            }
+            Mode::Reference => self.sync_with_chunk(tag, chunk),
+        }
+    }
+    fn log_synced(&mut self) {
+        self.protected.clear();
+        self.recovered = Vec::new();
+    }
+    fn log_chunks(&self, log_id: u64) -> Vec<(u64, Vec<u8>)> {
+        self.recovered
+            .iter()
+            .filter(|(id, _, _)| *id == log_id)
+            .map(|(_, offset, chunk)| (*offset, chunk.clone()))
+            .collect()
     }
 }
 
@@ -379,7 +622,9 @@ mod tests {
         };
         assert_eq!(places.len(), 3);
         assert!(places.iter().all(|p| p.len == 4096));
-        assert_eq!(places[1].offset, 4096);
+        // Each block is a frame after the segment's magic.
+        assert_eq!(places[0].offset, 8 + FRAME_HEAD);
+        assert_eq!(places[1].offset, places[0].offset + 4096 + FRAME_HEAD);
         // Not whole blocks: refused.
         assert!(s.absorb(write(9, vec![1; 100])).is_err());
         assert_eq!(s.expand(&stored).unwrap(), op);
@@ -393,6 +638,93 @@ mod tests {
         s.sync().unwrap();
         assert_eq!(s.stats().data_bytes_written, 12 << 10);
         assert_eq!(s.stats().syncs, 1);
+    }
+
+    /// A chunk of log records the way the log hands them over.
+    fn sync_chunk(s: &mut FileStore, log_id: u64, offset: u64, chunk: &[u8]) -> bool {
+        Payloads::<VolumeOp>::sync_with_log(s, ChunkTag { log_id, offset }, chunk).unwrap()
+    }
+
+    fn chunks(s: &FileStore, log_id: u64) -> Vec<(u64, Vec<u8>)> {
+        Payloads::<VolumeOp>::log_chunks(s, log_id)
+    }
+
+    #[test]
+    fn log_chunks_are_kept_beside_the_data_and_found_again_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::open(dir.path(), Mode::Reference, 4096, 1 << 20).unwrap();
+        // A block whose bytes look like a log chunk's frame: data frames are
+        // skipped whole, never read as frames.
+        let mut forged = Vec::new();
+        forged.extend_from_slice(&frame_head(KIND_LOG, 4000));
+        forged.resize(4096, 7);
+        let p = s.append(&forged).unwrap();
+        assert!(sync_chunk(&mut s, 9, 0, b"first records"));
+        s.append(&[1; 4096]).unwrap();
+        assert!(sync_chunk(&mut s, 9, 13, b"more"));
+        assert!(sync_chunk(&mut s, 5, 0, b"another log"));
+        assert_eq!(s.stats().syncs, 3, "one fdatasync per chunk and its data");
+        drop(s);
+        let mut s = FileStore::open(dir.path(), Mode::Reference, 4096, 1 << 20).unwrap();
+        assert_eq!(
+            chunks(&s, 9),
+            vec![(0, b"first records".to_vec()), (13, b"more".to_vec())]
+        );
+        assert_eq!(chunks(&s, 5), vec![(0, b"another log".to_vec())]);
+        assert_eq!(s.read(&p).unwrap(), forged);
+        // Once the log synced its file the chunks are forgotten.
+        Payloads::<VolumeOp>::log_synced(&mut s);
+        assert!(chunks(&s, 9).is_empty());
+    }
+
+    #[test]
+    fn a_new_segment_asks_the_log_to_sync_and_protects_the_old_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::open(dir.path(), Mode::Reference, 4096, 1 << 20).unwrap();
+        let first = s.current_segment();
+        assert!(sync_chunk(&mut s, 9, 0, b"a"));
+        // Fill the segment: the next chunk lands in a new one, and the log
+        // must sync its file (the old segment holds chunks it may lack).
+        for _ in 0..256 {
+            s.append(&[3; 4096]).unwrap();
+        }
+        assert_ne!(s.current_segment(), first);
+        assert!(s.needs_log_sync());
+        assert!(!sync_chunk(&mut s, 9, 1, b"b"));
+        let err = s.remove_segment(first).unwrap_err();
+        assert!(err.to_string().contains("log records"), "{err}");
+        Payloads::<VolumeOp>::log_synced(&mut s);
+        assert!(!s.needs_log_sync());
+        s.remove_segment(first).unwrap();
+    }
+
+    #[test]
+    fn a_torn_chunk_ends_the_walk_and_raw_segments_are_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        // A segment of the format before frames: raw data, read by place.
+        let raw = vec![5u8; 4096];
+        std::fs::write(raw_segment_path(dir.path(), 0), &raw).unwrap();
+        let old = Place {
+            segment: 0,
+            offset: 0,
+            len: 4096,
+            crc: crc32c::crc32c(&raw),
+        };
+        let mut s = FileStore::open(dir.path(), Mode::Reference, 4096, 1 << 20).unwrap();
+        assert_eq!(s.read(&old).unwrap(), raw);
+        assert_eq!(read_at(dir.path(), &old).unwrap(), raw);
+        let seg = s.current_segment();
+        assert!(sync_chunk(&mut s, 9, 0, b"whole"));
+        assert!(sync_chunk(&mut s, 9, 5, b"torn at the end"));
+        drop(s);
+        // The last chunk loses its end.
+        let path = segment_path(dir.path(), seg);
+        let len = std::fs::metadata(&path).unwrap().len();
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len - 3).unwrap();
+        let s = FileStore::open(dir.path(), Mode::Reference, 4096, 1 << 20).unwrap();
+        assert_eq!(chunks(&s, 9), vec![(0, b"whole".to_vec())]);
+        assert_eq!(s.read(&old).unwrap(), raw);
     }
 
     #[test]

@@ -35,7 +35,9 @@ impl OpId {
 /// their data inline ([`silt_replica::Payloads::expand`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Payload {
-    Inline(Vec<u8>),
+    /// Bytes, encoded as one byte string (not a sequence of integers: the
+    /// same postcard encoding, copied at once).
+    Inline(#[serde(with = "serde_bytes")] Vec<u8>),
     /// One place per block, in order.
     Stored(Vec<Place>),
 }

@@ -24,6 +24,7 @@ pub enum Request {
     /// counter (see `OpId`): a retry carries the same and is applied once.
     Write {
         first: u64,
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
         id: Option<crate::op::OpId>,
     },
@@ -64,6 +65,7 @@ pub enum Request {
 pub enum Response {
     Done,
     Data {
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
         /// For a local read, how stale the data may be: the replica holds
         /// everything decided until this many milliseconds ago (the time
@@ -91,7 +93,7 @@ pub enum Response {
     /// A snapshot's first frame.
     Snapshot(crate::snapshot::SnapshotHeader),
     /// A piece of a snapshot: blocks and their data.
-    Blocks(Vec<(u64, Vec<u8>)>),
+    Blocks(#[serde(with = "block_list")] Vec<(u64, Vec<u8>)>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,6 +138,23 @@ pub struct ShardState {
     pub segments_deleted: u64,
     /// Live bytes the cleaner copied so far (since start).
     pub bytes_cleaned: u64,
+}
+
+/// A snapshot's blocks with each block's data as one byte string (postcard
+/// encodes a `Vec<u8>` field byte by byte otherwise: the same bytes, some
+/// 20 times the CPU).
+mod block_list {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use serde_bytes::{ByteBuf, Bytes};
+
+    pub fn serialize<S: Serializer>(blocks: &[(u64, Vec<u8>)], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(blocks.iter().map(|(b, d)| (*b, Bytes::new(d))))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(u64, Vec<u8>)>, D::Error> {
+        let blocks = Vec::<(u64, ByteBuf)>::deserialize(d)?;
+        Ok(blocks.into_iter().map(|(b, d)| (b, d.into_vec())).collect())
+    }
 }
 
 pub fn shard_of(block: u64, shards: u32) -> u32 {
