@@ -137,6 +137,11 @@ enum Record<T: Entry> {
 /// the file is synced on its own.
 const UNCHUNKED_MAX: usize = 1 << 20;
 
+/// fdatasync `file` if the log syncs at all (`LogOptions::fsync`).
+fn sync_if(file: &File, fsync: bool) -> std::io::Result<()> {
+    if fsync { file.sync_data() } else { Ok(()) }
+}
+
 /// A random nonzero id for a new log file.
 fn new_log_id() -> u64 {
     rand::random::<u64>() | 1
@@ -336,13 +341,7 @@ where
             inner
                 .file
                 .set_len(pos as u64)
-                .and_then(|_| {
-                    if opts.fsync {
-                        inner.file.sync_data()
-                    } else {
-                        Ok(())
-                    }
-                })
+                .and_then(|_| sync_if(&inner.file, opts.fsync))
                 .map_err(|e| ReplicaError::io(&path, e))?;
         }
         inner.file_len = pos as u64;
@@ -359,13 +358,7 @@ where
             inner
                 .file
                 .write_all(&recovered)
-                .and_then(|_| {
-                    if opts.fsync {
-                        inner.file.sync_data()
-                    } else {
-                        Ok(())
-                    }
-                })
+                .and_then(|_| sync_if(&inner.file, opts.fsync))
                 .map_err(|e| ReplicaError::io(&path, e))?;
             inner.file_len += recovered.len() as u64;
             inner.synced_len = inner.file_len;

@@ -203,6 +203,19 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Make the change `op` names (not a sync or a crash) to the log.
+fn change<P: Payloads<SimEntry>>(log: &mut LogHandle<SimEntry, P>, op: &Op) {
+    let entries = |v: &[u64]| v.iter().map(|x| SimEntry(*x)).collect::<Vec<_>>();
+    match op {
+        Op::Append(v) => log.append_entries(entries(v)).unwrap(),
+        Op::OnPrefix(at, v) => log.append_on_prefix(*at, entries(v)).unwrap(),
+        Op::Trim(at) => log.trim(*at).unwrap(),
+        Op::Decided(d) => log.set_decided_idx(*d).unwrap(),
+        Op::Promise(p) => log.set_promise(ballot(*p, 1)).unwrap(),
+        Op::Sync | Op::Crash | Op::TornCrash(_) => {}
+    }
+}
+
 fn apply(m: &mut Model, op: &Op) {
     match op {
         Op::Append(v) => m.entries.extend(v),
@@ -245,11 +258,6 @@ proptest! {
         let mut synced = Model::default();
         for op in &ops {
             match op {
-                Op::Append(v) => log.append_entries(v.iter().map(|x| SimEntry(*x)).collect()).unwrap(),
-                Op::OnPrefix(at, v) => log.append_on_prefix(*at, v.iter().map(|x| SimEntry(*x)).collect()).unwrap(),
-                Op::Trim(at) => log.trim(*at).unwrap(),
-                Op::Decided(d) => log.set_decided_idx(*d).unwrap(),
-                Op::Promise(p) => log.set_promise(ballot(*p, 1)).unwrap(),
                 Op::Sync => { log.sync().unwrap(); synced = live.clone(); }
                 Op::Crash | Op::TornCrash(_) => {
                     drop(log);
@@ -261,6 +269,7 @@ proptest! {
                     live = synced.clone();
                     prop_assert_eq!(state(&log), synced.clone());
                 }
+                op => change(&mut log, op),
             }
             apply(&mut live, op);
             prop_assert_eq!(state(&log), live.clone());
@@ -324,11 +333,6 @@ proptest! {
         let mut synced = Model::default();
         for op in &ops {
             match op {
-                Op::Append(v) => log.append_entries(v.iter().map(|x| SimEntry(*x)).collect()).unwrap(),
-                Op::OnPrefix(at, v) => log.append_on_prefix(*at, v.iter().map(|x| SimEntry(*x)).collect()).unwrap(),
-                Op::Trim(at) => log.trim(*at).unwrap(),
-                Op::Decided(d) => log.set_decided_idx(*d).unwrap(),
-                Op::Promise(p) => log.set_promise(ballot(*p, 1)).unwrap(),
                 Op::Sync => { log.sync().unwrap(); synced = live.clone(); }
                 Op::Crash | Op::TornCrash(_) => {
                     // The machine's crash: the file keeps only what it
@@ -359,6 +363,7 @@ proptest! {
                     live = got.clone();
                     synced = got;
                 }
+                op => change(&mut log, op),
             }
             apply(&mut live, op);
             prop_assert_eq!(state(&log), live.clone());
