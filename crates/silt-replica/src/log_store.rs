@@ -60,14 +60,15 @@ pub trait Payloads<T>: Send + 'static {
     /// records are synced, so the log never refers to data that is not on
     /// disk).
     fn sync(&mut self) -> std::io::Result<()>;
-    /// Make durable everything absorbed so far and `chunk`, the log's
-    /// records from byte `tag.offset` of its file on, with one sync if the
+    /// Make durable everything absorbed so far and `chunk` (its parts one
+    /// after the other), the log's records from byte `tag.offset` of its
+    /// file on, with one sync if the
     /// store keeps log chunks beside its payloads. `Ok(true)`: both are
     /// durable, the log's file need not be synced. `Ok(false)`: the
     /// payloads are durable but the chunk is not kept (or the store needs
     /// the log's file synced before it can let older chunks go): the log
     /// syncs its file now.
-    fn sync_with_log(&mut self, tag: ChunkTag, chunk: &[u8]) -> std::io::Result<bool> {
+    fn sync_with_log(&mut self, tag: ChunkTag, chunk: &[&[u8]]) -> std::io::Result<bool> {
         let _ = (tag, chunk);
         self.sync()?;
         Ok(false)
@@ -647,14 +648,15 @@ where
         // With the payloads (and, if their store keeps them, the records
         // as one chunk beside them: one sync for both).
         let file_sync = if durable {
-            let offset = self.file_len - self.unchunked.len() as u64;
-            let mut chunk = std::mem::take(&mut self.unchunked);
-            chunk.extend_from_slice(&pending);
             let tag = ChunkTag {
                 log_id: self.log_id,
-                offset,
+                offset: self.file_len - self.unchunked.len() as u64,
             };
-            match self.payloads.sync_with_log(tag, &chunk) {
+            let synced = self
+                .payloads
+                .sync_with_log(tag, &[&self.unchunked, &pending]);
+            self.unchunked.clear();
+            match synced {
                 Ok(kept) => !kept,
                 Err(e) => return Err(self.fail(format!("syncing payloads: {e}"))),
             }

@@ -38,7 +38,7 @@
 use crate::op::{Payload, Place, VolumeOp};
 use parking_lot::Mutex;
 use silt_replica::{ChunkTag, Payloads};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -78,7 +78,7 @@ pub struct FileStore {
     /// The data of writes absorbed since the last sync, by the place of
     /// their first block: shipping them to other replicas (which happens
     /// before the sync) copies these instead of reading the segment back.
-    recent: std::collections::HashMap<(u32, u64), Vec<u8>>,
+    recent: HashMap<(u32, u64), Vec<u8>>,
     stats: StoreStats,
 }
 
@@ -247,7 +247,7 @@ impl FileStore {
             raw,
             protected: BTreeSet::new(),
             recovered,
-            recent: std::collections::HashMap::new(),
+            recent: HashMap::new(),
             stats: StoreStats::default(),
         })
     }
@@ -262,15 +262,16 @@ impl FileStore {
 
     /// Append `data` as one frame; its place.
     pub fn append(&mut self, data: &[u8]) -> io::Result<Place> {
-        let place = self.append_frame(KIND_DATA, &[], data)?;
+        let place = self.append_frame(KIND_DATA, &[data])?;
         self.stats.data_bytes_written += data.len() as u64;
         Ok(place)
     }
 
-    /// Append a frame of `kind` whose payload is `head` then `body`; the
-    /// place of the whole payload (starting new segments as they fill).
-    fn append_frame(&mut self, kind: u8, head: &[u8], body: &[u8]) -> io::Result<Place> {
-        let payload = head.len() + body.len();
+    /// Append a frame of `kind` whose payload is `parts`, one after the
+    /// other; the place of the whole payload (starting new segments as they
+    /// fill).
+    fn append_frame(&mut self, kind: u8, parts: &[&[u8]]) -> io::Result<Place> {
+        let payload: usize = parts.iter().map(|p| p.len()).sum();
         let len = u32::try_from(payload)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a write over 4 GiB"))?;
         let magic = SEGMENT_MAGIC.len() as u64;
@@ -288,13 +289,16 @@ impl FileStore {
             segment: self.current,
             offset: self.current_len + FRAME_HEAD,
             len,
-            crc: crc32c::crc32c_append(crc32c::crc32c(head), body),
+            crc: parts.iter().fold(0, |crc, p| crc32c::crc32c_append(crc, p)),
         };
         let f = self
             .segments
             .get_mut(&self.current)
             .ok_or_else(|| io::Error::other("the current segment is not open"))?;
-        write_all_slices(f, &[&frame_head, head, body])?;
+        let mut slices = Vec::with_capacity(parts.len() + 1);
+        slices.push(&frame_head[..]);
+        slices.extend_from_slice(parts);
+        write_all_slices(f, &slices)?;
         self.current_len += FRAME_HEAD + payload as u64;
         if self.dirty.last() != Some(&self.current) {
             self.dirty.push(self.current);
@@ -305,12 +309,16 @@ impl FileStore {
     /// Append a log chunk and make it durable with every append before it;
     /// whether the log's file may stay unsynced (no segment but the current
     /// one holds chunks it may lack).
-    fn sync_with_chunk(&mut self, tag: ChunkTag, chunk: &[u8]) -> io::Result<bool> {
+    fn sync_with_chunk(&mut self, tag: ChunkTag, chunk: &[&[u8]]) -> io::Result<bool> {
         let mut head = [0u8; CHUNK_HEAD];
         head[..8].copy_from_slice(&tag.log_id.to_le_bytes());
         head[8..16].copy_from_slice(&tag.offset.to_le_bytes());
-        head[16..].copy_from_slice(&crc32c::crc32c(chunk).to_le_bytes());
-        let place = self.append_frame(KIND_LOG, &head, chunk)?;
+        let crc = chunk.iter().fold(0, |crc, p| crc32c::crc32c_append(crc, p));
+        head[16..].copy_from_slice(&crc.to_le_bytes());
+        let mut parts = Vec::with_capacity(chunk.len() + 1);
+        parts.push(&head[..]);
+        parts.extend_from_slice(chunk);
+        let place = self.append_frame(KIND_LOG, &parts)?;
         self.protected.insert(place.segment);
         self.sync_data()?;
         Ok(!self.needs_log_sync())
@@ -473,7 +481,7 @@ impl Payloads<VolumeOp> for SharedStore {
     fn sync(&mut self) -> io::Result<()> {
         self.0.lock().sync_data()
     }
-    fn sync_with_log(&mut self, tag: ChunkTag, chunk: &[u8]) -> io::Result<bool> {
+    fn sync_with_log(&mut self, tag: ChunkTag, chunk: &[&[u8]]) -> io::Result<bool> {
         self.0.lock().sync_with_log(tag, chunk)
     }
     fn log_synced(&mut self) {
@@ -569,7 +577,7 @@ impl Payloads<VolumeOp> for FileStore {
     fn sync(&mut self) -> io::Result<()> {
         self.sync_data()
     }
-    fn sync_with_log(&mut self, tag: ChunkTag, chunk: &[u8]) -> io::Result<bool> {
+    fn sync_with_log(&mut self, tag: ChunkTag, chunk: &[&[u8]]) -> io::Result<bool> {
         match self.mode {
             // The baseline keeps the log as it was: its own file, synced.
             Mode::Inline => {
@@ -642,7 +650,7 @@ mod tests {
 
     /// A chunk of log records the way the log hands them over.
     fn sync_chunk(s: &mut FileStore, log_id: u64, offset: u64, chunk: &[u8]) -> bool {
-        Payloads::<VolumeOp>::sync_with_log(s, ChunkTag { log_id, offset }, chunk).unwrap()
+        Payloads::<VolumeOp>::sync_with_log(s, ChunkTag { log_id, offset }, &[chunk]).unwrap()
     }
 
     fn chunks(s: &FileStore, log_id: u64) -> Vec<(u64, Vec<u8>)> {

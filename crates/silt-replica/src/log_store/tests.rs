@@ -302,8 +302,8 @@ impl Payloads<SimEntry> for Chunks {
     fn sync(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-    fn sync_with_log(&mut self, tag: ChunkTag, chunk: &[u8]) -> std::io::Result<bool> {
-        self.kept.lock().push((tag, chunk.to_vec()));
+    fn sync_with_log(&mut self, tag: ChunkTag, chunk: &[&[u8]]) -> std::io::Result<bool> {
+        self.kept.lock().push((tag, chunk.concat()));
         let mut n = self.syncs.lock();
         *n += 1;
         Ok(!n.is_multiple_of(3))
