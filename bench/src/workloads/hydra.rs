@@ -189,6 +189,33 @@ fn proc_write_bytes(pid: u32) -> Result<u64> {
         .with_context(|| format!("no write_bytes in {path}"))
 }
 
+/// Bytes written to the block device that holds `dir` (`/proc/diskstats`,
+/// sectors of 512 bytes): everything the device was asked to write,
+/// file-system metadata included, by every process (the machine is quiet
+/// during a run).
+fn device_written(dir: &Path) -> Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .dev();
+    let (major, minor) = (
+        ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff),
+        (dev & 0xff) | ((dev >> 12) & !0xff),
+    );
+    let text = std::fs::read_to_string("/proc/diskstats").context("reading /proc/diskstats")?;
+    text.lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (ma, mi) = (
+                f.first()?.parse::<u64>().ok()?,
+                f.get(1)?.parse::<u64>().ok()?,
+            );
+            (ma == major && mi == minor).then(|| f.get(9)?.parse::<u64>().ok())?
+        })
+        .map(|sectors| sectors * 512)
+        .with_context(|| format!("no device {major}:{minor} in /proc/diskstats"))
+}
+
 /// User + system CPU seconds of a process (all its threads).
 fn proc_cpu_secs(pid: u32) -> Result<f64> {
     let path = format!("/proc/{pid}/stat");
@@ -383,6 +410,8 @@ struct Outcome {
     lat: Vec<u64>,
     /// Counters of the replicas over the writes (and [`SETTLE`] after).
     k: Counters,
+    /// Bytes the device wrote over the same time ([`device_written`]).
+    device_bytes: u64,
     /// CPU seconds of the harness (the clients) over the writes.
     client_cpu: f64,
     /// Whether the fsyncs were counted (Hydra: the interposition took
@@ -491,11 +520,13 @@ fn measure(
         .map(|_| c.writer())
         .collect::<Result<Vec<_>>>()?;
     let before = c.counters()?;
+    let device0 = device_written(dir)?;
     let cpu0 = own_cpu_secs();
     let (writes, secs, lat) = drive(writers, shape, bytes, cap, seed)?;
     let client_cpu = own_cpu_secs() - cpu0;
     std::thread::sleep(SETTLE);
     let k = c.counters()?.since(&before);
+    let device_bytes = device_written(dir)?.saturating_sub(device0);
     c.stop();
     if writes == 0 {
         bail!("{} wrote nothing in {secs:.1} s", sys.label());
@@ -505,6 +536,7 @@ fn measure(
         secs,
         lat,
         k,
+        device_bytes,
         client_cpu,
         counting,
     })
@@ -622,6 +654,12 @@ fn rows_of(sys: Sys, shape: Shape, o: &Outcome, rows: &mut Vec<ResultRow>) {
         "x",
         o.k.write_bytes as f64 / logical,
     ));
+    rows.push(ResultRow::stat(
+        label,
+        &m("device bytes per byte"),
+        "x",
+        o.device_bytes as f64 / logical,
+    ));
     if o.counting {
         rows.push(ResultRow::measure(
             label,
@@ -701,7 +739,9 @@ impl Workload for Hydra {
          1 GiB volume) and sequential (each client its own slice) block numbers, 1 and 16 \
          clients, each on a fresh cluster: write throughput (MiB/s, writes/s), p50/p99 write \
          latency, disk bytes per logical byte (the sum over the three replicas of \
-         /proc/<pid>/io write_bytes; the floor is 3.0), fsyncs per logical MiB (Hydra: \
+         /proc/<pid>/io write_bytes; the floor is 3.0; beside it, as a statistic, the bytes \
+         the disk device wrote over the same time, file-system metadata included, from \
+         /proc/diskstats), fsyncs per logical MiB (Hydra: \
          fsync+fdatasync calls counted inside each replica process; etcd: WAL fsyncs + backend \
          commits from each member's /metrics), the servers' and the client's CPU per write. Then \
          the catch-up of a killed replica: SIGKILL a follower, write in 64 KiB blocks from 16 \
@@ -739,7 +779,7 @@ impl Workload for Hydra {
         for s in &systems {
             match s {
                 Sys::Hydra | Sys::HydraInline => ctx.note(format!(
-                    "{}: 3 replica processes (silt-bench hydra-node) on loopback, one shard, fdatasync on, tick 10 ms, {}; clients: silt_volume::client::VolumeClient, one connection each",
+                    "{}: 3 replica processes (silt-bench hydra-node) on loopback, one shard, fdatasync on, tick 10 ms, {}, space provisioned when each replica is created (the default: its share of the volume and an eighth more written as zeros, before the timed writes; see docs/reproductions/hydra.md); clients: silt_volume::client::VolumeClient, one connection each",
                     s.label(),
                     if *s == Sys::Hydra { "Mode::Reference (the reference trick)" } else { "Mode::Inline (the log keeps the data)" }
                 )),
@@ -774,12 +814,13 @@ impl Workload for Hydra {
                 counting &= o.counting;
                 let logical = o.logical_bytes(shape.block);
                 eprintln!(
-                    "{what}: {} writes/s, {:.1} MiB/s, p50 {:.2} ms, p99 {:.2} ms, disk {:.2} x, {:.1} fsyncs/MiB",
+                    "{what}: {} writes/s, {:.1} MiB/s, p50 {:.2} ms, p99 {:.2} ms, disk {:.2} x (device {:.2} x), {:.1} fsyncs/MiB",
                     fmt_num(o.writes as f64 / o.secs),
                     logical / MIB / o.secs,
                     o.pct_ms(0.5),
                     o.pct_ms(0.99),
                     o.k.write_bytes as f64 / logical,
+                    o.device_bytes as f64 / logical,
                     o.k.fsyncs / (logical / MIB)
                 );
                 rows_of(sys, shape, &o, &mut rows);

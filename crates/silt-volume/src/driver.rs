@@ -194,12 +194,21 @@ impl Driver {
         mut transport: Transport<Wire>,
     ) -> Result<Driver, NodeError> {
         let mut shards = Vec::new();
+        // A new store is provisioned with its share of the volume, plus an
+        // eighth for frame heads and data not yet cleaned (none if thin).
+        let share = (cfg.blocks * u64::from(cfg.block_size)) / u64::from(cfg.shards.max(1));
+        let provision = if cfg.thin {
+            0
+        } else {
+            share.saturating_add(share / 8)
+        };
         for s in 0..cfg.shards {
-            let store = FileStore::open(
+            let store = FileStore::open_with(
                 &cfg.shard_dir(s).join("data"),
                 cfg.mode,
                 cfg.block_size,
                 cfg.segment_bytes,
+                provision,
             )
             .map_err(io_err(format!("opening the file store of shard {s}")))?;
             let mut shard = Shard {

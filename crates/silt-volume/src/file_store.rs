@@ -26,21 +26,25 @@
 //! refuses to delete the segments holding them, and opening the store reads
 //! the chunks of the last two segments.
 //!
-//! Segments: `<dir>/seg-<n, 8 hex>.frm`, the magic `SILTSEG2`, then frames:
-//! a 12-byte head (kind, 3 zero bytes, payload length u32 LE, CRC32C of the
-//! head's first 8 bytes u32 LE) and the payload: one block's data (kind 1),
-//! or a log chunk (kind 2: log id u64 LE, offset u64 LE, CRC32C of the
-//! records u32 LE, the records). A place is the data's offset and length,
-//! checked against its CRC32C when read. Segments written before frames
-//! (`seg-<n>.dat`, raw data) are still read. The format is in
+//! Segments: `<dir>/seg-<n, 8 hex>.frm`, the magic `SILTSEG3` and the
+//! segment's salt (u64 LE), then frames: a 12-byte head (kind, 3 zero bytes,
+//! payload length u32 LE, CRC32C of the salt and the head's first 8 bytes
+//! u32 LE) and the payload: one block's data (kind 1), or a log chunk (kind
+//! 2: log id u64 LE, offset u64 LE, CRC32C of the records u32 LE, the
+//! records). A place is the data's offset and length, checked against its
+//! CRC32C when read. A new segment is a spare prepared ahead
+//! ([`crate::segment_pool`]): its space is already written, so a sync
+//! flushes data only. Segments of earlier formats are still read: `SILTSEG2`
+//! (no salt) and `seg-<n>.dat` (raw data). The format is in
 //! `docs/format/volume.md`.
 
 use crate::op::{Payload, Place, VolumeOp};
+use crate::segment_pool::{self, SegmentPool};
 use parking_lot::Mutex;
 use silt_replica::{ChunkTag, Payloads};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Seek, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -57,6 +61,8 @@ pub enum Mode {
 pub struct StoreStats {
     pub data_bytes_written: u64,
     pub syncs: u64,
+    /// Zeros written preparing new segment files (off the write path).
+    pub zeroed_bytes: u64,
 }
 
 pub struct FileStore {
@@ -67,6 +73,12 @@ pub struct FileStore {
     segments: BTreeMap<u32, File>,
     current: u32,
     current_len: u64,
+    /// The current segment's salt, covered by its frames' checksums.
+    salt: u64,
+    /// Where the data of segments sealed in this run, or walked at open,
+    /// ends (their files may be longer: prepared space never written).
+    ends: BTreeMap<u32, u64>,
+    pool: SegmentPool,
     /// Segments written since the last sync.
     dirty: Vec<u32>,
     /// Segments of the raw format (no frames; written before them).
@@ -82,8 +94,8 @@ pub struct FileStore {
     stats: StoreStats,
 }
 
-/// The start of a framed segment.
-const SEGMENT_MAGIC: &[u8; 8] = b"SILTSEG2";
+/// The start of a framed segment without a salt (read only).
+const SEGMENT_MAGIC_V2: &[u8; 8] = b"SILTSEG2";
 /// Bytes of a frame's head.
 const FRAME_HEAD: u64 = 12;
 const KIND_DATA: u8 = 1;
@@ -99,30 +111,53 @@ fn raw_segment_path(dir: &Path, n: u32) -> PathBuf {
     dir.join(format!("seg-{n:08x}.dat"))
 }
 
-fn frame_head(kind: u8, len: u32) -> [u8; FRAME_HEAD as usize] {
+/// The checksum of a frame head's first 8 bytes in a segment with `salt`
+/// (None: the format before salts).
+fn frame_crc(salt: Option<u64>, h: &[u8]) -> u32 {
+    match salt {
+        Some(s) => crc32c::crc32c_append(crc32c::crc32c(&s.to_le_bytes()), h),
+        None => crc32c::crc32c(h),
+    }
+}
+
+fn frame_head(kind: u8, len: u32, salt: u64) -> [u8; FRAME_HEAD as usize] {
     let mut h = [0u8; FRAME_HEAD as usize];
     h[0] = kind;
     h[4..8].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32c::crc32c(&h[..8]);
+    let crc = frame_crc(Some(salt), &h[..8]);
     h[8..].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
-/// The log chunks of a framed segment, walking its frames from the start
-/// (a torn or corrupt frame ends the walk: nothing after it was synced).
-fn scan_chunks(f: &File) -> io::Result<Vec<(u64, u64, Vec<u8>)>> {
+/// A framed segment walked from the start: its log chunks and where its
+/// frames end (a torn or corrupt frame, or bytes of the file's earlier use,
+/// end the walk: nothing after it was synced). None: not a framed segment.
+type Walk = (Vec<(u64, u64, Vec<u8>)>, u64);
+
+fn scan_chunks(f: &File) -> io::Result<Option<Walk>> {
     let size = f.metadata()?.len();
-    let mut magic = [0u8; 8];
-    if size < 8 || f.read_exact_at(&mut magic, 0).is_err() || &magic != SEGMENT_MAGIC {
-        return Ok(Vec::new());
-    }
+    let mut start = [0u8; segment_pool::HEAD as usize];
+    let (salt, mut pos) = match f.read_exact_at(&mut start, 0) {
+        Ok(()) if &start[..8] == segment_pool::MAGIC => (
+            Some(u64::from_le_bytes(
+                start[8..].try_into().unwrap_or_default(),
+            )),
+            segment_pool::HEAD,
+        ),
+        _ if size >= 8 && f.read_exact_at(&mut start[..8], 0).is_ok() => {
+            if &start[..8] != SEGMENT_MAGIC_V2 {
+                return Ok(None);
+            }
+            (None, 8)
+        }
+        _ => return Ok(None),
+    };
     let mut out = Vec::new();
-    let mut pos = 8u64;
     let mut head = [0u8; FRAME_HEAD as usize];
     while pos + FRAME_HEAD <= size {
         f.read_exact_at(&mut head, pos)?;
         let crc = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
-        if crc32c::crc32c(&head[..8]) != crc {
+        if frame_crc(salt, &head[..8]) != crc {
             break;
         }
         let len = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as u64;
@@ -149,7 +184,7 @@ fn scan_chunks(f: &File) -> io::Result<Vec<(u64, u64, Vec<u8>)>> {
         }
         pos = body + len;
     }
-    Ok(out)
+    Ok(Some((out, pos)))
 }
 
 /// Write `parts` one after the other with as few system calls as the
@@ -176,20 +211,30 @@ fn write_all_slices(f: &mut File, parts: &[&[u8]]) -> io::Result<()> {
     Ok(())
 }
 
-/// Create framed segment `n` (its magic written).
-fn create_segment(dir: &Path, n: u32) -> io::Result<File> {
-    let mut f = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .open(segment_path(dir, n))?;
-    if f.metadata()?.len() == 0 {
-        f.write_all(SEGMENT_MAGIC)?;
-        // The file's name must survive a crash as surely as what the next
-        // sync puts in it (log records may be nowhere else).
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(f)
+/// Start segment `n` in `dir`: a spare from `pool`, or else a new file that
+/// grows as it is written; the file positioned after its head, and its salt.
+fn start_segment(dir: &Path, pool: &mut SegmentPool, n: u32) -> io::Result<(File, u64)> {
+    let path = segment_path(dir, n);
+    let (mut f, salt) = match pool.take(&path)? {
+        Some(taken) => taken,
+        None => {
+            let salt = segment_pool::new_salt();
+            let mut f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)?;
+            f.write_all(&segment_pool::head(salt))?;
+            // The file's name must survive a crash as surely as what the
+            // next sync puts in it (log records may be nowhere else).
+            File::open(dir)?.sync_all()?;
+            (f, salt)
+        }
+    };
+    f.seek(io::SeekFrom::Start(segment_pool::HEAD))?;
+    pool.refill();
+    Ok((f, salt))
 }
 
 impl FileStore {
@@ -202,7 +247,24 @@ impl FileStore {
         block_size: u32,
         segment_bytes: u64,
     ) -> io::Result<FileStore> {
+        Self::open_with(dir, mode, block_size, segment_bytes, segment_bytes)
+    }
+
+    /// [`FileStore::open`], provisioning a new store with `provision` bytes
+    /// of prepared segments ([`crate::segment_pool`]); 0: thin, no zeros
+    /// written ever (segments grow as they are written, slower to sync).
+    pub fn open_with(
+        dir: &Path,
+        mode: Mode,
+        block_size: u32,
+        segment_bytes: u64,
+        provision: u64,
+    ) -> io::Result<FileStore> {
         std::fs::create_dir_all(dir)?;
+        let segment_bytes = segment_bytes.max(1 << 20);
+        // A small store's spares need not be whole segments.
+        let spare_bytes = provision.clamp(1 << 20, segment_bytes);
+        let mut pool = SegmentPool::open(dir, spare_bytes, provision)?;
         let mut segments = BTreeMap::new();
         let mut raw = BTreeSet::new();
         for e in std::fs::read_dir(dir)? {
@@ -227,22 +289,32 @@ impl FileStore {
         // Log chunks not yet in their log's file can only be in the last
         // two segments (the log syncs its file once a new one is started).
         let mut recovered = Vec::new();
+        let mut ends = BTreeMap::new();
         for (n, f) in segments.iter().rev().take(2) {
-            if !raw.contains(n) {
-                recovered.extend(scan_chunks(f)?);
+            if !raw.contains(n)
+                && let Some((chunks, end)) = scan_chunks(f)?
+            {
+                recovered.extend(chunks);
+                ends.insert(*n, end);
             }
         }
+        if segments.is_empty() && !pool.has_ready() {
+            pool.provision()?;
+        }
         let current = segments.keys().next_back().map_or(0, |n| n + 1);
-        let f = create_segment(dir, current)?;
+        let (f, salt) = start_segment(dir, &mut pool, current)?;
         segments.insert(current, f);
         Ok(FileStore {
             dir: dir.to_path_buf(),
             mode,
             block_size: block_size.max(1),
-            segment_bytes: segment_bytes.max(1 << 20),
+            segment_bytes,
             segments,
             current,
-            current_len: SEGMENT_MAGIC.len() as u64,
+            current_len: segment_pool::HEAD,
+            salt,
+            ends,
+            pool,
             dirty: vec![current],
             raw,
             protected: BTreeSet::new(),
@@ -256,8 +328,11 @@ impl FileStore {
         self.mode
     }
 
-    pub fn stats(&self) -> StoreStats {
-        self.stats
+    pub fn stats(&mut self) -> StoreStats {
+        StoreStats {
+            zeroed_bytes: self.pool.zeroed(),
+            ..self.stats
+        }
     }
 
     /// Append `data` as one frame; its place.
@@ -274,17 +349,18 @@ impl FileStore {
         let payload: usize = parts.iter().map(|p| p.len()).sum();
         let len = u32::try_from(payload)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a write over 4 GiB"))?;
-        let magic = SEGMENT_MAGIC.len() as u64;
-        if self.current_len > magic
+        if self.current_len > segment_pool::HEAD
             && self.current_len + FRAME_HEAD + payload as u64 > self.segment_bytes
         {
+            let (f, salt) = start_segment(&self.dir, &mut self.pool, self.current + 1)?;
+            self.ends.insert(self.current, self.current_len);
             self.current += 1;
-            self.current_len = magic;
-            let f = create_segment(&self.dir, self.current)?;
+            self.current_len = segment_pool::HEAD;
+            self.salt = salt;
             self.segments.insert(self.current, f);
             self.dirty.push(self.current);
         }
-        let frame_head = frame_head(kind, len);
+        let frame_head = frame_head(kind, len, self.salt);
         let place = Place {
             segment: self.current,
             offset: self.current_len + FRAME_HEAD,
@@ -369,6 +445,8 @@ impl FileStore {
         for (n, f) in &self.segments {
             let len = if *n == self.current {
                 self.current_len
+            } else if let Some(end) = self.ends.get(n) {
+                *end
             } else {
                 f.metadata()?.len()
             };
@@ -378,7 +456,8 @@ impl FileStore {
     }
 
     /// Delete a sealed segment (the cleaner's last step: nothing refers to
-    /// it any more). The directory is synced so that it stays deleted.
+    /// it any more), keeping its file for reuse if spares are wanted. The
+    /// directory is synced so that it stays deleted.
     pub fn remove_segment(&mut self, n: u32) -> io::Result<()> {
         if n == self.current {
             return Err(io::Error::new(
@@ -396,11 +475,17 @@ impl FileStore {
             return Ok(());
         }
         self.dirty.retain(|d| *d != n);
-        self.raw.remove(&n);
-        match std::fs::remove_file(path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        self.ends.remove(&n);
+        if self.raw.remove(&n) {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        } else {
+            // Its space is reused by a segment to come.
+            self.pool.retire(&path, n)?;
+            self.pool.refill();
         }
         File::open(&self.dir)?.sync_all()
     }
@@ -631,7 +716,7 @@ mod tests {
         assert_eq!(places.len(), 3);
         assert!(places.iter().all(|p| p.len == 4096));
         // Each block is a frame after the segment's magic.
-        assert_eq!(places[0].offset, 8 + FRAME_HEAD);
+        assert_eq!(places[0].offset, segment_pool::HEAD + FRAME_HEAD);
         assert_eq!(places[1].offset, places[0].offset + 4096 + FRAME_HEAD);
         // Not whole blocks: refused.
         assert!(s.absorb(write(9, vec![1; 100])).is_err());
@@ -664,7 +749,7 @@ mod tests {
         // A block whose bytes look like a log chunk's frame: data frames are
         // skipped whole, never read as frames.
         let mut forged = Vec::new();
-        forged.extend_from_slice(&frame_head(KIND_LOG, 4000));
+        forged.extend_from_slice(&frame_head(KIND_LOG, 4000, s.salt));
         forged.resize(4096, 7);
         let p = s.append(&forged).unwrap();
         assert!(sync_chunk(&mut s, 9, 0, b"first records"));
@@ -768,5 +853,175 @@ mod tests {
         let e = s.read(&p).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
         assert!(e.to_string().contains("corrupt block data"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod prepared_tests {
+    use super::*;
+
+    fn sync_chunk(s: &mut FileStore, log_id: u64, offset: u64, chunk: &[u8]) {
+        Payloads::<VolumeOp>::sync_with_log(s, ChunkTag { log_id, offset }, &[chunk]).unwrap();
+    }
+
+    fn names(dir: &Path, prefix: &str) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with(prefix))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_provisioned_store_overwrites_prepared_space_and_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let seg = 1u64 << 20;
+        let mut s = FileStore::open_with(dir.path(), Mode::Reference, 4096, seg, 3 * seg).unwrap();
+        // Three segments' space written at creation: one is current, two wait.
+        assert_eq!(s.stats().zeroed_bytes, 3 * seg);
+        assert_eq!(names(dir.path(), "spare-").len(), 2);
+        let path = segment_path(dir.path(), s.current_segment());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), seg);
+        let mut places = Vec::new();
+        for i in 0..100u8 {
+            places.push((s.append(&[i; 4096]).unwrap(), i));
+            if i % 10 == 9 {
+                sync_chunk(&mut s, 7, u64::from(i), &[i]);
+            }
+        }
+        // Appends stayed inside the prepared file.
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), seg);
+        let sizes = s.segment_sizes().unwrap();
+        assert_eq!(sizes[&s.current_segment()], s.current_len);
+        drop(s);
+        let s = FileStore::open_with(dir.path(), Mode::Reference, 4096, seg, 3 * seg).unwrap();
+        for (p, i) in &places {
+            assert_eq!(s.read(p).unwrap(), vec![*i; 4096]);
+        }
+        let found: Vec<u64> = Payloads::<VolumeOp>::log_chunks(&s, 7)
+            .into_iter()
+            .map(|(o, _)| o)
+            .collect();
+        assert_eq!(found, (0..10).map(|k| k * 10 + 9).collect::<Vec<_>>());
+        // The sealed segment's size is where its frames end, not its file's.
+        let sealed = places[0].0.segment;
+        let end = places.last().unwrap().0.offset + 4096 + FRAME_HEAD + 1 + CHUNK_HEAD as u64;
+        assert_eq!(s.segment_sizes().unwrap()[&sealed], end);
+    }
+
+    #[test]
+    fn a_reused_segments_old_frames_are_not_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let seg = 1u64 << 20;
+        // Thin: the only spare there can be is the reused segment.
+        let mut s = FileStore::open_with(dir.path(), Mode::Reference, 4096, seg, 0).unwrap();
+        let old = s.current_segment();
+        // The old segment: data and many chunks of log 7.
+        let mut in_old = Vec::new();
+        for i in 0..300u64 {
+            s.append(&[1; 4096]).unwrap();
+            sync_chunk(&mut s, 7, 1000 + i, b"old records");
+            if s.current_segment() == old {
+                in_old.push(1000 + i);
+            }
+        }
+        assert_ne!(s.current_segment(), old);
+        assert!(in_old.len() > 200);
+        Payloads::<VolumeOp>::log_synced(&mut s);
+        s.remove_segment(old).unwrap();
+        assert_eq!(
+            names(dir.path(), "retired-").len() + names(dir.path(), "spare-").len(),
+            1
+        );
+        let left = [names(dir.path(), "retired-"), names(dir.path(), "spare-")].concat();
+        let old_len = std::fs::metadata(dir.path().join(&left[0])).unwrap().len();
+        // Fill the current segment: the next one reuses the old file.
+        let before = s.current_segment();
+        while s.current_segment() == before {
+            s.append(&[2; 4096]).unwrap();
+        }
+        let reused = s.current_segment();
+        sync_chunk(&mut s, 7, 5, b"new");
+        let p = s.append(&[3; 4096]).unwrap();
+        s.sync_data().unwrap();
+        assert_eq!(s.stats().zeroed_bytes, 0, "a reused segment costs no zeros");
+        let path = segment_path(dir.path(), reused);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            old_len,
+            "the old file"
+        );
+        drop(s);
+        let s = FileStore::open_with(dir.path(), Mode::Reference, 4096, seg, 0).unwrap();
+        // The new chunk, and the old segment's chunks no more: in the reused
+        // file they fail their checks under its new salt (those found are
+        // the ones in the segment after it).
+        let found: BTreeMap<u64, Vec<u8>> = Payloads::<VolumeOp>::log_chunks(&s, 7)
+            .into_iter()
+            .collect();
+        assert_eq!(found.get(&5), Some(&b"new".to_vec()), "segment {reused}");
+        assert!(in_old.iter().all(|o| !found.contains_key(o)), "{found:?}");
+        assert!(found.len() < 300 - in_old.len() + 2, "{found:?}");
+        assert_eq!(s.read(&p).unwrap(), vec![3; 4096]);
+    }
+
+    #[test]
+    fn a_thin_store_writes_no_zeros_and_leftovers_are_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::open_with(dir.path(), Mode::Reference, 4096, 1 << 20, 0).unwrap();
+        let p = s.append(&[9; 4096]).unwrap();
+        s.sync_data().unwrap();
+        assert_eq!(s.stats().zeroed_bytes, 0);
+        assert!(names(dir.path(), "spare-").is_empty());
+        let path = segment_path(dir.path(), p.segment);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            segment_pool::HEAD + FRAME_HEAD + 4096
+        );
+        drop(s);
+        // A preparation cut short by a crash is removed at open.
+        std::fs::write(dir.path().join("prep.tmp"), b"half").unwrap();
+        let s = FileStore::open_with(dir.path(), Mode::Reference, 4096, 1 << 20, 0).unwrap();
+        assert!(names(dir.path(), "prep").is_empty());
+        assert_eq!(s.read(&p).unwrap(), vec![9; 4096]);
+    }
+
+    #[test]
+    fn segments_of_the_format_before_salts_are_still_walked() {
+        let dir = tempfile::tempdir().unwrap();
+        // A SILTSEG2 segment: a data frame, then a chunk of log 4.
+        let unsalted = |kind: u8, len: u32| {
+            let mut h = [0u8; 12];
+            h[0] = kind;
+            h[4..8].copy_from_slice(&len.to_le_bytes());
+            let crc = crc32c::crc32c(&h[..8]);
+            h[8..].copy_from_slice(&crc.to_le_bytes());
+            h
+        };
+        let mut f = SEGMENT_MAGIC_V2.to_vec();
+        f.extend_from_slice(&unsalted(KIND_DATA, 4096));
+        f.extend_from_slice(&[6; 4096]);
+        let records = b"v2 records";
+        f.extend_from_slice(&unsalted(KIND_LOG, (CHUNK_HEAD + records.len()) as u32));
+        f.extend_from_slice(&4u64.to_le_bytes());
+        f.extend_from_slice(&11u64.to_le_bytes());
+        f.extend_from_slice(&crc32c::crc32c(records).to_le_bytes());
+        f.extend_from_slice(records);
+        std::fs::write(segment_path(dir.path(), 0), &f).unwrap();
+        let s = FileStore::open(dir.path(), Mode::Reference, 4096, 1 << 20).unwrap();
+        assert_eq!(
+            Payloads::<VolumeOp>::log_chunks(&s, 4),
+            vec![(11, records.to_vec())]
+        );
+        let p = Place {
+            segment: 0,
+            offset: 8 + FRAME_HEAD,
+            len: 4096,
+            crc: crc32c::crc32c(&[6; 4096]),
+        };
+        assert_eq!(s.read(&p).unwrap(), vec![6; 4096]);
+        assert_eq!(s.current_segment(), 1);
     }
 }

@@ -13,4 +13,5 @@ pub mod nbd;
 pub mod node;
 pub mod op;
 pub mod protocol;
+mod segment_pool;
 pub mod snapshot;

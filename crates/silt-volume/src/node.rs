@@ -63,6 +63,11 @@ pub struct NodeConfig {
     pub checkpoint_every: Duration,
     /// Bytes per file store segment (the unit of cleaning).
     pub segment_bytes: u64,
+    /// Write no zeros: a new node does not provision its share of the
+    /// volume ahead (faster to create, smaller on disk until written, but
+    /// each sync of fresh space also writes file metadata; see
+    /// [`crate::segment_pool`]).
+    pub thin: bool,
     /// A follower whose log sync would carry more than this catches up by
     /// snapshot instead.
     pub max_sync_bytes: u64,
@@ -83,6 +88,7 @@ impl NodeConfig {
             tick: Duration::from_millis(10),
             checkpoint_every: Duration::from_secs(5),
             segment_bytes: 256 << 20,
+            thin: false,
             max_sync_bytes: 32 << 20,
         }
     }
