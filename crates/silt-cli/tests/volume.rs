@@ -293,6 +293,16 @@ fn leaders_killed_during_writes_lose_nothing_acknowledged_and_reads_stay_lineari
     std::thread::sleep(Duration::from_millis(1500));
     let replicas = cluster.clients.clone();
     load.finish(&addrs, &replicas);
+    // The nodes were provisioned: each shard's first segment is a spare
+    // written to the shard's share of the volume (32 MiB and an eighth)
+    // before any block was.
+    for id in 1..=3 {
+        let seg = dir
+            .path()
+            .join(format!("n{id}/shard-0/data/seg-00000000.frm"));
+        let len = std::fs::metadata(&seg).unwrap().len();
+        assert!(len >= 36 << 20, "{}: {len} bytes", seg.display());
+    }
 }
 
 /// A long run of the same (`cargo test -p silt-cli --test volume -- --ignored
@@ -646,7 +656,9 @@ fn nbd_clients_read_back_their_writes_after_the_leader_is_killed() {
         .expect("free ports");
     let nbd = free_port();
     let up = Command::new(env!("CARGO_BIN_EXE_silt"))
-        .args(["volume", "up", "--size", "64M", "--shards", "2"])
+        // Thin replicas (no space provisioned; the other tests' nodes are
+        // provisioned): the leader killed below restarts on grown segments.
+        .args(["volume", "up", "--size", "64M", "--shards", "2", "--thin"])
         .arg("--dir")
         .arg(dir.path())
         .args(["--base-port", &base.to_string(), "--nbd", &nbd.to_string()])
@@ -663,6 +675,16 @@ fn nbd_clients_read_back_their_writes_after_the_leader_is_killed() {
             std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0,
             "silt volume up ended before serving"
         );
+    }
+    // Thin: nothing was written ahead.
+    for i in 1..=3 {
+        for shard in 0..2 {
+            let data = dir.path().join(format!("n{i}/shard-{shard}/data"));
+            for e in std::fs::read_dir(&data).unwrap() {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                assert!(!name.starts_with("spare-"), "{}: {name}", data.display());
+            }
+        }
     }
     let url = format!("nbd://{nbd}");
     let qemu_io = |cmds: &[&str]| {
