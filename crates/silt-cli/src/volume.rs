@@ -105,12 +105,14 @@ pub struct VolumeOptions {
     /// overwritten and deleted blocks are reclaimed.
     #[arg(long, default_value = "256M")]
     segment_size: String,
-    /// Do not provision the volume's space when a node is created. By
-    /// default a new node writes its share of the volume (and an eighth more)
-    /// as zeros first, so that later writes overwrite allocated space and
+    /// Do not provision the volume's space. By default a new node writes
+    /// its share of the volume (and an eighth more) as zeros, up to 1 GiB per
+    /// shard when it is created and the rest in the background a segment
+    /// ahead of the writes, so that writes overwrite allocated space and
     /// each sync flushes data only (like an "eager zeroed" thick disk: ~1.6x
-    /// faster syncs here, at the price of writing the space once). Thin
-    /// nodes start at once and take no space until written.
+    /// faster syncs here, at the price of writing the space once; cleaned
+    /// segments are reused without it). Thin nodes start at once and take no
+    /// space until written.
     #[arg(long)]
     thin: bool,
     /// Milliseconds between checkpoints of the block map; the log is trimmed
@@ -386,11 +388,12 @@ fn run_node(args: &NodeArgs) -> CliResult<()> {
     if !cfg.thin && !cfg.dir.join("map").exists() {
         // A new node writes its share of the volume's space first (see
         // --thin): seconds per GiB.
-        let bytes = cfg.blocks * u64::from(cfg.block_size);
+        let share = cfg.blocks * u64::from(cfg.block_size) / u64::from(cfg.shards);
+        let now = (share + share / 8).min(1 << 30) * u64::from(cfg.shards);
         eprintln!(
             "silt volume node {}: provisioning {} MiB of space (--thin skips this)...",
             args.id,
-            (bytes + bytes / 8) >> 20
+            now >> 20
         );
     }
     let node = Node::start(cfg).map_err(|e| CliError::Failed(e.to_string()))?;

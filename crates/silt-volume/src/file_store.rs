@@ -931,12 +931,26 @@ mod prepared_tests {
         assert!(in_old.len() > 200);
         Payloads::<VolumeOp>::log_synced(&mut s);
         s.remove_segment(old).unwrap();
-        assert_eq!(
-            names(dir.path(), "retired-").len() + names(dir.path(), "spare-").len(),
-            1
-        );
-        let left = [names(dir.path(), "retired-"), names(dir.path(), "spare-")].concat();
-        let old_len = std::fs::metadata(dir.path().join(&left[0])).unwrap().len();
+        // Kept, and prepared in the background at once (its last step is
+        // the rename to a spare).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while names(dir.path(), "spare-").is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no spare was prepared"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let left = [
+            names(dir.path(), "retired-"),
+            names(dir.path(), "prep."),
+            names(dir.path(), "spare-"),
+        ]
+        .concat();
+        assert_eq!(left, names(dir.path(), "spare-"), "one file, a spare");
+        assert_eq!(left.len(), 1, "{left:?}");
+        let spare = dir.path().join(&left[0]);
+        let old_len = std::fs::metadata(spare).unwrap().len();
         // Fill the current segment: the next one reuses the old file.
         let before = s.current_segment();
         while s.current_segment() == before {

@@ -11,13 +11,13 @@
 //! ~370 µs instead of ~210 µs (`docs/reproductions/hydra.md`).
 //!
 //! A new store is provisioned the way a thick block device is: spares for
-//! its whole share of the volume are written with zeros when it is created
-//! ([`SegmentPool::provision`]; VMware calls the same choice "eager zeroed"),
-//! so the first pass over the volume does not pay for its fresh space while
-//! clients wait. Later spares are prepared on a thread of its own, off the
-//! write path: a cleaned segment is reused when there is one
-//! ([`SegmentPool::retire`]), else (a store that outgrew its provision) a
-//! new file is filled with zeros. Either way the spare gets a new segment
+//! its share of the volume (up to [`EAGER_MAX`]) are written with zeros when
+//! it is created ([`SegmentPool::provision`]; VMware calls the same choice
+//! "eager zeroed"), so the first pass over the volume does not pay for its
+//! fresh space while clients wait. Later spares are prepared on a thread of
+//! its own, off the write path, one segment ahead: a cleaned segment is
+//! reused when there is one ([`SegmentPool::retire`]), else (past what was
+//! written at creation) a new file is filled with zeros. Either way the spare gets a new segment
 //! head with a new salt, which every frame's checksum covers, so whatever
 //! the file held before fails the frame checks and reads as the segment's
 //! end. A reused segment costs no writes. A thin store (`zero_fill` off)
@@ -41,6 +41,10 @@ pub(crate) const HEAD: u64 = 16;
 /// reuse at least.
 const KEEP_READY: usize = 1;
 const KEEP_RETIRED: usize = 2;
+/// At most this much of a store's share is written at its creation (about
+/// 3 s of zeros here); the rest is prepared in the background, a segment
+/// ahead of the writes.
+pub(crate) const EAGER_MAX: u64 = 1 << 30;
 /// Zeros are written a page at a time: the page cache then holds them in
 /// small folios, and overwriting a few KiB of a synced file dirties (and
 /// writes back, and counts in `/proc/<pid>/io`) those pages only, not a
@@ -66,8 +70,9 @@ pub(crate) struct SegmentPool {
     bytes: u64,
     /// New files are written with zeros (else only cleaned ones are reused).
     zero_fill: bool,
-    /// Spares a new store starts with; as many cleaned segments are kept
-    /// for reuse.
+    /// Segments the store's share of the volume takes: as many are written
+    /// at creation (up to [`EAGER_MAX`]), and cleaned ones are kept for reuse
+    /// while fewer are.
     provision: usize,
     ready: Vec<PathBuf>,
     retired: Vec<PathBuf>,
@@ -125,7 +130,9 @@ impl SegmentPool {
     /// Prepare the spares of a new store now, on this thread.
     pub(crate) fn provision(&mut self) -> io::Result<()> {
         self.collect(true);
-        let count = self.provision;
+        let count = self
+            .provision
+            .min(EAGER_MAX.div_ceil(self.bytes).max(1) as usize);
         let started = std::time::Instant::now();
         while self.ready.len() < count {
             let (path, zeroed) = prepare(&self.dir, self.retired.pop(), self.fill(), self.next)?;
