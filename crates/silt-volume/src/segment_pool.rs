@@ -17,10 +17,10 @@
 //! fresh space while clients wait. Later spares are prepared on a thread of
 //! its own, off the write path, one segment ahead: a cleaned segment is
 //! reused when there is one ([`SegmentPool::retire`]), else (past what was
-//! written at creation) a new file is filled with zeros. Either way the spare gets a new segment
-//! head with a new salt, which every frame's checksum covers, so whatever
-//! the file held before fails the frame checks and reads as the segment's
-//! end. A reused segment costs no writes. A thin store (`zero_fill` off)
+//! written at creation) a new file is filled with zeros. Either way the
+//! spare gets a new segment head with a new salt, which every frame's
+//! checksum covers, so whatever the file held before fails the frame checks
+//! and reads as the segment's end. A reused segment costs no writes. A thin store (`zero_fill` off)
 //! writes no zeros: new segments grow as they are written, and only reused
 //! ones sync fast.
 //!
@@ -83,7 +83,6 @@ pub(crate) struct SegmentPool {
 }
 
 impl SegmentPool {
-    /// The pool of the store in `dir`, with what an earlier run left there.
     /// The pool of the store in `dir` (spares of `bytes`; `provision`: the
     /// bytes a new store is given, 0 for thin), with what an earlier run left
     /// there.
