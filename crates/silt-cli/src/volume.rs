@@ -388,12 +388,10 @@ fn run_node(args: &NodeArgs) -> CliResult<()> {
     if !cfg.thin && !cfg.dir.join("map").exists() {
         // A new node writes its share of the volume's space first (see
         // --thin): seconds per GiB.
-        let share = cfg.blocks * u64::from(cfg.block_size) / u64::from(cfg.shards);
-        let now = (share + share / 8).min(1 << 30) * u64::from(cfg.shards);
         eprintln!(
             "silt volume node {}: provisioning {} MiB of space (--thin skips this)...",
             args.id,
-            now >> 20
+            cfg.provisioned_at_creation() >> 20
         );
     }
     let node = Node::start(cfg).map_err(|e| CliError::Failed(e.to_string()))?;

@@ -194,14 +194,7 @@ impl Driver {
         mut transport: Transport<Wire>,
     ) -> Result<Driver, NodeError> {
         let mut shards = Vec::new();
-        // A new store is provisioned with its share of the volume, plus an
-        // eighth for frame heads and data not yet cleaned (none if thin).
-        let share = (cfg.blocks * u64::from(cfg.block_size)) / u64::from(cfg.shards.max(1));
-        let provision = if cfg.thin {
-            0
-        } else {
-            share.saturating_add(share / 8)
-        };
+        let provision = cfg.shard_provision();
         for s in 0..cfg.shards {
             let store = FileStore::open_with(
                 &cfg.shard_dir(s).join("data"),

@@ -136,21 +136,11 @@ type Walk = (Vec<(u64, u64, Vec<u8>)>, u64);
 
 fn scan_chunks(f: &File) -> io::Result<Option<Walk>> {
     let size = f.metadata()?.len();
-    let mut start = [0u8; segment_pool::HEAD as usize];
-    let (salt, mut pos) = match f.read_exact_at(&mut start, 0) {
-        Ok(()) if &start[..8] == segment_pool::MAGIC => (
-            Some(u64::from_le_bytes(
-                start[8..].try_into().unwrap_or_default(),
-            )),
-            segment_pool::HEAD,
-        ),
-        _ if size >= 8 && f.read_exact_at(&mut start[..8], 0).is_ok() => {
-            if &start[..8] != SEGMENT_MAGIC_V2 {
-                return Ok(None);
-            }
-            (None, 8)
-        }
-        _ => return Ok(None),
+    let mut magic = [0u8; 8];
+    let (salt, mut pos) = match segment_pool::read_salt(f) {
+        Some(salt) => (Some(salt), segment_pool::HEAD),
+        None if f.read_exact_at(&mut magic, 0).is_ok() && &magic == SEGMENT_MAGIC_V2 => (None, 8),
+        None => return Ok(None),
     };
     let mut out = Vec::new();
     let mut head = [0u8; FRAME_HEAD as usize];
@@ -328,7 +318,7 @@ impl FileStore {
         self.mode
     }
 
-    pub fn stats(&mut self) -> StoreStats {
+    pub fn stats(&self) -> StoreStats {
         StoreStats {
             zeroed_bytes: self.pool.zeroed(),
             ..self.stats
@@ -477,11 +467,7 @@ impl FileStore {
         self.dirty.retain(|d| *d != n);
         self.ends.remove(&n);
         if self.raw.remove(&n) {
-            match std::fs::remove_file(path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
+            segment_pool::remove_if_present(&path)?;
         } else {
             // Its space is reused by a segment to come.
             self.pool.retire(&path, n)?;

@@ -93,6 +93,25 @@ impl NodeConfig {
         }
     }
 
+    /// The bytes of segments a new shard store is provisioned with: its
+    /// share of the volume and an eighth more for frame heads and data not
+    /// yet cleaned; 0 if thin.
+    pub fn shard_provision(&self) -> u64 {
+        if self.thin {
+            return 0;
+        }
+        let share = self.blocks * u64::from(self.block_size) / u64::from(self.shards.max(1));
+        share.saturating_add(share / 8)
+    }
+
+    /// About how many bytes of zeros a new node writes before it serves
+    /// (the rest of its provision is written in the background).
+    pub fn provisioned_at_creation(&self) -> u64 {
+        self.shard_provision()
+            .min(crate::segment_pool::EAGER_MAX)
+            .saturating_mul(u64::from(self.shards.max(1)))
+    }
+
     pub(crate) fn shard_dir(&self, shard: u32) -> PathBuf {
         self.dir.join(format!("shard-{shard}"))
     }

@@ -56,6 +56,22 @@ pub(crate) fn new_salt() -> u64 {
     rand::random::<u64>() | 1
 }
 
+/// The salt of the segment `f` if it starts with a salted head; None if it
+/// does not (another format, or too short).
+pub(crate) fn read_salt(f: &File) -> Option<u64> {
+    let mut h = [0u8; HEAD as usize];
+    f.read_exact_at(&mut h, 0).ok()?;
+    (&h[..8] == MAGIC).then(|| u64::from_le_bytes(h[8..].try_into().unwrap_or_default()))
+}
+
+/// Delete `path`; one already gone is not an error.
+pub(crate) fn remove_if_present(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// The head of a segment with `salt`.
 pub(crate) fn head(salt: u64) -> [u8; HEAD as usize] {
     let mut h = [0u8; HEAD as usize];
@@ -161,14 +177,11 @@ impl SegmentPool {
             return Ok(None);
         };
         let f = OpenOptions::new().read(true).write(true).open(&spare)?;
-        let mut h = [0u8; HEAD as usize];
-        f.read_exact_at(&mut h, 0)?;
-        if &h[..8] != MAGIC {
+        let Some(salt) = read_salt(&f) else {
             // Not one of ours after all: never used.
             std::fs::remove_file(&spare)?;
             return Ok(None);
-        }
-        let salt = u64::from_le_bytes(h[8..].try_into().unwrap_or_default());
+        };
         std::fs::rename(&spare, path)?;
         File::open(&self.dir)?.sync_all()?;
         Ok(Some((f, salt)))
@@ -202,10 +215,7 @@ impl SegmentPool {
             self.retired.push(to);
             Ok(())
         } else {
-            match std::fs::remove_file(path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            }
+            remove_if_present(path)
         }
     }
 
@@ -214,9 +224,8 @@ impl SegmentPool {
         if self.zero_fill { self.bytes } else { 0 }
     }
 
-    /// Bytes of zeros written so far preparing new files.
-    pub(crate) fn zeroed(&mut self) -> u64 {
-        self.collect(false);
+    /// Bytes of zeros written so far by the preparations collected.
+    pub(crate) fn zeroed(&self) -> u64 {
         self.zeroed
     }
 
