@@ -6,10 +6,27 @@
 #                        libnbd-bin; its module is importable only by Debian's
 #                        /usr/bin/python3)
 #   qemu-io, qemu-img <- qemu-utils
+# Also the S3 stand-in that crates/silt-objstore/tests drive: moto's server
+# (PyPI `moto[server]`), in a virtualenv at .test-tools/moto (not root's
+# business: made by whoever runs the tests, from PyPI, once).
 # Idempotent and quiet: prints nothing when everything is there. As root it
 # installs with apt-get; otherwise it prints what to install and exits 0 (the
 # tests then fail with the same hint, or skip with SILT_SKIP_NBD_TOOLS=1).
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# moto: a pinned major version, installed once.
+MOTO=.test-tools/moto
+if [ ! -x "$MOTO/bin/moto_server" ]; then
+    log=$(mktemp)
+    if ! { python3 -m venv "$MOTO" && "$MOTO/bin/pip" install -q --disable-pip-version-check "moto[server]>=5.1,<6"; } >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        echo "test-deps.sh: installing moto (the S3 stand-in) into $MOTO failed; the object storage tests need it (or SILT_SKIP_S3=1 to skip them)" >&2
+        exit 1
+    fi
+    rm -f "$log"
+fi
 
 missing=()
 need() { # need PACKAGE CHECK...

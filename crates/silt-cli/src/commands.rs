@@ -22,6 +22,8 @@ pub struct CreateOptions<'a> {
     pub memory_mb: Option<u64>,
     pub policy: Option<&'a str>,
     pub compression: Option<&'a str>,
+    /// `--remote URL --remote-level N`: levels kept in object storage.
+    pub remote: Option<(&'a str, u32)>,
     /// `--index NAME:FIELD[,FIELD...]` or `NAME:TYPE:FIELD` specifications.
     pub indexes: &'a [String],
     /// `--ttl-*`: how records expire.
@@ -96,6 +98,9 @@ pub fn dataset_def(o: &CreateOptions) -> CliResult<DatasetDef> {
     if let Some(c) = o.compression {
         def = def.compression(Compression::parse(c)?);
     }
+    if let Some((url, level)) = o.remote {
+        def = def.remote(url, level);
+    }
     def.ttl.clone_from(&o.ttl);
     def.validate()?;
     index_specs(o, &def)?;
@@ -143,6 +148,13 @@ pub fn create_dataset(db: &Database, o: &CreateOptions) -> CliResult<()> {
         def.policy,
         compression_name(def.compression)
     );
+    if let Some(r) = &def.remote {
+        println!(
+            "  object storage: levels {} and deeper in {}",
+            r.from_level,
+            r.url.split('?').next().unwrap_or(&r.url)
+        );
+    }
     if let Some(t) = &def.ttl {
         println!(
             "  ttl: {}",

@@ -176,7 +176,8 @@ Examples:
   silt create-dataset people --key id --field id:int --field age:int --index by_age:age --index by_city_age:city,age
   silt create-dataset events --key user,ts --field user:string --field ts:int --partitions 4 --policy 'tiered(4)'
   silt create-dataset places --key id --field id:int,loc:point,name:string --index loc:rtree:loc --index words:keyword:name
-  silt create-dataset logs --key id --memory-mb 128 --policy 'leveled(4,10,64MB)' --compression zstd";
+  silt create-dataset logs --key id --memory-mb 128 --policy 'leveled(4,10,64MB)' --compression zstd
+  silt create-dataset archive --key id --policy 'leveled' --remote s3://my-bucket/silt --remote-level 2";
 
 const LOAD_HELP: &str = "\
 JSON Lines: one JSON object per line. CSV: a header row names the fields; cells
@@ -460,6 +461,17 @@ enum Command {
         /// at 20-50% more disk; lz4 and zstd go through the block cache.
         #[arg(long, value_name = "CODEC")]
         compression: Option<String>,
+        /// Keep the dataset's component files in object storage:
+        /// s3://bucket/prefix (Amazon S3 or an S3-compatible server; the
+        /// credentials and endpoint come from AWS_ACCESS_KEY_ID,
+        /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL). The log and
+        /// the catalog stay in the database directory.
+        #[arg(long, value_name = "URL")]
+        remote: Option<String>,
+        /// With --remote: the first level kept in the bucket; levels above
+        /// it stay on the local disk (a leveled policy's hot levels) [default: 0, all].
+        #[arg(long, value_name = "N", requires = "remote")]
+        remote_level: Option<u32>,
         /// Also create a btree secondary index on FIELD (a composite one on FIELD,FIELD2...), or NAME:TYPE:FIELD of another type; repeatable.
         #[arg(long = "index", value_name = "NAME:[TYPE:]FIELD[,FIELD...]")]
         indexes: Vec<String>,
@@ -856,6 +868,8 @@ fn run(cli: Cli) -> CliResult<()> {
             memory_mb,
             policy,
             compression,
+            remote,
+            remote_level,
             indexes,
             ttl_expiry,
             ttl_time,
@@ -876,6 +890,7 @@ fn run(cli: Cli) -> CliResult<()> {
                 memory_mb: *memory_mb,
                 policy: policy.as_deref(),
                 compression: compression.as_deref(),
+                remote: remote.as_deref().map(|u| (u, remote_level.unwrap_or(0))),
                 indexes,
                 ttl: any_ttl.then(|| silt::TtlDef {
                     time: ttl_time.clone(),
@@ -1119,6 +1134,8 @@ fn run(cli: Cli) -> CliResult<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Datasets may keep levels in object storage (s3://, memory://).
+    silt_objstore::install();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::BrokenPipe) => ExitCode::SUCCESS,

@@ -196,6 +196,10 @@ impl Database {
     /// - `compression`: `"lz4"` (default), `"zstd"` or `"none"` (`"none"`: blocks are read in
     ///   place from the page cache, ~2.5x cheaper random record fetches, more disk).
     /// - `block_size`: data block size (bytes or size string).
+    /// - `remote`: keep component files in object storage,
+    ///   `"s3://bucket/prefix"` (credentials and endpoint from `AWS_*`
+    ///   environment variables), from level `remote_level` (default 0:
+    ///   all) down; the log and catalog stay in the directory.
     /// - `ttl`: records expire, e.g. `{"expiry": "until"}` (each record's
     ///   expiry field) or `{"time": "t", "after": 3600}` (a life past its
     ///   time), with `"clock"` (`"written"`: the largest time written, the
@@ -207,7 +211,7 @@ impl Database {
     ///   or a list, in the order of the parent's primary key; `on_delete`
     ///   `"restrict"`, the default, or `"cascade"`; an optional `"name"`).
     ///   Every write keeps them: `ForeignKeyError` names what was wrong.
-    #[pyo3(signature = (name, primary_key, fields=None, *, partitions=1, memory_budget=None, merge_policy=None, compression=None, block_size=None, ttl=None, references=None))]
+    #[pyo3(signature = (name, primary_key, fields=None, *, partitions=1, memory_budget=None, merge_policy=None, compression=None, block_size=None, ttl=None, references=None, remote=None, remote_level=0))]
     #[allow(clippy::too_many_arguments)]
     fn create_dataset(
         &self,
@@ -222,6 +226,8 @@ impl Database {
         block_size: Option<&Bound<'_, PyAny>>,
         ttl: Option<&Bound<'_, PyDict>>,
         references: Option<&Bound<'_, PyAny>>,
+        remote: Option<&str>,
+        remote_level: u32,
     ) -> PyResult<Dataset> {
         let build = || -> BindResult<DatasetDef> {
             let pk = string_list("primary_key", primary_key)?;
@@ -255,6 +261,9 @@ impl Database {
             }
             if let Some(t) = ttl {
                 def.ttl = Some(ttl_def(t)?);
+            }
+            if let Some(url) = remote {
+                def = def.remote(url, remote_level);
             }
             if let Some(r) = references {
                 let list = r.cast::<pyo3::types::PyList>().map_err(|_| {

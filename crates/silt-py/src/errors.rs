@@ -110,6 +110,9 @@ fn silt_to_py_msg(py: Python<'_>, e: &silt::Error, msg: &str) -> PyErr {
             &msg,
             &[("path", text(py, &path.display().to_string()))],
         ),
+        E::Remote { url, .. } | E::RemoteConflict { url } => {
+            make_error(py, "StorageIOError", &msg, &[("path", text(py, url))])
+        }
         E::Locked { path, .. } => make_error(
             py,
             "LockedError",

@@ -22,6 +22,8 @@ use pyo3::prelude::*;
 /// The native part of `siltdb`.
 #[pymodule]
 fn _siltdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Datasets may keep levels in object storage (s3://, memory://).
+    silt_objstore::install();
     m.add_function(wrap_pyfunction!(database::connect, m)?)?;
     m.add_class::<database::Database>()?;
     m.add_class::<dataset::Dataset>()?;

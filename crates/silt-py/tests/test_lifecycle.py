@@ -167,3 +167,24 @@ def test_ddl_and_stats(db):
 
 def test_version():
     assert isinstance(siltdb.__version__, str) and siltdb.__version__
+
+
+def test_remote_tier_in_memory_object_store(db_path, tmp_path):
+    # memory:// is an in-process bucket: the components leave the directory.
+    url = f"memory://{tmp_path.name}"
+    with siltdb.connect(db_path) as db:
+        ds = db.create_dataset("r", primary_key="id", remote=url, remote_level=0)
+        ds.insert_many({"id": i, "v": "x" * 50} for i in range(2000))
+        ds.flush()
+    assert list(db_path.rglob("*.sc")) == []
+    with siltdb.connect(db_path) as db:
+        assert db["r"].get(1999) == {"id": 1999, "v": "x" * 50}
+        assert len(list(db["r"].scan())) == 2000
+
+
+def test_remote_tier_rejects_a_bad_url(db_path):
+    with siltdb.connect(db_path) as db:
+        with pytest.raises(siltdb.ConfigError, match="object storage URL"):
+            db.create_dataset("r", primary_key="id", remote="not a url")
+        with pytest.raises(siltdb.ConfigError, match="no object store for `ftp://`"):
+            db.create_dataset("r", primary_key="id", remote="ftp://host/x")

@@ -973,12 +973,25 @@ pub fn dataset_def(ct: &CreateTable) -> Result<DatasetDef, SqlError> {
                     .map_err(|_| SqlError::Invalid(format!("block size `{v}` is too large")))?
             }
             "bloom_fpr" => def.bloom_fpr = parse_num(&k, &v)?,
+            "remote" | "storage" => {
+                let level = def.remote.as_ref().map_or(0, |r| r.from_level);
+                def = def.remote(&v, level);
+            }
+            "remote_level" => {
+                let level = parse_num(&k, &v)?;
+                let Some(r) = def.remote.as_mut() else {
+                    return Err(SqlError::Invalid(
+                        "remote_level needs remote = 's3://bucket/prefix' before it".to_owned(),
+                    ));
+                };
+                r.from_level = level;
+            }
             "ttl_time" | "ttl_expiry" | "ttl_after" | "ttl_clock" | "ttl_grace" => {
                 ttl_opts.push((k, v));
             }
             other => {
                 return Err(SqlError::Invalid(format!(
-                    "unknown table option `{other}`; available: merge_policy, memory_budget, partitions, compression, block_size, bloom_fpr, ttl_expiry, ttl_time, ttl_after, ttl_clock, ttl_grace"
+                    "unknown table option `{other}`; available: merge_policy, memory_budget, partitions, compression, block_size, bloom_fpr, remote, remote_level, ttl_expiry, ttl_time, ttl_after, ttl_clock, ttl_grace"
                 )));
             }
         }

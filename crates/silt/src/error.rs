@@ -21,6 +21,20 @@ pub enum Error {
     #[error("corrupt file {path}: {reason}")]
     Corrupt { path: PathBuf, reason: String },
 
+    /// An object store request failed for good (after its retries), or
+    /// answered something unusable.
+    #[error(
+        "object storage error on {url}: {reason}; check that the store is reachable and the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL) are right"
+    )]
+    Remote { url: String, reason: String },
+
+    /// Another process replaced an index's MANIFEST in the bucket since
+    /// this one last wrote it: two databases write the same prefix.
+    #[error(
+        "the MANIFEST at {url} was replaced by another writer; two databases are using the same bucket prefix: give each its own (this index stops writing, nothing acknowledged is lost)"
+    )]
+    RemoteConflict { url: String },
+
     /// The database directory is held by another process.
     #[error(
         "database {path} is already open in another process (lock file {lock} is held); close that process or open a different directory"

@@ -37,7 +37,7 @@ pub use index::recency;
 pub use index::{IndexDef, IndexKind, IndexOptions, ReconcileOption};
 pub use schema::{
     CheckDef, DatasetDef, FieldDefault, FkAction, ForeignKeyDef, Identity, MaterializedDef, Narrow,
-    RecordCheck, SequenceDef, TtlDef, ViewColumn, sequence_name,
+    RecordCheck, RemoteDef, SequenceDef, TtlDef, ViewColumn, sequence_name,
 };
 pub use txn::Durability;
 pub use value::{FieldType, Geometry, Value};

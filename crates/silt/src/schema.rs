@@ -84,6 +84,22 @@ pub struct DatasetDef {
     /// their foreign keys, kept by the transactions that write them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub materialized: Option<MaterializedDef>,
+    /// Components of some levels live in object storage ([`RemoteDef`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteDef>,
+}
+
+/// Where a dataset keeps its cold levels (Fusion, seed 004 ch. 6): a
+/// bucket named by URL (`s3://bucket/prefix`; credentials and endpoint
+/// from the environment, as the AWS tools read them), and the first level
+/// stored there. Level 0 puts every component in the bucket; under a
+/// leveled policy, 1 or 2 keeps the hot, small levels on the local disk.
+/// The write-ahead log and the catalog stay local.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RemoteDef {
+    pub url: String,
+    #[serde(default)]
+    pub from_level: u32,
 }
 
 impl DatasetDef {
@@ -112,7 +128,17 @@ impl DatasetDef {
             foreign_keys: Vec::new(),
             hierarchy: None,
             materialized: None,
+            remote: None,
         }
+    }
+
+    /// Keep components of `from_level` and deeper in the bucket at `url`.
+    pub fn remote(mut self, url: &str, from_level: u32) -> Self {
+        self.remote = Some(RemoteDef {
+            url: url.to_owned(),
+            from_level,
+        });
+        self
     }
 
     /// Add a foreign key: `fields` of this dataset hold the primary key of
@@ -245,6 +271,9 @@ impl DatasetDef {
     /// Check the definition is usable; errors say what to change.
     pub fn validate(&self) -> Result<()> {
         validate_name("dataset", &self.name)?;
+        if let Some(r) = &self.remote {
+            crate::storage::remote::scheme_of(&r.url)?;
+        }
         if self.primary_key.is_empty() {
             return Err(Error::Config(format!(
                 "dataset `{}` needs at least one primary key field",

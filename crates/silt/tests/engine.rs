@@ -23,6 +23,8 @@ mod oracle;
 mod pubsub;
 #[path = "engine/recency.rs"]
 mod recency;
+#[path = "engine/remote.rs"]
+mod remote;
 #[path = "engine/restart.rs"]
 mod restart;
 #[path = "engine/roles.rs"]

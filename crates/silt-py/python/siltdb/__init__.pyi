@@ -95,6 +95,8 @@ class Database:
         block_size: _Size | None = None,
         ttl: Mapping[str, str | int] | None = None,
         references: Sequence[Mapping[str, str | Sequence[str]]] | None = None,
+        remote: str | None = None,
+        remote_level: int = 0,
     ) -> Dataset: ...
     def add_foreign_key(
         self,

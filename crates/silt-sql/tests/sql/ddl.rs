@@ -616,3 +616,59 @@ fn count_star(e: &SqlEngine, sql: &str) -> u64 {
         })
         .sum()
 }
+
+#[test]
+fn tables_keep_their_levels_in_object_storage() {
+    silt_objstore::install();
+    let (d, e) = engine();
+    let url = format!(
+        "memory://{}",
+        d.path().file_name().unwrap().to_string_lossy()
+    );
+    run(
+        &e,
+        &format!(
+            "CREATE TABLE cold (id BIGINT PRIMARY KEY, v BIGINT) WITH (remote = '{url}', remote_level = 0)"
+        ),
+    );
+    run(
+        &e,
+        "INSERT INTO cold SELECT value, value * 2 FROM generate_series(1, 3000)",
+    );
+    {
+        let db = e.database();
+        db.dataset("cold").unwrap().flush().unwrap();
+        let def = db.dataset("cold").unwrap().def();
+        assert_eq!(
+            def.remote.as_ref().map(|r| r.url.as_str()),
+            Some(url.as_str())
+        );
+        assert!(
+            !std::fs::read_dir(d.path().join("cold/p0/primary"))
+                .unwrap()
+                .flatten()
+                .any(|f| f.file_name().to_string_lossy().ends_with(".sc")),
+            "component files on the local disk"
+        );
+    }
+    let db = reopen(e, d.path());
+    let e = SqlEngine::new(Arc::new(db)).unwrap();
+    assert_eq!(
+        count_star(&e, "SELECT count(*) FROM cold WHERE v > 5000"),
+        500
+    );
+    assert_eq!(
+        ints(&run(&e, "SELECT v FROM cold WHERE id = 77"), 0),
+        vec![154]
+    );
+    let err = fail(
+        &e,
+        "CREATE TABLE bad (id BIGINT PRIMARY KEY) WITH (remote_level = 1)",
+    );
+    assert!(err.contains("remote_level needs remote"), "{err}");
+    let err = fail(
+        &e,
+        "CREATE TABLE bad (id BIGINT PRIMARY KEY) WITH (remote = 'nowhere')",
+    );
+    assert!(err.contains("not an object storage URL"), "{err}");
+}

@@ -38,6 +38,9 @@ impl Dataset {
             if pdir.exists() {
                 std::fs::remove_dir_all(&pdir).map_err(|e| Error::io(&pdir, e))?;
             }
+            if p == 0 {
+                remove_remote(&self.def(), &self.dir_name(), Some(&def.name))?;
+            }
             let tree = Self::open_index_tree(
                 &count_def,
                 &self.dir,
@@ -114,6 +117,7 @@ impl Dataset {
         self.bg.wait_idle();
         drop(trees);
         drop(cur);
+        remove_remote(&self.def(), &self.dir_name(), Some(name))?;
         for p in 0..self.partitions.len() {
             let pdir = self.dir.join(format!("p{p}")).join(name);
             if pdir.exists() {

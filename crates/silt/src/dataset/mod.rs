@@ -109,6 +109,71 @@ pub struct DatasetStats {
     pub ttl: Option<TtlStats>,
 }
 
+/// The remote tier of index `index` of partition `p`, if the dataset keeps
+/// levels in a bucket: the index's prefix is the dataset directory's name,
+/// the partition and the index, as on the local disk.
+fn remote_tier(
+    def: &DatasetDef,
+    dir: &Path,
+    p: u32,
+    index: &str,
+) -> Result<Option<crate::storage::remote::RemoteTier>> {
+    let Some(r) = &def.remote else {
+        return Ok(None);
+    };
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| def.name.clone());
+    Ok(Some(crate::storage::remote::RemoteTier {
+        store: crate::storage::remote::open(&r.url)?,
+        prefix: format!("{name}/p{p}/{index}"),
+        from_level: r.from_level,
+    }))
+}
+
+/// Delete the objects a dataset keeps in its bucket under directory name
+/// `dir_name` (all of them, or index `index`'s); nothing without a bucket.
+pub(crate) fn remove_remote(def: &DatasetDef, dir_name: &str, index: Option<&str>) -> Result<()> {
+    let Some(r) = &def.remote else {
+        return Ok(());
+    };
+    let store = crate::storage::remote::open(&r.url)?;
+    match index {
+        None => {
+            crate::storage::remote::remove_prefix(store.as_ref(), dir_name)?;
+        }
+        Some(ix) => {
+            for p in 0..def.partitions {
+                let prefix = format!("{dir_name}/p{p}/{ix}");
+                crate::storage::remote::remove_prefix(store.as_ref(), &prefix)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuse a new dataset whose bucket prefix already holds objects: they
+/// belong to another database writing the same prefix, or to a dataset
+/// whose drop was interrupted, and opening would take them over.
+pub(crate) fn check_remote_empty(def: &DatasetDef) -> Result<()> {
+    let Some(r) = &def.remote else {
+        return Ok(());
+    };
+    let store = crate::storage::remote::open(&r.url)?;
+    let found = store.list(&def.dir_name())?;
+    if let Some(o) = found.first() {
+        return Err(Error::Config(format!(
+            "{}/{} already holds {} object(s) (e.g. `{}`): another database uses this prefix, or a dataset of this name was dropped without its objects being removed; choose another URL prefix, or delete those objects first",
+            r.url.trim_end_matches('/'),
+            def.dir_name(),
+            found.len(),
+            o.key
+        )));
+    }
+    Ok(())
+}
+
 impl Dataset {
     pub(crate) fn open(
         def: DatasetDef,
@@ -139,6 +204,7 @@ impl Dataset {
                 key_cell: [0.0; 2],
                 key_space: [0.0; 4],
                 zorder: false,
+                remote: remote_tier(&def, dir, p, "primary")?,
             };
             let primary = LsmTree::open(cfg, cache.clone())?;
             primary.set_log_sync(txn.clone());
@@ -256,6 +322,7 @@ impl Dataset {
             },
             zorder: idef.kind.imp().spatial_tree()
                 && idef.rtree_order() == crate::index::RtreeOrder::Zorder,
+            remote: remote_tier(def, dir, p, &idef.name)?,
         };
         let tree = LsmTree::open(cfg, cache.clone())?;
         idef.kind.imp().install_hooks(idef, &tree);
@@ -311,6 +378,14 @@ impl Dataset {
                 dataset: self.name.clone(),
             })
         }
+    }
+
+    /// The name of the dataset's directory (and of its bucket prefix).
+    pub(crate) fn dir_name(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.name.clone())
     }
 
     pub fn dir(&self) -> &Path {

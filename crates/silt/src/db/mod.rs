@@ -291,6 +291,7 @@ impl Database {
             // Leftovers of a dataset that was dropped or never recorded.
             std::fs::remove_dir_all(&ds_dir).map_err(|e| Error::io(&ds_dir, e))?;
         }
+        crate::dataset::check_remote_empty(&def)?;
         let mut def = def;
         foreign_keys::prepare(&mut def, &cat)?;
         def.id = cat.next_dataset_id();
@@ -398,7 +399,9 @@ impl Database {
         self.save_catalog(&cat)?;
         self.bg.wait_idle();
         let dir = ds.dir().to_path_buf();
+        let def = ds.def();
         drop(ds);
+        crate::dataset::remove_remote(&def, &def.dir_name(), None)?;
         std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))
     }
 

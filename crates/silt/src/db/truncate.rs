@@ -43,6 +43,8 @@ impl Database {
         if new_dir.exists() {
             std::fs::remove_dir_all(&new_dir).map_err(|e| Error::io(&new_dir, e))?;
         }
+        // Objects of this generation left by an interrupted truncate.
+        crate::dataset::remove_remote(&def, &def.dir_name(), None)?;
         let opened = self.open_dataset(def.clone(), &new_dir);
         let fresh = match opened {
             Ok(ds) => ds,
@@ -73,6 +75,7 @@ impl Database {
         if let Some(old) = old {
             let dir = old.dir().to_path_buf();
             drop(old);
+            crate::dataset::remove_remote(&before, &before.dir_name(), None)?;
             std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         }
         Ok(())
@@ -100,6 +103,9 @@ pub(super) fn remove_stale_generations(dir: &Path, catalog: &Catalog) -> Result<
             .iter()
             .any(|d| d.name == base && d.dir_name() != n);
         if stale && entry.path().is_dir() {
+            if let Some(d) = catalog.datasets.iter().find(|d| d.name == base) {
+                crate::dataset::remove_remote(d, n, None)?;
+            }
             let p = entry.path();
             std::fs::remove_dir_all(&p).map_err(|e| Error::io(&p, e))?;
         }

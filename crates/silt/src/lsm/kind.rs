@@ -35,6 +35,7 @@ use crate::geo::{rect_intersects, rect_union};
 use crate::storage::block_filters::{self, BlockFilters, BlockObserver};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
+use crate::storage::source::{ComponentSource, LocalFile};
 use crate::storage::time_zones::{self, TimeZones};
 use crate::storage::{
     BlockCache, ComponentMeta, ComponentReader, ComponentWriter, EntryKind, WriterOptions,
@@ -356,7 +357,32 @@ pub fn open_component_at(
     kind: &TreeKind,
     level: Option<u32>,
 ) -> Result<Arc<ComponentReader>> {
-    let mut r = ComponentReader::open(path, cache.clone())?;
+    let main = Box::new(LocalFile::open(path)?);
+    let companion = || -> Result<Box<dyn ComponentSource>> {
+        let dp = dk_path(path);
+        if !dp.exists() {
+            return Err(Error::corrupt(
+                &dp,
+                "the component's deleted-key file is missing; the index directory was modified or damaged",
+            ));
+        }
+        Ok(Box::new(LocalFile::open(&dp)?))
+    };
+    open_component_from(main, &companion, cache, kind, level)
+}
+
+/// [`open_component_at`] for a component whose bytes come from `main`
+/// (a local file or an object), `companion` giving its deleted-key file's
+/// when its metadata says there is one.
+pub fn open_component_from(
+    main: Box<dyn ComponentSource>,
+    companion: &dyn Fn() -> Result<Box<dyn ComponentSource>>,
+    cache: Arc<BlockCache>,
+    kind: &TreeKind,
+    level: Option<u32>,
+) -> Result<Arc<ComponentReader>> {
+    let path = &main.path().to_path_buf();
+    let mut r = ComponentReader::from_source(main, cache.clone())?;
     if let Some(l) = level {
         r.set_level(l);
     }
@@ -393,14 +419,7 @@ pub fn open_component_at(
         .and_then(|v| v.as_u64())
         .unwrap_or(0);
     if n_deleted > 0 {
-        let dp = dk_path(path);
-        if !dp.exists() {
-            return Err(Error::corrupt(
-                &dp,
-                "the component's deleted-key file is missing; the index directory was modified or damaged",
-            ));
-        }
-        r.set_companion(Arc::new(ComponentReader::open(&dp, cache)?));
+        r.set_companion(Arc::new(ComponentReader::from_source(companion()?, cache)?));
     }
     r.attach(ext);
     Ok(Arc::new(r))

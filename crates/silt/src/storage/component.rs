@@ -378,7 +378,7 @@ pub enum Probe {
 /// An open, validated component file.
 pub struct ComponentReader {
     path: PathBuf,
-    /// Where the bytes come from (a mapped local file today). When the
+    /// Where the bytes come from (a mapped local file or an object). When the
     /// source maps the file, blocks are read from the mapping without a
     /// system call or a copy); `None` where mapping failed (then `pread`).
     src: Box<dyn ComponentSource>,
@@ -686,6 +686,12 @@ impl ComponentReader {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the file is in a bucket (a remote tier) rather than on the
+    /// local disk.
+    pub fn is_remote(&self) -> bool {
+        self.src.is_remote()
     }
 
     /// This open component among all open in the process (never reused):

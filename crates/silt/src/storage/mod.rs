@@ -16,7 +16,9 @@
 //! - [`block_filters`]: per-block attribute blooms and zone maps, and the
 //!   [`block_filters::BlockObserver`] that builds such sections while a file is written;
 //! - [`source`]: where a component's bytes come from ([`source::ComponentSource`];
-//!   [`source::LocalFile`], a mapped local file, is the one backend today);
+//!   [`source::LocalFile`], a mapped local file);
+//! - [`remote`]: object storage, the remote tier ([`remote::RemoteStore`],
+//!   [`remote::RemoteSource`]: a component read with ranged GETs);
 //! - [`fsutil`]: atomic file replacement and directory fsync.
 
 pub mod block;
@@ -25,6 +27,7 @@ pub mod bloom;
 pub mod cache;
 pub mod component;
 pub mod fsutil;
+pub mod remote;
 pub mod source;
 pub mod time_zones;
 

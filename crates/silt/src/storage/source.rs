@@ -2,10 +2,9 @@
 //! backend. A component reader asks its source for ranges (the footer,
 //! index, bloom, meta and aux blocks at open; data blocks on a cache miss)
 //! and, when the backend can map the whole file, for the mapping, from
-//! which uncompressed blocks are read in place. [`LocalFile`] (a file on
-//! the local file system, memory-mapped) is the one backend today; a
-//! backend for object storage is another implementation of this trait
-//! (ranged GETs, no mapping).
+//! which uncompressed blocks are read in place. [`LocalFile`] is a file on
+//! the local file system, memory-mapped; `remote::RemoteSource` an object
+//! in a bucket (ranged GETs, no mapping).
 
 use crate::error::{Error, Result};
 use std::fs::File;
@@ -28,6 +27,10 @@ pub trait ComponentSource: Send + Sync + std::fmt::Debug {
     fn mapped(&self) -> Option<&[u8]>;
     /// Delete the file (the component was merged away and is unreferenced).
     fn remove(&self) -> std::io::Result<()>;
+    /// Whether the file is in a bucket rather than on the local disk.
+    fn is_remote(&self) -> bool {
+        false
+    }
 }
 
 /// A component file on the local file system, mapped read-only when

@@ -77,9 +77,18 @@ fn value_of(r: &Value) -> u32 {
     r.get("v").and_then(Value::as_i64).unwrap_or(-1) as u32
 }
 
-fn create(dir: &Path, policy: &str, partitions: u32, compression: Compression) -> Database {
+/// Where a run keeps the levels from `.1` down: a bucket URL.
+type Remote<'a> = Option<(&'a str, u32)>;
+
+fn create(
+    dir: &Path,
+    policy: &str,
+    partitions: u32,
+    compression: Compression,
+    remote: Remote,
+) -> Database {
     let db = Database::open(dir, opts()).unwrap();
-    let def = DatasetDef::new("t", &["id"])
+    let mut def = DatasetDef::new("t", &["id"])
         .field("id", FieldType::Int)
         .field("v", FieldType::Int)
         .memory_budget(1 << 20)
@@ -87,8 +96,43 @@ fn create(dir: &Path, policy: &str, partitions: u32, compression: Compression) -
         .partitions(partitions)
         .policy(MergePolicy::parse(policy).unwrap())
         .compression(compression);
+    if let Some((url, level)) = remote {
+        def = def.remote(url, level);
+    }
     db.create_dataset(def).unwrap();
     db
+}
+
+/// Objects of a directory-backed bucket: files under `dirtest://<dir>`.
+pub(crate) fn register_dir_store() {
+    use silt::storage::remote::{DirStore, RemoteStore, register};
+    use std::sync::Arc;
+    register(
+        "dirtest",
+        Arc::new(|url: &str| {
+            let dir = url.trim_start_matches("dirtest://");
+            let store: Arc<dyn RemoteStore> = Arc::new(DirStore::new(url, Path::new(dir)));
+            Ok(store)
+        }),
+    );
+}
+
+/// Component files (not deleted-key files) under `dir`, recursively.
+fn objects(dir: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| {
+            let p = e.path();
+            if p.is_dir() {
+                objects(&p)
+            } else {
+                let n = e.file_name().to_string_lossy().into_owned();
+                usize::from(n.ends_with(".sc") && !n.ends_with(".dk.sc"))
+            }
+        })
+        .sum()
 }
 
 fn run(
@@ -97,8 +141,21 @@ fn run(
     partitions: u32,
     compression: Compression,
 ) -> Result<(), TestCaseError> {
+    run_in(ops, policy, partitions, compression, None)
+}
+
+fn run_in(
+    ops: &[Op],
+    policy: &str,
+    partitions: u32,
+    compression: Compression,
+    from_level: Option<u32>,
+) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let mut db = create(dir.path(), policy, partitions, compression);
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("dirtest://{}", bucket.path().display());
+    let remote = from_level.map(|l| (url.as_str(), l));
+    let mut db = create(dir.path(), policy, partitions, compression, remote);
     let mut model: BTreeMap<i64, u32> = BTreeMap::new();
     let mut next_appended = 1000i64;
     for op in ops {
@@ -222,6 +279,21 @@ fn run(
             let got = ds.get(&[Value::Int(k)]).unwrap().map(|r| value_of(&r));
             prop_assert_eq!(got, model.get(&k).copied());
         }
+        if let Some(level) = from_level {
+            // The bucket holds exactly the components of the remote levels
+            // (no garbage after a reopen, nothing local there).
+            let stats = ds.stats();
+            let remote = stats
+                .indexes
+                .iter()
+                .flat_map(|t| t.components.iter())
+                .filter(|c| c.level >= level)
+                .count();
+            if round == 1 {
+                prop_assert_eq!(objects(bucket.path()), remote, "objects in the bucket");
+            }
+            prop_assert!(objects(bucket.path()) >= remote);
+        }
         drop(ds);
         db.close().unwrap();
         drop(db);
@@ -246,6 +318,14 @@ proptest! {
         run(&ops, "tiered(3)", 4, Compression::None)?;
         run(&ops, "leveled(2,3,8KB,16KB)", 3, Compression::None)?;
     }
+
+    #[test]
+    fn remote_tiers_match_the_model(ops in proptest::collection::vec(op(), 1..300)) {
+        register_dir_store();
+        // Everything in the bucket, and only the cold levels of a leveled tree.
+        run_in(&ops, "tiered(3)", 2, Compression::Lz4, Some(0))?;
+        run_in(&ops, "leveled(2,3,8KB,16KB)", 1, Compression::None, Some(1))?;
+    }
 }
 
 /// Ingest enough data that the memory budget flushes by itself and the
@@ -254,7 +334,7 @@ proptest! {
 fn background_flushes_and_merges_keep_every_record() {
     for policy in POLICIES {
         let dir = tempfile::tempdir().unwrap();
-        let db = create(dir.path(), policy, 2, Compression::Lz4);
+        let db = create(dir.path(), policy, 2, Compression::Lz4, None);
         let ds = db.dataset("t").unwrap();
         let mut model = BTreeMap::new();
         let mut x: u64 = 12345;
@@ -299,7 +379,7 @@ fn background_flushes_and_merges_keep_every_record() {
 #[test]
 fn counts_come_from_metadata_when_components_do_not_overlap() {
     let dir = tempfile::tempdir().unwrap();
-    let db = create(dir.path(), "no-merge", 1, Compression::None);
+    let db = create(dir.path(), "no-merge", 1, Compression::None, None);
     let ds = db.dataset("t").unwrap();
     assert_eq!(ds.exact_count(), Some(0));
     for k in 0..100 {
@@ -345,7 +425,7 @@ fn counts_from_metadata_under_concurrent_writes_are_committed_counts() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
     let dir = tempfile::tempdir().unwrap();
-    let db = create(dir.path(), "prefix(64KB,3)", 1, Compression::None);
+    let db = create(dir.path(), "prefix(64KB,3)", 1, Compression::None, None);
     let ds = db.dataset("t").unwrap();
     let acked = Arc::new(AtomicU64::new(0));
     let writer = {

@@ -56,7 +56,10 @@ impl LsmTree {
                 Some(t) => t.write(mem, &mut w)?,
                 None => mem.for_each(|k, kind, seq, v| w.add(k, kind, seq, v))?,
             }
-            let r = w.finish(&self.cache)?;
+            let r = match w.finish(&self.cache)? {
+                Some(r) => Some(self.place(r)?),
+                None => None,
+            };
             if let Some(r) = &r {
                 self.counters
                     .bytes_flushed

@@ -126,6 +126,7 @@ impl LsmTree {
             let Some(new) = w.finish(&self.cache)? else {
                 continue;
             };
+            let new = self.place(new)?;
             self.counters
                 .bytes_merged
                 .fetch_add(new.meta().file_bytes, Ordering::Relaxed);

@@ -13,6 +13,12 @@ pub(super) struct Manifest {
     /// Lifetime write counters, so write amplification survives restarts.
     #[serde(default)]
     pub(super) lifetime: LifetimeCounters,
+    /// Indexes with a remote tier: a token of the process that wrote this
+    /// MANIFEST (new at every open), so that each writer's MANIFEST
+    /// differs from the last and a conditional put by a writer that lost
+    /// its place fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) writer: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Default, Clone, Copy)]
@@ -29,6 +35,9 @@ pub(super) struct LifetimeCounters {
 pub(super) struct ManifestEntry {
     pub(super) id: u64,
     pub(super) level: u32,
+    /// The component file is in the bucket (the index's remote tier).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) remote: bool,
 }
 
 pub(super) fn component_path(dir: &Path, id: u64) -> PathBuf {
@@ -48,7 +57,9 @@ pub(super) fn leveled_order(d: Vec<Arc<ComponentReader>>) -> Vec<Arc<ComponentRe
 
 impl LsmTree {
     pub(super) fn write_manifest(&self, disk: &[Arc<ComponentReader>]) -> Result<()> {
+        let remote = self.remote.as_ref();
         let m = Manifest {
+            writer: remote.map(|r| r.writer.clone()),
             version: 1,
             next_id: self.next_id.load(Ordering::SeqCst),
             flush_count: self.flush_count.load(Ordering::SeqCst),
@@ -57,6 +68,7 @@ impl LsmTree {
                 .map(|c| ManifestEntry {
                     id: c.meta().id,
                     level: c.meta().level,
+                    remote: c.is_remote(),
                 })
                 .collect(),
             lifetime: {
@@ -74,6 +86,9 @@ impl LsmTree {
         };
         let bytes = serde_json::to_vec_pretty(&m)
             .map_err(|e| Error::Config(format!("encoding manifest: {e}")))?;
-        write_atomic(&self.cfg.dir.join("MANIFEST"), &bytes)
+        match remote {
+            Some(r) => r.put_manifest(bytes),
+            None => write_atomic(&self.cfg.dir.join("MANIFEST"), &bytes),
+        }
     }
 }

@@ -158,9 +158,10 @@ impl LsmTree {
     /// of the same file replaces it in the list and the MANIFEST records the
     /// new level (the file keeps the level it was written at; at open the
     /// MANIFEST's level wins). The old reader is not marked obsolete, so
-    /// dropping it leaves the file alone.
+    /// dropping it leaves the file alone, unless the move uploaded the file
+    /// into the remote tier.
     pub(super) fn move_component(&self, c: &Arc<ComponentReader>, level: u32) -> Result<()> {
-        let moved = open_component_at(c.path(), self.cache.clone(), &self.cfg.kind, Some(level))?;
+        let moved = self.reopen_at(c, level)?;
         let id = c.meta().id;
         {
             let _m = self.manifest_lock.lock();
@@ -182,6 +183,10 @@ impl LsmTree {
             };
             self.counters.moves.fetch_add(1, Ordering::Relaxed);
             self.write_manifest(&new_disk)?;
+        }
+        // Moved into the bucket: the local file is no longer listed.
+        if moved.is_remote() && !c.is_remote() {
+            c.mark_obsolete();
         }
         self.notify_changed();
         Ok(())
@@ -530,6 +535,7 @@ impl<'a> MergeOutput<'a> {
 
     fn finish_one(&mut self, w: ComponentBuilder) -> Result<()> {
         if let Some(r) = w.finish(&self.tree.cache)? {
+            let r = self.tree.place(r)?;
             self.written += r.meta().file_bytes;
             if let Some(d) = r.companion() {
                 self.written += d.meta().file_bytes;

@@ -42,6 +42,7 @@ mod hooks;
 mod manifest;
 mod merge;
 mod read;
+mod remote;
 use manifest::{LifetimeCounters, Manifest, component_path, leveled_order};
 pub use read::TreeScan;
 
@@ -69,6 +70,9 @@ pub struct TreeConfig {
     /// searches skip disk components of points whose key range meets none
     /// of the query's Z ranges (see `lsm::spatial`).
     pub zorder: bool,
+    /// The levels kept in a bucket, if any (Fusion's object storage; see
+    /// `tree::remote`).
+    pub remote: Option<crate::storage::remote::RemoteTier>,
 }
 
 /// Counters of one index (monotonic since open).
@@ -181,6 +185,8 @@ pub struct LsmTree {
     log_sync: RwLock<Option<Arc<dyn LogSync>>>,
     /// Optional index-kind behaviour (see `lsm::hooks`).
     hooks: RwLock<super::hooks::TreeHooks>,
+    /// The remote tier, when the index has one (`tree::remote`).
+    remote: Option<remote::RemoteState>,
 }
 
 /// What [`LsmTree::put_batch_logged_prior`] returns: the memtable written,
@@ -191,20 +197,24 @@ impl LsmTree {
     /// Open (or create) the index in `cfg.dir`.
     pub fn open(cfg: TreeConfig, cache: Arc<BlockCache>) -> Result<Arc<LsmTree>> {
         create_dir_all(&cfg.dir)?;
-        let manifest_path = cfg.dir.join("MANIFEST");
-        let manifest: Option<Manifest> = match std::fs::read(&manifest_path) {
-            Ok(bytes) => Some(serde_json::from_slice(&bytes).map_err(|e| {
-                Error::corrupt(&manifest_path, format!("unreadable manifest: {e}"))
-            })?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Error::io(&manifest_path, e)),
+        let (manifest, remote, sizes) = match &cfg.remote {
+            Some(tier) => {
+                let o = remote::RemoteState::open(tier.clone())?;
+                (o.manifest, Some(o.state), o.sizes)
+            }
+            None => (
+                Self::read_local_manifest(&cfg.dir)?,
+                None,
+                Default::default(),
+            ),
         };
         let (next_id, flush_count, listed, life) = match manifest {
             Some(m) => (m.next_id, m.flush_count, m.components, m.lifetime),
             None => (1, 0, Vec::new(), LifetimeCounters::default()),
         };
-        // Remove what the manifest does not list.
-        let keep: std::collections::HashSet<u64> = listed.iter().map(|e| e.id).collect();
+        // Remove what the manifest does not list (as a local file).
+        let keep: std::collections::HashSet<u64> =
+            listed.iter().filter(|e| !e.remote).map(|e| e.id).collect();
         let rd = std::fs::read_dir(&cfg.dir).map_err(|e| Error::io(&cfg.dir, e))?;
         for ent in rd {
             let ent = ent.map_err(|e| Error::io(&cfg.dir, e))?;
@@ -225,6 +235,16 @@ impl LsmTree {
         }
         let mut disk = Vec::with_capacity(listed.len());
         for e in &listed {
+            if e.remote {
+                let Some(rs) = &remote else {
+                    return Err(Error::corrupt(
+                        cfg.dir.join("MANIFEST"),
+                        "the MANIFEST lists a component in a bucket, but the dataset has no object storage",
+                    ));
+                };
+                disk.push(rs.open_listed(e.id, e.level, &sizes, &cache, &cfg.kind)?);
+                continue;
+            }
             let p = component_path(&cfg.dir, e.id);
             if !p.exists() {
                 return Err(Error::corrupt(
@@ -267,8 +287,21 @@ impl LsmTree {
             failure: Mutex::new(None),
             log_sync: RwLock::new(None),
             hooks: RwLock::new(super::hooks::TreeHooks::default()),
+            remote,
         };
         Ok(Arc::new(tree))
+    }
+
+    /// The local MANIFEST of `dir`, `None` for a new index.
+    fn read_local_manifest(dir: &Path) -> Result<Option<Manifest>> {
+        let path = dir.join("MANIFEST");
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(|e| {
+                Error::corrupt(&path, format!("unreadable manifest: {e}"))
+            })?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(&path, e)),
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -427,6 +460,7 @@ impl LsmTree {
         let Some(reader) = w.finish(&self.cache)? else {
             return Ok(());
         };
+        let reader = self.place(reader)?;
         // The built entries are the index's user data (write amplification
         // of a freshly built index is then about 1, not bytes / 0).
         self.counters

@@ -57,6 +57,7 @@ fn open(dir: &Path, policy: &MergePolicy, cache: &Arc<BlockCache>) -> Arc<LsmTre
             key_cell: [0.0; 2],
             key_space: [0.0; 4],
             zorder: false,
+            remote: None,
         },
         cache.clone(),
     )

@@ -1,0 +1,473 @@
+//! Object storage, the remote tier of a dataset (Fusion, seed 004 ch. 6):
+//! the few operations an LSM index needs from a bucket, and the component
+//! source that reads a component file with ranged GETs.
+//!
+//! The core crate talks to object storage only through [`RemoteStore`]; the
+//! implementation (S3 and the other stores of the `object_store` crate) is
+//! in `silt-objstore`, which [`register`]s its URL schemes when a program
+//! starts. A dataset names its bucket by URL (`s3://bucket/prefix`), kept in
+//! the catalog, and [`open`] turns the URL into a store (one per URL per
+//! process).
+//!
+//! What lives in the bucket, per index (`docs/format/remote.md`): the
+//! component files of the remote levels under their usual names, and the
+//! index's MANIFEST, replaced with conditional puts so that two processes
+//! writing the same prefix cannot both succeed.
+
+use super::source::ComponentSource;
+use crate::error::{Error, Result};
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+/// The version of an object that a conditional put can require (an S3
+/// ETag, or whatever the store uses).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectVersion(pub String);
+
+/// What a conditional put requires of the object it replaces.
+#[derive(Clone, Debug)]
+pub enum PutCondition {
+    /// There is no object under the key.
+    Absent,
+    /// The object under the key is at this version.
+    Matches(ObjectVersion),
+}
+
+/// One object of a listing: its key (relative to the store's prefix) and size.
+#[derive(Clone, Debug)]
+pub struct ObjectInfo {
+    pub key: String,
+    pub size: u64,
+}
+
+/// A bucket (and key prefix) of an object store, seen through the
+/// operations an LSM index needs. Keys are relative to the store's prefix
+/// and use `/` as separator. Implementations retry transient failures
+/// themselves and return [`Error::Remote`] naming the object when they give
+/// up.
+pub trait RemoteStore: Send + Sync + std::fmt::Debug {
+    /// The URL the store was opened with (`s3://bucket/prefix`).
+    fn url(&self) -> &str;
+    /// Upload the local file `path` as `key` (multipart when large; the
+    /// object appears whole or not at all).
+    fn put_file(&self, key: &str, path: &Path) -> Result<()>;
+    /// Put `bytes` as `key` if `cond` holds; the new version, or `None`
+    /// when the condition failed.
+    fn put_if(
+        &self,
+        key: &str,
+        bytes: Vec<u8>,
+        cond: PutCondition,
+    ) -> Result<Option<ObjectVersion>>;
+    /// The whole object and its version, `None` when there is none.
+    fn get(&self, key: &str) -> Result<Option<(Vec<u8>, ObjectVersion)>>;
+    /// `len` bytes at `off` of `key`.
+    fn get_range(&self, key: &str, off: u64, len: usize) -> Result<Vec<u8>>;
+    /// Delete `key`; deleting an absent object is not an error.
+    fn delete(&self, key: &str) -> Result<()>;
+    /// Every object whose key starts with `prefix/`.
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>>;
+}
+
+/// Turns a URL of one scheme into a store.
+pub type Opener = dyn Fn(&str) -> Result<Arc<dyn RemoteStore>> + Send + Sync;
+
+struct Registry {
+    schemes: HashMap<String, Arc<Opener>>,
+    open: HashMap<String, Arc<dyn RemoteStore>>,
+}
+
+fn registry() -> &'static RwLock<Registry> {
+    static R: OnceLock<RwLock<Registry>> = OnceLock::new();
+    R.get_or_init(|| {
+        RwLock::new(Registry {
+            schemes: HashMap::new(),
+            open: HashMap::new(),
+        })
+    })
+}
+
+/// Let URLs `scheme://...` open stores through `opener` (replacing an
+/// earlier registration of the scheme).
+pub fn register(scheme: &str, opener: Arc<Opener>) {
+    let mut r = registry().write();
+    r.schemes.insert(scheme.to_ascii_lowercase(), opener);
+    r.open.clear();
+}
+
+/// The scheme of `url` (`s3` of `s3://bucket/prefix`), or an error saying
+/// what a URL looks like.
+pub fn scheme_of(url: &str) -> Result<&str> {
+    match url.split_once("://") {
+        Some((s, rest))
+            if !s.is_empty()
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '+')
+                && !rest.is_empty() =>
+        {
+            Ok(s)
+        }
+        _ => Err(Error::Config(format!(
+            "`{url}` is not an object storage URL; write it as s3://bucket/prefix (or file:///dir, memory://name)"
+        ))),
+    }
+}
+
+/// The store for `url`, opened once per process.
+pub fn open(url: &str) -> Result<Arc<dyn RemoteStore>> {
+    let scheme = scheme_of(url)?.to_ascii_lowercase();
+    if let Some(s) = registry().read().open.get(url) {
+        return Ok(s.clone());
+    }
+    let opener = registry().read().schemes.get(&scheme).cloned();
+    let Some(opener) = opener else {
+        let known: Vec<String> = registry().read().schemes.keys().cloned().collect();
+        return Err(Error::Config(if known.is_empty() {
+            format!(
+                "`{url}`: this program has no object storage support linked in (the `silt` command, server and Python package have it: `silt_objstore::install()`)"
+            )
+        } else {
+            format!(
+                "`{url}`: no object store for `{scheme}://`; known: {}",
+                known.join(", ")
+            )
+        }));
+    };
+    let store = opener(url)?;
+    registry()
+        .write()
+        .open
+        .entry(url.to_owned())
+        .or_insert_with(|| store.clone());
+    Ok(store)
+}
+
+/// Delete every object under `prefix/` of `store` (a dropped dataset's
+/// or index's remote tier); how many there were.
+pub fn remove_prefix(store: &dyn RemoteStore, prefix: &str) -> Result<usize> {
+    let objects = store.list(prefix)?;
+    for o in &objects {
+        store.delete(&o.key)?;
+    }
+    Ok(objects.len())
+}
+
+/// Where one index keeps its remote levels: a store, the key prefix of the
+/// index inside it, and the first level stored there (levels above it stay
+/// on the local disk).
+#[derive(Clone, Debug)]
+pub struct RemoteTier {
+    pub store: Arc<dyn RemoteStore>,
+    /// `<dataset directory>/p<i>/<index>`, no trailing `/`.
+    pub prefix: String,
+    pub from_level: u32,
+}
+
+impl RemoteTier {
+    /// The key of `name` inside this index's prefix.
+    pub fn key(&self, name: &str) -> String {
+        format!("{}/{name}", self.prefix)
+    }
+
+    /// The URL of `name`, for messages and paths.
+    pub fn url_of(&self, name: &str) -> PathBuf {
+        PathBuf::from(format!(
+            "{}/{}",
+            self.store.url().trim_end_matches('/'),
+            self.key(name)
+        ))
+    }
+
+    /// Whether components of `level` live in the bucket.
+    pub fn holds(&self, level: u32) -> bool {
+        level >= self.from_level
+    }
+}
+
+/// Bytes fetched from the end of an object when it is opened: the footer,
+/// and usually the index, bloom, aux and meta blocks before it, in one GET.
+const TAIL_BYTES: u64 = 256 << 10;
+
+/// The first readahead of a sequential reader; each next one doubles, up
+/// to [`READAHEAD_MAX`].
+const READAHEAD_MIN: u64 = 128 << 10;
+const READAHEAD_MAX: u64 = 2 << 20;
+
+/// A component file in a bucket: its tail is fetched when it is opened
+/// (one GET for the footer and the blocks a reader decodes at open), a
+/// data block with a ranged GET on a block-cache miss. Reads that follow
+/// each other (a scan, a merge) fetch ahead instead: 128 KiB, doubling to
+/// 2 MiB per GET, kept until read through or until a read elsewhere (at
+/// most one window per open component). There is no mapping, so every
+/// block goes through the block cache.
+#[derive(Debug)]
+pub struct RemoteSource {
+    store: Arc<dyn RemoteStore>,
+    key: String,
+    url: PathBuf,
+    size: u64,
+    tail_off: u64,
+    tail: Vec<u8>,
+    ahead: parking_lot::Mutex<Readahead>,
+}
+
+/// The sequential-read window of a [`RemoteSource`].
+#[derive(Debug, Default)]
+struct Readahead {
+    /// Where the last read ended.
+    last_end: u64,
+    /// The next fetch's size when reads go on in order.
+    next: u64,
+    /// Fetched bytes at `off`.
+    off: u64,
+    bytes: Vec<u8>,
+}
+
+impl RemoteSource {
+    /// The object `key` of `size` bytes (from a listing or an upload).
+    pub fn open(
+        store: Arc<dyn RemoteStore>,
+        key: String,
+        url: PathBuf,
+        size: u64,
+    ) -> Result<RemoteSource> {
+        let tail_off = size.saturating_sub(TAIL_BYTES);
+        let want = usize::try_from(size - tail_off)
+            .map_err(|_| Error::corrupt(&url, "object tail does not fit in memory"))?;
+        let tail = store.get_range(&key, tail_off, want)?;
+        if tail.len() != want {
+            return Err(Error::corrupt(
+                &url,
+                format!(
+                    "object is shorter than listed: {} bytes at offset {tail_off}, expected {want}",
+                    tail.len()
+                ),
+            ));
+        }
+        Ok(RemoteSource {
+            store,
+            key,
+            url,
+            size,
+            tail_off,
+            tail,
+            ahead: parking_lot::Mutex::new(Readahead::default()),
+        })
+    }
+}
+
+impl ComponentSource for RemoteSource {
+    fn path(&self) -> &Path {
+        &self.url
+    }
+
+    fn len(&self) -> u64 {
+        self.size
+    }
+
+    fn read_at(&self, off: u64, len: usize) -> Result<Vec<u8>> {
+        let end = off.checked_add(len as u64).filter(|e| *e <= self.size);
+        let Some(end) = end else {
+            return Err(Error::corrupt(
+                &self.url,
+                format!(
+                    "truncated: cannot read {len} bytes at offset {off} of {}",
+                    self.size
+                ),
+            ));
+        };
+        if off >= self.tail_off {
+            let s = (off - self.tail_off) as usize;
+            let e = (end - self.tail_off) as usize;
+            return Ok(self.tail[s..e].to_vec());
+        }
+        // The window is consulted and replaced under the lock, but fetched
+        // without it, so concurrent point reads do not queue behind a GET.
+        let want = {
+            let mut ra = self.ahead.lock();
+            if off >= ra.off && end <= ra.off + ra.bytes.len() as u64 {
+                let s = (off - ra.off) as usize;
+                let out = ra.bytes[s..s + len].to_vec();
+                ra.last_end = end;
+                if end == ra.off + ra.bytes.len() as u64 {
+                    // Read through: let the memory go.
+                    ra.off = 0;
+                    ra.bytes = Vec::new();
+                }
+                return Ok(out);
+            }
+            let sequential = off == ra.last_end && off > 0;
+            ra.next = if sequential {
+                (ra.next * 2).clamp(READAHEAD_MIN, READAHEAD_MAX)
+            } else {
+                0
+            };
+            ra.last_end = end;
+            // Never into the tail, which is in memory already.
+            (len as u64).max(ra.next).min(self.tail_off.max(end) - off)
+        };
+        let mut got = self.store.get_range(&self.key, off, want as usize)?;
+        if got.len() as u64 != want {
+            return Err(Error::corrupt(
+                &self.url,
+                format!("short read: {} of {want} bytes at offset {off}", got.len()),
+            ));
+        }
+        if want == len as u64 {
+            return Ok(got);
+        }
+        let out = got[..len].to_vec();
+        got.drain(..len);
+        let mut ra = self.ahead.lock();
+        ra.off = end;
+        ra.bytes = got;
+        Ok(out)
+    }
+
+    fn mapped(&self) -> Option<&[u8]> {
+        None
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    fn remove(&self) -> std::io::Result<()> {
+        self.store
+            .delete(&self.key)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+}
+
+/// A store whose objects are files under a local directory, for tests of
+/// the remote tier without a server (no mapping: reads go through the
+/// block cache as for a bucket). Versions are a counter kept per key.
+#[derive(Debug)]
+pub struct DirStore {
+    url: String,
+    dir: PathBuf,
+    versions: parking_lot::Mutex<HashMap<String, u64>>,
+}
+
+impl DirStore {
+    /// A store keeping objects under `dir`, reported as `url`.
+    pub fn new(url: &str, dir: &Path) -> DirStore {
+        DirStore {
+            url: url.to_owned(),
+            dir: dir.to_path_buf(),
+            versions: parking_lot::Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(key)
+    }
+
+    fn io(&self, key: &str, e: std::io::Error) -> Error {
+        Error::Remote {
+            url: format!("{}/{key}", self.url),
+            reason: e.to_string(),
+        }
+    }
+
+    fn version(&self, key: &str) -> ObjectVersion {
+        ObjectVersion(
+            self.versions
+                .lock()
+                .get(key)
+                .copied()
+                .unwrap_or(0)
+                .to_string(),
+        )
+    }
+}
+
+impl RemoteStore for DirStore {
+    fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn put_file(&self, key: &str, path: &Path) -> Result<()> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let p = self.path(key);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| self.io(key, e))?;
+        }
+        super::fsutil::write_atomic(&p, &bytes)
+    }
+
+    fn put_if(
+        &self,
+        key: &str,
+        bytes: Vec<u8>,
+        cond: PutCondition,
+    ) -> Result<Option<ObjectVersion>> {
+        let mut v = self.versions.lock();
+        let p = self.path(key);
+        let exists = p.exists();
+        let cur = v.get(key).copied().unwrap_or(0);
+        let ok = match &cond {
+            PutCondition::Absent => !exists,
+            PutCondition::Matches(m) => exists && m.0 == cur.to_string(),
+        };
+        if !ok {
+            return Ok(None);
+        }
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| self.io(key, e))?;
+        }
+        super::fsutil::write_atomic(&p, &bytes)?;
+        v.insert(key.to_owned(), cur + 1);
+        Ok(Some(ObjectVersion((cur + 1).to_string())))
+    }
+
+    fn get(&self, key: &str) -> Result<Option<(Vec<u8>, ObjectVersion)>> {
+        match std::fs::read(self.path(key)) {
+            Ok(b) => Ok(Some((b, self.version(key)))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io(key, e)),
+        }
+    }
+
+    fn get_range(&self, key: &str, off: u64, len: usize) -> Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::open(self.path(key)).map_err(|e| self.io(key, e))?;
+        let mut buf = vec![0u8; len];
+        f.read_exact_at(&mut buf, off)
+            .map_err(|e| self.io(key, e))?;
+        Ok(buf)
+    }
+
+    fn delete(&self, key: &str) -> Result<()> {
+        match std::fs::remove_file(self.path(key)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.io(key, e)),
+        }
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
+        let dir = self.path(prefix);
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io(prefix, e)),
+        };
+        let mut out = Vec::new();
+        for ent in rd {
+            let ent = ent.map_err(|e| self.io(prefix, e))?;
+            let name = ent.file_name().to_string_lossy().into_owned();
+            let md = ent.metadata().map_err(|e| self.io(prefix, e))?;
+            if md.is_dir() {
+                out.extend(self.list(&format!("{prefix}/{name}"))?);
+            } else if !name.ends_with(".tmp") {
+                out.push(ObjectInfo {
+                    key: format!("{prefix}/{name}"),
+                    size: md.len(),
+                });
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,181 @@
+//! The remote tier through the public API, on a directory-backed bucket
+//! (`DirStore`): where components go, the MANIFEST's conditional puts,
+//! garbage, drop and truncate. The same against a real S3 server, with
+//! faults, is in `silt-objstore`'s tests.
+
+use crate::oracle::register_dir_store;
+use silt::lsm::policy::MergePolicy;
+use silt::{Database, DatasetDef, DbOptions, Error, FieldType, Value};
+use std::path::{Path, PathBuf};
+
+fn opts() -> DbOptions {
+    DbOptions {
+        block_cache_bytes: 1 << 20,
+        sync: false,
+        durability: silt::Durability::None,
+        ..Default::default()
+    }
+}
+
+fn def(url: &str, policy: &str, from_level: u32) -> DatasetDef {
+    DatasetDef::new("t", &["id"])
+        .field("id", FieldType::Int)
+        .field("v", FieldType::Int)
+        .memory_budget(1 << 20)
+        .block_size(512)
+        .policy(MergePolicy::parse(policy).unwrap())
+        .remote(url, from_level)
+}
+
+fn rec(k: i64) -> Value {
+    Value::Object(vec![
+        ("id".into(), Value::Int(k)),
+        ("v".into(), Value::Int(k * 3)),
+        ("pad".into(), Value::String("p".repeat(200))),
+    ])
+}
+
+/// Files named `*.sc` under `dir`, recursively.
+fn sc_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(sc_files(&p));
+            } else if p.extension().is_some_and(|x| x == "sc") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn components_live_in_the_bucket_and_survive_reopen() {
+    register_dir_store();
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("dirtest://{}", bucket.path().display());
+    let db = Database::open(dir.path(), opts()).unwrap();
+    db.create_dataset(def(&url, "tiered(3)", 0)).unwrap();
+    let ds = db.dataset("t").unwrap();
+    for k in 0..5000 {
+        ds.insert(rec(k)).unwrap();
+    }
+    ds.flush().unwrap();
+    ds.compact().unwrap();
+    assert!(!sc_files(bucket.path()).is_empty(), "nothing uploaded");
+    assert!(
+        sc_files(dir.path()).is_empty(),
+        "component files left on the local disk: {:?}",
+        sc_files(dir.path())
+    );
+    assert!(bucket.path().join("t/p0/primary/MANIFEST").exists());
+    assert!(!dir.path().join("t/p0/primary/MANIFEST").exists());
+    drop(ds);
+    db.close().unwrap();
+    drop(db);
+    let db = Database::open(dir.path(), opts()).unwrap();
+    let ds = db.dataset("t").unwrap();
+    for k in [0, 1, 2499, 4999] {
+        let r = ds.get(&[Value::Int(k)]).unwrap().unwrap();
+        assert_eq!(r.get("v"), Some(&Value::Int(k * 3)));
+    }
+    assert_eq!(ds.get(&[Value::Int(5000)]).unwrap(), None);
+}
+
+#[test]
+fn a_leveled_tree_keeps_its_hot_levels_local() {
+    register_dir_store();
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("dirtest://{}", bucket.path().display());
+    let db = Database::open(dir.path(), opts()).unwrap();
+    db.create_dataset(def(&url, "leveled(2,3,8KB,16KB)", 1))
+        .unwrap();
+    let ds = db.dataset("t").unwrap();
+    for k in 0..3000 {
+        ds.insert(rec(k)).unwrap();
+        if k % 500 == 499 {
+            ds.flush().unwrap();
+        }
+    }
+    ds.flush().unwrap();
+    db.wait_idle().unwrap();
+    let stats = ds.stats();
+    let comps = &stats.indexes[0].components;
+    let deep = comps.iter().filter(|c| c.level >= 1).count();
+    let top = comps.iter().filter(|c| c.level == 0).count();
+    assert!(deep > 0, "no merge reached level 1: {comps:?}");
+    assert_eq!(sc_files(bucket.path()).len(), deep);
+    assert_eq!(sc_files(dir.path()).len(), top);
+    for k in (0..3000).step_by(97) {
+        assert!(ds.get(&[Value::Int(k)]).unwrap().is_some(), "{k}");
+    }
+}
+
+#[test]
+fn two_writers_of_one_prefix_cannot_both_win() {
+    register_dir_store();
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("dirtest://{}", bucket.path().display());
+    let db_a = Database::open(a.path(), opts()).unwrap();
+    db_a.create_dataset(def(&url, "no-merge", 0)).unwrap();
+    // A second database creating a dataset on the same objects is refused.
+    let db_b = Database::open(b.path(), opts()).unwrap();
+    let Err(e) = db_b.create_dataset(def(&url, "no-merge", 0)) else {
+        panic!("a second dataset on the same objects was created");
+    };
+    assert!(e.to_string().contains("already holds"), "{e}");
+    // One that takes the prefix over anyway (its catalog copied) wins, and
+    // the first writer's next flush fails, naming the conflict.
+    drop(db_b);
+    std::fs::copy(a.path().join("catalog.json"), b.path().join("catalog.json")).unwrap();
+    let db_b = Database::open(b.path(), opts()).unwrap();
+    let ds_a = db_a.dataset("t").unwrap();
+    ds_a.insert(rec(1)).unwrap();
+    let Err(e) = ds_a.flush() else {
+        panic!("the writer that lost the prefix flushed");
+    };
+    assert!(
+        matches!(e, Error::RemoteConflict { .. }) || e.to_string().contains("another writer"),
+        "{e}"
+    );
+    let ds_b = db_b.dataset("t").unwrap();
+    ds_b.insert(rec(2)).unwrap();
+    ds_b.flush().unwrap();
+}
+
+#[test]
+fn drop_and_truncate_remove_the_objects() {
+    register_dir_store();
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("dirtest://{}", bucket.path().display());
+    let db = Database::open(dir.path(), opts()).unwrap();
+    db.create_dataset(def(&url, "no-merge", 0)).unwrap();
+    let ds = db.dataset("t").unwrap();
+    for k in 0..100 {
+        ds.insert(rec(k)).unwrap();
+    }
+    ds.flush().unwrap();
+    drop(ds);
+    let before = sc_files(bucket.path());
+    assert!(!before.is_empty());
+    db.truncate_dataset("t").unwrap();
+    for p in &before {
+        assert!(!p.exists(), "{} survived the truncate", p.display());
+    }
+    let ds = db.dataset("t").unwrap();
+    ds.insert(rec(7)).unwrap();
+    ds.flush().unwrap();
+    drop(ds);
+    assert!(!sc_files(bucket.path()).is_empty());
+    db.drop_dataset("t").unwrap();
+    assert!(sc_files(bucket.path()).is_empty());
+    // The name can be used again on the same prefix.
+    db.create_dataset(def(&url, "no-merge", 0)).unwrap();
+}
