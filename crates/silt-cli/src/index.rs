@@ -41,7 +41,8 @@ pub fn article(kind: IndexKind) -> &'static str {
         | IndexKind::Dhvb
         | IndexKind::Dhb
         | IndexKind::Sif
-        | IndexKind::Valuelist => "a",
+        | IndexKind::Valuelist
+        | IndexKind::Brin => "a",
         IndexKind::Shb => "an",
     }
 }
@@ -163,7 +164,7 @@ pub fn index_def(
             kind,
             ..IndexDef::btree(name, &fields)
         },
-        IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy => {
+        IndexKind::Embedded | IndexKind::Eager | IndexKind::Lazy | IndexKind::Brin => {
             IndexDef::recency(name, kind, fields[0])
         }
         IndexKind::Valuelist => {
@@ -255,7 +256,8 @@ pub fn check_field_types(ds: &DatasetDef, def: &IndexDef) -> CliResult<()> {
             | IndexKind::Embedded
             | IndexKind::Eager
             | IndexKind::Lazy
-            | IndexKind::Valuelist => {
+            | IndexKind::Valuelist
+            | IndexKind::Brin => {
                 if let Some(t) = ty.filter(|t| t.is_geometry()) {
                     return Err(CliError::Usage(format!(
                         "field `{f}` is declared {t}; {} {} index cannot order geometries: use --type rtree",

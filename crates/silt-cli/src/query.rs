@@ -82,7 +82,7 @@ impl Path {
 
     fn needs(self) -> &'static str {
         match self {
-            Path::Range => "a btree, composite, embedded, eager or lazy index",
+            Path::Range => "a btree, composite, brin, embedded, eager or lazy index",
             Path::Recent => "a btree, composite, embedded, eager or lazy index",
             Path::Bbox | Path::Intersects | Path::Near | Path::Join => {
                 "an rtree or dhvb index (or a dhb, shb or sif index)"
@@ -96,6 +96,9 @@ impl Path {
 fn flags_for(kind: IndexKind) -> &'static str {
     match kind {
         IndexKind::Btree => "--eq V..., or --from V... and/or --to V... (or none: the whole index)",
+        IndexKind::Brin => {
+            "--eq V, or --from V and/or --to V (only blocks whose zone maps overlap are read)"
+        }
         IndexKind::Rtree => {
             "--bbox MINX,MINY,MAXX,MAXY, --intersects GEOMETRY, --near LON,LAT with --within-m METRES or --k K, or --join OTHER --join-field FIELD"
         }

@@ -1072,10 +1072,11 @@ pub fn index_def(ci: &CreateIndex) -> Result<(String, IndexDef), SqlError> {
         None | Some(IndexType::BTree) => IndexKind::Btree,
         Some(IndexType::GiST) => IndexKind::Rtree,
         Some(IndexType::GIN) => IndexKind::Keyword,
+        Some(IndexType::BRIN) => IndexKind::Brin,
         Some(IndexType::Custom(i)) => IndexKind::parse(&i.value)?,
         Some(other) => {
             return Err(SqlError::Invalid(format!(
-                "unsupported index type `{other}`; available: btree, rtree, dhvb, keyword, ngram, embedded, eager, lazy, composite"
+                "unsupported index type `{other}`; available: btree, rtree, dhvb, keyword, ngram, brin, embedded, eager, lazy, composite"
             )));
         }
     };

@@ -299,6 +299,17 @@ impl DisplayAs for SiltScanExec {
         if let Some(k) = &self.join_keys {
             write!(f, ", join keys={k}")?;
         }
+        // A brin path: what the zone maps let through, now.
+        if let Access::Index {
+            index,
+            kind: silt::IndexKind::Brin,
+            query: silt::Query::Range { lo, hi },
+            ..
+        } = &self.access
+            && let Ok((read, all)) = self.ds.zone_map_blocks(index, lo, hi)
+        {
+            write!(f, ", zone maps: {read} of {all} blocks to read")?;
+        }
         Ok(())
     }
 }

@@ -23,9 +23,13 @@
 //!   candidates, DataFusion re-checks the function);
 //! - anything else: unsupported (DataFusion filters above the scan).
 //!
+//! - the same on the column of a `brin` index: **Exact** (`Query::Range`
+//!   through the primary's zone maps: only blocks whose min/max overlap
+//!   are read; records validated and re-checked);
+//!
 //! One access path is chosen per scan (priority: primary-key equality,
-//! btree equality, text, spatial, primary-key range, btree range, full
-//! scan). Exact filters the chosen path does not answer are applied right
+//! btree equality, text, spatial, primary-key range, btree range, brin
+//! range, full scan). Exact filters the chosen path does not answer are applied right
 //! above the scan (`FilterExec`), so every filter declared Exact holds.
 
 use std::collections::{BTreeSet, HashSet};
@@ -219,6 +223,15 @@ impl SiltTable {
             .map(|d| (d.name, d.kind))
     }
 
+    /// A `brin` index on `column` (zone maps of the primary's blocks).
+    fn brin_index(&self, column: &str) -> Option<(String, IndexKind)> {
+        self.ds
+            .index_defs()
+            .into_iter()
+            .find(|d| d.kind == IndexKind::Brin && d.fields.first().is_some_and(|f| f == column))
+            .map(|d| (d.name, d.kind))
+    }
+
     fn text_index(&self, column: &str) -> Option<(String, IndexKind)> {
         let defs = self.ds.index_defs();
         let find = |kind: IndexKind| {
@@ -310,7 +323,7 @@ impl SiltTable {
     fn cmp_pred(&self, col: &str, op: CmpOp, lit: &ScalarValue) -> Option<Pred> {
         let c = self.col(col)?;
         let typed_pk = c.primary_key && c.ty != silt::FieldType::Any;
-        if !(typed_pk || self.btree_index(col).is_some()) {
+        if !(typed_pk || self.btree_index(col).is_some() || self.brin_index(col).is_some()) {
             return None;
         }
         let val = convert::scalar_to_value(lit, c.ty)?;
@@ -518,9 +531,24 @@ impl SiltTable {
                     range_cols.push(col.clone());
                 }
             }
-            for col in range_cols {
+            // 7. Then ranges and equality on a brin-indexed column (zone
+            // maps): a second pass over the same columns.
+            let passes = range_cols
+                .iter()
+                .map(|c| (c.clone(), false))
+                .chain(range_cols.iter().map(|c| (c.clone(), true)));
+            for (col, brin) in passes {
                 let is_pk = self.is_pk_first(&col);
-                let index = if is_pk { None } else { self.btree_index(&col) };
+                if brin && is_pk {
+                    continue;
+                }
+                let index = if is_pk {
+                    None
+                } else if brin {
+                    self.brin_index(&col)
+                } else {
+                    self.btree_index(&col)
+                };
                 if !is_pk && index.is_none() {
                     continue;
                 }
@@ -616,6 +644,7 @@ impl SiltTable {
             self.col(col)
                 .is_some_and(|c| c.primary_key && c.ty != silt::FieldType::Any)
                 || self.btree_index(col).is_some()
+                || self.brin_index(col).is_some()
         };
         match &f {
             Expr::BinaryExpr(BinaryExpr { left, op, right }) if CmpOp::from(*op).is_some() => {

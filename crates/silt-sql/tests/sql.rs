@@ -19,6 +19,8 @@ mod alter;
 mod arrays;
 #[path = "sql/bounds.rs"]
 mod bounds;
+#[path = "sql/brin.rs"]
+mod brin;
 #[path = "sql/column_images.rs"]
 mod column_images;
 mod common;

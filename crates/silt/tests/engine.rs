@@ -7,6 +7,8 @@
 mod abort_same_key_twice;
 #[path = "engine/alter.rs"]
 mod alter;
+#[path = "engine/brin.rs"]
+mod brin;
 #[path = "engine/concurrent_queries.rs"]
 mod concurrent_queries;
 #[path = "engine/corruption.rs"]

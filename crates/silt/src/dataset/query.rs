@@ -409,6 +409,20 @@ impl Dataset {
                 ),
             ));
         }
+        // A brin index answers a range query through its zone maps: the
+        // embedded path, all matches (newest first).
+        let as_recent;
+        let query = match query {
+            Query::Range { lo, hi } if def.kind == crate::index::IndexKind::Brin => {
+                as_recent = Query::Recent {
+                    lo: lo.clone(),
+                    hi: hi.clone(),
+                    k: None,
+                };
+                &as_recent
+            }
+            q => q,
+        };
         let mut stats = QueryStats::default();
         let trees = &set.trees[i];
         let keys = self.query_keys(&def, query)?;

@@ -443,6 +443,46 @@ impl Dataset {
         self.read_committed(field, found, elo, ehi, epoch, stats)
     }
 
+    /// What a range query through the embedded or brin index `index` would
+    /// read of the primaries' disk components, judged by their zone maps
+    /// alone: (candidate data blocks, all data blocks). For `EXPLAIN`.
+    pub fn zone_map_blocks(
+        &self,
+        index: &str,
+        lo: &Bound<Vec<Value>>,
+        hi: &Bound<Vec<Value>>,
+    ) -> Result<(u64, u64)> {
+        let (i, set) = self.index_by_name(index)?;
+        let def = &set.defs[i];
+        let (elo, ehi) = self.index_bounds(
+            def,
+            lo.as_ref().map(Vec::as_slice),
+            hi.as_ref().map(Vec::as_slice),
+        )?;
+        let (lo, hi) = (
+            elo.as_ref().map(Vec::as_slice),
+            ehi.as_ref().map(Vec::as_slice),
+        );
+        let field = def.fields.first().map(String::as_str).unwrap_or_default();
+        let (mut read, mut all) = (0u64, 0u64);
+        for p in &self.partitions {
+            for c in p.primary.snapshot().disk.iter() {
+                let n = c.num_blocks() as u64;
+                all += n;
+                match crate::lsm::kind::block_filters(c).and_then(|f| f.field(field)) {
+                    Some(ff) if !ff.may_overlap(c.aux(), lo, hi) => {}
+                    Some(ff) => {
+                        let mut bs = Vec::new();
+                        ff.candidate_blocks(c.aux(), lo, hi, None, &mut bs);
+                        read += bs.len() as u64;
+                    }
+                    None => read += n,
+                }
+            }
+        }
+        Ok((read, all))
+    }
+
     /// Composite: every entry in the key range with its sequence number
     /// (= the record's last write: composite entries are rewritten by every
     /// write), newest first; each is validated through the primary, and the
@@ -606,10 +646,12 @@ impl Dataset {
                     match filters.and_then(|f| f.field(field).map(|ff| (f, ff))) {
                         Some((f, ff)) => {
                             if !ff.may_overlap(c.aux(), lo, hi) {
+                                stats.blocks_pruned += c.num_blocks() as u64;
                                 continue;
                             }
                             let mut bs = Vec::new();
                             ff.candidate_blocks(c.aux(), lo, hi, point_hash, &mut bs);
+                            stats.blocks_pruned += (c.num_blocks() - bs.len()) as u64;
                             blocks.extend(bs.into_iter().map(|b| (b, f.block_max_seq(b))));
                         }
                         // Written before the index existed and not yet

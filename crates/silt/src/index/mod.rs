@@ -25,6 +25,7 @@
 //! The layer imports `lsm`, `storage`, `geo`, `value` and `error`, never
 //! `dataset`, `db`, `txn` or `schema`.
 
+pub mod brin;
 pub mod btree;
 pub mod cells;
 pub mod deleted_key;
@@ -114,11 +115,17 @@ pub enum IndexKind {
     /// (`time` option) and expiry (`expiry`); appends never read, merges
     /// combine a key's fragments and drop expired items.
     Valuelist,
+    /// Block range index (Fusion, seed 004 §6.1) on one field: no index
+    /// tree; the primary's disk components carry per-block zone maps
+    /// (min, max) of the field, without bloom filters. Answers range and
+    /// equality queries (`Query::Range`) by reading only the blocks whose
+    /// zone map overlaps.
+    Brin,
 }
 
 impl IndexKind {
     /// Every kind, in the order error messages list them.
-    pub const ALL: [IndexKind; 13] = [
+    pub const ALL: [IndexKind; 14] = [
         IndexKind::Btree,
         IndexKind::Rtree,
         IndexKind::Dhvb,
@@ -132,6 +139,7 @@ impl IndexKind {
         IndexKind::Lazy,
         IndexKind::Composite,
         IndexKind::Valuelist,
+        IndexKind::Brin,
     ];
 
     /// The behaviour of the kind: the registry of index kinds (each is one
@@ -151,6 +159,7 @@ impl IndexKind {
             IndexKind::Eager => &recency::eager::EAGER,
             IndexKind::Lazy => &recency::lazy::LAZY,
             IndexKind::Valuelist => &valuelist::VALUELIST,
+            IndexKind::Brin => &brin::BRIN,
         }
     }
 
@@ -341,8 +350,12 @@ impl IndexDef {
         }
     }
 
-    /// Bloom filter bits per value of an embedded index.
+    /// Bloom filter bits per value of an embedded index (0 for a brin
+    /// index: zone maps only).
     pub fn bits_per_key(&self) -> f64 {
+        if self.kind == IndexKind::Brin {
+            return 0.0;
+        }
         self.options
             .bits_per_key
             .unwrap_or(crate::storage::block_filters::DEFAULT_BITS_PER_KEY)

@@ -66,8 +66,13 @@ impl Query {
 pub struct QueryStats {
     /// Index components (memory and disk, all partitions) searched.
     pub components: u64,
-    /// Disk leaf blocks of R-tree components read.
+    /// Disk leaf blocks of R-tree components read (data blocks of the
+    /// primary, for embedded and brin indexes).
     pub blocks: u64,
+    /// Data blocks of the primary that embedded and brin indexes skipped
+    /// because their zone maps (or blooms) ruled them out, whole
+    /// components included.
+    pub blocks_pruned: u64,
     /// Index entries that matched before reconciliation and refinement.
     pub candidates: u64,
     /// Hits fetched from the primary index.

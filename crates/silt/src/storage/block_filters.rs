@@ -163,7 +163,9 @@ impl FilterBuilder {
 
 impl FieldBuild {
     fn add(&mut self, v: Vec<u8>) {
-        self.hashes.push(key_hash(&v));
+        if self.bits_per_key > 0.0 {
+            self.hashes.push(key_hash(&v));
+        }
         if self.min.as_ref().is_none_or(|m| v < *m) {
             self.min = Some(v.clone());
         }
@@ -178,8 +180,12 @@ impl FieldBuild {
             (Some(min), Some(max)) => {
                 put_bytes(&mut self.out, &min);
                 put_bytes(&mut self.out, &max);
+                // No bits: zone maps only (a brin index); an empty bloom
+                // admits every value.
                 let mut bloom = Vec::new();
-                Bloom::build(&self.hashes, self.bits_per_key).encode(&mut bloom);
+                if self.bits_per_key > 0.0 {
+                    Bloom::build(&self.hashes, self.bits_per_key).encode(&mut bloom);
+                }
                 put_bytes(&mut self.out, &bloom);
                 if self.zmin.as_ref().is_none_or(|z| min < *z) {
                     self.zmin = Some(min);

@@ -70,7 +70,7 @@ fn recency_entries(def: &IndexDef, record: &Value, pk: &[u8]) -> Result<Vec<(Vec
 
 /// A recency hit is re-checked like a B+-tree hit: its field within the
 /// encoded bounds.
-fn recency_recheck(q: &Query, keys: Option<KeyRange>) -> Result<Recheck> {
+pub(crate) fn recency_recheck(q: &Query, keys: Option<KeyRange>) -> Result<Recheck> {
     match keys {
         Some(r) => Ok(Recheck::KeyRange(r)),
         None => Err(Error::invalid(

@@ -1,0 +1,238 @@
+//! Block range indexes (`brin`, zone maps of the primary's blocks) against
+//! a model: every range and equality query equals a filter of the model's
+//! records, through writes, deletes, flushes, merges and reopens, on local
+//! components and on a remote tier; the zone maps skip blocks when the
+//! field follows the key order.
+
+use crate::oracle::register_dir_store;
+use proptest::prelude::*;
+
+use silt::lsm::policy::MergePolicy;
+use silt::{
+    Database, DatasetDef, DbOptions, FieldType, IndexDef, IndexKind, Query, QueryOptions, Value,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::path::Path;
+
+fn opts() -> DbOptions {
+    DbOptions {
+        block_cache_bytes: 1 << 20,
+        sync: false,
+        durability: silt::Durability::None,
+        ..Default::default()
+    }
+}
+
+/// The record of key `k`: `t` (int, may be absent), `s` (a string).
+fn rec(k: i64, t: Option<i64>) -> Value {
+    let mut fields = vec![("id".into(), Value::Int(k))];
+    if let Some(t) = t {
+        fields.push(("t".into(), Value::Int(t)));
+        fields.push((
+            "s".into(),
+            Value::String(format!("s{:04}", t.rem_euclid(10_000))),
+        ));
+    }
+    fields.push(("pad".into(), Value::String("x".repeat(120))));
+    Value::Object(fields)
+}
+
+fn open(dir: &Path, policy: &str, remote: Option<&str>) -> Database {
+    let db = Database::open(dir, opts()).unwrap();
+    if db.dataset("t").is_err() {
+        let mut def = DatasetDef::new("t", &["id"])
+            .field("id", FieldType::Int)
+            .field("t", FieldType::Int)
+            .field("s", FieldType::String)
+            .memory_budget(1 << 20)
+            .block_size(512)
+            .policy(MergePolicy::parse(policy).unwrap());
+        if let Some(url) = remote {
+            def = def.remote(url, 0);
+        }
+        db.create_dataset(def).unwrap();
+        for (name, field) in [("t_brin", "t"), ("s_brin", "s")] {
+            db.create_index(
+                "t",
+                IndexDef {
+                    kind: IndexKind::Brin,
+                    ..IndexDef::btree(name, &[field])
+                },
+            )
+            .unwrap();
+        }
+    }
+    db
+}
+
+fn ids(db: &Database, index: &str, lo: Bound<Value>, hi: Bound<Value>) -> BTreeSet<i64> {
+    let ds = db.dataset("t").unwrap();
+    let q = Query::Range {
+        lo: lo.map(|v| vec![v]),
+        hi: hi.map(|v| vec![v]),
+    };
+    ds.query(index, &q, QueryOptions::default())
+        .unwrap()
+        .map(|h| match h.unwrap().pk.first() {
+            Some(Value::Int(k)) => *k,
+            other => panic!("pk {other:?}"),
+        })
+        .collect()
+}
+
+fn want(model: &BTreeMap<i64, Option<i64>>, f: impl Fn(i64) -> bool) -> BTreeSet<i64> {
+    model
+        .iter()
+        .filter(|(_, t)| t.is_some_and(&f))
+        .map(|(k, _)| *k)
+        .collect()
+}
+
+fn s_of(t: i64) -> String {
+    format!("s{:04}", t.rem_euclid(10_000))
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Key, and t: near the key (clustered) or anywhere, or absent.
+    Put(i64, Option<i64>),
+    Delete(i64),
+    Query(i64, i64),
+    Flush,
+    Compact,
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        10 => (0i64..500, prop_oneof![
+            4 => (0i64..20).prop_map(Some),
+            2 => (0i64..2000).prop_map(Some),
+            1 => Just(None),
+        ]).prop_map(|(k, d)| Op::Put(k, d.map(|d| if d < 20 { k * 4 + d } else { d }))),
+        3 => (0i64..500).prop_map(Op::Delete),
+        4 => (0i64..2000, 0i64..300).prop_map(|(a, w)| Op::Query(a, a + w)),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn check(
+    db: &Database,
+    model: &BTreeMap<i64, Option<i64>>,
+    a: i64,
+    b: i64,
+) -> Result<(), TestCaseError> {
+    let got = ids(
+        db,
+        "t_brin",
+        Bound::Included(Value::Int(a)),
+        Bound::Excluded(Value::Int(b)),
+    );
+    prop_assert_eq!(got, want(model, |t| a <= t && t < b), "t in [{}, {})", a, b);
+    let got = ids(
+        db,
+        "t_brin",
+        Bound::Included(Value::Int(a)),
+        Bound::Included(Value::Int(a)),
+    );
+    prop_assert_eq!(got, want(model, |t| t == a), "t = {}", a);
+    let got = ids(
+        db,
+        "t_brin",
+        Bound::Excluded(Value::Int(b)),
+        Bound::Unbounded,
+    );
+    prop_assert_eq!(got, want(model, |t| t > b), "t > {}", b);
+    // Strings order as strings.
+    let (sa, sb) = (s_of(a), s_of(b));
+    let got = ids(
+        db,
+        "s_brin",
+        Bound::Included(Value::String(sa.clone())),
+        Bound::Included(Value::String(sb.clone())),
+    );
+    prop_assert_eq!(
+        got,
+        want(model, |t| sa <= s_of(t) && s_of(t) <= sb),
+        "s in [{}, {}]",
+        sa,
+        sb
+    );
+    Ok(())
+}
+
+fn run(ops: &[Op], policy: &str, remote: bool) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("dirtest://{}", bucket.path().display());
+    let remote = remote.then_some(url.as_str());
+    let mut db = open(dir.path(), policy, remote);
+    let mut model: BTreeMap<i64, Option<i64>> = BTreeMap::new();
+    for op in ops {
+        match op {
+            Op::Put(k, t) => {
+                db.dataset("t").unwrap().upsert(rec(*k, *t)).unwrap();
+                model.insert(*k, *t);
+            }
+            Op::Delete(k) => {
+                db.dataset("t").unwrap().delete(&[Value::Int(*k)]).unwrap();
+                model.remove(k);
+            }
+            Op::Query(a, b) => check(&db, &model, *a, *b)?,
+            Op::Flush => db.dataset("t").unwrap().flush().unwrap(),
+            Op::Compact => db.dataset("t").unwrap().compact().unwrap(),
+            Op::Reopen => {
+                db.close().unwrap();
+                drop(db);
+                db = open(dir.path(), policy, remote);
+            }
+        }
+    }
+    db.dataset("t").unwrap().flush().unwrap();
+    for (a, b) in [(0, 100), (500, 900), (1990, 2100), (-5, 0)] {
+        check(&db, &model, a, b)?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    #[test]
+    fn brin_ranges_match_the_model(ops in proptest::collection::vec(op(), 1..300)) {
+        register_dir_store();
+        run(&ops, "tiered(3)", false)?;
+        run(&ops, "leveled(2,3,8KB,16KB)", false)?;
+        run(&ops, "prefix(64KB,3)", true)?;
+    }
+}
+
+/// Times that follow the key: a narrow range reads a few blocks of the
+/// one merged component, and says so.
+#[test]
+fn zone_maps_skip_blocks_of_clustered_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), "tiered(3)", None);
+    let ds = db.dataset("t").unwrap();
+    for k in 0..20_000 {
+        ds.upsert(rec(k, Some(k * 10))).unwrap();
+    }
+    ds.flush().unwrap();
+    ds.compact().unwrap();
+    let (lo, hi) = (
+        Bound::Included(vec![Value::Int(50_000)]),
+        Bound::Excluded(vec![Value::Int(51_000)]),
+    );
+    let (read, all) = ds.zone_map_blocks("t_brin", &lo, &hi).unwrap();
+    assert!(all > 500, "{all} blocks");
+    // 100 matching records of ~170 bytes in 512-byte blocks: ~25 blocks,
+    // plus at most one at each end.
+    assert!(read <= 30, "{read} of {all} blocks to read");
+    let res = ds
+        .query("t_brin", &Query::Range { lo, hi }, QueryOptions::default())
+        .unwrap();
+    let hits: Vec<_> = res.collect::<silt::Result<Vec<_>>>().unwrap();
+    assert_eq!(hits.len(), 100);
+}
