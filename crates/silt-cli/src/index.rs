@@ -399,16 +399,28 @@ pub fn index_totals(ds: &Dataset, index: &str) -> (Totals, usize) {
 
 /// Print what a created index holds (entries, components) after its build.
 pub fn print_created(ds: &Dataset, def: &IndexDef, took: Option<std::time::Duration>) {
-    if def.kind == IndexKind::Embedded {
+    if matches!(def.kind, IndexKind::Embedded | IndexKind::Brin) {
         let (t, partitions) = index_totals(ds, "primary");
+        let what = if def.kind == IndexKind::Brin {
+            "type: brin, field: {}, zone maps only".replace("{}", &def.fields.join(", "))
+        } else {
+            format!(
+                "type: embedded, field: {}, bits per key: {}",
+                def.fields.join(", "),
+                def.bits_per_key()
+            )
+        };
+        let built = if def.kind == IndexKind::Brin {
+            "zone maps (block min/max)"
+        } else {
+            "bloom filters and zone maps"
+        };
         println!(
-            "created index `{}` on dataset `{}`{}\n  type: embedded, field: {}, bits per key: {}\n  bloom filters and zone maps of `{}` built into the primary index's {} over {} ({} on disk); no index tree",
+            "created index `{}` on dataset `{}`{}\n  {what}\n  {built} of `{}` built into the primary index's {} over {} ({} on disk); no index tree",
             def.name,
             ds.name(),
             took.map(|d| format!(" in {}", duration(d)))
                 .unwrap_or_default(),
-            def.fields.join(", "),
-            def.bits_per_key(),
             def.fields.join(", "),
             plural(t.components, "component", "components"),
             plural(partitions as u64, "partition", "partitions"),

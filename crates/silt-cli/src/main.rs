@@ -229,6 +229,11 @@ Index types (--type):
             any) of the words
   ngram     LSM inverted index of the n-grams (--gram N letters, default 3) of
             a text field: `--text` finds records containing a substring
+  brin      block range index: no index tree; the primary index's disk
+            components carry the min and max of the field per data block.
+            `--eq`/`--from`/`--to` (and SQL range predicates) read only the
+            blocks whose range overlaps. Nearly free to keep; prunes well
+            when the field follows the key or arrival order (times, ids)
 
 LevelDB++ indexes for the K most recent matches (`silt query --recent --eq V
 --k K`, or --from A --to B), one field each; recency is the order of writes:
@@ -275,7 +280,8 @@ Examples:
   silt create-index tweets by_time --type embedded --field created_at --bits-per-key 50
   silt create-index tweets by_user_lazy --type lazy --field user_id
   silt create-index tweets by_user_eager --type eager --field user_id
-  silt create-index tweets by_user_comp --type composite --field user_id";
+  silt create-index tweets by_user_comp --type composite --field user_id
+  silt create-index events ts_zones --type brin --field ts";
 
 const QUERY_HELP: &str = "\
 One access path per query; the index's type says which flags apply:
@@ -309,6 +315,10 @@ One access path per query; the index's type says which flags apply:
                                  and digits, case-insensitive
   ngram    --text \"TEXT\"         records whose text contains TEXT as a
                                  substring, case-insensitive
+  brin     --eq V, or --from A and/or --to B
+                                 records whose field equals V or lies in the
+                                 range (both ends inclusive), reading only the
+                                 blocks whose zone maps overlap
   embedded, eager, lazy, composite (and btree):
            --recent --eq V [--k K]
                                  the K most recent records whose field equals V,

@@ -731,11 +731,16 @@ pub fn stats_text(s: &QueryStats, kind: IndexKind) -> String {
     if kind.is_grid() {
         parts.push(plural(s.blocks, "cell range read", "cell ranges read"));
     }
-    if kind == IndexKind::Embedded {
+    if matches!(kind, IndexKind::Embedded | IndexKind::Brin) {
         parts.push(plural(
             s.blocks,
             "primary block read",
             "primary blocks read",
+        ));
+        parts.push(plural(
+            s.blocks_pruned,
+            "block skipped by its zone map",
+            "blocks skipped by their zone maps",
         ));
     }
     parts.push(plural(s.candidates, "candidate", "candidates"));
