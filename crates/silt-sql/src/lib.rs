@@ -62,6 +62,7 @@ pub mod deferred;
 pub mod dml;
 pub mod error;
 mod estimate;
+mod extremes;
 pub mod foreign_keys;
 pub mod geom;
 pub mod identity;
@@ -217,6 +218,7 @@ impl SqlEngine {
             .with_default_features()
             .with_type_planner(Arc::new(json::JsonTypes))
             .with_optimizer_rule(Arc::new(rules::KnnRule))
+            .with_optimizer_rule(Arc::new(extremes::ExtremesRule))
             .with_optimizer_rule(Arc::new(rules::SpatialJoinRule))
             .with_optimizer_rule(Arc::new(view_rewrite::ViewRule::new(db.clone())))
             .with_query_planner(Arc::new(rules::SiltQueryPlanner))

@@ -88,6 +88,10 @@ pub struct SiltScanExec {
     keyed: Arc<RunDecisions<Option<KeyedReads>>>,
     /// What the join's keys made of the scan (EXPLAIN ANALYZE shows it).
     metrics: ExecutionPlanMetricsSet,
+    /// Only the minimum and maximum of the columns are wanted
+    /// ([`crate::extremes`]): when the zone maps decide them, the scan
+    /// gives two rows (the minima, the maxima) instead of the records.
+    extremes: Option<Arc<crate::extremes::ExtremeDecisions>>,
 }
 
 impl fmt::Debug for SiltScanExec {
@@ -126,7 +130,14 @@ impl SiltScanExec {
             join_keys: None,
             keyed: Arc::default(),
             metrics: ExecutionPlanMetricsSet::new(),
+            extremes: None,
         }
+    }
+
+    /// See [`SiltScanExec::extremes`].
+    pub(crate) fn with_extremes(mut self, on: bool) -> SiltScanExec {
+        self.extremes = on.then(Arc::default);
+        self
     }
 
     fn props(
@@ -225,6 +236,7 @@ impl SiltScanExec {
         s.keyed = Arc::default();
         s.counts = Arc::default();
         s.images = Arc::default();
+        s.extremes = s.extremes.as_ref().map(|_| Arc::default());
         s.metrics = ExecutionPlanMetricsSet::new();
         s
     }
@@ -299,6 +311,9 @@ impl DisplayAs for SiltScanExec {
         if let Some(k) = &self.join_keys {
             write!(f, ", join keys={k}")?;
         }
+        if self.extremes.is_some() {
+            f.write_str(", min/max from zone maps when exact")?;
+        }
         // A brin path: what the zone maps let through, now.
         if let Access::Index {
             index,
@@ -351,6 +366,7 @@ impl ExecutionPlan for SiltScanExec {
         s.keyed = Arc::default();
         s.counts = Arc::default();
         s.images = Arc::default();
+        s.extremes = s.extremes.as_ref().map(|_| Arc::default());
         s.metrics = ExecutionPlanMetricsSet::new();
         Ok(Arc::new(s))
     }
@@ -667,6 +683,21 @@ impl SiltScanExec {
             };
             let rows = meta_count::empty_rows(&schema, n, batch_size)?;
             return Ok(Box::pin(MemoryStream::try_new(rows, schema, None)?));
+        }
+        if let Some(ex) = &self.extremes
+            && txn.is_none()
+            && !self.for_write
+            && matches!(self.access, Access::Full)
+            && let Some(rows) = ex.rows(&context, &self.ds, &cols)
+        {
+            let rows = if partition == 0 { rows } else { Vec::new() };
+            if partition == 0 {
+                MetricBuilder::new(&self.metrics)
+                    .global_counter("extremes_from_zone_maps")
+                    .add(1);
+            }
+            let batch = convert::records_to_batch(&schema, &cols, &rows)?;
+            return Ok(Box::pin(MemoryStream::try_new(vec![batch], schema, None)?));
         }
         let ctl = crate::bounds::control(context.session_config().options()).cloned();
         if !cols.is_empty()

@@ -112,6 +112,9 @@ pub struct SiltTable {
     cols: Vec<ColumnInfo>,
     schema: SchemaRef,
     knn: Option<KnnSpec>,
+    /// Scanned only for the minimum and maximum of its columns
+    /// ([`crate::extremes`]).
+    extremes: bool,
 }
 
 impl fmt::Debug for SiltTable {
@@ -139,6 +142,7 @@ impl SiltTable {
             cols,
             schema,
             knn: None,
+            extremes: false,
         }
     }
 
@@ -765,7 +769,30 @@ impl SiltTable {
             cols: self.cols.clone(),
             schema: self.schema.clone(),
             knn: self.knn.clone(),
+            extremes: self.extremes,
         }
+    }
+
+    /// The same table, scanned only for the minimum and maximum of the
+    /// columns it reads ([`crate::extremes`]).
+    pub(crate) fn with_extremes(&self) -> SiltTable {
+        SiltTable {
+            extremes: true,
+            ..self.duplicate()
+        }
+    }
+
+    pub(crate) fn extremes(&self) -> bool {
+        self.extremes
+    }
+
+    /// The brin or embedded index on `column`, whose zone maps know its
+    /// smallest and largest values.
+    pub(crate) fn zone_mapped(&self, column: &str) -> bool {
+        self.ds.index_defs().into_iter().any(|d| {
+            matches!(d.kind, IndexKind::Brin | IndexKind::Embedded)
+                && d.fields.first().is_some_and(|f| f == column)
+        })
     }
 
     /// [`SiltTable::build_scan`] for filters and a kNN point without
@@ -793,14 +820,18 @@ impl SiltTable {
             None => (0..self.cols.len()).collect(),
         };
         let Some(pred) = conjunction(residual) else {
-            return Ok(Arc::new(SiltScanExec::new(
-                self.ds.clone(),
-                &self.cols,
-                requested,
-                access,
-                limit,
-                all_filters,
-            )));
+            let extremes = self.extremes && matches!(access, Access::Full) && limit.is_none();
+            return Ok(Arc::new(
+                SiltScanExec::new(
+                    self.ds.clone(),
+                    &self.cols,
+                    requested,
+                    access,
+                    limit,
+                    all_filters,
+                )
+                .with_extremes(extremes),
+            ));
         };
         let mut needed: BTreeSet<usize> = requested.iter().copied().collect();
         for c in pred.column_refs() {

@@ -130,3 +130,70 @@ fn brin_on_a_remote_tier() {
     drop(ds);
     check(&e);
 }
+
+/// `min`/`max` of zone-mapped columns: from the zone maps when they
+/// decide (one merged component), from the records otherwise (rows in
+/// memory, a transaction's own writes); always the same answer.
+#[test]
+fn min_and_max_from_zone_maps() {
+    let (_d, e) = engine();
+    load(&e, "");
+    let q = "SELECT min(ts), max(ts), min(tag), max(tag) FROM ev";
+    let plain = "SELECT min(ts + 0), max(ts + 0), min(tag || ''), max(tag || '') FROM ev";
+    let same = |e: &silt_sql::SqlEngine| {
+        let (a, b) = (run(e, q), run(e, plain));
+        assert_eq!(ints(&a, 0), ints(&b, 0));
+        assert_eq!(ints(&a, 1), ints(&b, 1));
+        assert_eq!(strings(&a, 2), strings(&b, 2));
+        assert_eq!(strings(&a, 3), strings(&b, 3));
+        ints(&a, 0)[0]
+    };
+    let plan = explain(&e, q);
+    assert!(plan.contains("min/max from zone maps when exact"), "{plan}");
+    // Not for what the zone maps cannot answer.
+    for other in [
+        "SELECT min(ts), count(*) FROM ev",
+        "SELECT min(ts), max(v) FROM ev",
+        "SELECT min(ts) FROM ev WHERE v > 3",
+        "SELECT v, min(ts) FROM ev GROUP BY v",
+    ] {
+        assert!(
+            !explain(&e, other).contains("zone maps when exact"),
+            "{other}"
+        );
+    }
+    same(&e); // rows in memory: read
+    let ds = e.database().dataset("ev").unwrap();
+    ds.flush().unwrap();
+    ds.compact().unwrap();
+    assert!(ds.exact_extremes(&["ts".into()]).is_some());
+    drop(ds);
+    same(&e); // one component: from the zone maps
+    let analyzed = strings(&run(&e, &format!("EXPLAIN ANALYZE {q}")), 1)
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(analyzed.contains("extremes_from_zone_maps=1"), "{analyzed}");
+    // A new smallest value in memory, then a deleted one.
+    run(&e, "INSERT INTO ev VALUES (100000, -7, 'a', 1)");
+    assert_eq!(same(&e), -7);
+    run(&e, "DELETE FROM ev WHERE id = 100000");
+    let ds = e.database().dataset("ev").unwrap();
+    ds.flush().unwrap();
+    ds.compact().unwrap();
+    drop(ds);
+    assert!(same(&e) >= 0);
+    // Inside a transaction, its own writes count.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let s = silt_sql::SqlSession::new();
+    let r = |sql: &str| rt.block_on(e.execute_in(&s, sql)).unwrap();
+    r("BEGIN");
+    r("INSERT INTO ev VALUES (100001, -9, 'a', 1)");
+    assert_eq!(ints(&r("SELECT min(ts) FROM ev"), 0), vec![-9]);
+    r("ROLLBACK");
+    assert!(ints(&run(&e, "SELECT min(ts) FROM ev"), 0)[0] >= 0);
+}

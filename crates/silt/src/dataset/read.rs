@@ -340,6 +340,54 @@ impl Dataset {
         Some(n)
     }
 
+    /// The smallest and largest value of each of `fields` over the live
+    /// records, from the zone maps of the primary's components (embedded
+    /// and brin indexes keep them), when they decide it exactly: no record
+    /// in memory, components whose key ranges do not overlap, zone maps of
+    /// every field in every component, no ttl, no writer holding a lock.
+    /// `None` when they do not; per field `None` when no record has a
+    /// value. What `SELECT min(f), max(f)` reads instead of the records.
+    pub fn exact_extremes(&self, fields: &[String]) -> Option<Vec<Option<(Value, Value)>>> {
+        if self.has_ttl() || self.txn.locks.any_held() {
+            return None;
+        }
+        let mut out: Vec<Option<(Vec<u8>, Vec<u8>)>> = vec![None; fields.len()];
+        for p in &self.partitions {
+            for c in p.primary.exact_components()?.iter() {
+                if c.meta().entries == 0 {
+                    continue;
+                }
+                let filters = crate::lsm::kind::block_filters(c)?;
+                for (f, acc) in fields.iter().zip(out.iter_mut()) {
+                    let Some((lo, hi)) = filters.field(f)?.zone(c.aux()) else {
+                        continue;
+                    };
+                    match acc {
+                        Some((a, b)) => {
+                            if lo < a.as_slice() {
+                                *a = lo.to_vec();
+                            }
+                            if hi > b.as_slice() {
+                                *b = hi.to_vec();
+                            }
+                        }
+                        None => *acc = Some((lo.to_vec(), hi.to_vec())),
+                    }
+                }
+            }
+        }
+        if self.txn.locks.any_held() {
+            return None;
+        }
+        let one = |b: &[u8]| -> Option<Value> { value::decode_key(b).ok()?.into_iter().next() };
+        out.into_iter()
+            .map(|z| match z {
+                None => Some(None),
+                Some((a, b)) => Some(Some((one(&a)?, one(&b)?))),
+            })
+            .collect()
+    }
+
     /// Encoded keys that split the primary keys within `[lo, hi)` into at
     /// most `parts` ranges of about the same number of records, each at
     /// least `min_blocks` data blocks long; empty when the range is smaller.

@@ -135,6 +135,31 @@ impl LsmTree {
         Some(runs.iter().map(|r| r.2).sum())
     }
 
+    /// The disk components, when they alone hold every live record once:
+    /// no memtable has an entry, and the components' key ranges do not
+    /// overlap (so no record has a second version, and no antimatter
+    /// entry hides one). What such components' zone maps say is exact.
+    pub fn exact_components(&self) -> Option<Arc<Vec<Arc<ComponentReader>>>> {
+        if self.cfg.kind.deleted_keys() {
+            return None;
+        }
+        let snap = self.snapshot();
+        if snap.mems.iter().any(|m| m.summary().is_some()) {
+            return None;
+        }
+        let mut ranges: Vec<(&[u8], &[u8])> = snap
+            .disk
+            .iter()
+            .filter(|c| c.meta().entries > 0)
+            .map(|c| (c.meta().min_key.as_slice(), c.meta().max_key.as_slice()))
+            .collect();
+        ranges.sort();
+        if ranges.windows(2).any(|w| w[1].0 <= w[0].1) {
+            return None;
+        }
+        Some(snap.disk.clone())
+    }
+
     /// Newest version of `key` (antimatter included), newest component first.
     /// A user lookup (counted in `gets` and read amplification).
     pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
