@@ -630,7 +630,7 @@ mod tests {
         };
         assert_eq!(
             m,
-            "unknown index type `hash`; available: btree, rtree, dhvb, dhb, shb, sif, keyword, ngram, embedded, eager, lazy, composite, valuelist"
+            "unknown index type `hash`; available: btree, rtree, dhvb, dhb, shb, sif, keyword, ngram, embedded, eager, lazy, composite, valuelist, brin"
         );
     }
 }
