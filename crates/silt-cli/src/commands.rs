@@ -99,6 +99,11 @@ pub fn dataset_def(o: &CreateOptions) -> CliResult<DatasetDef> {
         def = def.compression(Compression::parse(c)?);
     }
     if let Some((url, level)) = o.remote {
+        if url.to_ascii_lowercase().starts_with("memory://") {
+            return Err(CliError::Usage(format!(
+                "--remote {url}: a memory:// bucket lives in one process, and each `silt` command is a process of its own (its objects would be gone at the next command); use s3://bucket/prefix"
+            )));
+        }
         def = def.remote(url, level);
     }
     def.ttl.clone_from(&o.ttl);

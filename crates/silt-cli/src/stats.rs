@@ -36,6 +36,14 @@ pub struct Totals {
     pub bloom_false_positives: u64,
     pub scans: u64,
     pub flush_stalls: u64,
+    /// Indexes with a remote tier among those summed, and what they asked
+    /// of their bucket.
+    pub remote_indexes: u64,
+    pub remote_components: u64,
+    pub remote_gets: u64,
+    pub remote_bytes_read: u64,
+    pub remote_puts: u64,
+    pub remote_bytes_written: u64,
 }
 
 impl Totals {
@@ -68,6 +76,14 @@ impl Totals {
         self.bloom_false_positives += i.bloom_false_positives;
         self.scans += i.scans;
         self.flush_stalls += i.flush_stalls;
+        if let Some(r) = &i.remote {
+            self.remote_indexes += 1;
+            self.remote_components += r.components;
+            self.remote_gets += r.gets;
+            self.remote_bytes_read += r.bytes_read;
+            self.remote_puts += r.puts;
+            self.remote_bytes_written += r.bytes_written;
+        }
     }
 
     pub fn write_amplification(&self) -> f64 {
@@ -118,7 +134,7 @@ type Row = (&'static str, Vec<String>);
 fn rows_for(columns: &[Totals]) -> Vec<Row> {
     let cell = |f: &dyn Fn(&Totals) -> String| columns.iter().map(f).collect::<Vec<_>>();
     let ratio = |v: f64| format!("{v:.2}");
-    vec![
+    let mut rows = vec![
         ("components", cell(&|t| count(t.components))),
         ("  per level", cell(&|t| t.level_summary())),
         ("  entries on disk", cell(&|t| count(t.entries))),
@@ -147,7 +163,20 @@ fn rows_for(columns: &[Totals]) -> Vec<Row> {
             cell(&|t| count(t.bloom_false_positives)),
         ),
         ("scans", cell(&|t| count(t.scans))),
-    ]
+    ];
+    if columns.iter().any(|t| t.remote_indexes > 0) {
+        rows.extend([
+            (
+                "in object storage",
+                cell(&|t| format!("{} components", count(t.remote_components))),
+            ),
+            ("  GETs", cell(&|t| count(t.remote_gets))),
+            ("  bytes fetched", cell(&|t| bytes(t.remote_bytes_read))),
+            ("  PUTs", cell(&|t| count(t.remote_puts))),
+            ("  bytes uploaded", cell(&|t| bytes(t.remote_bytes_written))),
+        ]);
+    }
+    rows
 }
 
 /// The trees of a dataset grouped by index: (index name, trees over the

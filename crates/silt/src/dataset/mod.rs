@@ -129,6 +129,7 @@ fn remote_tier(
         store: crate::storage::remote::open(&r.url)?,
         prefix: format!("{name}/p{p}/{index}"),
         from_level: r.from_level,
+        counters: Default::default(),
     }))
 }
 

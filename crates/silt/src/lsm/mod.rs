@@ -14,4 +14,4 @@ pub mod tree;
 pub use background::{Background, MemoryGroup};
 pub use kind::{PkSplit, Reconcile, TreeKind};
 pub use memtable::MemTable;
-pub use tree::{LsmTree, Snapshot, TreeConfig, TreeStats};
+pub use tree::{LsmTree, RemoteStats, Snapshot, TreeConfig, TreeStats};

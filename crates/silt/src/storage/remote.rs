@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The version of an object that a conditional put can require (an S3
@@ -153,6 +154,35 @@ pub fn remove_prefix(store: &dyn RemoteStore, prefix: &str) -> Result<usize> {
     Ok(objects.len())
 }
 
+/// What one index asked of its bucket since it was opened.
+#[derive(Debug, Default)]
+pub struct RemoteCounters {
+    /// GETs (whole objects and ranges) and the bytes they returned.
+    pub gets: AtomicU64,
+    pub bytes_read: AtomicU64,
+    /// PUTs (component uploads, MANIFEST replacements) and their bytes.
+    pub puts: AtomicU64,
+    pub bytes_written: AtomicU64,
+    /// DELETEs (merged-away components, garbage).
+    pub deletes: AtomicU64,
+}
+
+impl RemoteCounters {
+    pub(crate) fn got(&self, bytes: usize) {
+        self.gets.fetch_add(1, Ordering::Relaxed);
+        self.bytes_read.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn put(&self, bytes: u64) {
+        self.puts.fetch_add(1, Ordering::Relaxed);
+        self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn deleted(&self) {
+        self.deletes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Where one index keeps its remote levels: a store, the key prefix of the
 /// index inside it, and the first level stored there (levels above it stay
 /// on the local disk).
@@ -162,6 +192,8 @@ pub struct RemoteTier {
     /// `<dataset directory>/p<i>/<index>`, no trailing `/`.
     pub prefix: String,
     pub from_level: u32,
+    /// What the index asked of the bucket.
+    pub counters: Arc<RemoteCounters>,
 }
 
 impl RemoteTier {
@@ -204,6 +236,7 @@ const READAHEAD_MAX: u64 = 2 << 20;
 #[derive(Debug)]
 pub struct RemoteSource {
     store: Arc<dyn RemoteStore>,
+    counters: Arc<RemoteCounters>,
     key: String,
     url: PathBuf,
     size: u64,
@@ -225,9 +258,11 @@ struct Readahead {
 }
 
 impl RemoteSource {
-    /// The object `key` of `size` bytes (from a listing or an upload).
+    /// The object `key` of `size` bytes (from a listing or an upload),
+    /// its requests counted in `counters`.
     pub fn open(
         store: Arc<dyn RemoteStore>,
+        counters: Arc<RemoteCounters>,
         key: String,
         url: PathBuf,
         size: u64,
@@ -236,6 +271,7 @@ impl RemoteSource {
         let want = usize::try_from(size - tail_off)
             .map_err(|_| Error::corrupt(&url, "object tail does not fit in memory"))?;
         let tail = store.get_range(&key, tail_off, want)?;
+        counters.got(tail.len());
         if tail.len() != want {
             return Err(Error::corrupt(
                 &url,
@@ -247,6 +283,7 @@ impl RemoteSource {
         }
         Ok(RemoteSource {
             store,
+            counters,
             key,
             url,
             size,
@@ -308,6 +345,7 @@ impl ComponentSource for RemoteSource {
             (len as u64).max(ra.next).min(self.tail_off.max(end) - off)
         };
         let mut got = self.store.get_range(&self.key, off, want as usize)?;
+        self.counters.got(got.len());
         if got.len() as u64 != want {
             return Err(Error::corrupt(
                 &self.url,
@@ -334,6 +372,7 @@ impl ComponentSource for RemoteSource {
     }
 
     fn remove(&self) -> std::io::Result<()> {
+        self.counters.deleted();
         self.store
             .delete(&self.key)
             .map_err(|e| std::io::Error::other(e.to_string()))

@@ -179,3 +179,27 @@ fn drop_and_truncate_remove_the_objects() {
     // The name can be used again on the same prefix.
     db.create_dataset(def(&url, "no-merge", 0)).unwrap();
 }
+
+#[test]
+fn an_empty_bucket_where_components_were_is_an_error_not_an_empty_dataset() {
+    register_dir_store();
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("dirtest://{}", bucket.path().display());
+    {
+        let db = Database::open(dir.path(), opts()).unwrap();
+        db.create_dataset(def(&url, "no-merge", 0)).unwrap();
+        let ds = db.dataset("t").unwrap();
+        for k in 0..100 {
+            ds.insert(rec(k)).unwrap();
+        }
+        ds.flush().unwrap();
+        db.close().unwrap();
+    }
+    // The bucket's objects are gone (or the settings name another bucket).
+    std::fs::remove_dir_all(bucket.path().join("t")).unwrap();
+    let Err(e) = Database::open(dir.path(), opts()) else {
+        panic!("opened over an emptied bucket as if the dataset were new");
+    };
+    assert!(e.to_string().contains("holds no MANIFEST"), "{e}");
+}

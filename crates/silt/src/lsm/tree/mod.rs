@@ -137,6 +137,22 @@ pub struct TreeStats {
     /// Leveled merges of a single component done as a move (no rewrite).
     pub moves: u64,
     pub writes: u64,
+    /// The remote tier, if the index has one: what it asked of the bucket.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteStats>,
+}
+
+/// What an index with a remote tier asked of its bucket since it was
+/// opened, and how many of its components are there.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RemoteStats {
+    pub url: String,
+    pub components: u64,
+    pub gets: u64,
+    pub bytes_read: u64,
+    pub puts: u64,
+    pub bytes_written: u64,
+    pub deletes: u64,
 }
 
 #[derive(Clone)]
@@ -199,7 +215,7 @@ impl LsmTree {
         create_dir_all(&cfg.dir)?;
         let (manifest, remote, sizes) = match &cfg.remote {
             Some(tier) => {
-                let o = remote::RemoteState::open(tier.clone())?;
+                let o = remote::RemoteState::open(tier.clone(), &cfg.dir)?;
                 (o.manifest, Some(o.state), o.sizes)
             }
             None => (
@@ -620,6 +636,18 @@ impl LsmTree {
             flush_stalls: ld(&c.flush_stalls),
             moves: ld(&c.moves),
             writes: ld(&c.writes),
+            remote: self.remote.as_ref().map(|r| {
+                let k = &r.tier.counters;
+                RemoteStats {
+                    url: r.tier.url_of("").display().to_string(),
+                    components: st.disk.iter().filter(|c| c.is_remote()).count() as u64,
+                    gets: ld(&k.gets),
+                    bytes_read: ld(&k.bytes_read),
+                    puts: ld(&k.puts),
+                    bytes_written: ld(&k.bytes_written),
+                    deletes: ld(&k.deletes),
+                }
+            }),
         }
     }
 }

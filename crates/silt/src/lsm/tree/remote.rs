@@ -56,11 +56,25 @@ fn component_id(name: &str) -> Option<u64> {
 
 impl RemoteState {
     /// Open the tier: read the MANIFEST, take the writer's place, collect
-    /// the prefix's garbage.
-    pub(super) fn open(tier: RemoteTier) -> Result<Opened> {
+    /// the prefix's garbage. `dir` is the index's local directory, where a
+    /// marker file (`REMOTE`) says the bucket has held its MANIFEST.
+    pub(super) fn open(tier: RemoteTier, dir: &Path) -> Result<Opened> {
         let key = tier.key("MANIFEST");
         let url = tier.url_of("MANIFEST");
-        let (mut manifest, version) = match tier.store.get(&key)? {
+        let got = tier.store.get(&key)?;
+        tier.counters.got(got.as_ref().map_or(0, |(b, _)| b.len()));
+        let marker = dir.join("REMOTE");
+        if got.is_none() && marker.exists() {
+            // Starting empty would lose every component flushed there.
+            return Err(Error::corrupt(
+                &url,
+                format!(
+                    "the bucket holds no MANIFEST for this index, but this database put one there before ({}): the URL, endpoint or credentials point at another bucket, or its objects were deleted; fix the settings (to start the index empty instead, delete that file)",
+                    marker.display()
+                ),
+            ));
+        }
+        let (mut manifest, version) = match got {
             Some((bytes, v)) => {
                 let m: Manifest = serde_json::from_slice(&bytes)
                     .map_err(|e| Error::corrupt(&url, format!("unreadable manifest: {e}")))?;
@@ -90,6 +104,9 @@ impl RemoteState {
         }
         .map_err(|e| Error::Config(format!("encoding manifest: {e}")))?;
         state.put_manifest(claim)?;
+        if !marker.exists() {
+            write_atomic(&marker, state.tier.store.url().as_bytes())?;
+        }
         // Garbage: component objects the MANIFEST does not list as remote.
         let keep: std::collections::HashSet<u64> = manifest
             .iter()
@@ -110,6 +127,7 @@ impl RemoteState {
                         state.tier.url_of(name).display()
                     );
                     state.tier.store.delete(&o.key)?;
+                    state.tier.counters.deleted();
                 }
                 _ => {
                     sizes.insert(name.to_owned(), o.size);
@@ -132,6 +150,7 @@ impl RemoteState {
             Some(x) => PutCondition::Matches(x),
             None => PutCondition::Absent,
         };
+        self.tier.counters.put(bytes.len() as u64);
         if let Some(nv) = self.tier.store.put_if(&key, bytes.clone(), cond)? {
             *v = Some(nv);
             return Ok(());
@@ -156,10 +175,13 @@ impl RemoteState {
             self.tier
                 .store
                 .put_file(&self.tier.key(&companion_name(id)), d.path())?;
+            self.tier.counters.put(d.meta().file_bytes);
         }
         self.tier
             .store
-            .put_file(&self.tier.key(&component_name(id)), c.path())
+            .put_file(&self.tier.key(&component_name(id)), c.path())?;
+        self.tier.counters.put(c.meta().file_bytes);
+        Ok(())
     }
 
     /// Open component `id` from the bucket, `size` bytes, its deleted-key
@@ -176,6 +198,7 @@ impl RemoteState {
         let source = |name: String, size: u64| -> Result<Box<dyn ComponentSource>> {
             Ok(Box::new(RemoteSource::open(
                 self.tier.store.clone(),
+                self.tier.counters.clone(),
                 self.tier.key(&name),
                 self.tier.url_of(&name),
                 size,
