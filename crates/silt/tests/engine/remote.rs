@@ -51,19 +51,31 @@ fn sc_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-#[test]
-fn components_live_in_the_bucket_and_survive_reopen() {
+/// A database directory, a directory-backed bucket and its URL.
+fn places() -> (tempfile::TempDir, tempfile::TempDir, String) {
     register_dir_store();
     let dir = tempfile::tempdir().unwrap();
     let bucket = tempfile::tempdir().unwrap();
     let url = format!("dirtest://{}", bucket.path().display());
-    let db = Database::open(dir.path(), opts()).unwrap();
-    db.create_dataset(def(&url, "tiered(3)", 0)).unwrap();
+    (dir, bucket, url)
+}
+
+/// Create `t` in `db` on `url` under `policy` with records 0..n, flushed.
+fn fill(db: &Database, url: &str, policy: &str, n: i64) {
+    db.create_dataset(def(url, policy, 0)).unwrap();
     let ds = db.dataset("t").unwrap();
-    for k in 0..5000 {
+    for k in 0..n {
         ds.insert(rec(k)).unwrap();
     }
     ds.flush().unwrap();
+}
+
+#[test]
+fn components_live_in_the_bucket_and_survive_reopen() {
+    let (dir, bucket, url) = places();
+    let db = Database::open(dir.path(), opts()).unwrap();
+    fill(&db, &url, "tiered(3)", 5000);
+    let ds = db.dataset("t").unwrap();
     ds.compact().unwrap();
     assert!(!sc_files(bucket.path()).is_empty(), "nothing uploaded");
     assert!(
@@ -87,10 +99,7 @@ fn components_live_in_the_bucket_and_survive_reopen() {
 
 #[test]
 fn a_leveled_tree_keeps_its_hot_levels_local() {
-    register_dir_store();
-    let dir = tempfile::tempdir().unwrap();
-    let bucket = tempfile::tempdir().unwrap();
-    let url = format!("dirtest://{}", bucket.path().display());
+    let (dir, bucket, url) = places();
     let db = Database::open(dir.path(), opts()).unwrap();
     db.create_dataset(def(&url, "leveled(2,3,8KB,16KB)", 1))
         .unwrap();
@@ -151,18 +160,9 @@ fn two_writers_of_one_prefix_cannot_both_win() {
 
 #[test]
 fn drop_and_truncate_remove_the_objects() {
-    register_dir_store();
-    let dir = tempfile::tempdir().unwrap();
-    let bucket = tempfile::tempdir().unwrap();
-    let url = format!("dirtest://{}", bucket.path().display());
+    let (dir, bucket, url) = places();
     let db = Database::open(dir.path(), opts()).unwrap();
-    db.create_dataset(def(&url, "no-merge", 0)).unwrap();
-    let ds = db.dataset("t").unwrap();
-    for k in 0..100 {
-        ds.insert(rec(k)).unwrap();
-    }
-    ds.flush().unwrap();
-    drop(ds);
+    fill(&db, &url, "no-merge", 100);
     let before = sc_files(bucket.path());
     assert!(!before.is_empty());
     db.truncate_dataset("t").unwrap();
@@ -182,18 +182,10 @@ fn drop_and_truncate_remove_the_objects() {
 
 #[test]
 fn an_empty_bucket_where_components_were_is_an_error_not_an_empty_dataset() {
-    register_dir_store();
-    let dir = tempfile::tempdir().unwrap();
-    let bucket = tempfile::tempdir().unwrap();
-    let url = format!("dirtest://{}", bucket.path().display());
+    let (dir, bucket, url) = places();
     {
         let db = Database::open(dir.path(), opts()).unwrap();
-        db.create_dataset(def(&url, "no-merge", 0)).unwrap();
-        let ds = db.dataset("t").unwrap();
-        for k in 0..100 {
-            ds.insert(rec(k)).unwrap();
-        }
-        ds.flush().unwrap();
+        fill(&db, &url, "no-merge", 100);
         db.close().unwrap();
     }
     // The bucket's objects are gone (or the settings name another bucket).
