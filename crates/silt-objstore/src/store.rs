@@ -370,3 +370,89 @@ impl RemoteStore for ObjectBackend {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mem(name: &str) -> ObjectBackend {
+        ObjectBackend::open(&format!("memory://{name}"), &Settings::default()).unwrap()
+    }
+
+    #[test]
+    fn conditional_puts_let_one_writer_win() {
+        let b = mem("cond");
+        let v1 = b
+            .put_if("m", b"one".to_vec(), PutCondition::Absent)
+            .unwrap()
+            .unwrap();
+        // Absent again: someone is there.
+        assert!(
+            b.put_if("m", b"x".to_vec(), PutCondition::Absent)
+                .unwrap()
+                .is_none()
+        );
+        let v2 = b
+            .put_if("m", b"two".to_vec(), PutCondition::Matches(v1.clone()))
+            .unwrap()
+            .unwrap();
+        // The old version no longer matches.
+        assert!(
+            b.put_if("m", b"three".to_vec(), PutCondition::Matches(v1))
+                .unwrap()
+                .is_none()
+        );
+        let (bytes, v) = b.get("m").unwrap().unwrap();
+        assert_eq!((bytes, v), (b"two".to_vec(), v2));
+        assert_eq!(b.get("absent").unwrap(), None);
+    }
+
+    #[test]
+    fn files_ranges_listing_and_deletes() {
+        let b = mem("files");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        b.put_file("a/p0/x.sc", &p).unwrap();
+        b.put_file("a/p1/y.sc", &p).unwrap();
+        b.put_file("ab/z.sc", &p).unwrap();
+        assert_eq!(b.get_range("a/p0/x.sc", 100, 50).unwrap(), data[100..150]);
+        assert_eq!(b.get_range("a/p0/x.sc", 0, 0).unwrap(), Vec::<u8>::new());
+        // A prefix is a directory: `a` does not list `ab/...`.
+        let mut keys: Vec<String> = b.list("a").unwrap().into_iter().map(|o| o.key).collect();
+        keys.sort();
+        assert_eq!(keys, vec!["a/p0/x.sc", "a/p1/y.sc"]);
+        assert!(b.list("a").unwrap().iter().all(|o| o.size == 10_000));
+        b.delete("a/p0/x.sc").unwrap();
+        b.delete("a/p0/x.sc").unwrap(); // absent: not an error
+        assert_eq!(b.list("a").unwrap().len(), 1);
+        let e = b.get_range("a/p0/x.sc", 0, 10).unwrap_err();
+        assert!(e.to_string().contains("memory://files/a/p0/x.sc"), "{e}");
+    }
+
+    #[test]
+    fn urls_are_checked() {
+        let s = Settings::default();
+        for (url, want) in [
+            ("nowhere", "not an object storage URL"),
+            ("ftp://h/x", "no object store for `ftp://`"),
+            ("s3:///prefix", "names no bucket"),
+            ("s3://b/p?colour=blue", "unknown setting `colour`"),
+            (
+                "s3://b/p?max_retries=many",
+                "`max_retries` takes a whole number",
+            ),
+        ] {
+            let e = ObjectBackend::open(url, &s).unwrap_err();
+            assert!(e.to_string().contains(want), "{url}: {e}");
+        }
+        // The query never shows in messages.
+        let b = ObjectBackend::open(
+            "s3://b/p/?endpoint=http://127.0.0.1:1&access_key_id=k&secret_access_key=hush",
+            &s,
+        )
+        .unwrap();
+        assert_eq!(b.url(), "s3://b/p");
+    }
+}
