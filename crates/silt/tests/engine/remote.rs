@@ -195,3 +195,106 @@ fn an_empty_bucket_where_components_were_is_an_error_not_an_empty_dataset() {
     };
     assert!(e.to_string().contains("holds no MANIFEST"), "{e}");
 }
+
+/// A bucket whose MANIFEST puts can be made slow and failing.
+#[derive(Debug)]
+struct SlowManifests {
+    inner: silt::storage::remote::DirStore,
+}
+
+static MANIFESTS_FAIL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl silt::storage::remote::RemoteStore for SlowManifests {
+    fn url(&self) -> &str {
+        self.inner.url()
+    }
+    fn put_file(&self, key: &str, path: &Path) -> silt::Result<()> {
+        self.inner.put_file(key, path)
+    }
+    fn put_if(
+        &self,
+        key: &str,
+        bytes: Vec<u8>,
+        cond: silt::storage::remote::PutCondition,
+    ) -> silt::Result<Option<silt::storage::remote::ObjectVersion>> {
+        if key.ends_with("MANIFEST") && MANIFESTS_FAIL.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(600));
+            return Err(Error::Remote {
+                url: key.to_owned(),
+                reason: "injected".into(),
+            });
+        }
+        self.inner.put_if(key, bytes, cond)
+    }
+    fn get(
+        &self,
+        key: &str,
+    ) -> silt::Result<Option<(Vec<u8>, silt::storage::remote::ObjectVersion)>> {
+        self.inner.get(key)
+    }
+    fn get_range(&self, key: &str, off: u64, len: usize) -> silt::Result<Vec<u8>> {
+        self.inner.get_range(key, off, len)
+    }
+    fn delete(&self, key: &str) -> silt::Result<()> {
+        self.inner.delete(key)
+    }
+    fn list(&self, prefix: &str) -> silt::Result<Vec<silt::storage::remote::ObjectInfo>> {
+        self.inner.list(prefix)
+    }
+}
+
+/// A checkpoint while a flush's MANIFEST put is under way (and then
+/// fails) keeps the log of the flushed records: after a crash they are
+/// all there.
+#[test]
+fn a_checkpoint_keeps_the_log_until_the_manifest_lists_the_flush() {
+    use std::sync::Arc;
+    silt::storage::remote::register(
+        "slowmanifest",
+        Arc::new(|url: &str| {
+            let dir = url.trim_start_matches("slowmanifest://");
+            let s: Arc<dyn silt::storage::remote::RemoteStore> = Arc::new(SlowManifests {
+                inner: silt::storage::remote::DirStore::new(url, Path::new(dir)),
+            });
+            Ok(s)
+        }),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("slowmanifest://{}", bucket.path().display());
+    let o = DbOptions {
+        durability: silt::Durability::Sync,
+        wal_file_bytes: 64 << 10,
+        checkpoint_interval_bytes: 1 << 40,
+        ..opts()
+    };
+    let flushed;
+    {
+        let db = Arc::new(Database::open(dir.path(), o.clone()).unwrap());
+        db.create_dataset(def(&url, "no-merge", 0)).unwrap();
+        let ds = db.dataset("t").unwrap();
+        for k in 0..600 {
+            ds.insert(rec(k)).unwrap();
+        }
+        MANIFESTS_FAIL.store(true, std::sync::atomic::Ordering::SeqCst);
+        let flusher = {
+            let ds = ds.clone();
+            std::thread::spawn(move || ds.flush())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let _ = db.checkpoint();
+        flushed = flusher.join().unwrap();
+        // A crash: nothing more is written.
+    }
+    MANIFESTS_FAIL.store(false, std::sync::atomic::Ordering::SeqCst);
+    let db = Database::open(dir.path(), o).unwrap();
+    let ds = db.dataset("t").unwrap();
+    for k in 0..600 {
+        assert!(
+            ds.get(&[Value::Int(k)]).unwrap().is_some(),
+            "record {k} lost"
+        );
+    }
+    // Flushed means listed: the flush waited for its MANIFEST, and failed.
+    assert!(flushed.is_err(), "the flush's MANIFEST put was to fail");
+}

@@ -69,6 +69,11 @@ impl LsmTree {
         };
         {
             let _m = self.manifest_lock.lock();
+            if let Some((lo, _)) = mem.lsn_range() {
+                let mut u = self.unlisted_lsn.lock();
+                let l = lo.saturating_sub(1);
+                *u = Some(u.map_or(l, |x| x.min(l)));
+            }
             let new_disk = {
                 let mut st = self.state.write();
                 if let Some(r) = reader {
@@ -81,18 +86,22 @@ impl LsmTree {
             };
             self.flush_count.fetch_add(1, Ordering::SeqCst);
             self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+            // On failure the mark stays: the log keeps these records.
             self.write_manifest(&new_disk)?;
+            *self.unlisted_lsn.lock() = None;
         }
         self.notify_changed();
         Ok(())
     }
 
-    /// Block until no full in-memory component is waiting for its flush.
+    /// Block until no full in-memory component is waiting for its flush,
+    /// and the MANIFEST lists every flushed one.
     pub fn wait_flushed(&self) -> Result<()> {
         loop {
             self.check_failed()?;
             let mut g = self.changed_lock.lock();
-            if self.state.read().immutables.is_empty() {
+            // Flushed = listed by a written MANIFEST, not only out of memory.
+            if self.state.read().immutables.is_empty() && self.unlisted_lsn.lock().is_none() {
                 return Ok(());
             }
             self.changed.wait_for(&mut g, Duration::from_millis(50));

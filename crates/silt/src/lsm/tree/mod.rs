@@ -203,6 +203,13 @@ pub struct LsmTree {
     hooks: RwLock<super::hooks::TreeHooks>,
     /// The remote tier, when the index has one (`tree::remote`).
     remote: Option<remote::RemoteState>,
+    /// The smallest LSN of a flushed memtable whose component the MANIFEST
+    /// on disk (or in the bucket) does not list yet: set before a flush
+    /// takes the memtable out of the list, cleared once a MANIFEST is
+    /// written. A checkpoint must keep the log from there (a MANIFEST
+    /// write that failed, or is slow, would otherwise let the log go
+    /// before the records are durable anywhere).
+    unlisted_lsn: Mutex<Option<u64>>,
 }
 
 /// What [`LsmTree::put_batch_logged_prior`] returns: the memtable written,
@@ -304,6 +311,7 @@ impl LsmTree {
             log_sync: RwLock::new(None),
             hooks: RwLock::new(super::hooks::TreeHooks::default()),
             remote,
+            unlisted_lsn: Mutex::new(None),
         };
         Ok(Arc::new(tree))
     }
@@ -525,11 +533,17 @@ impl LsmTree {
 
     /// Smallest LSN still only in memory (None if the memtables hold no logged entry).
     pub fn min_memory_lsn(&self) -> Option<u64> {
-        let st = self.state.read();
-        std::iter::once(&st.active)
-            .chain(st.immutables.iter())
-            .filter_map(|m| m.lsn_range().map(|r| r.0.saturating_sub(1)))
-            .min()
+        let in_memory = {
+            let st = self.state.read();
+            std::iter::once(&st.active)
+                .chain(st.immutables.iter())
+                .filter_map(|m| m.lsn_range().map(|r| r.0.saturating_sub(1)))
+                .min()
+        };
+        // Read after the list: a flush marks its memtable before taking it
+        // out, and clears the mark only once the MANIFEST lists it.
+        let unlisted = *self.unlisted_lsn.lock();
+        in_memory.into_iter().chain(unlisted).min()
     }
 
     pub fn active_bytes(&self) -> u64 {
