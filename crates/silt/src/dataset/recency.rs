@@ -138,6 +138,25 @@ pub(super) fn sources(trees: &[Arc<LsmTree>]) -> Vec<Src> {
     out
 }
 
+/// The data blocks of component `c` whose zone map of `field` (and bloom
+/// filter, for a point `point`) admit values within `(lo, hi)`: none when
+/// the component's own zone map misses the range; `None` when the
+/// component has no zone maps of the field (every block is a candidate).
+fn zone_candidates(
+    c: &ComponentReader,
+    field: &str,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    point: Option<u64>,
+) -> Option<Vec<usize>> {
+    let ff = crate::lsm::kind::block_filters(c)?.field(field)?;
+    let mut bs = Vec::new();
+    if ff.may_overlap(c.aux(), lo, hi) {
+        ff.candidate_blocks(c.aux(), lo, hi, point, &mut bs);
+    }
+    Some(bs)
+}
+
 /// Whether `v` lies above the upper bound `hi`.
 fn above(v: &[u8], hi: Bound<&[u8]>) -> bool {
     match hi {
@@ -469,15 +488,7 @@ impl Dataset {
             for c in p.primary.snapshot().disk.iter() {
                 let n = c.num_blocks() as u64;
                 all += n;
-                match crate::lsm::kind::block_filters(c).and_then(|f| f.field(field)) {
-                    Some(ff) if !ff.may_overlap(c.aux(), lo, hi) => {}
-                    Some(ff) => {
-                        let mut bs = Vec::new();
-                        ff.candidate_blocks(c.aux(), lo, hi, None, &mut bs);
-                        read += bs.len() as u64;
-                    }
-                    None => read += n,
-                }
+                read += zone_candidates(c, field, lo, hi, None).map_or(n, |bs| bs.len() as u64);
             }
         }
         Ok((read, all))
@@ -640,24 +651,20 @@ impl Dataset {
                     Self::admit(&srcs, j, cands, &mut top, stats)?;
                 }
                 SrcKind::Disk(c) => {
-                    let filters = crate::lsm::kind::block_filters(c);
                     // (block, largest live sequence number in it)
-                    let mut blocks: Vec<(usize, u64)> = Vec::new();
-                    match filters.and_then(|f| f.field(field).map(|ff| (f, ff))) {
-                        Some((f, ff)) => {
-                            if !ff.may_overlap(c.aux(), lo, hi) {
-                                stats.blocks_pruned += c.num_blocks() as u64;
-                                continue;
+                    let mut blocks: Vec<(usize, u64)> =
+                        match zone_candidates(c, field, lo, hi, point_hash) {
+                            Some(bs) => {
+                                stats.blocks_pruned += (c.num_blocks() - bs.len()) as u64;
+                                let f = crate::lsm::kind::block_filters(c);
+                                bs.into_iter()
+                                    .map(|b| (b, f.map_or(s.max_seq, |f| f.block_max_seq(b))))
+                                    .collect()
                             }
-                            let mut bs = Vec::new();
-                            ff.candidate_blocks(c.aux(), lo, hi, point_hash, &mut bs);
-                            stats.blocks_pruned += (c.num_blocks() - bs.len()) as u64;
-                            blocks.extend(bs.into_iter().map(|b| (b, f.block_max_seq(b))));
-                        }
-                        // Written before the index existed and not yet
-                        // rewritten: every block is a candidate.
-                        None => blocks.extend((0..c.num_blocks()).map(|b| (b, s.max_seq))),
-                    }
+                            // Written before the index existed and not yet
+                            // rewritten: every block is a candidate.
+                            None => (0..c.num_blocks()).map(|b| (b, s.max_seq)).collect(),
+                        };
                     // Newest blocks first, so the search can stop inside the
                     // component too.
                     blocks.sort_by_key(|&(b, seq)| (Reverse(seq), b));

@@ -43,8 +43,7 @@ impl IndexType for Brin {
         record: &Value,
         _pk: &[u8],
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        def.key_values(record)?;
-        Ok(Vec::new())
+        super::recency::embedded::no_entries(def, record)
     }
 
     fn is_recency(&self) -> bool {

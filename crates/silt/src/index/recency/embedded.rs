@@ -48,8 +48,7 @@ impl IndexType for Embedded {
         record: &Value,
         _pk: &[u8],
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        def.key_values(record)?;
-        Ok(Vec::new())
+        no_entries(def, record)
     }
 
     fn is_recency(&self) -> bool {
@@ -84,6 +83,14 @@ impl IndexType for Embedded {
     fn recheck(&self, _def: &IndexDef, q: &Query, keys: Option<KeyRange>) -> Result<Recheck> {
         recency_recheck(q, keys)
     }
+}
+
+/// The entries of a kind whose data the primary's components carry
+/// (embedded, brin): none, once the record's field is known to be
+/// indexable.
+pub(crate) fn no_entries(def: &IndexDef, record: &Value) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    def.key_values(record)?;
+    Ok(Vec::new())
 }
 
 /// The embedded attributes of one dataset (shared by its partitions'
