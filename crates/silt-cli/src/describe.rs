@@ -28,6 +28,10 @@ pub fn option_parts(def: &IndexDef, sep: &str) -> Vec<String> {
     if def.kind == IndexKind::Embedded {
         out.push(format!("bits per key{sep}{}", def.bits_per_key()));
     }
+    if let Some((b, form)) = def.chunks() {
+        out.push(format!("chunk size{sep}{}", crate::util::bytes(b)));
+        out.push(format!("form{sep}{}", form.name().replace('_', "-")));
+    }
     if let Some(o) = def.options.order {
         out.push(format!(
             "order{sep}{}",

@@ -88,6 +88,9 @@ pub struct IndexParams<'a> {
     /// `--time` and `--expiry` of a valuelist index.
     pub time: Option<&'a str>,
     pub expiry: Option<&'a str>,
+    /// `--chunk-size` and `--form` of a brin index.
+    pub chunk_size: Option<&'a str>,
+    pub form: Option<&'a str>,
 }
 
 /// Build an index definition from command-line parts; the merge policy
@@ -191,6 +194,22 @@ pub fn index_def(
         )));
     }
     def.options.bits_per_key = p.bits_per_key;
+    if (p.chunk_size.is_some() || p.form.is_some()) && kind != IndexKind::Brin {
+        return Err(CliError::Usage(format!(
+            "--chunk-size and --form set the chunk index of a brin index; this is {} {kind} index (use --type brin)",
+            article(kind)
+        )));
+    }
+    if let Some(c) = p.chunk_size {
+        def.options.chunk_bytes = Some(crate::volume::parse_size("--chunk-size", c)?);
+    }
+    if let Some(f) = p.form {
+        def.options.brin_form = Some(silt::storage::brin::BrinForm::parse(f).ok_or_else(|| {
+            CliError::Usage(format!(
+                "--form {f}: a brin index's chunk index is `interval-tree` (the default) or `key-value`"
+            ))
+        })?);
+    }
     if let Some(o) = p.order {
         if kind != IndexKind::Rtree {
             return Err(CliError::Usage(format!(
@@ -402,7 +421,18 @@ pub fn print_created(ds: &Dataset, def: &IndexDef, took: Option<std::time::Durat
     if matches!(def.kind, IndexKind::Embedded | IndexKind::Brin) {
         let (t, partitions) = index_totals(ds, "primary");
         let what = if def.kind == IndexKind::Brin {
-            "type: brin, field: {}, zone maps only".replace("{}", &def.fields.join(", "))
+            match def.chunks() {
+                Some((b, form)) => format!(
+                    "type: brin, field: {}, a block range index over {} chunks ({})",
+                    def.fields.join(", "),
+                    bytes(b),
+                    form.name().replace('_', "-")
+                ),
+                None => format!(
+                    "type: brin, field: {}, zone maps only",
+                    def.fields.join(", ")
+                ),
+            }
         } else {
             format!(
                 "type: embedded, field: {}, bits per key: {}",
@@ -411,7 +441,11 @@ pub fn print_created(ds: &Dataset, def: &IndexDef, took: Option<std::time::Durat
             )
         };
         let built = if def.kind == IndexKind::Brin {
-            "zone maps (block min/max)"
+            if def.chunks().is_some() {
+                "chunk ranges (chunk min/max)"
+            } else {
+                "zone maps (block min/max)"
+            }
         } else {
             "bloom filters and zone maps"
         };

@@ -233,7 +233,11 @@ Index types (--type):
             components carry the min and max of the field per data block.
             `--eq`/`--from`/`--to` (and SQL range predicates) read only the
             blocks whose range overlaps. Nearly free to keep; prunes well
-            when the field follows the key or arrival order (times, ids)
+            when the field follows the key or arrival order (times, ids).
+            With --chunk-size (e.g. 4M, 16M) it keeps one (min, max) per
+            chunk of blocks instead (Fusion's block range index), as an
+            interval tree or, with --form key-value, a min-keyed and a
+            max-keyed copy: much smaller, coarser pruning
 
 LevelDB++ indexes for the K most recent matches (`silt query --recent --eq V
 --k K`, or --from A --to B), one field each; recency is the order of writes:
@@ -550,6 +554,12 @@ enum Command {
         /// The integer expiry field of a valuelist index (merges drop expired items) [default: none, items never expire].
         #[arg(long, value_name = "FIELD")]
         expiry: Option<String>,
+        /// A brin index over chunks of this many bytes (e.g. 4M or 16M) instead of a zone map per block.
+        #[arg(long, value_name = "SIZE")]
+        chunk_size: Option<String>,
+        /// A chunked brin index's form: interval-tree or key-value [default: interval-tree].
+        #[arg(long, value_name = "FORM")]
+        form: Option<String>,
     },
 
     /// Load records from a JSON Lines or CSV file (or standard input) into a dataset.
@@ -964,6 +974,8 @@ fn run(cli: Cli) -> CliResult<()> {
             levels,
             time,
             expiry,
+            chunk_size,
+            form,
         } => {
             let params = index::IndexParams {
                 reconcile: reconcile.as_deref(),
@@ -975,6 +987,8 @@ fn run(cli: Cli) -> CliResult<()> {
                 levels: levels.as_deref(),
                 time: time.as_deref(),
                 expiry: expiry.as_deref(),
+                chunk_size: chunk_size.as_deref(),
+                form: form.as_deref(),
             };
             // Check the flags before opening the database (the field types
             // and the dataset's merge policy are checked once it is open).

@@ -742,6 +742,13 @@ pub fn stats_text(s: &QueryStats, kind: IndexKind) -> String {
             "block skipped by its zone map",
             "blocks skipped by their zone maps",
         ));
+        if s.chunks_pruned > 0 {
+            parts.push(plural(
+                s.chunks_pruned,
+                "chunk skipped by the block range index",
+                "chunks skipped by the block range index",
+            ));
+        }
     }
     parts.push(plural(s.candidates, "candidate", "candidates"));
     parts.push(plural(s.fetched, "record fetched", "records fetched"));

@@ -167,7 +167,8 @@ pub struct NodeArgs {
     opts: VolumeOptions,
 }
 
-fn parse_size(s: &str) -> CliResult<u64> {
+/// A byte size such as `4M` or `512K` given to flag `flag`.
+pub fn parse_size(flag: &str, s: &str) -> CliResult<u64> {
     let t = s.trim();
     let (num, mult) = match t.chars().last() {
         Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
@@ -180,7 +181,7 @@ fn parse_size(s: &str) -> CliResult<u64> {
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| CliError::Usage(format!("--size {s}: expected bytes such as 1G or 512M")))
+        .ok_or_else(|| CliError::Usage(format!("{flag} {s}: expected bytes such as 1G or 512M")))
 }
 
 fn parse_nodes(flag: &str, specs: &[String]) -> CliResult<BTreeMap<u64, NodeAddrs>> {
@@ -197,7 +198,7 @@ fn node_config(args: &NodeArgs) -> CliResult<NodeConfig> {
     cfg.join = args.join;
     cfg.shards = args.opts.shards.max(1);
     cfg.block_size = args.opts.block_size;
-    let size = parse_size(&args.opts.size)?;
+    let size = parse_size("--size", &args.opts.size)?;
     if size == 0 || !size.is_multiple_of(cfg.block_size as u64) {
         return Err(CliError::Usage(format!(
             "--size {}: not a positive multiple of the block size {}",
@@ -215,7 +216,7 @@ fn node_config(args: &NodeArgs) -> CliResult<NodeConfig> {
         }
     };
     cfg.fsync = !args.no_fsync;
-    cfg.segment_bytes = parse_size(&args.opts.segment_size)?;
+    cfg.segment_bytes = parse_size("--segment-size", &args.opts.segment_size)?;
     if cfg.segment_bytes < 1 << 20 {
         return Err(CliError::Usage(format!(
             "--segment-size {}: at least 1M",

@@ -129,6 +129,8 @@ struct IndexSpec {
     space: Option<[f64; 4]>,
     leaf_bytes: Option<usize>,
     bits_per_key: Option<f64>,
+    /// Brin: (chunk bytes, form).
+    chunks: (Option<u64>, Option<silt::storage::brin::BrinForm>),
     /// Value lists: (time field, expiry field, grace, clock).
     list: (Option<String>, Option<String>, Option<i64>, Option<String>),
 }
@@ -144,6 +146,7 @@ fn index_def(spec: IndexSpec, ds: &DatasetDef) -> BindResult<IndexDef> {
         space,
         leaf_bytes,
         bits_per_key,
+        chunks,
         list,
     } = spec;
     let mut def = IndexDef {
@@ -157,6 +160,7 @@ fn index_def(spec: IndexSpec, ds: &DatasetDef) -> BindResult<IndexDef> {
     def.options.space = space;
     def.options.leaf_bytes = leaf_bytes;
     def.options.bits_per_key = bits_per_key;
+    (def.options.chunk_bytes, def.options.brin_form) = chunks;
     (
         def.options.time,
         def.options.expiry,
@@ -444,12 +448,14 @@ impl Database {
     /// `reconcile` ("antimatter" / "deleted_keys": rtree, keyword, ngram),
     /// `gram` (ngram length, default 3), `space` ((min_x, min_y, max_x,
     /// max_y) of an rtree's Hilbert curve), `leaf_bytes` (rtree),
-    /// `bits_per_key` (embedded), and for valuelist (publish/subscribe
+    /// `bits_per_key` (embedded), `chunk_bytes` and `brin_form`
+    /// ("interval_tree" / "key_value": a brin index over chunks of blocks
+    /// instead of a zone map per block), and for valuelist (publish/subscribe
     /// lists) `time` (the integer field items are ordered by; required),
     /// `expiry` (the integer expiry field), `grace` and `clock` ("written",
     /// "unix_s", "unix_ms", "unix_us"). Returns the index definition as a
     /// dict.
-    #[pyo3(signature = (dataset, name, kind, fields, *, merge_policy=None, reconcile=None, gram=None, space=None, leaf_bytes=None, bits_per_key=None, time=None, expiry=None, grace=None, clock=None))]
+    #[pyo3(signature = (dataset, name, kind, fields, *, merge_policy=None, reconcile=None, gram=None, space=None, leaf_bytes=None, bits_per_key=None, chunk_bytes=None, brin_form=None, time=None, expiry=None, grace=None, clock=None))]
     #[allow(clippy::too_many_arguments)]
     fn create_index(
         &self,
@@ -464,6 +470,8 @@ impl Database {
         space: Option<(f64, f64, f64, f64)>,
         leaf_bytes: Option<usize>,
         bits_per_key: Option<f64>,
+        chunk_bytes: Option<u64>,
+        brin_form: Option<&str>,
         time: Option<String>,
         expiry: Option<String>,
         grace: Option<i64>,
@@ -480,6 +488,18 @@ impl Database {
                 space: space.map(|(a, b, c, d)| [a, b, c, d]),
                 leaf_bytes,
                 bits_per_key,
+                chunks: (
+                    chunk_bytes,
+                    brin_form
+                        .map(|f| {
+                            silt::storage::brin::BrinForm::parse(f).ok_or_else(|| {
+                                BindError::Config(format!(
+                                    "unknown brin_form {f:?}; use \"interval_tree\" or \"key_value\""
+                                ))
+                            })
+                        })
+                        .transpose()?,
+                ),
                 list: (time, expiry, grace, clock),
             })
         })()

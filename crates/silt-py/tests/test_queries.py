@@ -266,7 +266,8 @@ def test_query_results_are_lazy_iterators_with_stats(world):
     assert set(first) == {"pk", "record", "distance_m"}
     stats = it.stats()
     assert set(stats) == {
-        "components", "blocks", "blocks_pruned", "candidates", "fetched", "index_only", "z_pruned"
+        "components", "blocks", "blocks_pruned", "chunks_pruned", "candidates", "fetched",
+        "index_only", "z_pruned",
     }
     assert stats["candidates"] > 0
     rest = list(it)

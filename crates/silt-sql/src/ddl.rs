@@ -1122,6 +1122,15 @@ pub fn index_def(ci: &CreateIndex) -> Result<(String, IndexDef), SqlError> {
                 )
             }
             "bits_per_key" => options.bits_per_key = Some(parse_num(&k, &v)?),
+            "chunk_size" | "chunk_bytes" => options.chunk_bytes = Some(parse_size(&v)?),
+            "form" | "brin_form" => {
+                options.brin_form =
+                    Some(silt::storage::brin::BrinForm::parse(&v).ok_or_else(|| {
+                        SqlError::Invalid(format!(
+                            "unknown brin form `{v}`; use 'interval_tree' or 'key_value'"
+                        ))
+                    })?)
+            }
             "order" => options.order = Some(silt::index::RtreeOrder::parse(&v)?),
             "time" => options.time = Some(v.clone()),
             "expiry" => options.expiry = Some(v.clone()),
@@ -1141,7 +1150,7 @@ pub fn index_def(ci: &CreateIndex) -> Result<(String, IndexDef), SqlError> {
             }
             other => {
                 return Err(SqlError::Invalid(format!(
-                    "unknown index option `{other}`; available: merge_policy, reconcile, gram, leaf_bytes, bits_per_key, order, space, and for valuelist indexes time, expiry, grace, clock"
+                    "unknown index option `{other}`; available: merge_policy, reconcile, gram, leaf_bytes, bits_per_key, order, space, for brin indexes chunk_size and form, and for valuelist indexes time, expiry, grace, clock"
                 )));
             }
         }

@@ -321,9 +321,25 @@ impl DisplayAs for SiltScanExec {
             query: silt::Query::Range { lo, hi },
             ..
         } = &self.access
-            && let Ok((read, all)) = self.ds.zone_map_blocks(index, lo, hi)
+            && let Ok(r) = self.ds.zone_map_blocks(index, lo, hi)
         {
-            write!(f, ", zone maps: {read} of {all} blocks to read")?;
+            if let Some(form) = r.form {
+                write!(
+                    f,
+                    ", block range index ({}): {} of {} chunks, {} of {} blocks to read",
+                    form.name().replace('_', " "),
+                    r.chunks_read,
+                    r.chunks,
+                    r.blocks_read,
+                    r.blocks
+                )?;
+            } else {
+                write!(
+                    f,
+                    ", zone maps: {} of {} blocks to read",
+                    r.blocks_read, r.blocks
+                )?;
+            }
         }
         Ok(())
     }

@@ -25,7 +25,7 @@ pub use dataset::{
     BatchOptions, BatchReport, CommitInfo, Dataset, DatasetScan, DatasetStats, IndexHit,
     JoinPredicate, ListItem, ListRead, PendingAck, PreparedBatch, Query, QueryHit, QueryOptions,
     QueryResults, QueryStats, RowShape, SequenceValues, SweepReport, Transaction, TxnLimits,
-    TxnQuery, TxnScan, WriteMode,
+    TxnQuery, TxnScan, WriteMode, ZoneMapReads,
 };
 pub use db::roles::{Privileges, Role};
 pub use db::spaces::SpaceDef;

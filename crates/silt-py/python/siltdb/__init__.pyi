@@ -141,6 +141,8 @@ class Database:
         space: tuple[float, float, float, float] | None = None,
         leaf_bytes: int | None = None,
         bits_per_key: float | None = None,
+        chunk_bytes: int | None = None,
+        brin_form: str | None = None,
         time: str | None = None,
         expiry: str | None = None,
         grace: int | None = None,

@@ -44,6 +44,7 @@ pub use query::{
     JoinPredicate, JoinResults, Query, QueryHit, QueryOptions, QueryResults, QueryStats,
 };
 pub use read::DatasetScan;
+pub use recency::ZoneMapReads;
 pub use row::RowShape;
 pub use runs::{MemRead, PartitionRuns, runs_disjoint};
 pub use sequence::SequenceValues;

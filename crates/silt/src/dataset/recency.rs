@@ -14,7 +14,7 @@ use crate::index::{IndexDef, IndexType, RecencyWrite, RecentPath};
 use crate::lsm::LsmTree;
 use crate::lsm::hooks::{MemSecondary, ObserverFactory, TreeHooks};
 use crate::lsm::memtable::{MemIter, MemTable};
-use crate::storage::block_filters::{FilterSpec, attr_key, in_range};
+use crate::storage::block_filters::{FieldSpec, FilterSpec, attr_key, in_range};
 use crate::storage::bloom::key_hash;
 use crate::storage::component::Probe;
 use crate::storage::{ComponentReader, Entry, EntryKind};
@@ -138,23 +138,52 @@ pub(super) fn sources(trees: &[Arc<LsmTree>]) -> Vec<Src> {
     out
 }
 
+/// What a component's zone maps or chunk index let a range query read.
+struct Candidates {
+    /// Data blocks, in block order.
+    blocks: Vec<usize>,
+    /// Through a chunk index: (chunks to read, all chunks).
+    chunks: Option<(usize, usize)>,
+}
+
 /// The data blocks of component `c` whose zone map of `field` (and bloom
-/// filter, for a point `point`) admit values within `(lo, hi)`: none when
-/// the component's own zone map misses the range; `None` when the
-/// component has no zone maps of the field (every block is a candidate).
+/// filter, for a point `point`), or whose chunk in the field's block range
+/// index, admit values within `(lo, hi)`: none when the component's own
+/// zone map misses the range; `None` when the component has no zone maps
+/// of the field (every block is a candidate).
 fn zone_candidates(
     c: &ComponentReader,
     field: &str,
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
     point: Option<u64>,
-) -> Option<Vec<usize>> {
+) -> Option<Candidates> {
     let ff = crate::lsm::kind::block_filters(c)?.field(field)?;
-    let mut bs = Vec::new();
-    if ff.may_overlap(c.aux(), lo, hi) {
-        ff.candidate_blocks(c.aux(), lo, hi, point, &mut bs);
-    }
-    Some(bs)
+    let mut blocks = Vec::new();
+    let chunks = if ff.may_overlap(c.aux(), lo, hi) {
+        ff.candidate_blocks(c.aux(), lo, hi, point, &mut blocks)
+    } else {
+        ff.chunk_index()
+            .filter(|_| !ff.has_block_entries())
+            .map(|ix| (0, ix.len()))
+    };
+    Some(Candidates { blocks, chunks })
+}
+
+/// What the range query of a brin or embedded index would read of the
+/// primaries' disk components (`Dataset::zone_map_blocks`, for `EXPLAIN`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZoneMapReads {
+    /// Candidate data blocks.
+    pub blocks_read: u64,
+    /// All data blocks.
+    pub blocks: u64,
+    /// Chunks chosen by chunk indexes, and all their chunks (0, 0: none
+    /// has one).
+    pub chunks_read: u64,
+    pub chunks: u64,
+    /// The form of the chunk index (of the last component having one).
+    pub form: Option<crate::storage::brin::BrinForm>,
 }
 
 /// Whether `v` lies above the upper bound `hi`.
@@ -316,9 +345,27 @@ impl Dataset {
             let Some(f) = d.fields.first() else {
                 continue;
             };
-            match spec.fields.iter_mut().find(|(g, _)| g == f) {
-                Some((_, b)) => *b = b.max(d.bits_per_key()),
-                None => spec.fields.push((f.clone(), d.bits_per_key())),
+            let i = match spec.fields.iter().position(|g| &g.name == f) {
+                Some(i) => i,
+                None => {
+                    spec.fields.push(FieldSpec {
+                        name: f.clone(),
+                        bits_per_key: 0.0,
+                        per_block: false,
+                        chunks: None,
+                    });
+                    spec.fields.len() - 1
+                }
+            };
+            let g = &mut spec.fields[i];
+            g.bits_per_key = g.bits_per_key.max(d.bits_per_key());
+            match d.chunks() {
+                // One chunk layout per field (the first index's; creating
+                // a second one that differs is refused).
+                Some(c) => {
+                    g.chunks.get_or_insert(c);
+                }
+                None => g.per_block = true,
             }
         }
         spec
@@ -363,6 +410,18 @@ impl Dataset {
         // Never reuse an id: log records of a dropped index may still be in
         // the log (the caller passes the highest id ever used in `def.id`).
         def.id = cur.defs.iter().map(|d| d.id).max().unwrap_or(0).max(def.id) + 1;
+        if let Some(c) = def.chunks()
+            && let Some(other) = cur.defs.iter().find(|d| {
+                d.fields.first() == def.fields.first() && d.chunks().is_some_and(|o| o != c)
+            })
+        {
+            return Err(Error::Config(format!(
+                "field `{}` already has the chunked brin index `{}` with another chunk size or form; a field has one chunk layout (drop `{}` first)",
+                def.fields.first().map(String::as_str).unwrap_or_default(),
+                other.name,
+                other.name
+            )));
+        }
         let mut next = IndexSet {
             defs: cur.defs.clone(),
             trees: cur.trees.clone(),
@@ -376,10 +435,19 @@ impl Dataset {
                 // A flush that started before the hooks were installed
                 // installs its component first; the rewrite then covers it.
                 p.primary.wait_flushed()?;
+                // Components without what this index reads (a chunk index
+                // cut and laid out as asked, or a zone map per block).
+                let chunks = def.chunks();
                 let needs = |c: &ComponentReader| {
                     c.meta().entries > 0
                         && crate::lsm::kind::block_filters(c)
-                            .is_none_or(|f| f.field(&field).is_none())
+                            .and_then(|f| f.field(&field))
+                            .is_none_or(|f| match chunks {
+                                Some(want) => f
+                                    .chunk_index()
+                                    .is_none_or(|ix| (ix.chunk_bytes(), ix.form()) != want),
+                                None => !f.has_block_entries(),
+                            })
                 };
                 let mut check = |k: &[u8], e: &Entry| -> Result<()> {
                     if e.is_delete() {
@@ -464,13 +532,13 @@ impl Dataset {
 
     /// What a range query through the embedded or brin index `index` would
     /// read of the primaries' disk components, judged by their zone maps
-    /// alone: (candidate data blocks, all data blocks). For `EXPLAIN`.
+    /// or chunk indexes alone. For `EXPLAIN`.
     pub fn zone_map_blocks(
         &self,
         index: &str,
         lo: &Bound<Vec<Value>>,
         hi: &Bound<Vec<Value>>,
-    ) -> Result<(u64, u64)> {
+    ) -> Result<ZoneMapReads> {
         let (i, set) = self.index_by_name(index)?;
         let def = &set.defs[i];
         let (elo, ehi) = self.index_bounds(
@@ -483,15 +551,28 @@ impl Dataset {
             ehi.as_ref().map(Vec::as_slice),
         );
         let field = def.fields.first().map(String::as_str).unwrap_or_default();
-        let (mut read, mut all) = (0u64, 0u64);
+        let mut r = ZoneMapReads::default();
         for p in &self.partitions {
             for c in p.primary.snapshot().disk.iter() {
                 let n = c.num_blocks() as u64;
-                all += n;
-                read += zone_candidates(c, field, lo, hi, None).map_or(n, |bs| bs.len() as u64);
+                r.blocks += n;
+                match zone_candidates(c, field, lo, hi, None) {
+                    Some(cands) => {
+                        r.blocks_read += cands.blocks.len() as u64;
+                        if let Some((read, all)) = cands.chunks {
+                            r.chunks_read += read as u64;
+                            r.chunks += all as u64;
+                            r.form = crate::lsm::kind::block_filters(c)
+                                .and_then(|f| f.field(field))
+                                .and_then(|f| f.chunk_index())
+                                .map(|ix| ix.form());
+                        }
+                    }
+                    None => r.blocks_read += n,
+                }
             }
         }
-        Ok((read, all))
+        Ok(r)
     }
 
     /// Composite: every entry in the key range with its sequence number
@@ -654,8 +735,11 @@ impl Dataset {
                     // (block, largest live sequence number in it)
                     let mut blocks: Vec<(usize, u64)> =
                         match zone_candidates(c, field, lo, hi, point_hash) {
-                            Some(bs) => {
+                            Some(Candidates { blocks: bs, chunks }) => {
                                 stats.blocks_pruned += (c.num_blocks() - bs.len()) as u64;
+                                if let Some((read, all)) = chunks {
+                                    stats.chunks_pruned += (all - read) as u64;
+                                }
                                 let f = crate::lsm::kind::block_filters(c);
                                 bs.into_iter()
                                     .map(|b| (b, f.map_or(s.max_seq, |f| f.block_max_seq(b))))

@@ -11,11 +11,17 @@
 //! values per block, nothing per write beyond the memtable set), it prunes
 //! well when the field follows the primary key's order or arrival order
 //! (times, sequence numbers, clustered data) and little when it is random.
+//!
+//! With a chunk size (`chunk_bytes`, the paper's 4 or 16 MB table chunks)
+//! a component carries instead one `(min, max, chunk)` row per chunk of
+//! blocks, in the key-value or the interval-tree form the paper compares
+//! (`storage::brin`): far less to keep and to fetch from a bucket, coarser
+//! pruning.
 
 use super::recency::recency_recheck;
 use crate::error::Result;
 use crate::index::IndexDef;
-use crate::index::kind::{IndexType, RecentPath};
+use crate::index::kind::{IndexOption, IndexType, RecentPath};
 use crate::index::query::{KeyRange, Query, Recheck};
 use crate::lsm::kind::PkSplit;
 use crate::value::Value;
@@ -48,6 +54,10 @@ impl IndexType for Brin {
 
     fn is_recency(&self) -> bool {
         true
+    }
+
+    fn accepts(&self, o: IndexOption) -> bool {
+        o == IndexOption::Chunks
     }
 
     fn has_tree(&self) -> bool {

@@ -41,6 +41,8 @@ pub enum IndexOption {
     Time,
     /// `gram` (n-gram length).
     Gram,
+    /// `chunk_bytes` and `brin_form` (a block range index over chunks).
+    Chunks,
 }
 
 /// How a kind answers `Query::Recent` (the access path is carried out by

@@ -251,6 +251,14 @@ pub struct IndexOptions {
     /// (default [`crate::storage::block_filters::DEFAULT_BITS_PER_KEY`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bits_per_key: Option<f64>,
+    /// Brin: build a block range index over chunks of about this many
+    /// bytes of entries (Fusion's table chunks, e.g. 4 or 16 MiB) instead
+    /// of a zone map per data block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_bytes: Option<u64>,
+    /// Brin with chunks: the implementation (default the interval tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brin_form: Option<crate::storage::brin::BrinForm>,
     /// R-tree: the order of disk components' entries (default Hilbert;
     /// `simple` or `zorder`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -352,6 +360,14 @@ impl IndexDef {
 
     /// Bloom filter bits per value of an embedded index (0 for a brin
     /// index: zone maps only).
+    /// Brin: the chunk index it asks for (chunk bytes, form); `None`: a
+    /// zone map per data block.
+    pub fn chunks(&self) -> Option<(u64, crate::storage::brin::BrinForm)> {
+        self.options
+            .chunk_bytes
+            .map(|b| (b, self.options.brin_form.unwrap_or_default()))
+    }
+
     pub fn bits_per_key(&self) -> f64 {
         if self.kind == IndexKind::Brin {
             return 0.0;
@@ -475,6 +491,26 @@ impl IndexDef {
         {
             return Err(Error::Config(format!(
                 "`leaf_bytes` applies to rtree indexes and must be between 512 bytes and 4 MiB, got {b}"
+            )));
+        }
+        if (self.options.chunk_bytes.is_some() || self.options.brin_form.is_some())
+            && !imp.accepts(IndexOption::Chunks)
+        {
+            return Err(Error::Config(
+                "`chunk_size` and `form` apply to brin indexes only".into(),
+            ));
+        }
+        if self.options.brin_form.is_some() && self.options.chunk_bytes.is_none() {
+            return Err(Error::Config(
+                "a brin index's `form` applies to its chunk index: give a `chunk_size` too (e.g. 4MB)".into(),
+            ));
+        }
+        if let Some(b) = self.options.chunk_bytes
+            && !(crate::storage::brin::MIN_CHUNK_BYTES..=crate::storage::brin::MAX_CHUNK_BYTES)
+                .contains(&b)
+        {
+            return Err(Error::Config(format!(
+                "a brin index's `chunk_size` must be between 4 KiB and 1 GiB, got {b} bytes"
             )));
         }
         if self.options.order.is_some() && !imp.accepts(IndexOption::Order) {

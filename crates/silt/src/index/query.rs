@@ -73,6 +73,9 @@ pub struct QueryStats {
     /// because their zone maps (or blooms) ruled them out, whole
     /// components included.
     pub blocks_pruned: u64,
+    /// Chunks a brin index with a chunk size ruled out (their blocks are
+    /// in `blocks_pruned` too).
+    pub chunks_pruned: u64,
     /// Index entries that matched before reconciliation and refinement.
     pub candidates: u64,
     /// Hits fetched from the primary index.

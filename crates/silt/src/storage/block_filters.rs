@@ -19,18 +19,27 @@
 //! so that a top-k search can read a component's candidate blocks newest
 //! first and stop inside it.
 //!
+//! A field may also carry a block range index over chunks of blocks
+//! (`storage::brin`, a `brin` index with a chunk size), and then needs no
+//! per-block entries of its own.
+//!
 //! Aux block layout (varints are LEB128):
 //!
 //! ```text
-//! 'E' version=1 varint(n_blocks) varint(max_seq) per block varint(n_fields)
+//! 'E' version=2 varint(n_blocks) varint(max_seq) per block varint(n_fields)
 //! per field: varint(name_len) name
 //!            varint(zmin_len) zmin varint(zmax_len) zmax     (0, 0: no values)
-//!            varint(n_blocks)
-//!            per block: varint(min_len) min varint(max_len) max
-//!                       varint(bloom_len) bloom              (0: no values)
+//!            varint(n)                                       (n_blocks, or 0: none)
+//!            n x: varint(min_len) min varint(max_len) max
+//!                 varint(bloom_len) bloom                    (0: no values)
+//!            varint(chunks_len) chunks                       (0: none; storage::brin)
 //! ```
+//!
+//! Version 1 (written before chunk indexes) lacks the last line and always
+//! has per-block entries; it is still read.
 
 use crate::storage::bloom::{Bloom, key_hash, may_contain_encoded};
+use crate::storage::brin::{self, BrinForm, ChunkBuilder, ChunkIndex};
 use crate::storage::{EntryKind, varint};
 
 use crate::value;
@@ -50,7 +59,7 @@ pub trait BlockObserver: Send {
 
 /// First byte of an aux block holding block filters.
 pub const MAGIC: u8 = b'E';
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
 /// Default bloom filter size per attribute value: 100 bits, the setting
 /// seed 001 uses (Appendix B.1, Table B.1: lookups as fast as with 200 bits,
@@ -100,15 +109,42 @@ fn overlaps(min: &[u8], max: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool 
     above && below
 }
 
-/// Which attributes to build filters for: `(field, bloom bits per value)`.
+/// Which attributes to build filters for.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FilterSpec {
-    pub fields: Vec<(String, f64)>,
+    pub fields: Vec<FieldSpec>,
+}
+
+/// What one attribute's filters hold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldSpec {
+    pub name: String,
+    /// Bloom filter bits per value and block (0: zone maps only).
+    pub bits_per_key: f64,
+    /// Whether each block gets a zone map (and bloom filter) entry.
+    pub per_block: bool,
+    /// A block range index over chunks of about this many bytes of
+    /// entries, in this form.
+    pub chunks: Option<(u64, BrinForm)>,
+}
+
+impl FieldSpec {
+    /// Per-block zone maps and blooms of `bits_per_key` (an embedded index).
+    pub fn blocks(name: &str, bits_per_key: f64) -> FieldSpec {
+        FieldSpec {
+            name: name.to_owned(),
+            bits_per_key,
+            per_block: true,
+            chunks: None,
+        }
+    }
 }
 
 struct FieldBuild {
     name: String,
     bits_per_key: f64,
+    per_block: bool,
+    chunks: Option<(BrinForm, ChunkBuilder)>,
     hashes: Vec<u64>,
     min: Option<Vec<u8>>,
     max: Option<Vec<u8>>,
@@ -124,6 +160,8 @@ pub struct FilterBuilder {
     fields: Vec<FieldBuild>,
     /// Entries seen since the last block boundary.
     pending: bool,
+    /// Bytes of those entries (keys and values).
+    block_bytes: u64,
     /// Largest sequence number of a live entry in the current block.
     block_seq: u64,
     /// The same for every finished block.
@@ -142,9 +180,13 @@ impl FilterBuilder {
             fields: spec
                 .fields
                 .iter()
-                .map(|(name, bpk)| FieldBuild {
-                    name: name.clone(),
-                    bits_per_key: *bpk,
+                .map(|f| FieldBuild {
+                    name: f.name.clone(),
+                    bits_per_key: if f.per_block { f.bits_per_key } else { 0.0 },
+                    per_block: f.per_block || f.chunks.is_none(),
+                    chunks: f
+                        .chunks
+                        .map(|(bytes, form)| (form, ChunkBuilder::new(bytes))),
                     hashes: Vec::new(),
                     min: None,
                     max: None,
@@ -155,6 +197,7 @@ impl FilterBuilder {
                 })
                 .collect(),
             pending: false,
+            block_bytes: 0,
             block_seq: 0,
             seqs: Vec::new(),
         }
@@ -174,19 +217,24 @@ impl FieldBuild {
         }
     }
 
-    fn end_block(&mut self) {
+    fn end_block(&mut self, bytes: u64) {
         self.blocks += 1;
+        if let Some((_, c)) = &mut self.chunks {
+            c.block(bytes, self.min.as_deref().zip(self.max.as_deref()));
+        }
         match (self.min.take(), self.max.take()) {
             (Some(min), Some(max)) => {
-                put_bytes(&mut self.out, &min);
-                put_bytes(&mut self.out, &max);
-                // No bits: zone maps only (a brin index); an empty bloom
-                // admits every value.
-                let mut bloom = Vec::new();
-                if self.bits_per_key > 0.0 {
-                    Bloom::build(&self.hashes, self.bits_per_key).encode(&mut bloom);
+                if self.per_block {
+                    put_bytes(&mut self.out, &min);
+                    put_bytes(&mut self.out, &max);
+                    // No bits: zone maps only (a brin index); an empty bloom
+                    // admits every value.
+                    let mut bloom = Vec::new();
+                    if self.bits_per_key > 0.0 {
+                        Bloom::build(&self.hashes, self.bits_per_key).encode(&mut bloom);
+                    }
+                    put_bytes(&mut self.out, &bloom);
                 }
-                put_bytes(&mut self.out, &bloom);
                 if self.zmin.as_ref().is_none_or(|z| min < *z) {
                     self.zmin = Some(min);
                 }
@@ -194,19 +242,21 @@ impl FieldBuild {
                     self.zmax = Some(max);
                 }
             }
-            _ => {
+            _ if self.per_block => {
                 varint::put(&mut self.out, 0);
                 varint::put(&mut self.out, 0);
                 varint::put(&mut self.out, 0);
             }
+            _ => {}
         }
         self.hashes.clear();
     }
 }
 
 impl BlockObserver for FilterBuilder {
-    fn entry(&mut self, _key: &[u8], kind: EntryKind, seq: u64, value: &[u8]) {
+    fn entry(&mut self, key: &[u8], kind: EntryKind, seq: u64, value: &[u8]) {
         self.pending = true;
+        self.block_bytes += (key.len() + value.len()) as u64;
         if kind != EntryKind::Put {
             return;
         }
@@ -221,8 +271,9 @@ impl BlockObserver for FilterBuilder {
     fn end_block(&mut self) {
         self.pending = false;
         self.seqs.push(std::mem::take(&mut self.block_seq));
+        let bytes = std::mem::take(&mut self.block_bytes);
         for f in &mut self.fields {
-            f.end_block();
+            f.end_block(bytes);
         }
     }
 
@@ -230,18 +281,25 @@ impl BlockObserver for FilterBuilder {
         if self.pending {
             self.end_block();
         }
+        let fields = std::mem::take(&mut self.fields);
         let mut out = vec![MAGIC, VERSION];
         varint::put(&mut out, self.seqs.len() as u64);
         for s in &self.seqs {
             varint::put(&mut out, *s);
         }
-        varint::put(&mut out, self.fields.len() as u64);
-        for f in &self.fields {
+        varint::put(&mut out, fields.len() as u64);
+        for mut f in fields {
             put_bytes(&mut out, f.name.as_bytes());
             put_bytes(&mut out, f.zmin.as_deref().unwrap_or_default());
             put_bytes(&mut out, f.zmax.as_deref().unwrap_or_default());
-            varint::put(&mut out, f.blocks);
+            varint::put(&mut out, if f.per_block { f.blocks } else { 0 });
             out.extend_from_slice(&f.out);
+            let mut chunks = Vec::new();
+            if let Some((form, c)) = f.chunks.take() {
+                let bytes = c.chunk_bytes();
+                brin::encode(form, bytes, &c.finish(), &mut chunks);
+            }
+            put_bytes(&mut out, &chunks);
         }
         out
     }
@@ -274,7 +332,9 @@ pub struct FieldFilters {
     name: String,
     zmin: Span,
     zmax: Span,
+    /// Empty when the field has a chunk index instead.
     blocks: Vec<BlockEntry>,
+    chunks: Option<(Span, ChunkIndex)>,
 }
 
 /// The decoded view of a component's block filters (offsets into its aux
@@ -322,7 +382,8 @@ impl BlockFilters {
         if aux.len() < 3 || aux[0] != MAGIC {
             return Err("the block filter block is missing or has the wrong type".into());
         }
-        if aux[1] != VERSION {
+        let version = aux[1];
+        if version != 1 && version != VERSION {
             return Err(format!(
                 "block filters: unsupported version {} (this build reads {VERSION})",
                 aux[1]
@@ -352,24 +413,42 @@ impl BlockFilters {
             let zmin = c.span()?;
             let zmax = c.span()?;
             let nb = c.varint()?;
-            if nb != blocks as u64 {
+            if nb != blocks as u64 && (version == 1 || nb != 0) {
                 return Err(format!(
                     "block filters of `{name}` cover {nb} blocks, the component has {blocks}"
                 ));
             }
-            let mut bl = Vec::with_capacity(blocks);
-            for _ in 0..blocks {
+            let mut bl = Vec::with_capacity(nb as usize);
+            for _ in 0..nb {
                 bl.push(BlockEntry {
                     min: c.span()?,
                     max: c.span()?,
                     bloom: c.span()?,
                 });
             }
+            let chunks = if version == 1 {
+                None
+            } else {
+                let sp = c.span()?;
+                if sp.len == 0 {
+                    None
+                } else {
+                    let ix = ChunkIndex::decode(sp.get(aux), blocks)
+                        .map_err(|e| format!("block filters of `{name}`: {e}"))?;
+                    Some((sp, ix))
+                }
+            };
+            if nb == 0 && chunks.is_none() && blocks > 0 {
+                return Err(format!(
+                    "block filters of `{name}` have neither block entries nor a chunk index"
+                ));
+            }
             fields.push(FieldFilters {
                 name,
                 zmin,
                 zmax,
                 blocks: bl,
+                chunks,
             });
         }
         if c.pos != aux.len() {
@@ -409,7 +488,9 @@ impl FieldFilters {
 
     /// Blocks that may hold a value within `(lo, hi)`, by zone map, and
     /// (for an equality lookup, `point` = the value's [`key_hash`]) by
-    /// bloom filter, in block order.
+    /// bloom filter, in block order. When the field has no per-block
+    /// entries, its chunk index chooses (the blocks of every chunk that
+    /// overlaps), and the result is (chunks chosen, all chunks).
     pub fn candidate_blocks(
         &self,
         aux: &[u8],
@@ -417,7 +498,15 @@ impl FieldFilters {
         hi: Bound<&[u8]>,
         point: Option<u64>,
         out: &mut Vec<usize>,
-    ) {
+    ) -> Option<(usize, usize)> {
+        if self.blocks.is_empty() {
+            let (sp, ix) = self.chunks.as_ref()?;
+            let hit = ix.overlapping(sp.get(aux), lo, hi);
+            for &c in &hit {
+                out.extend(ix.blocks(c));
+            }
+            return Some((hit.len(), ix.len()));
+        }
         for (i, b) in self.blocks.iter().enumerate() {
             if b.min.len == 0 || !overlaps(b.min.get(aux), b.max.get(aux), lo, hi) {
                 continue;
@@ -429,11 +518,18 @@ impl FieldFilters {
             }
             out.push(i);
         }
+        None
     }
 
-    /// Blocks covered (the component's data blocks).
-    pub fn blocks(&self) -> usize {
-        self.blocks.len()
+    /// Whether each block has a zone map entry (else the chunk index
+    /// chooses blocks).
+    pub fn has_block_entries(&self) -> bool {
+        !self.blocks.is_empty()
+    }
+
+    /// The chunk index, if the field has one.
+    pub fn chunk_index(&self) -> Option<&ChunkIndex> {
+        self.chunks.as_ref().map(|(_, ix)| ix)
     }
 }
 
@@ -462,7 +558,10 @@ mod tests {
     /// antimatter) and a block of records without the field.
     fn build() -> (Vec<u8>, usize) {
         let spec = FilterSpec {
-            fields: vec![("user".into(), 20.0), ("absent".into(), 20.0)],
+            fields: vec![
+                FieldSpec::blocks("user", 20.0),
+                FieldSpec::blocks("absent", 20.0),
+            ],
         };
         let mut b: Box<dyn BlockObserver> = Box::new(FilterBuilder::new(&spec));
         let mut blocks = 0;
@@ -495,7 +594,7 @@ mod tests {
         let seqs: Vec<u64> = (0..blocks).map(|i| f.block_max_seq(i)).collect();
         assert_eq!(seqs, vec![9, 19, 29, 39, 49, 0, 1]);
         let u = f.field("user").unwrap();
-        assert_eq!(u.blocks(), 7);
+        assert!(u.has_block_entries());
         assert_eq!(
             u.zone(&aux),
             Some((enc(0).as_slice(), enc(1000).as_slice()))

@@ -24,6 +24,7 @@
 pub mod block;
 pub mod block_filters;
 pub mod bloom;
+pub mod brin;
 pub mod cache;
 pub mod component;
 pub mod fsutil;

@@ -1,13 +1,16 @@
 //! Block range indexes (`brin`, zone maps of the primary's blocks) against
 //! a model: every range and equality query equals a filter of the model's
 //! records, through writes, deletes, flushes, merges and reopens, on local
-//! components and on a remote tier; the zone maps skip blocks when the
-//! field follows the key order.
+//! components and on a remote tier, with a zone map per block and with a
+//! chunk index in each of its two forms; the zone maps and chunk indexes
+//! skip blocks when the field follows the key order, and the two forms
+//! choose the same chunks.
 
 use crate::oracle::register_dir_store;
 use proptest::prelude::*;
 
 use silt::lsm::policy::MergePolicy;
+use silt::storage::brin::BrinForm;
 use silt::{
     Database, DatasetDef, DbOptions, FieldType, IndexDef, IndexKind, Query, QueryOptions, Value,
 };
@@ -38,7 +41,13 @@ fn rec(k: i64, t: Option<i64>) -> Value {
     Value::Object(fields)
 }
 
-fn open(dir: &Path, policy: &str, remote: Option<&str>) -> Database {
+/// `chunks`: both indexes over chunks of that many bytes, in that form.
+fn open(
+    dir: &Path,
+    policy: &str,
+    remote: Option<&str>,
+    chunks: Option<(u64, BrinForm)>,
+) -> Database {
     let db = Database::open(dir, opts()).unwrap();
     if db.dataset("t").is_err() {
         let mut def = DatasetDef::new("t", &["id"])
@@ -53,17 +62,20 @@ fn open(dir: &Path, policy: &str, remote: Option<&str>) -> Database {
         }
         db.create_dataset(def).unwrap();
         for (name, field) in [("t_brin", "t"), ("s_brin", "s")] {
-            db.create_index(
-                "t",
-                IndexDef {
-                    kind: IndexKind::Brin,
-                    ..IndexDef::btree(name, &[field])
-                },
-            )
-            .unwrap();
+            db.create_index("t", brin(name, field, chunks)).unwrap();
         }
     }
     db
+}
+
+fn brin(name: &str, field: &str, chunks: Option<(u64, BrinForm)>) -> IndexDef {
+    let mut def = IndexDef {
+        kind: IndexKind::Brin,
+        ..IndexDef::btree(name, &[field])
+    };
+    def.options.chunk_bytes = chunks.map(|c| c.0);
+    def.options.brin_form = chunks.map(|c| c.1);
+    def
 }
 
 fn ids(db: &Database, index: &str, lo: Bound<Value>, hi: Bound<Value>) -> BTreeSet<i64> {
@@ -164,12 +176,17 @@ fn check(
     Ok(())
 }
 
-fn run(ops: &[Op], policy: &str, remote: bool) -> Result<(), TestCaseError> {
+fn run(
+    ops: &[Op],
+    policy: &str,
+    remote: bool,
+    chunks: Option<(u64, BrinForm)>,
+) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let bucket = tempfile::tempdir().unwrap();
     let url = format!("dirtest://{}", bucket.path().display());
     let remote = remote.then_some(url.as_str());
-    let mut db = open(dir.path(), policy, remote);
+    let mut db = open(dir.path(), policy, remote, chunks);
     let mut model: BTreeMap<i64, Option<i64>> = BTreeMap::new();
     for op in ops {
         match op {
@@ -187,7 +204,7 @@ fn run(ops: &[Op], policy: &str, remote: bool) -> Result<(), TestCaseError> {
             Op::Reopen => {
                 db.close().unwrap();
                 drop(db);
-                db = open(dir.path(), policy, remote);
+                db = open(dir.path(), policy, remote, chunks);
             }
         }
     }
@@ -203,9 +220,13 @@ proptest! {
     #[test]
     fn brin_ranges_match_the_model(ops in proptest::collection::vec(op(), 1..300)) {
         register_dir_store();
-        run(&ops, "tiered(3)", false)?;
-        run(&ops, "leveled(2,3,8KB,16KB)", false)?;
-        run(&ops, "prefix(64KB,3)", true)?;
+        run(&ops, "tiered(3)", false, None)?;
+        run(&ops, "leveled(2,3,8KB,16KB)", false, None)?;
+        run(&ops, "prefix(64KB,3)", true, None)?;
+        // Chunk indexes of 8 blocks (4 KiB), each form, local and remote.
+        run(&ops, "tiered(3)", false, Some((4096, BrinForm::KeyValue)))?;
+        run(&ops, "leveled(2,3,8KB,16KB)", false, Some((4096, BrinForm::IntervalTree)))?;
+        run(&ops, "prefix(64KB,3)", true, Some((4096, BrinForm::KeyValue)))?;
     }
 }
 
@@ -214,7 +235,7 @@ proptest! {
 #[test]
 fn zone_maps_skip_blocks_of_clustered_data() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path(), "tiered(3)", None);
+    let db = open(dir.path(), "tiered(3)", None, None);
     let ds = db.dataset("t").unwrap();
     for k in 0..20_000 {
         ds.upsert(rec(k, Some(k * 10))).unwrap();
@@ -225,7 +246,8 @@ fn zone_maps_skip_blocks_of_clustered_data() {
         Bound::Included(vec![Value::Int(50_000)]),
         Bound::Excluded(vec![Value::Int(51_000)]),
     );
-    let (read, all) = ds.zone_map_blocks("t_brin", &lo, &hi).unwrap();
+    let r = ds.zone_map_blocks("t_brin", &lo, &hi).unwrap();
+    let (read, all) = (r.blocks_read, r.blocks);
     assert!(all > 500, "{all} blocks");
     // 100 matching records of ~170 bytes in 512-byte blocks: ~25 blocks,
     // plus at most one at each end.
@@ -235,4 +257,111 @@ fn zone_maps_skip_blocks_of_clustered_data() {
         .unwrap();
     let hits: Vec<_> = res.collect::<silt::Result<Vec<_>>>().unwrap();
     assert_eq!(hits.len(), 100);
+}
+
+/// Clustered data (two overlapping runs, so chunks of the second
+/// component nest in and overlap those of the first) with chunk indexes of
+/// 16 KiB (~32 blocks): the key-value form chooses chunks for 200 ranges;
+/// the index is then dropped and rebuilt as an interval tree over the same
+/// components, which chooses the same chunks for each (and so the same
+/// blocks and records). A narrow range reads few chunks, the query's stats
+/// count the chunks skipped, and a second chunk layout on the same field
+/// is refused.
+#[test]
+fn chunk_indexes_skip_chunks_and_both_forms_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(
+        dir.path(),
+        "tiered(3)",
+        None,
+        Some((16 << 10, BrinForm::KeyValue)),
+    );
+    let ds = db.dataset("t").unwrap();
+    for k in 0..20_000 {
+        ds.upsert(rec(k, Some(k * 10))).unwrap();
+    }
+    ds.flush().unwrap();
+    for k in 20_000..24_000 {
+        ds.upsert(rec(k, Some((k - 20_000) * 50 + 3))).unwrap();
+    }
+    ds.flush().unwrap();
+    // Merges settle, so both forms see the same components.
+    db.wait_idle().unwrap();
+    let mut rng = 7u64;
+    let ranges: Vec<(i64, i64)> = (0..200)
+        .map(|i| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let a = (rng >> 33) as i64 % 210_000 - 5_000;
+            (a, a + [0, 1, 100, 5_000, 100_000][i % 5])
+        })
+        .collect();
+    let answers = |db: &Database, form: BrinForm| {
+        let ds = db.dataset("t").unwrap();
+        ranges
+            .iter()
+            .map(|&(a, b)| {
+                let (lo, hi) = (
+                    Bound::Included(vec![Value::Int(a)]),
+                    Bound::Included(vec![Value::Int(b)]),
+                );
+                let r = ds.zone_map_blocks("t_brin", &lo, &hi).unwrap();
+                assert_eq!(r.form, Some(form));
+                let got = ids(
+                    db,
+                    "t_brin",
+                    Bound::Included(Value::Int(a)),
+                    Bound::Included(Value::Int(b)),
+                );
+                (r.chunks_read, r.chunks, r.blocks_read, got)
+            })
+            .collect::<Vec<_>>()
+    };
+    let kv = answers(&db, BrinForm::KeyValue);
+    db.drop_index("t", "t_brin").unwrap();
+    db.create_index(
+        "t",
+        brin("t_brin", "t", Some((16 << 10, BrinForm::IntervalTree))),
+    )
+    .unwrap();
+    db.wait_idle().unwrap();
+    let tree = answers(&db, BrinForm::IntervalTree);
+    for (i, (a, b)) in kv.iter().zip(&tree).enumerate() {
+        assert_eq!(a, b, "range {:?}", ranges[i]);
+    }
+    let (lo, hi) = (
+        Bound::Included(vec![Value::Int(50_000)]),
+        Bound::Excluded(vec![Value::Int(51_000)]),
+    );
+    let r = ds.zone_map_blocks("t_brin", &lo, &hi).unwrap();
+    assert!(r.chunks > 150, "{r:?}");
+    // A 16 KiB chunk holds ~96 records: t over ~960 in the first
+    // component (2-3 chunks of a 1000-wide range), over ~4800 in the
+    // second (1-2 chunks).
+    assert!(r.chunks_read <= 5, "{r:?}");
+    assert!(r.blocks_read <= 5 * 40, "{r:?}");
+    let mut res = ds
+        .query("t_brin", &Query::Range { lo, hi }, QueryOptions::default())
+        .unwrap();
+    let n = res.by_ref().count();
+    assert_eq!(n, 100 + 20);
+    let st = res.stats();
+    assert_eq!(st.chunks_pruned + r.chunks_read, r.chunks, "{st:?} {r:?}");
+    // One chunk layout per field.
+    let err = db
+        .create_index(
+            "t",
+            brin("t_brin2", "t", Some((4 << 20, BrinForm::KeyValue))),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("one chunk layout"), "{err}");
+    // A chunk size out of range, or a form without a size.
+    assert!(
+        db.create_index("t", brin("x", "t", Some((100, BrinForm::KeyValue))))
+            .is_err()
+    );
+    let mut def = brin("y", "t", None);
+    def.options.brin_form = Some(BrinForm::KeyValue);
+    assert!(db.create_index("t", def).is_err());
 }

@@ -107,7 +107,7 @@ impl EmbeddedFields {
         let gained = spec
             .fields
             .iter()
-            .any(|(f, _)| !cur.fields.iter().any(|(g, _)| g == f));
+            .any(|f| !cur.fields.iter().any(|g| g.name == f.name));
         *cur = spec;
         gained
     }
@@ -131,9 +131,9 @@ impl ObserverFactory for EmbeddedFields {
 impl MemSecondary for EmbeddedFields {
     fn keys(&self, key: &[u8], e: EntryRef<'_>, out: &mut Vec<Vec<u8>>) {
         let spec = self.spec.read();
-        for (f, _) in &spec.fields {
-            if let Some(a) = attr_key(e.value, f) {
-                let mut k = field_prefix(f);
+        for f in &spec.fields {
+            if let Some(a) = attr_key(e.value, &f.name) {
+                let mut k = field_prefix(&f.name);
                 k.extend_from_slice(&a);
                 k.extend_from_slice(&(!e.seq).to_be_bytes());
                 k.extend_from_slice(key);
@@ -202,6 +202,7 @@ mod tests {
     use super::*;
     use crate::lsm::memtable::MemTable;
     use crate::storage::Entry;
+    use crate::storage::block_filters::FieldSpec;
     use std::sync::Arc;
 
     fn rec(id: i64, user: &str) -> Vec<u8> {
@@ -221,7 +222,7 @@ mod tests {
     fn memtable_secondary_structure_tracks_versions() {
         let f = Arc::new(EmbeddedFields::default());
         f.set(FilterSpec {
-            fields: vec![("user".into(), 10.0)],
+            fields: vec![FieldSpec::blocks("user", 10.0)],
         });
         let m = MemTable::new();
         m.insert(b"k1", Entry::put(1, rec(1, "ann")), 0);
