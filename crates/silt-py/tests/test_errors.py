@@ -125,6 +125,10 @@ def test_sizes_accept_strings(db):
         (("valuelist", "n"), {}, "needs a `time` option"),
         (("btree", "n"), {"time": "t"}, "valuelist indexes only"),
         (("valuelist", "n"), {"time": "t", "clock": "sundial"}, "unknown clock"),
+        (("brin", "n"), {"chunk_bytes": 100}, "between 4 KiB and 1 GiB"),
+        (("brin", "n"), {"brin_form": "key_value"}, "chunk_size"),
+        (("brin", "n"), {"chunk_bytes": 8192, "brin_form": "bitmap"}, "unknown brin_form"),
+        (("btree", "n"), {"chunk_bytes": 8192}, "brin indexes only"),
     ],
 )
 def test_bad_index_config(db, args, kwargs, match):
