@@ -989,6 +989,13 @@ impl PgHandler {
                     return Err(QueryError::ShuttingDown);
                 };
                 match silt_sql::copy::parse(sql)? {
+                    // From a file on the server: a statement like any other.
+                    Some(c) if matches!(c.kind, silt_sql::copy::CopyKind::InFile { .. }) => {
+                        let batches = self.collect(s, sql).await?;
+                        Ok(Response::Execution(
+                            Tag::new("COPY").with_rows(row_count(&batches)),
+                        ))
+                    }
                     Some(c) => self.copy(c, s, last).await,
                     // `COPY ... TO 'file'`: DataFusion's.
                     None => {

@@ -78,6 +78,11 @@ impl PgHandler {
                 });
                 Ok(Response::CopyIn(resp))
             }
+            CopyKind::InFile { .. } => Err(SqlError::Invalid(
+                "COPY ... FROM a file runs as a statement, not through the COPY sub-protocol"
+                    .to_owned(),
+            )
+            .into()),
             CopyKind::Out { query } => {
                 let (shared, sess, query, ctl) = (
                     self.shared().clone(),

@@ -637,6 +637,47 @@ impl SqlEngine {
         copy::CopyIn::new(ds, stmt, session.slot(), progress, sequences)
     }
 
+    /// Run `COPY table [(columns)] FROM 'file'` (see [`copy::file`]): the
+    /// file must be one the server may read (`--server-files`, admins) and
+    /// the session's role needs to write the table. Returns the rows
+    /// loaded.
+    async fn copy_from_file(
+        &self,
+        session: &SqlSession,
+        stmt: &copy::CopyStmt,
+        who: Option<&silt::Role>,
+        files: &access::FileAccess,
+    ) -> Result<u64, SqlError> {
+        let copy::CopyKind::InFile {
+            table,
+            columns,
+            path,
+            parquet,
+        } = &stmt.kind
+        else {
+            return Err(SqlError::Invalid("not a COPY ... FROM 'file'".to_owned()));
+        };
+        access::check_file(files, who, path, "COPY ... FROM a file")?;
+        let path = path.strip_prefix("file://").unwrap_or(path).to_owned();
+        let (cols, parquet_cols) = if *parquet {
+            let (p, c) = (path.clone(), columns.clone());
+            let found = ddl::blocking(move || copy::file::parquet_columns(&p, &c)).await?;
+            let names = found.iter().map(|(_, n)| n.clone()).collect();
+            (names, Some(found))
+        } else {
+            (columns.clone(), None)
+        };
+        let in_stmt = copy::CopyStmt {
+            kind: copy::CopyKind::In {
+                table: table.clone(),
+                columns: cols,
+            },
+            options: stmt.options.clone(),
+        };
+        let load = self.copy_in(session, &in_stmt).await?;
+        copy::file::load(load, &path, parquet_cols).await
+    }
+
     /// The `COPY ... FROM STDIN` loads running now (also the view
     /// `pg_catalog.pg_stat_progress_copy`).
     pub fn copies_in_progress(&self) -> Vec<copy::progress::LoadStatus> {
@@ -1138,6 +1179,10 @@ impl SqlEngine {
                 self.insert(*ins, session).await
             }
             Parsed::Insert(ins) => self.insert(*ins, session).await,
+            Parsed::Copy(c) if matches!(c.kind, copy::CopyKind::InFile { .. }) => {
+                let n = self.copy_from_file(session, &c, who.as_ref(), &files).await?;
+                Ok(Output::Batches(insert::count_batch(n)?))
+            }
             Parsed::Copy(_) => Err(SqlError::Unsupported(
                 "COPY ... FROM STDIN and COPY ... TO STDOUT need a PostgreSQL client (psql's \\copy, psycopg's cursor.copy(), tokio-postgres' copy_in/copy_out) connected to `silt serve`; here, use INSERT ... VALUES or a SELECT".to_owned(),
             )),

@@ -24,6 +24,8 @@ mod brin;
 #[path = "sql/column_images.rs"]
 mod column_images;
 mod common;
+#[path = "sql/copy_files.rs"]
+mod copy_files;
 #[path = "sql/ddl.rs"]
 mod ddl;
 #[path = "sql/documents.rs"]

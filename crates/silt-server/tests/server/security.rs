@@ -501,9 +501,37 @@ async fn server_files() {
             .unwrap_err();
         assert_eq!(state(&e), SqlState::INSUFFICIENT_PRIVILEGE, "{loc}: {e}");
     }
+    // COPY FROM a file below the directory: a statement with a row count.
+    boss.batch_execute("CREATE TABLE cp (a BIGINT PRIMARY KEY, b BIGINT)")
+        .await
+        .unwrap();
+    let n = boss
+        .execute(
+            &format!(
+                "COPY cp FROM '{}' (FORMAT csv, HEADER true)",
+                files.join("in.csv").display()
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let e = boss
+        .batch_execute("COPY cp FROM '/etc/passwd'")
+        .await
+        .unwrap_err();
+    assert_eq!(state(&e), SqlState::INSUFFICIENT_PRIVILEGE, "{e}");
     let ann = f.pg("ann", "ann-pw").await;
     let e = ann
         .batch_execute(&format!("COPY t TO '{}'", files.join("out.csv").display()))
+        .await
+        .unwrap_err();
+    assert_eq!(state(&e), SqlState::INSUFFICIENT_PRIVILEGE, "{e}");
+    let e = ann
+        .batch_execute(&format!(
+            "COPY cp FROM '{}' (FORMAT csv, HEADER true)",
+            files.join("in.csv").display()
+        ))
         .await
         .unwrap_err();
     assert_eq!(state(&e), SqlState::INSUFFICIENT_PRIVILEGE, "{e}");

@@ -18,12 +18,18 @@
 //! block the rows go into the block's transaction: all or none, as
 //! PostgreSQL's COPY.
 //!
-//! `COPY ... TO 'file'` is DataFusion's (and needs the server-files
-//! setting); `COPY ... FROM 'file'` and `PROGRAM` are refused.
+//! `COPY table [(columns)] FROM 'file'` loads a file on the server (it
+//! needs the server-files setting, as reading any server file does): a
+//! text, CSV or binary file goes through the same [`CopyIn`] as a client's
+//! stream; a Parquet file (`FORMAT parquet`, or a `.parquet` name) is read
+//! into Arrow batches by column name, re-encoded as COPY text rows and
+//! loaded the same way ([`file`]). `COPY ... TO 'file'` (CSV, JSON,
+//! Parquet) is DataFusion's; `PROGRAM` is refused.
 
 pub mod decode;
 pub mod encode;
 pub mod field;
+pub mod file;
 pub mod progress;
 
 use std::sync::Arc;
@@ -104,6 +110,14 @@ pub enum CopyKind {
     },
     /// `COPY ... TO STDOUT`: the query whose rows are sent.
     Out { query: String },
+    /// `COPY table [(columns)] FROM 'path'`: a file on the server.
+    InFile {
+        table: ObjectName,
+        columns: Vec<String>,
+        path: String,
+        /// A Parquet file (else the options' format).
+        parquet: bool,
+    },
 }
 
 /// A `COPY` between the client and the server.
@@ -147,14 +161,11 @@ pub fn parse(sql: &str) -> Result<Option<CopyStmt>, SqlError> {
     else {
         return Err(SqlError::Parse(format!("not a COPY statement: {sql}")));
     };
+    let mut file = None;
     match (&target, to) {
         (CopyTarget::Stdin, false) | (CopyTarget::Stdout, true) => {}
         (CopyTarget::File { .. }, true) => return Ok(None),
-        (CopyTarget::File { .. }, false) => {
-            return Err(unsupported(
-                "COPY FROM a file on the server is not supported",
-            ));
-        }
+        (CopyTarget::File { filename }, false) => file = Some(filename.clone()),
         (CopyTarget::Program { .. }, _) => {
             return Err(unsupported("COPY ... PROGRAM is not supported"));
         }
@@ -168,6 +179,45 @@ pub fn parse(sql: &str) -> Result<Option<CopyStmt>, SqlError> {
         return Err(unsupported(
             "rows inline after COPY ... FROM STDIN; are not supported",
         ));
+    }
+    if let Some(path) = file {
+        let CopySource::Table {
+            table_name,
+            columns,
+        } = source
+        else {
+            return Err(SqlError::Parse(
+                "COPY (query) goes TO a file or STDOUT, not FROM".to_owned(),
+            ));
+        };
+        let named = options.iter().find_map(|o| match o {
+            CopyOption::Format(f) => Some(f.value.to_ascii_lowercase()),
+            _ => None,
+        });
+        let parquet = match named.as_deref() {
+            Some("parquet") => true,
+            Some(_) => false,
+            None => path.to_ascii_lowercase().ends_with(".parquet"),
+        };
+        let options = if parquet {
+            if options.len() > usize::from(named.is_some()) || !legacy_options.is_empty() {
+                return Err(SqlError::Invalid(
+                    "COPY FROM a Parquet file takes no options besides FORMAT parquet".to_owned(),
+                ));
+            }
+            CopyOptions::defaults(CopyFormat::Text)
+        } else {
+            options_of(&options, &legacy_options, false)?
+        };
+        return Ok(Some(CopyStmt {
+            kind: CopyKind::InFile {
+                table: table_name,
+                columns: names(&columns),
+                path,
+                parquet,
+            },
+            options,
+        }));
     }
     let options = options_of(&options, &legacy_options, to)?;
     let kind = match source {
@@ -214,9 +264,14 @@ fn options_of(
                 "text" => CopyFormat::Text,
                 "csv" => CopyFormat::Csv,
                 "binary" => CopyFormat::Binary,
+                "parquet" => {
+                    return Err(SqlError::Invalid(
+                        "COPY FORMAT parquet reads or writes a file on the server: COPY t FROM '/path/f.parquet', COPY (query) TO '/path/f.parquet'".to_owned(),
+                    ));
+                }
                 other => {
                     return Err(SqlError::Invalid(format!(
-                        "COPY format \"{other}\" not recognized (text, csv or binary)"
+                        "COPY format \"{other}\" not recognized (text, csv or binary; parquet for files)"
                     )));
                 }
             };
@@ -474,8 +529,8 @@ impl CopyIn {
         progress: Arc<LoadProgress>,
         sequences: Arc<crate::sequences::SessionSequences>,
     ) -> Result<CopyIn, SqlError> {
-        let CopyKind::In { columns, .. } = &stmt.kind else {
-            return Err(SqlError::Invalid("not a COPY ... FROM STDIN".to_owned()));
+        let (CopyKind::In { columns, .. } | CopyKind::InFile { columns, .. }) = &stmt.kind else {
+            return Err(SqlError::Invalid("not a COPY ... FROM".to_owned()));
         };
         let table = Table::new(ds.clone());
         let targets = table.target_column_names(columns)?;
@@ -595,6 +650,31 @@ impl CopyIn {
         self.wait().await?;
         self.settle().await?;
         Ok(self.committed)
+    }
+
+    /// The data could not be read to its end (`e`): the rows decoded so
+    /// far are written (outside a block, as for a bad row) and the error
+    /// says how many are committed.
+    pub async fn abort(mut self, e: SqlError) -> SqlError {
+        self.ended = true;
+        let done = async {
+            self.write().await?;
+            self.wait().await?;
+            self.settle().await
+        };
+        if let Err(w) = done.await {
+            return w;
+        }
+        if self.in_block {
+            return e;
+        }
+        SqlError::PartialWrite {
+            row: None,
+            total: None,
+            committed: self.committed,
+            unchanged: 0,
+            source: Box::new(e),
+        }
     }
 
     async fn decode(&mut self, last: bool) -> Result<(), SqlError> {
