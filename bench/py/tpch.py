@@ -93,6 +93,16 @@ SCHEMA = {
 }
 
 
+# No statement timeout; memory for SF 1-4's joins and sorts; column
+# images and block cache big enough to keep the tables' hot columns (the
+# peers hold theirs in memory or in the page cache); the log not fsynced
+# during the load (DuckDB's tables are in memory).
+SERVE_FLAGS = [
+    "--timeout", "0", "--durability", "none",
+    "--max-query-memory", "8GiB", "--max-server-memory", "12GiB",
+    "--column-cache", "4GiB", "--cache-mb", "1024",
+]  # fmt: skip
+
 # --------------------------------------------------------------------------
 # DuckDB: the generator, the query texts, the reference answers
 
@@ -385,7 +395,17 @@ def peers(data: Path, threads: int):
                 ctx.register_parquet(table, path)
             else:
                 ctx.register_csv(table, path, has_header=True)
-        out[f"datafusion-{fmt}"] = (time.perf_counter() - t, lambda q, c=ctx: c.sql(q).collect())
+        out[f"datafusion-{fmt}"] = (time.perf_counter() - t, lambda q, c=ctx: datafusion_rows(c.sql(q).collect()))
+    return out
+
+
+def datafusion_rows(batches) -> list[tuple]:
+    """DataFusion's record batches as rows (converting them is part of the
+    time, as fetching rows is for the others)."""
+    out = []
+    for b in batches:
+        cols = [c.to_pylist() for c in b.columns]
+        out.extend(zip(*cols))
     return out
 
 
@@ -422,8 +442,7 @@ def run(args, binary: str, work: Path, only) -> int:
     formats = ("csv", "parquet") if args.mode == "bench" else ("csv",)
     gen = generate(duck, args.sf, work / "data", formats)
     print(f"generated SF {args.sf} in {work / 'data'}: {gen}", flush=True)
-    serve_flags = ["--timeout", "0", "--durability", "none", "--max-query-memory", "8GiB", "--max-server-memory", "12GiB"]
-    with silt_server(binary, work / "silt", serve_flags) as (dsn, proc):
+    with silt_server(binary, work / "silt", SERVE_FLAGS) as (dsn, proc):
         with psycopg.connect(dsn, autocommit=True) as conn:
             t = time.perf_counter()
             load = load_silt(conn, work / "data")
@@ -471,20 +490,45 @@ def bench(args, dsn, proc, duck, qs, only, work, gen, load, load_total, results)
     conn = psycopg.connect(dsn, autocommit=True)
     systems["silt"] = (0.0, lambda q: conn.execute(q).fetchall())
     names = list(systems)
+    times = {}
+    wrong = []
+    answers = {n: duck.execute(q).fetchall() for n, q in qs.items() if not only or n in only}
     for n in sorted(qs):
         if only and n not in only:
             continue
         for k, name in enumerate(names[n % len(names) :] + names[: n % len(names)]):
             run = systems[name][1]
             try:
-                run(qs[n])  # warm-up (and the plan cache)
+                warm = run(qs[n])  # warm-up (and the plan cache)
                 med, lo, hi = median_ms(lambda: run(qs[n]), args.runs)
             except Exception as e:  # noqa: BLE001
                 print(f"Q{n:02d} {name}: {type(e).__name__}: {e}", flush=True)
                 continue
             rows.append((name, f"q{n:02d}", "ms", "measure", med, lo, hi, args.runs))
+            times[(name, n)] = med
+            # The peers' answers are checked too (column names unknown
+            # here: the ORDER BY check is the check run's, for Silt).
+            if name != "silt" and name != "duckdb":
+                why = compare("", [], list(warm), answers[n])
+                if why is not None:
+                    wrong.append(f"Q{n:02d} {name}: {why}")
+                    print(f"Q{n:02d} {name}: answer differs from DuckDB's own: {why}", flush=True)
             print(f"Q{n:02d} {name:18s} {med:10.1f} ms", flush=True)
     conn.close()
+    # Silt over each peer, per query and as the geometric mean of the
+    # queries both answered.
+    for peer in names[1:]:
+        ratios = []
+        for n in sorted(qs):
+            if ("silt", n) in times and (peer, n) in times:
+                r = times[("silt", n)] / times[(peer, n)]
+                ratios.append(r)
+                rows.append(("silt", f"q{n:02d}/{peer}", "x", "ratio", r, r, r, args.runs))
+        if ratios:
+            g = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+            rows.append(("silt", f"geomean/{peer}", "x", "ratio", g, min(ratios), max(ratios), len(ratios)))
+    for w in wrong:
+        print("peer answer differs:", w, flush=True)
     rows.append(("silt", "server-cpu", "s", "stat", proc_cpu_s(proc.pid), 0, 0, 1))
     for n, r in results.items():
         ok = 1.0 if r["status"] == "pass" else 0.0
@@ -505,7 +549,7 @@ def write_csv(args, rows, busy_before, binary):
         f" {platform_cpu()}",
         f"# run: {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, scale {scale}, runs {args.runs},"
         f" threads {args.threads}, cpu_busy_before {busy_before:.0f}%, cpu_busy_after {busy_after:.0f}%",
-        f"# systems: silt ({binary}, silt serve over psycopg, tables with the TPC-H keys loaded by COPY);"
+        f"# systems: silt ({binary}, `silt serve {' '.join(SERVE_FLAGS)}` over psycopg, tables with the TPC-H keys loaded by COPY);"
         f" duckdb {duckdb.__version__} (its own tables from dbgen, and views over the files);"
         f" datafusion {datafusion.__version__} (Python; CSV with inferred types, Parquet)",
     ]
