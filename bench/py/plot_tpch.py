@@ -82,7 +82,7 @@ def plot(csv_path, png):
         rax.set_title(f"TPC-H {scale}: Silt over each peer (1 = as fast)", fontsize=9)
         rax.grid(axis="y", alpha=0.3, which="both")
         rax.legend(fontsize=7)
-    text = header.get("machine", "") + "  |  " + header.get("run", "")
+    text = "  |  ".join([header.get("machine", "")] + [f"{k}: {v}" for k, v in header.items() if k.startswith("run")])
     fig.suptitle("tpch: Silt SQL (silt serve + psycopg) beside DuckDB and DataFusion", fontsize=11)
     fig.text(0.01, 0.005, "\n".join(textwrap.wrap(text, 200)), fontsize=6, va="bottom")
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))

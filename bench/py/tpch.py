@@ -547,9 +547,9 @@ def write_csv(args, rows, busy_before, binary):
     header = [
         f"# machine: {os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') >> 30} GiB,"
         f" {platform_cpu()}",
-        f"# run: {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, scale {scale}, runs {args.runs},"
+        f"# run {scale}: {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, runs {args.runs},"
         f" threads {args.threads}, cpu_busy_before {busy_before:.0f}%, cpu_busy_after {busy_after:.0f}%",
-        f"# systems: silt ({binary}, `silt serve {' '.join(SERVE_FLAGS)}` over psycopg, tables with the TPC-H keys loaded by COPY);"
+        f"# systems: silt ({Path(binary).parent.name} build, `silt serve {' '.join(SERVE_FLAGS)}` over psycopg, tables with the TPC-H keys loaded by COPY);"
         f" duckdb {duckdb.__version__} (its own tables from dbgen, and views over the files);"
         f" datafusion {datafusion.__version__} (Python; CSV with inferred types, Parquet)",
     ]
@@ -560,7 +560,9 @@ def write_csv(args, rows, busy_before, binary):
         keep_header = [ln for ln in lines if ln.startswith("#")]
         existing = [ln for ln in lines if ln and not ln.startswith("#") and not ln.startswith("workload,")]
         existing = [ln for ln in existing if ln.split(",")[1] != scale]
-        header = [h for h in keep_header if not h.startswith("# machine")] + header
+        # One run line per scale: this run's replaces the last of its scale.
+        mine = {h.split(":", 1)[0] for h in header}
+        header = header[:1] + [h for h in keep_header if h.split(":", 1)[0] not in mine] + header[1:]
     with open(out, "w", newline="") as f:
         for h in header:
             f.write(h + "\n")
