@@ -307,6 +307,12 @@ def main(argv):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "py"))
         import plot_spatial_policies
         return plot_spatial_policies.plot(args.csv, args.png)
+    if rows and rows[0]["workload"] == "tpch":
+        # The TPC-H study (bench/py/tpch.py) has its own figure (bench/py/plot_tpch.py).
+        import os
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "py"))
+        import plot_tpch
+        return plot_tpch.plot(args.csv, args.png)
     if rows and rows[0]["workload"].startswith("asterix-"):
         # The AsterixDB reproduction has its own figures (bench/py/plot_asterix.py).
         import os

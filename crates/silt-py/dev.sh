@@ -34,6 +34,10 @@ setup() {
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "psycopg[binary]>=3.1"
     # SQLAlchemy: the test of its reflection of `silt serve`'s catalog.
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "sqlalchemy>=2"
+    # DuckDB with its TPC-H extension (generator, query texts, reference
+    # answers) for tests/test_tpch.py; the extension's version must be
+    # DuckDB's own, so both are pinned (bench/requirements.txt says the same).
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "duckdb==1.5.5" "duckdb-extension-tpch==1.5.5"
 }
 
 build() {

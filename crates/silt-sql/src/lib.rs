@@ -73,6 +73,7 @@ pub mod key_ends;
 pub mod lookup_join;
 pub mod matview;
 mod meta_count;
+mod numeric_avg;
 pub mod pg_catalog;
 pub mod pg_forms;
 pub mod plan_cache;
@@ -253,6 +254,8 @@ impl SqlEngine {
             ctx.register_udf(f);
         }
         ctx.register_udaf(pg_catalog::single::udaf());
+        // `avg` of NUMERIC with PostgreSQL's digits (DataFusion's cuts them).
+        ctx.register_udaf(numeric_avg::avg().as_ref().clone());
         let copies = Arc::new(copy::progress::CopyRegistry::default());
         let progress: Arc<dyn TableProvider> =
             Arc::new(copy::progress::ProgressTable::new(copies.clone(), CATALOG));

@@ -40,6 +40,8 @@ mod kept_insert;
 mod key_order;
 #[path = "sql/lookup_join.rs"]
 mod lookup_join;
+#[path = "sql/numeric_avg.rs"]
+mod numeric_avg;
 #[path = "sql/plan_cache.rs"]
 mod plan_cache;
 #[path = "sql/prepare.rs"]
