@@ -39,7 +39,7 @@
 //! has per-block entries; it is still read.
 
 use crate::storage::bloom::{Bloom, key_hash, may_contain_encoded};
-use crate::storage::brin::{self, BrinForm, ChunkBuilder, ChunkIndex};
+use crate::storage::brin::{self, BrinForm, ChunkBuilder, ChunkIndex, Span, put_bytes};
 use crate::storage::{EntryKind, varint};
 
 use crate::value;
@@ -166,11 +166,6 @@ pub struct FilterBuilder {
     block_seq: u64,
     /// The same for every finished block.
     seqs: Vec<u64>,
-}
-
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    varint::put(out, b.len() as u64);
-    out.extend_from_slice(b);
 }
 
 impl FilterBuilder {
@@ -302,20 +297,6 @@ impl BlockObserver for FilterBuilder {
             put_bytes(&mut out, &chunks);
         }
         out
-    }
-}
-
-/// A slice of the aux block: (offset, length).
-#[derive(Clone, Copy, Debug, Default)]
-struct Span {
-    off: u32,
-    len: u32,
-}
-
-impl Span {
-    fn get<'a>(&self, aux: &'a [u8]) -> &'a [u8] {
-        aux.get(self.off as usize..(self.off as usize + self.len as usize))
-            .unwrap_or_default()
     }
 }
 

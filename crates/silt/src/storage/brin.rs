@@ -166,7 +166,8 @@ impl ChunkBuilder {
     }
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+/// `b` with its length before it.
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     varint::put(out, b.len() as u64);
     out.extend_from_slice(b);
 }
@@ -234,15 +235,16 @@ fn subtree_max<'a>(nodes: &[u32], max: impl Fn(u32) -> &'a [u8] + Copy) -> Vec<u
     out
 }
 
-/// A slice of the section.
+/// A slice of an encoded block (this section, or the aux block holding
+/// it): (offset, length).
 #[derive(Clone, Copy, Debug, Default)]
-struct Span {
-    off: u32,
-    len: u32,
+pub(crate) struct Span {
+    pub(crate) off: u32,
+    pub(crate) len: u32,
 }
 
 impl Span {
-    fn get<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+    pub(crate) fn get<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
         buf.get(self.off as usize..self.off as usize + self.len as usize)
             .unwrap_or_default()
     }
