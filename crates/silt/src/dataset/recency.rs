@@ -142,8 +142,8 @@ pub(super) fn sources(trees: &[Arc<LsmTree>]) -> Vec<Src> {
 struct Candidates {
     /// Data blocks, in block order.
     blocks: Vec<usize>,
-    /// Through a chunk index: (chunks to read, all chunks).
-    chunks: Option<(usize, usize)>,
+    /// Through a chunk index: (chunks to read, all chunks, its form).
+    chunks: Option<(usize, usize, crate::storage::brin::BrinForm)>,
 }
 
 /// The data blocks of component `c` whose zone map of `field` (and bloom
@@ -166,7 +166,9 @@ fn zone_candidates(
         ff.chunk_index()
             .filter(|_| !ff.has_block_entries())
             .map(|ix| (0, ix.len()))
-    };
+    }
+    .zip(ff.chunk_index())
+    .map(|((read, all), ix)| (read, all, ix.form()));
     Some(Candidates { blocks, chunks })
 }
 
@@ -559,13 +561,10 @@ impl Dataset {
                 match zone_candidates(c, field, lo, hi, None) {
                     Some(cands) => {
                         r.blocks_read += cands.blocks.len() as u64;
-                        if let Some((read, all)) = cands.chunks {
+                        if let Some((read, all, form)) = cands.chunks {
                             r.chunks_read += read as u64;
                             r.chunks += all as u64;
-                            r.form = crate::lsm::kind::block_filters(c)
-                                .and_then(|f| f.field(field))
-                                .and_then(|f| f.chunk_index())
-                                .map(|ix| ix.form());
+                            r.form = Some(form);
                         }
                     }
                     None => r.blocks_read += n,
@@ -737,7 +736,7 @@ impl Dataset {
                         match zone_candidates(c, field, lo, hi, point_hash) {
                             Some(Candidates { blocks: bs, chunks }) => {
                                 stats.blocks_pruned += (c.num_blocks() - bs.len()) as u64;
-                                if let Some((read, all)) = chunks {
+                                if let Some((read, all, _)) = chunks {
                                     stats.chunks_pruned += (all - read) as u64;
                                 }
                                 let f = crate::lsm::kind::block_filters(c);
