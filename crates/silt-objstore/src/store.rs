@@ -74,14 +74,40 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime> {
     .map_err(|e| Error::Config(format!("cannot start the object storage runtime: {e}")))
 }
 
+/// A request running on the runtime, its result to come over a channel.
+///
+/// The calling thread waits on a plain channel, never by polling a tokio
+/// `JoinHandle`: the callers include tasks of the server's query runtime,
+/// and a `JoinHandle` polled there honours that task's cooperative budget.
+/// Once the budget is spent, tokio defers the wake-up until the task yields
+/// to its scheduler, which a thread blocked here never does: a full-table
+/// scan of a dataset in a bucket hung that way (seen in `silt serve` under
+/// DataFusion, 2026-12-07).
+struct Request<T>(std::sync::mpsc::Receiver<T>);
+
+fn start<T: Send + 'static>(f: impl Future<Output = T> + Send + 'static) -> Result<Request<T>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    runtime()?.spawn(async move {
+        let _ = tx.send(f.await);
+    });
+    Ok(Request(rx))
+}
+
+impl<T> Request<T> {
+    fn finish(self, url: &str) -> Result<T> {
+        self.0.recv().map_err(|_| Error::Remote {
+            url: url.to_owned(),
+            reason:
+                "the request's task ended without an answer (it panicked or the runtime stopped)"
+                    .to_owned(),
+        })
+    }
+}
+
 /// Run `f` on the runtime and wait for it from this thread (which may be
 /// a plain thread or a task of another runtime).
 fn wait<T: Send + 'static>(url: &str, f: impl Future<Output = T> + Send + 'static) -> Result<T> {
-    let h = runtime()?.spawn(f);
-    futures::executor::block_on(h).map_err(|e| Error::Remote {
-        url: url.to_owned(),
-        reason: format!("request task failed: {e}"),
-    })
+    start(f)?.finish(url)
 }
 
 impl ObjectBackend {
@@ -145,29 +171,56 @@ impl ObjectBackend {
         }
     }
 
-    /// Upload in parts, one part in memory at a time.
+    /// Upload in parts, up to [`PARTS_IN_FLIGHT`] of them at once (so a
+    /// large component is not paced by one request's latency), each part's
+    /// bytes held only until its request ends.
     fn put_parts(&self, key: &str, file: &mut std::fs::File) -> Result<()> {
         let store = self.store.clone();
         let loc = self.path(key);
         let url = format!("{}/{key}", self.url);
         let mut up = wait(&url, async move { store.put_multipart(&loc).await })?
             .map_err(|e| self.err(key, e))?;
-        let mut buf = vec![0u8; self.part_bytes];
-        loop {
-            let n = read_full(file, &mut buf).map_err(|e| self.err(key, e))?;
-            if n == 0 {
-                break;
+        let mut flying = std::collections::VecDeque::new();
+        let mut sent = || -> Result<()> {
+            let mut buf = vec![0u8; self.part_bytes];
+            loop {
+                if flying.len() >= PARTS_IN_FLIGHT {
+                    self.part_done(key, &url, flying.pop_front())?;
+                }
+                let n = read_full(file, &mut buf).map_err(|e| self.err(key, e))?;
+                if n == 0 {
+                    break;
+                }
+                flying.push_back(start(up.put_part(PutPayload::from(buf[..n].to_vec())))?);
             }
-            let part = up.put_part(PutPayload::from(buf[..n].to_vec()));
-            if let Err(e) = wait(&url, part)?.map_err(|e| self.err(key, e)) {
-                let _ = wait(&url, async move { up.abort().await });
-                return Err(e);
+            while let Some(h) = flying.pop_front() {
+                self.part_done(key, &url, Some(h))?;
             }
+            Ok(())
+        };
+        if let Err(e) = sent() {
+            let _ = wait(&url, async move { up.abort().await });
+            return Err(e);
         }
         wait(&url, async move { up.complete().await })?.map_err(|e| self.err(key, e))?;
         Ok(())
     }
+
+    /// Wait for one part's request.
+    fn part_done(
+        &self,
+        key: &str,
+        url: &str,
+        part: Option<Request<object_store::Result<()>>>,
+    ) -> Result<()> {
+        let Some(part) = part else { return Ok(()) };
+        part.finish(url)?.map_err(|e| self.err(key, e))
+    }
 }
+
+/// Parts of one multipart upload in flight at once: 4 x 8 MiB of memory at
+/// most per upload.
+const PARTS_IN_FLIGHT: usize = 4;
 
 /// Fill `buf` from `f` as far as the file goes; the bytes read.
 fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -377,6 +430,35 @@ mod tests {
 
     fn mem(name: &str) -> ObjectBackend {
         ObjectBackend::open(&format!("memory://{name}"), &Settings::default()).unwrap()
+    }
+
+    /// A request made from a tokio task that has spent its cooperative
+    /// budget finishes (it hung before: the wait polled a `JoinHandle`,
+    /// whose wake-up tokio then deferred to a yield that never came).
+    #[test]
+    fn requests_from_a_task_with_its_budget_spent_finish() {
+        let b = Arc::new(mem("budget"));
+        b.put_if("k", b"0123456789".to_vec(), PutCondition::Absent)
+            .unwrap()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let task_b = b.clone();
+        rt.spawn(async move {
+            // tokio's budget is 128 units a poll; spend all of them
+            // without yielding.
+            for _ in 0..128 {
+                tokio::task::consume_budget().await;
+            }
+            let _ = tx.send(task_b.get_range("k", 2, 3));
+        });
+        let got = rx.recv_timeout(Duration::from_secs(30));
+        rt.shutdown_background();
+        let got = got.expect("a request from a task with its budget spent did not finish in 30 s");
+        assert_eq!(got.unwrap(), b"234");
     }
 
     #[test]
