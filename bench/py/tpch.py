@@ -190,7 +190,9 @@ def silt_server(binary: str, db_dir: Path, extra=()):
         proc.kill()
         proc.wait()
         raise RuntimeError("silt serve did not start: " + "".join(lines))
-    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    # The server's log goes on to SILT_SERVE_LOG when that names a file.
+    log = open(os.environ["SILT_SERVE_LOG"], "a", buffering=1) if os.environ.get("SILT_SERVE_LOG") else None
+    threading.Thread(target=lambda: [log and log.write(line) for line in proc.stderr], daemon=True).start()
     try:
         yield f"host=127.0.0.1 port={port} user=silt dbname=silt", proc
     finally:
