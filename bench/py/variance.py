@@ -77,7 +77,20 @@ def read_rows(path: Path) -> tuple[str, list[str]]:
 # The two systems behind one small interface: start(), stop(), sql(), copy_in()
 
 
-class Silt:
+class Server:
+    """What the two systems share: the TPC-H tables, the size on disk."""
+
+    conn = None
+    dir: Path
+
+    def create(self, table):
+        self.conn.execute(tpch.SCHEMA[table])
+
+    def size_mb(self) -> float:
+        return sum(p.stat().st_size for p in self.dir.rglob("*") if p.is_file()) / 1e6
+
+
+class Silt(Server):
     name = "silt"
 
     def __init__(self, binary: str, work: Path):
@@ -96,17 +109,11 @@ class Silt:
         self.conn.close()
         self.cm.__exit__(None, None, None)
 
-    def create(self, table):
-        self.conn.execute(tpch.SCHEMA[table])
-
     def reorganize(self, table):
         self.conn.execute(f"COMPACT {table}")
 
-    def size_mb(self) -> float:
-        return sum(p.stat().st_size for p in self.dir.rglob("*") if p.is_file()) / 1e6
 
-
-class Postgres:
+class Postgres(Server):
     name = "postgresql"
 
     def __init__(self, work: Path):
@@ -147,14 +154,8 @@ class Postgres:
         self.conn.close()
         self._as(["pg_ctl", "-D", str(self.dir), "-w", "-m", "fast", "stop"])
 
-    def create(self, table):
-        self.conn.execute(tpch.SCHEMA[table])
-
     def reorganize(self, table):
         self.conn.execute(f"VACUUM ANALYZE {table}")
-
-    def size_mb(self) -> float:
-        return sum(p.stat().st_size for p in self.dir.rglob("*") if p.is_file()) / 1e6
 
 
 def tpch_free_port() -> int:
