@@ -590,24 +590,17 @@ impl RemoteStore for DirStore {
 mod tests {
     use super::*;
 
-    /// An object of `n` bytes in a directory-backed store.
-    fn object(dir: &Path, n: usize) -> (Arc<dyn RemoteStore>, Vec<u8>) {
+    /// A remote component source over an object of `n` bytes (plus the
+    /// tail fetched at open) in a directory-backed store; its bytes and
+    /// request counters.
+    fn source(dir: &Path, n: usize) -> (RemoteSource, Vec<u8>, Arc<RemoteCounters>) {
         let store: Arc<dyn RemoteStore> = Arc::new(DirStore::new("dir://t", &dir.join("bucket")));
-        let data: Vec<u8> = (0..n).map(|i| (i * 7 % 253) as u8).collect();
+        let data: Vec<u8> = (0..n + TAIL_BYTES as usize)
+            .map(|i| (i * 7 % 253) as u8)
+            .collect();
         let f = dir.join("obj");
         std::fs::write(&f, &data).unwrap();
         store.put_file("obj", &f).unwrap();
-        (store, data)
-    }
-
-    /// Two readers going through halves of one object by turns (a scan
-    /// in two partitions) each keep a window: a handful of GETs, not
-    /// one per block.
-    #[test]
-    fn interleaved_sequential_readers_each_read_ahead() {
-        let dir = tempfile::tempdir().unwrap();
-        let n = 8 << 20;
-        let (store, data) = object(dir.path(), n + TAIL_BYTES as usize);
         let counters = Arc::new(RemoteCounters::default());
         let src = RemoteSource::open(
             store,
@@ -617,6 +610,17 @@ mod tests {
             data.len() as u64,
         )
         .unwrap();
+        (src, data, counters)
+    }
+
+    /// Two readers going through halves of one object by turns (a scan
+    /// in two partitions) each keep a window: a handful of GETs, not
+    /// one per block.
+    #[test]
+    fn interleaved_sequential_readers_each_read_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 8 << 20;
+        let (src, data, counters) = source(dir.path(), n);
         let block = 4096;
         let half = n / 2;
         for i in (0..half).step_by(block) {
@@ -638,16 +642,7 @@ mod tests {
     fn point_reads_leave_a_scan_its_window() {
         let dir = tempfile::tempdir().unwrap();
         let n = 4 << 20;
-        let (store, data) = object(dir.path(), n + TAIL_BYTES as usize);
-        let counters = Arc::new(RemoteCounters::default());
-        let src = RemoteSource::open(
-            store,
-            counters.clone(),
-            "obj".into(),
-            PathBuf::from("dir://t/obj"),
-            data.len() as u64,
-        )
-        .unwrap();
+        let (src, data, counters) = source(dir.path(), n);
         let block = 4096;
         let mut point = 1usize;
         for i in (0..n / 2).step_by(block) {
