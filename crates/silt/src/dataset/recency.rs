@@ -748,10 +748,29 @@ impl Dataset {
                             // rewritten: every block is a candidate.
                             None => (0..c.num_blocks()).map(|b| (b, s.max_seq)).collect(),
                         };
-                    // Newest blocks first, so the search can stop inside the
-                    // component too.
-                    blocks.sort_by_key(|&(b, seq)| (Reverse(seq), b));
-                    for (b, bseq) in blocks {
+                    // With a limit, newest blocks first, so the search can
+                    // stop inside the component too. Without one nothing
+                    // stops it: blocks in order, and each run of adjacent
+                    // ones announced, which a remote component fetches in
+                    // one GET (a run is a chunk of a block range index).
+                    if k.is_some() {
+                        blocks.sort_by_key(|&(b, seq)| (Reverse(seq), b));
+                    } else {
+                        blocks.sort_unstable_by_key(|&(b, _)| b);
+                    }
+                    let mut announced = 0;
+                    for n in 0..blocks.len() {
+                        let (b, bseq) = blocks[n];
+                        if k.is_none() && n >= announced {
+                            announced = n + 1;
+                            while blocks
+                                .get(announced)
+                                .is_some_and(|x| x.0 == b + announced - n)
+                            {
+                                announced += 1;
+                            }
+                            c.will_read_blocks(b..b + announced - n);
+                        }
                         let thr = top.threshold();
                         if thr.is_some_and(|t| bseq <= t) {
                             break;

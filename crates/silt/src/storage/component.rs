@@ -714,6 +714,18 @@ impl ComponentReader {
         self.block_offs.len()
     }
 
+    /// Advise the source that data blocks `blocks` are about to be read in
+    /// order (a remote component fetches them in one GET, up to its
+    /// readahead limit, instead of ramping up to it).
+    pub fn will_read_blocks(&self, blocks: std::ops::Range<usize>) {
+        if blocks.is_empty() || blocks.end > self.block_offs.len() || self.src.mapped().is_some() {
+            return;
+        }
+        let last = blocks.end - 1;
+        let end = self.block_offs[last] + u64::from(self.block_lens[last]);
+        self.src.will_read(self.block_offs[blocks.start], end);
+    }
+
     /// Mark the file for deletion when the last reference goes away.
     pub fn mark_obsolete(&self) {
         self.obsolete.store(true, Ordering::Release);

@@ -31,6 +31,10 @@ pub trait ComponentSource: Send + Sync + std::fmt::Debug {
     fn is_remote(&self) -> bool {
         false
     }
+    /// The caller is about to read `[off, end)` in order (the blocks of a
+    /// chunk a block range index chose): a source that fetches ahead may
+    /// fetch that much at the first read. Only advice.
+    fn will_read(&self, _off: u64, _end: u64) {}
 }
 
 /// A component file on the local file system, mapped read-only when
