@@ -16,6 +16,8 @@
 #  - a JDK 17+ and Maven, and the Lucene peer's driver built from bench/lucene (lucene-core and
 #    lucene-sandbox from Maven Central) into bench/lucene/target/silt-lucene-peer.jar.
 #    Optional: without it the Lucene peer is skipped and recorded as such.
+#  - Versity's S3 gateway 1.8 (Go; `go install` into bench/.tools), the S3 stand-in of `fusion`.
+#    Optional: py/fusion.py builds it itself when Go is there.
 # Idempotent: installs nothing that is already there. Run as root or with sudo available.
 set -euo pipefail
 
@@ -136,6 +138,14 @@ if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
   fi
 fi
 
+# The S3 stand-in of `fusion` (a ranged GET reads only its range, conditional puts work).
+VERSITYGW="$BENCH_DIR/.tools/versitygw"
+if [ ! -x "$VERSITYGW" ] && command -v go >/dev/null 2>&1; then
+  echo "setup.sh: building versitygw (go install into $BENCH_DIR/.tools)"
+  GOBIN="$BENCH_DIR/.tools" go install github.com/versity/versitygw/cmd/versitygw@v1.8.0 \
+    || echo "setup.sh: WARNING: could not build versitygw; the fusion benchmark will try again" >&2
+fi
+
 venv_state="$("$VENV/bin/python" -c 'import rtree; print("rtree " + rtree.__version__)' 2>/dev/null || echo 'missing')"
 
-echo "setup.sh: ok (libclang: $(have_libclang && echo found || echo missing), matplotlib: $(python3 -c 'import matplotlib; print(matplotlib.__version__)' 2>/dev/null || echo 'missing'), venv: $venv_state, postgis: $(have_postgis && echo found || echo missing), etcd: $(etcd --version 2>/dev/null | head -1 | sed 's/^etcd Version: //' || echo missing), lucene driver: $([ -e "$LUCENE_JAR" ] && echo built || echo missing))"
+echo "setup.sh: ok (libclang: $(have_libclang && echo found || echo missing), matplotlib: $(python3 -c 'import matplotlib; print(matplotlib.__version__)' 2>/dev/null || echo 'missing'), venv: $venv_state, postgis: $(have_postgis && echo found || echo missing), etcd: $(etcd --version 2>/dev/null | head -1 | sed 's/^etcd Version: //' || echo missing), lucene driver: $([ -e "$LUCENE_JAR" ] && echo built || echo missing), versitygw: $([ -x "$VERSITYGW" ] && echo built || echo missing))"
