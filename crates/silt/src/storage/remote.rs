@@ -304,9 +304,8 @@ impl Streams {
 
     /// The window of the reader whose last read ended at `off`, or a
     /// little before it (a scan skips the blocks the block cache holds: by
-    /// at most its readahead, or 128 KiB), or a new one (replacing an idle window
-    /// first, then the least recently used); its index and how far to read
-    /// ahead of `off`.
+    /// at most its readahead, or 128 KiB), or a new one (replacing the
+    /// least recently used); its index and how far to read ahead of `off`.
     fn stream_for(&mut self, off: u64, end: u64) -> (usize, u64) {
         let clock = self.clock;
         // As far ahead as a caller said it would read from here.
