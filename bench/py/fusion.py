@@ -593,10 +593,10 @@ def main() -> int:
     ap.add_argument("--work", help="scratch directory (default: a temporary one, removed at the end)")
     ap.add_argument("--systems", help="comma-separated subset of: silt,datafusion,pyarrow,polars,delta")
     args = ap.parse_args()
-    # The AWS SDKs (boto3, pyarrow's C++ one) send and check checksums
-    # where S3 does not require them; the stand-in's answers to those are
-    # not S3's (a multipart upload's signature is refused), so leave them
-    # to the operations that require them.
+    # The AWS SDKs' optional checksums (boto3's and pyarrow's C++ SDK add a
+    # CRC to uploads and check downloads by default since 2025; object_store
+    # does not) are left to the operations that require them, so the
+    # systems do the same work per request. The stand-in works either way.
     os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
     os.environ.setdefault("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required")
     sfs = args.sf or [1.0]
