@@ -714,6 +714,28 @@ impl ComponentReader {
         self.block_offs.len()
     }
 
+    /// Advise the source that the entries within `(lo, hi)` are about to be
+    /// read in key order (a bounded range scan): a remote component fetches
+    /// their blocks in one GET (up to its readahead limit) instead of
+    /// starting from one block. Nothing for an unbounded end (a full scan
+    /// ramps up its readahead instead).
+    pub fn will_read_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) {
+        let (Bound::Included(h) | Bound::Excluded(h)) = hi else {
+            return;
+        };
+        if !self.is_remote() || self.block_offs.is_empty() {
+            return;
+        }
+        let first = match lo {
+            Bound::Unbounded => 0,
+            Bound::Included(k) | Bound::Excluded(k) => self.find_block(k),
+        };
+        let last = self.find_block(h).min(self.block_offs.len() - 1);
+        if first <= last {
+            self.will_read_blocks(first..last + 1);
+        }
+    }
+
     /// Advise the source that data blocks `blocks` are about to be read in
     /// order (a remote component fetches them in one GET, up to its
     /// readahead limit, instead of ramping up to it).

@@ -292,6 +292,7 @@ impl LsmTree {
             sources.push(if rev {
                 Source::DiskRev(c.iter_rev(hi.as_ref().map(Vec::as_slice), true))
             } else {
+                c.will_read_range(lo, hi.as_ref().map(Vec::as_slice));
                 Source::Disk(c.iter(lo, true)?)
             });
             newer_deleted.push(if dk {
