@@ -196,15 +196,26 @@ fn an_empty_bucket_where_components_were_is_an_error_not_an_empty_dataset() {
     assert!(e.to_string().contains("holds no MANIFEST"), "{e}");
 }
 
-/// A bucket whose MANIFEST puts can be made slow and failing.
-#[derive(Debug)]
-struct SlowManifests {
-    inner: silt::storage::remote::DirStore,
+/// What a test bucket does besides storing objects in a directory.
+#[derive(Clone, Copy, Debug)]
+enum Hook {
+    /// MANIFEST puts take 600 ms and fail while `MANIFESTS_FAIL` is set.
+    FailingManifests,
+    /// Ranged GETs are counted in `RANGE_GETS`.
+    CountedGets,
 }
 
 static MANIFESTS_FAIL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static RANGE_GETS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-impl silt::storage::remote::RemoteStore for SlowManifests {
+/// A directory-backed bucket with a [`Hook`].
+#[derive(Debug)]
+struct HookedStore {
+    inner: silt::storage::remote::DirStore,
+    hook: Hook,
+}
+
+impl silt::storage::remote::RemoteStore for HookedStore {
     fn url(&self) -> &str {
         self.inner.url()
     }
@@ -217,7 +228,10 @@ impl silt::storage::remote::RemoteStore for SlowManifests {
         bytes: Vec<u8>,
         cond: silt::storage::remote::PutCondition,
     ) -> silt::Result<Option<silt::storage::remote::ObjectVersion>> {
-        if key.ends_with("MANIFEST") && MANIFESTS_FAIL.load(std::sync::atomic::Ordering::SeqCst) {
+        if matches!(self.hook, Hook::FailingManifests)
+            && key.ends_with("MANIFEST")
+            && MANIFESTS_FAIL.load(std::sync::atomic::Ordering::SeqCst)
+        {
             std::thread::sleep(std::time::Duration::from_millis(600));
             return Err(Error::Remote {
                 url: key.to_owned(),
@@ -233,6 +247,9 @@ impl silt::storage::remote::RemoteStore for SlowManifests {
         self.inner.get(key)
     }
     fn get_range(&self, key: &str, off: u64, len: usize) -> silt::Result<Vec<u8>> {
+        if matches!(self.hook, Hook::CountedGets) {
+            RANGE_GETS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         self.inner.get_range(key, off, len)
     }
     fn delete(&self, key: &str) -> silt::Result<()> {
@@ -243,22 +260,30 @@ impl silt::storage::remote::RemoteStore for SlowManifests {
     }
 }
 
+/// Register `scheme://DIR` as a [`HookedStore`] with `hook`.
+fn register_hooked(scheme: &'static str, hook: Hook) {
+    let prefix = format!("{scheme}://");
+    silt::storage::remote::register(
+        scheme,
+        std::sync::Arc::new(move |url: &str| {
+            let dir = url.trim_start_matches(prefix.as_str());
+            let s: std::sync::Arc<dyn silt::storage::remote::RemoteStore> =
+                std::sync::Arc::new(HookedStore {
+                    inner: silt::storage::remote::DirStore::new(url, Path::new(dir)),
+                    hook,
+                });
+            Ok(s)
+        }),
+    );
+}
+
 /// A checkpoint while a flush's MANIFEST put is under way (and then
 /// fails) keeps the log of the flushed records: after a crash they are
 /// all there.
 #[test]
 fn a_checkpoint_keeps_the_log_until_the_manifest_lists_the_flush() {
     use std::sync::Arc;
-    silt::storage::remote::register(
-        "slowmanifest",
-        Arc::new(|url: &str| {
-            let dir = url.trim_start_matches("slowmanifest://");
-            let s: Arc<dyn silt::storage::remote::RemoteStore> = Arc::new(SlowManifests {
-                inner: silt::storage::remote::DirStore::new(url, Path::new(dir)),
-            });
-            Ok(s)
-        }),
-    );
+    register_hooked("slowmanifest", Hook::FailingManifests);
     let dir = tempfile::tempdir().unwrap();
     let bucket = tempfile::tempdir().unwrap();
     let url = format!("slowmanifest://{}", bucket.path().display());
@@ -299,65 +324,14 @@ fn a_checkpoint_keeps_the_log_until_the_manifest_lists_the_flush() {
     assert!(flushed.is_err(), "the flush's MANIFEST put was to fail");
 }
 
-/// GETs of a directory-backed bucket, counted.
-#[derive(Debug)]
-struct CountedGets {
-    inner: silt::storage::remote::DirStore,
-}
-
-static RANGE_GETS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-impl silt::storage::remote::RemoteStore for CountedGets {
-    fn url(&self) -> &str {
-        self.inner.url()
-    }
-    fn put_file(&self, key: &str, path: &Path) -> silt::Result<()> {
-        self.inner.put_file(key, path)
-    }
-    fn put_if(
-        &self,
-        key: &str,
-        bytes: Vec<u8>,
-        cond: silt::storage::remote::PutCondition,
-    ) -> silt::Result<Option<silt::storage::remote::ObjectVersion>> {
-        self.inner.put_if(key, bytes, cond)
-    }
-    fn get(
-        &self,
-        key: &str,
-    ) -> silt::Result<Option<(Vec<u8>, silt::storage::remote::ObjectVersion)>> {
-        self.inner.get(key)
-    }
-    fn get_range(&self, key: &str, off: u64, len: usize) -> silt::Result<Vec<u8>> {
-        RANGE_GETS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.get_range(key, off, len)
-    }
-    fn delete(&self, key: &str) -> silt::Result<()> {
-        self.inner.delete(key)
-    }
-    fn list(&self, prefix: &str) -> silt::Result<Vec<silt::storage::remote::ObjectInfo>> {
-        self.inner.list(prefix)
-    }
-}
-
 /// A bounded range scan of a remote component fetches its blocks in one
 /// GET: it knows where it ends. (It fetched one block, then 128 KiB
 /// doubling: five GETs, 100 ms against S3, for this 1 MB range.)
 #[test]
 fn a_bounded_range_scan_fetches_its_blocks_at_once() {
     use std::ops::Bound;
-    use std::sync::Arc;
     use std::sync::atomic::Ordering;
-    silt::storage::remote::register(
-        "countedgets",
-        Arc::new(|url: &str| {
-            let dir = url.trim_start_matches("countedgets://");
-            let s: Arc<dyn silt::storage::remote::RemoteStore> = Arc::new(CountedGets {
-                inner: silt::storage::remote::DirStore::new(url, Path::new(dir)),
-            });
-            Ok(s)
-        }),
-    );
+    register_hooked("countedgets", Hook::CountedGets);
     let dir = tempfile::tempdir().unwrap();
     let bucket = tempfile::tempdir().unwrap();
     let url = format!("countedgets://{}", bucket.path().display());
