@@ -672,7 +672,7 @@ mod tests {
             }
         }
         let gets = counters.gets.load(Ordering::Relaxed);
-        // Per reader: its first block, then 128 KiB doubling to 2 MiB
+        // Per reader: its first block, then 128 KiB doubling
         // windows over 4 MiB: 7 GETs each, plus the tail at open (one GET
         // per 4 KiB block, 2,048, before readers had windows of their own).
         assert!(gets <= 24, "{gets} GETs for 2 x 4 MiB read by turns");
@@ -698,7 +698,7 @@ mod tests {
             assert_eq!(src.read_at(i as u64, block).unwrap(), data[i..i + block]);
         }
         let gets = counters.gets.load(Ordering::Relaxed);
-        // 128 KiB doubling to 2 MiB over 4 MiB, a few more where a window
+        // 128 KiB doubling over 4 MiB, a few more where a window
         // ends in a skipped block (one GET per block read in the first
         // half, 256 or more in all, before).
         assert!(gets <= 16, "{gets} GETs for a 4 MiB scan skipping blocks");
