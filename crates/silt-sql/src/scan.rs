@@ -913,12 +913,25 @@ pub fn open_records(
         }
         Access::Index {
             index,
+            kind,
             query,
             text_check,
             column,
             exact,
-            ..
         } => {
+            // A brin range gives its records as stored, read in place.
+            if let (silt::IndexKind::Brin, Query::Range { lo, hi }, None) =
+                (kind, query, text_check)
+            {
+                match ds.brin_range_raw(index, lo, hi, limit) {
+                    Ok(Some(recs)) => {
+                        let recs = recs.into_iter().map(|(_, rec)| Ok(Rec::Encoded(rec)));
+                        return Ok(Box::new(until_stopped(recs, ctl)));
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(e),
+                }
+            }
             let opts = QueryOptions {
                 index_only: false,
                 limit: if text_check.is_some() { None } else { limit },

@@ -57,6 +57,14 @@ impl Ord for Found {
     }
 }
 
+/// A record as stored: its encoded key and encoded value.
+pub type StoredRecord = (Vec<u8>, Vec<u8>);
+
+/// Candidate blocks of one component a brin or embedded search without a
+/// limit splits between the threads of the pool, at least this many each
+/// (a block holds some tens of records).
+const PAR_BLOCKS: usize = 64;
+
 /// The k newest hits so far (all of them without k).
 struct TopK {
     k: Option<usize>,
@@ -503,14 +511,7 @@ impl Dataset {
         if k == Some(0) {
             return Ok(Vec::new());
         }
-        let point = match (lo, hi, elo) {
-            (Bound::Included(a), Bound::Included(b), Bound::Included(e))
-                if a == b && a.len() == def.fields.len() =>
-            {
-                Some(e.clone())
-            }
-            _ => None,
-        };
+        let point = point_key(def, lo, hi, elo);
         let Some(path) = def.kind.imp().recent_path() else {
             return Err(Error::invalid(
                 None,
@@ -529,7 +530,54 @@ impl Dataset {
             RecentPath::Eager => self.recent_eager(set, i, elo, ehi, point, k, stats)?,
         };
         let field = def.fields.first().map(String::as_str).unwrap_or_default();
-        self.read_committed(field, found, elo, ehi, epoch, stats)
+        self.read_committed(field, found, elo, ehi, epoch, stats)?
+            .into_iter()
+            .map(|(pk, rec)| {
+                Ok(QueryHit {
+                    pk: value::decode_key(&pk)?,
+                    record: Some(value::decode_value(&rec)?),
+                    distance_m: None,
+                })
+            })
+            .collect()
+    }
+
+    /// A range query through the brin index `index`, its records as stored:
+    /// `(key, record)` in the stored encodings, at most `limit` of them
+    /// (the newest), otherwise in no particular order. What
+    /// [`Dataset::query`] answers with `Query::Range`, without decoding a
+    /// record: the SQL scan reads them in place, as it reads a primary
+    /// scan's. `None` when `index` is not a brin index.
+    pub fn brin_range_raw(
+        &self,
+        index: &str,
+        lo: &Bound<Vec<Value>>,
+        hi: &Bound<Vec<Value>>,
+        limit: Option<usize>,
+    ) -> Result<Option<Vec<StoredRecord>>> {
+        let epoch = self.txn.abort_epoch();
+        let (i, set) = self.index_by_name(index)?;
+        let def = &set.defs[i];
+        if def.kind != crate::index::IndexKind::Brin {
+            return Ok(None);
+        }
+        let query = crate::index::Query::Recent {
+            lo: lo.clone(),
+            hi: hi.clone(),
+            k: limit,
+        };
+        let Some((elo, ehi)) = self.query_keys(def, &query)? else {
+            return Err(Error::invalid(None, "a range query needs key bounds"));
+        };
+        if limit == Some(0) {
+            return Ok(Some(Vec::new()));
+        }
+        let mut stats = QueryStats::default();
+        let point = point_key(def, lo, hi, &elo);
+        let found = self.recent_embedded(def, &elo, &ehi, point, limit, &mut stats)?;
+        let field = def.fields.first().map(String::as_str).unwrap_or_default();
+        self.read_committed(field, found, &elo, &ehi, epoch, &mut stats)
+            .map(Some)
     }
 
     /// What a range query through the embedded or brin index `index` would
@@ -750,52 +798,97 @@ impl Dataset {
                         };
                     // With a limit, newest blocks first, so the search can
                     // stop inside the component too. Without one nothing
-                    // stops it: blocks in order, and each run of adjacent
-                    // ones announced, which a remote component fetches in
-                    // one GET (a run is a chunk of a block range index).
+                    // stops it: blocks in order, each thread of the pool
+                    // taking an equal run of them.
                     if k.is_some() {
                         blocks.sort_by_key(|&(b, seq)| (Reverse(seq), b));
                     } else {
                         blocks.sort_unstable_by_key(|&(b, _)| b);
                     }
-                    let mut announced = 0;
-                    for n in 0..blocks.len() {
-                        let (b, bseq) = blocks[n];
-                        if k.is_none() && n >= announced {
-                            announced = n + 1;
-                            while blocks
-                                .get(announced)
-                                .is_some_and(|x| x.0 == b + announced - n)
-                            {
-                                announced += 1;
-                            }
-                            c.will_read_blocks(b..b + announced - n);
+                    let threads = rayon::current_num_threads().min(blocks.len() / PAR_BLOCKS);
+                    if k.is_some() || threads < 2 {
+                        Self::embedded_blocks(
+                            &srcs, j, c, &blocks, field, lo, hi, &mut top, stats,
+                        )?;
+                    } else {
+                        use rayon::prelude::*;
+                        let parts: Vec<Result<(TopK, QueryStats)>> = blocks
+                            .par_chunks(blocks.len().div_ceil(threads))
+                            .map(|part| {
+                                let mut t = TopK::new(None);
+                                let mut st = QueryStats::default();
+                                Self::embedded_blocks(
+                                    &srcs, j, c, part, field, lo, hi, &mut t, &mut st,
+                                )?;
+                                Ok((t, st))
+                            })
+                            .collect();
+                        for part in parts {
+                            let (t, st) = part?;
+                            top.heap.extend(t.heap);
+                            stats.add(&st);
                         }
-                        let thr = top.threshold();
-                        if thr.is_some_and(|t| bseq <= t) {
-                            break;
-                        }
-                        stats.blocks += 1;
-                        let mut cands: Vec<Found> = Vec::new();
-                        c.for_each_in_block(b, |key, kind, seq, v| {
-                            if kind == EntryKind::Put
-                                && thr.is_none_or(|t| seq > t)
-                                && attr_key(v, field).is_some_and(|a| in_range(&a, lo, hi))
-                            {
-                                cands.push(Found {
-                                    seq,
-                                    pk: key.to_vec(),
-                                    value: v.to_vec(),
-                                });
-                            }
-                            Ok(true)
-                        })?;
-                        Self::admit(&srcs, j, cands, &mut top, stats)?;
                     }
                 }
             }
         }
         Ok(top.into_sorted())
+    }
+
+    /// Search the data blocks `blocks` (block, largest live sequence
+    /// number in it) of source `j`, disk component `c`, in their order,
+    /// for live records whose `field` lies in `(lo, hi)` and that are the
+    /// newest version of their key. Without a limit (`top` keeps all), each
+    /// run of adjacent blocks is announced first, which a remote component
+    /// fetches in one GET (a run is a chunk of a block range index).
+    #[allow(clippy::too_many_arguments)]
+    fn embedded_blocks(
+        srcs: &[Src],
+        j: usize,
+        c: &ComponentReader,
+        blocks: &[(usize, u64)],
+        field: &str,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        top: &mut TopK,
+        stats: &mut QueryStats,
+    ) -> Result<()> {
+        let all = top.k.is_none();
+        let mut announced = 0;
+        for n in 0..blocks.len() {
+            let (b, bseq) = blocks[n];
+            if all && n >= announced {
+                announced = n + 1;
+                while blocks
+                    .get(announced)
+                    .is_some_and(|x| x.0 == b + announced - n)
+                {
+                    announced += 1;
+                }
+                c.will_read_blocks(b..b + announced - n);
+            }
+            let thr = top.threshold();
+            if thr.is_some_and(|t| bseq <= t) {
+                break;
+            }
+            stats.blocks += 1;
+            let mut cands: Vec<Found> = Vec::new();
+            c.for_each_in_block(b, |key, kind, seq, v| {
+                if kind == EntryKind::Put
+                    && thr.is_none_or(|t| seq > t)
+                    && attr_key(v, field).is_some_and(|a| in_range(&a, lo, hi))
+                {
+                    cands.push(Found {
+                        seq,
+                        pk: key.to_vec(),
+                        value: v.to_vec(),
+                    });
+                }
+                Ok(true)
+            })?;
+            Self::admit(srcs, j, cands, top, stats)?;
+        }
+        Ok(())
     }
 
     /// Keep the candidates of source `j` that are the newest version of
@@ -1082,10 +1175,10 @@ impl Dataset {
         })
     }
 
-    /// Turn hits into results under read committed: a hit whose record a
-    /// writer holds (or that an abort may have undone since the query
-    /// began) is re-read through the primary and kept only if it still
-    /// matches.
+    /// Turn hits into `(key, record)` results under read committed: a hit
+    /// whose record a writer holds (or that an abort may have undone since
+    /// the query began) is re-read through the primary and kept only if it
+    /// still matches.
     fn read_committed(
         &self,
         field: &str,
@@ -1094,7 +1187,7 @@ impl Dataset {
         ehi: &Bound<Vec<u8>>,
         epoch: u64,
         stats: &mut QueryStats,
-    ) -> Result<Vec<QueryHit>> {
+    ) -> Result<Vec<StoredRecord>> {
         let (lo, hi) = (
             elo.as_ref().map(Vec::as_slice),
             ehi.as_ref().map(Vec::as_slice),
@@ -1113,13 +1206,27 @@ impl Dataset {
                     _ => continue,
                 }
             };
-            out.push(QueryHit {
-                pk: value::decode_key(&f.pk)?,
-                record: Some(value::decode_value(&bytes)?),
-                distance_m: None,
-            });
+            out.push((f.pk, bytes));
         }
         Ok(out)
+    }
+}
+
+/// The encoded value of a query for one value of every indexed field
+/// (which bloom filters can answer), if it is one.
+fn point_key(
+    def: &IndexDef,
+    lo: &Bound<Vec<Value>>,
+    hi: &Bound<Vec<Value>>,
+    elo: &Bound<Vec<u8>>,
+) -> Option<Vec<u8>> {
+    match (lo, hi, elo) {
+        (Bound::Included(a), Bound::Included(b), Bound::Included(e))
+            if a == b && a.len() == def.fields.len() =>
+        {
+            Some(e.clone())
+        }
+        _ => None,
     }
 }
 

@@ -88,6 +88,20 @@ pub struct QueryStats {
 }
 
 impl QueryStats {
+    /// Count what `o` touched too (the parts of one search).
+    pub fn add(&mut self, o: &QueryStats) {
+        self.components += o.components;
+        self.blocks += o.blocks;
+        self.blocks_pruned += o.blocks_pruned;
+        self.chunks_pruned += o.chunks_pruned;
+        self.candidates += o.candidates;
+        self.fetched += o.fetched;
+        self.index_only += o.index_only;
+        self.z_pruned += o.z_pruned;
+    }
+}
+
+impl QueryStats {
     /// Add what a spatial search of the LSM layer touched.
     pub fn add_search(&mut self, ss: &crate::lsm::spatial::SearchStats) {
         self.components += ss.components;

@@ -292,6 +292,13 @@ impl Streams {
             .find(|w| off >= w.off && end <= w.off + w.bytes.len() as u64)?;
         let s = (off - w.off) as usize;
         let out = w.bytes[s..s + (end - off) as usize].to_vec();
+        // The first read of a run announced to start here and go past the
+        // window is another reader's (two partitions share the block at
+        // their boundary): the window stays its owner's.
+        let w_end = w.off + w.bytes.len() as u64;
+        if off != w.last_end && self.advised.iter().any(|&(a, e)| a == off && e > w_end) {
+            return Some(out);
+        }
         w.last_end = end;
         w.used = clock;
         if end == w.off + w.bytes.len() as u64 {
@@ -322,7 +329,18 @@ impl Streams {
             .iter()
             .enumerate()
             .filter(|(_, w)| {
-                off > 0 && w.last_end <= off && off - w.last_end <= w.next.max(READAHEAD_MIN)
+                // A read with advice starts a run of its own, so only the
+                // window that ended exactly here continues. (Two partitions
+                // of a range scan announce adjacent runs: the second one's
+                // first read, a little past the first one's, took its
+                // window, and the first run was fetched again from one
+                // block up, three GETs in a row.)
+                let near = if advised.is_some() {
+                    0
+                } else {
+                    w.next.max(READAHEAD_MIN)
+                };
+                off > 0 && w.last_end <= off && off - w.last_end <= near
             })
             .min_by_key(|(_, w)| off - w.last_end)
             .map(|(i, _)| i)
@@ -758,6 +776,36 @@ mod tests {
         let gets = counters.gets.load(Ordering::Relaxed) - 1;
         // One per run (a ramp from a block to 1 MiB took 5 each, 20 in all).
         assert_eq!(gets, 4, "{gets} GETs for 4 advised runs");
+    }
+
+    /// Two partitions of a range scan announce adjacent runs (sharing the
+    /// block at the boundary) and start them by turns: each run is one
+    /// GET. The second run's first read once took the first run's window,
+    /// whose rest was then fetched again from one block up.
+    #[test]
+    fn adjacent_advised_runs_keep_their_windows() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 1 << 20;
+        let (src, data, counters) = source(dir.path(), n);
+        let block = 4096;
+        let run = 38 * block;
+        // The second run starts on the first one's last block, or one
+        // block after it.
+        for (k, b) in [run - block, run + block].into_iter().enumerate() {
+            let a = 2 * k * run;
+            let b = a + b;
+            src.will_read(a as u64, (a + run) as u64);
+            src.will_read(b as u64, (b + run) as u64);
+            let before = counters.gets.load(Ordering::Relaxed);
+            let reads = (0..38).flat_map(|k| [a + k * block, b + k * block]);
+            for i in reads {
+                assert_eq!(src.read_at(i as u64, block).unwrap(), data[i..i + block]);
+            }
+            let gets = counters.gets.load(Ordering::Relaxed) - before;
+            // One per run (5: the first run again from one block, 128 KiB
+            // up).
+            assert_eq!(gets, 2, "{gets} GETs for 2 adjacent advised runs ({b})");
+        }
     }
 
     /// Point reads in between do not cost a scan its window, and reads
