@@ -61,9 +61,14 @@ impl Ord for Found {
 pub type StoredRecord = (Vec<u8>, Vec<u8>);
 
 /// Candidate blocks of one component a brin or embedded search without a
-/// limit splits between the threads of the pool, at least this many each
-/// (a block holds some tens of records).
+/// limit splits between threads, at least this many each (a block holds
+/// some tens of records): one per core, or for a remote component twice
+/// that, up to [`REMOTE_READERS`].
 const PAR_BLOCKS: usize = 64;
+
+/// The readers of a remote component one search runs at once: as many as
+/// the component follows readahead windows for (`storage::remote`).
+const REMOTE_READERS: usize = 4;
 
 /// The k newest hits so far (all of them without k).
 struct TopK {
@@ -798,31 +803,47 @@ impl Dataset {
                         };
                     // With a limit, newest blocks first, so the search can
                     // stop inside the component too. Without one nothing
-                    // stops it: blocks in order, each thread of the pool
-                    // taking an equal run of them.
+                    // stops it: blocks in order, split into equal runs
+                    // searched side by side.
                     if k.is_some() {
                         blocks.sort_by_key(|&(b, seq)| (Reverse(seq), b));
                     } else {
                         blocks.sort_unstable_by_key(|&(b, _)| b);
                     }
-                    let threads = rayon::current_num_threads().min(blocks.len() / PAR_BLOCKS);
+                    // A remote component's readers wait on GETs: twice as
+                    // many as cores keep both busy.
+                    let threads = rayon::current_num_threads();
+                    let threads = if c.is_remote() {
+                        (2 * threads).min(REMOTE_READERS)
+                    } else {
+                        threads
+                    };
+                    let threads = threads.min(blocks.len() / PAR_BLOCKS);
                     if k.is_some() || threads < 2 {
                         Self::embedded_blocks(
                             &srcs, j, c, &blocks, field, lo, hi, &mut top, stats,
                         )?;
                     } else {
-                        use rayon::prelude::*;
-                        let parts: Vec<Result<(TopK, QueryStats)>> = blocks
-                            .par_chunks(blocks.len().div_ceil(threads))
-                            .map(|part| {
-                                let mut t = TopK::new(None);
-                                let mut st = QueryStats::default();
-                                Self::embedded_blocks(
-                                    &srcs, j, c, part, field, lo, hi, &mut t, &mut st,
-                                )?;
-                                Ok((t, st))
-                            })
-                            .collect();
+                        let srcs = &srcs;
+                        let parts: Vec<Result<(TopK, QueryStats)>> = std::thread::scope(|sc| {
+                            let handles: Vec<_> = blocks
+                                .chunks(blocks.len().div_ceil(threads))
+                                .map(|part| {
+                                    sc.spawn(move || {
+                                        let mut t = TopK::new(None);
+                                        let mut st = QueryStats::default();
+                                        Self::embedded_blocks(
+                                            srcs, j, c, part, field, lo, hi, &mut t, &mut st,
+                                        )?;
+                                        Ok((t, st))
+                                    })
+                                })
+                                .collect();
+                            handles
+                                .into_iter()
+                                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                                .collect()
+                        });
                         for part in parts {
                             let (t, st) = part?;
                             top.heap.extend(t.heap);

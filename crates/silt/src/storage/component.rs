@@ -958,6 +958,20 @@ impl ComponentReader {
     /// An ordered cursor starting at the first key within `start`.
     /// `use_cache = false` is for merges, which should not evict query blocks.
     pub fn iter(self: &Arc<Self>, start: Bound<&[u8]>, use_cache: bool) -> Result<ComponentIter> {
+        self.iter_until(start, Bound::Unbounded, use_cache)
+    }
+
+    /// [`ComponentReader::iter`] that reads no block after the one holding
+    /// the end bound `end` (it may still hand out keys past `end` from that
+    /// block). A merge iterator reads its sources' next keys ahead, so a
+    /// bounded scan read one block past its range: on a remote component a
+    /// GET of its own.
+    pub fn iter_until(
+        self: &Arc<Self>,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        use_cache: bool,
+    ) -> Result<ComponentIter> {
         let mut it = ComponentIter {
             reader: self.clone(),
             block_idx: 0,
@@ -966,6 +980,10 @@ impl ComponentReader {
             cur: RawEntry::default(),
             use_cache,
             peeked: None,
+            end: match end {
+                Bound::Included(k) | Bound::Excluded(k) => Some(k.to_vec()),
+                Bound::Unbounded => None,
+            },
         };
         let (k, excluded) = match start {
             Bound::Unbounded => {
@@ -1003,6 +1021,8 @@ pub struct ComponentIter {
     cur: RawEntry,
     use_cache: bool,
     peeked: Option<(Vec<u8>, Entry)>,
+    /// No block after the one whose index key reaches this is read.
+    end: Option<Vec<u8>>,
 }
 
 impl ComponentIter {
@@ -1044,6 +1064,16 @@ impl ComponentIter {
                     .map_err(|e| Error::corrupt(self.reader.path(), e))?;
                 let entry = self.make_entry(&b, &self.cur)?;
                 return Ok(Some((self.cur.key.clone(), entry)));
+            }
+            // The block index key is at least the block's last key and
+            // below the next block's first: past it, every key is past
+            // the end.
+            if let Some(end) = &self.end
+                && self.block_idx < self.reader.num_blocks()
+                && self.reader.index_key(self.block_idx) >= end.as_slice()
+            {
+                self.block = None;
+                return Ok(None);
             }
             self.load_block(self.block_idx + 1)?;
         }
@@ -1369,6 +1399,68 @@ mod tests {
                     .cloned()
                     .collect();
                 assert_eq!(back(end), want, "end {probe} included {incl}");
+            }
+        }
+    }
+
+    /// A forward cursor with an end bound gives every key within it and
+    /// reads no block after the one holding the end (a scan once read one
+    /// more, a GET of its own on a remote component).
+    #[test]
+    fn forward_iteration_reads_no_block_past_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), 3000, Compression::Lz4);
+        let r = Arc::new(ComponentReader::open(&path, Arc::new(BlockCache::new(1 << 20))).unwrap());
+        assert!(r.num_blocks() > 5);
+        let mut all = Vec::new();
+        let mut it = r.iter(Bound::Unbounded, false).unwrap();
+        while let Some((k, _)) = it.next_entry().unwrap() {
+            all.push(k);
+        }
+        for i in 0..r.num_blocks() {
+            let last = r.index_key(i).to_vec();
+            let first = i.checked_sub(1).map(|p| r.index_key(p).to_vec());
+            let mine: Vec<&Vec<u8>> = (all.iter())
+                .filter(|k| first.as_ref().is_none_or(|f| k.as_slice() > f.as_slice()))
+                .filter(|k| k.as_slice() <= last.as_slice())
+                .collect();
+            // The block's last key, or one in its middle.
+            let middle = mine[mine.len() / 2].clone();
+            for (incl, end) in [
+                (true, &last),
+                (false, &last),
+                (true, &middle),
+                (false, &middle),
+            ] {
+                let bound = if incl {
+                    Bound::Included(end.as_slice())
+                } else {
+                    Bound::Excluded(end.as_slice())
+                };
+                let cache = Arc::new(BlockCache::new(64 << 20));
+                let r = Arc::new(ComponentReader::open(&path, cache.clone()).unwrap());
+                let mut it = r.iter_until(Bound::Unbounded, bound, true).unwrap();
+                let mut got = Vec::new();
+                while let Some((k, _)) = it.next_entry().unwrap() {
+                    got.push(k);
+                }
+                let within = |k: &&Vec<u8>| match bound {
+                    Bound::Included(e) => k.as_slice() <= e,
+                    Bound::Excluded(e) => k.as_slice() < e,
+                    Bound::Unbounded => true,
+                };
+                let want: Vec<&Vec<u8>> = all.iter().filter(within).collect();
+                let got_within: Vec<&Vec<u8>> = got.iter().take_while(within).collect();
+                assert_eq!(got_within, want, "keys up to block {i}'s end");
+                if i + 1 < r.num_blocks() {
+                    let next = r.block_offs[i + 1];
+                    assert!(
+                        cache.get(r.uid, next).is_none(),
+                        "block {} read for an end in block {i} ({incl}, {} keys)",
+                        i + 1,
+                        got.len()
+                    );
+                }
             }
         }
     }

@@ -316,10 +316,11 @@ impl Streams {
     fn stream_for(&mut self, off: u64, end: u64) -> (usize, u64) {
         let clock = self.clock;
         // As far ahead as a caller said it would read from here.
-        let advised = self
-            .advised
-            .iter()
-            .rposition(|&(a, e)| a <= off && off < e)
+        // A run announced to start here first: the first read of a run
+        // that starts on another run's last block is its own run's.
+        let advised = (self.advised.iter())
+            .rposition(|&(a, _)| a == off)
+            .or_else(|| self.advised.iter().rposition(|&(a, e)| a <= off && off < e))
             .map(|h| {
                 let (_, e) = self.advised.remove(h);
                 (e - off).min(READAHEAD_MAX)
@@ -790,21 +791,39 @@ mod tests {
         let block = 4096;
         let run = 38 * block;
         // The second run starts on the first one's last block, or one
-        // block after it.
-        for (k, b) in [run - block, run + block].into_iter().enumerate() {
+        // block after it; either is announced, and starts, first.
+        let cases = [
+            (run - block, false),
+            (run - block, true),
+            (run + block, false),
+        ];
+        for (k, (b, b_first)) in cases.into_iter().enumerate() {
             let a = 2 * k * run;
             let b = a + b;
+            if b_first {
+                src.will_read(b as u64, (b + run) as u64);
+            }
             src.will_read(a as u64, (a + run) as u64);
-            src.will_read(b as u64, (b + run) as u64);
+            if !b_first {
+                src.will_read(b as u64, (b + run) as u64);
+            }
             let before = counters.gets.load(Ordering::Relaxed);
-            let reads = (0..38).flat_map(|k| [a + k * block, b + k * block]);
+            // The run announced first starts first (its first read while
+            // the other one's GET is in flight).
+            let reads = (0..38).flat_map(|k| {
+                let (x, y) = (a + k * block, b + k * block);
+                if b_first { [y, x] } else { [x, y] }
+            });
             for i in reads {
                 assert_eq!(src.read_at(i as u64, block).unwrap(), data[i..i + block]);
             }
             let gets = counters.gets.load(Ordering::Relaxed) - before;
             // One per run (5: the first run again from one block, 128 KiB
             // up).
-            assert_eq!(gets, 2, "{gets} GETs for 2 adjacent advised runs ({b})");
+            assert_eq!(
+                gets, 2,
+                "{gets} GETs for 2 adjacent advised runs (case {k})"
+            );
         }
     }
 

@@ -292,8 +292,9 @@ impl LsmTree {
             sources.push(if rev {
                 Source::DiskRev(c.iter_rev(hi.as_ref().map(Vec::as_slice), true))
             } else {
-                c.will_read_range(lo, hi.as_ref().map(Vec::as_slice));
-                Source::Disk(c.iter(lo, true)?)
+                let hi = hi.as_ref().map(Vec::as_slice);
+                c.will_read_range(lo, hi);
+                Source::Disk(c.iter_until(lo, hi, true)?)
             });
             newer_deleted.push(if dk {
                 snap.disk[..p]
