@@ -197,3 +197,48 @@ fn count_star_from_metadata_or_by_scanning_is_the_models() {
     sess("ROLLBACK");
     assert_eq!(count("SELECT count(*) FROM f"), model);
 }
+
+/// A table in a bucket splits into twice as many parts (its readers wait
+/// on GETs), up to four, with the same answers.
+#[test]
+fn scans_of_a_table_in_a_bucket_split_further() {
+    silt_objstore::install();
+    let (d, e) = engine();
+    let url = format!(
+        "memory://split-{}",
+        d.path().file_name().unwrap().to_string_lossy()
+    );
+    run(
+        &e,
+        &format!(
+            "CREATE TABLE r (id BIGINT PRIMARY KEY, grp BIGINT, qty BIGINT) WITH (remote = '{url}')"
+        ),
+    );
+    let mut model: BTreeMap<i64, i64> = BTreeMap::new();
+    let values: Vec<String> = (0..40_000i64)
+        .map(|id| {
+            *model.entry(id % 5).or_default() += id;
+            format!("({id}, {}, {id})", id % 5)
+        })
+        .collect();
+    for chunk in values.chunks(2000) {
+        run(&e, &format!("INSERT INTO r VALUES {}", chunk.join(", ")));
+    }
+    e.database()
+        .dataset("r")
+        .expect("dataset")
+        .flush()
+        .expect("flush");
+    let sql = "SELECT grp, sum(qty) FROM r GROUP BY grp ORDER BY grp";
+    let plan = explain(&e, sql);
+    let t = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if t >= 2 {
+        let parts = format!("parts={}", t.max((2 * t).min(4)));
+        assert!(plan.contains(&parts), "{parts}: {plan}");
+    }
+    let got = run(&e, sql);
+    let want_groups: Vec<i64> = model.keys().copied().collect();
+    let want_sums: Vec<i64> = model.values().copied().collect();
+    assert_eq!(ints(&got, 0), want_groups);
+    assert_eq!(ints(&got, 1), want_sums);
+}
