@@ -52,9 +52,10 @@ use crate::table::Access;
 /// worth a second thread.
 const SPLIT_MIN_BLOCKS: usize = 16;
 
-/// At most this many parts of a split scan of a table in a bucket, beyond
-/// the engine's target partitions: the readers a remote component keeps
-/// readahead windows for.
+/// At most this many parts of a split scan of a table in a bucket (even
+/// with more target partitions): a quarter of the readahead windows a
+/// remote component keeps (`silt::storage::remote`), so four such scans
+/// at once keep theirs.
 const REMOTE_PARTS: usize = 4;
 
 /// Silt's scan operator: one partition (or one per key range of a split
@@ -494,11 +495,12 @@ impl ExecutionPlan for SiltScanExec {
             _ => return Ok(None),
         };
         // A table in a bucket: its readers mostly wait on GETs, so two per
-        // core (up to the four readahead windows a remote component keeps)
-        // keep the cores busy. (A scan of 751 MB in two parts took 4.6 s,
+        // core keep the cores busy; but no more than REMOTE_PARTS, or
+        // concurrent scans evict each other's readahead windows and every
+        // block becomes a GET. (A scan of 751 MB in two parts took 4.6 s,
         // a brin search of the same blocks with four readers 2.6 s.)
         let n = if self.ds.def().remote.is_some() {
-            target_partitions.max((2 * target_partitions).min(REMOTE_PARTS))
+            (2 * target_partitions).min(REMOTE_PARTS)
         } else {
             target_partitions
         };

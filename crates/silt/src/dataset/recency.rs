@@ -66,8 +66,9 @@ pub type StoredRecord = (Vec<u8>, Vec<u8>);
 /// that, up to [`REMOTE_READERS`].
 const PAR_BLOCKS: usize = 64;
 
-/// The readers of a remote component one search runs at once: as many as
-/// the component follows readahead windows for (`storage::remote`).
+/// The readers of a remote component one search runs at once: a quarter of
+/// the readahead windows a component keeps (`storage::remote`), leaving
+/// room for other queries.
 const REMOTE_READERS: usize = 4;
 
 /// The k newest hits so far (all of them without k).

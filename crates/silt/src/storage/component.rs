@@ -1340,13 +1340,13 @@ mod tests {
         }
     }
 
-    /// Reading backwards gives the forward order reversed, from any bound:
-    /// a key present, absent, before the first, after the last, at block
-    /// edges.
-    #[test]
-    fn reverse_iteration_mirrors_forward() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), 3000, Compression::Lz4);
+    /// `(key, seq)` of a component's entries, in order.
+    type Entries = Vec<(Vec<u8>, u64)>;
+
+    /// A component of 3,000 keys in more than five lz4 blocks, opened, and
+    /// its entries.
+    fn several_blocks(dir: &Path) -> (PathBuf, Arc<ComponentReader>, Entries) {
+        let path = write(dir, 3000, Compression::Lz4);
         let r = Arc::new(ComponentReader::open(&path, Arc::new(BlockCache::new(1 << 20))).unwrap());
         assert!(r.num_blocks() > 5);
         let mut all = Vec::new();
@@ -1354,6 +1354,16 @@ mod tests {
         while let Some((k, e)) = it.next_entry().unwrap() {
             all.push((k, e.seq));
         }
+        (path, r, all)
+    }
+
+    /// Reading backwards gives the forward order reversed, from any bound:
+    /// a key present, absent, before the first, after the last, at block
+    /// edges.
+    #[test]
+    fn reverse_iteration_mirrors_forward() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, r, all) = several_blocks(dir.path());
         let back = |end: Bound<&[u8]>| {
             let mut it = r.iter_rev(end, true);
             let mut out = Vec::new();
@@ -1409,14 +1419,8 @@ mod tests {
     #[test]
     fn forward_iteration_reads_no_block_past_its_end() {
         let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), 3000, Compression::Lz4);
-        let r = Arc::new(ComponentReader::open(&path, Arc::new(BlockCache::new(1 << 20))).unwrap());
-        assert!(r.num_blocks() > 5);
-        let mut all = Vec::new();
-        let mut it = r.iter(Bound::Unbounded, false).unwrap();
-        while let Some((k, _)) = it.next_entry().unwrap() {
-            all.push(k);
-        }
+        let (path, r, all) = several_blocks(dir.path());
+        let all: Vec<Vec<u8>> = all.into_iter().map(|(k, _)| k).collect();
         for i in 0..r.num_blocks() {
             let last = r.index_key(i).to_vec();
             let first = i.checked_sub(1).map(|p| r.index_key(p).to_vec());

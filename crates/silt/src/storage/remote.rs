@@ -230,8 +230,15 @@ const READAHEAD_MAX: u64 = 8 << 20;
 
 /// Sequential readers of one component followed at once, each with its own
 /// window: a query scans one component from two or more partitions (one key
-/// range each) while merges and lookups read it too.
-const STREAMS: usize = 4;
+/// range each) while merges, lookups and other queries read it too. (With
+/// four, two queries scanning one component in four parts each took each
+/// other's windows at every read: a GET per block.)
+const STREAMS: usize = 16;
+
+/// The bytes a component's windows hold at most (four full windows): a
+/// reader's next fetch is cut to what the other windows leave, but never
+/// below [`READAHEAD_MIN`].
+const WINDOW_BYTES: u64 = 4 * READAHEAD_MAX;
 
 /// A component file in a bucket: its tail is fetched when it is opened
 /// (one GET for the footer and the blocks a reader decodes at open), a
@@ -372,10 +379,25 @@ impl Streams {
                 i
             }
         };
+        let held: u64 = (self.windows.iter().enumerate())
+            .filter(|&(j, _)| j != i)
+            .map(|(_, w)| w.bytes.len() as u64)
+            .sum();
         let w = &mut self.windows[i];
         w.last_end = end;
         w.used = clock;
+        if w.next > 0 {
+            w.next = w
+                .next
+                .min(WINDOW_BYTES.saturating_sub(held).max(READAHEAD_MIN));
+        }
         (i, w.next)
+    }
+
+    /// The bytes the windows hold.
+    #[cfg(test)]
+    fn held(&self) -> u64 {
+        self.windows.iter().map(|w| w.bytes.len() as u64).sum()
     }
 
     /// Remember that `[off, end)` is about to be read in order.
@@ -721,6 +743,36 @@ mod tests {
         // ends in a skipped block (one GET per block read in the first
         // half, 256 or more in all, before).
         assert!(gets <= 16, "{gets} GETs for a 4 MiB scan skipping blocks");
+    }
+
+    /// Eight readers by turns (two queries scanning one component in four
+    /// parts each) each keep a window, and the windows together hold no
+    /// more than their budget (eight full windows would be 64 MiB). With
+    /// four windows every read was a GET.
+    #[test]
+    fn eight_interleaved_readers_keep_windows_within_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 64 << 20;
+        let (src, data, counters) = source(dir.path(), n);
+        let block = 16 << 10;
+        let part = n / 8;
+        let mut most = 0;
+        for i in (0..part).step_by(block) {
+            for p in 0..8 {
+                let start = p * part + i;
+                let got = src.read_at(start as u64, block).unwrap();
+                assert_eq!(got, data[start..start + block], "bytes at {start}");
+                most = most.max(src.ahead.lock().held());
+            }
+        }
+        let gets = counters.gets.load(Ordering::Relaxed);
+        // Per reader: a block, then 128 KiB doubling up to what the budget
+        // leaves, over 8 MiB: about 10 each (4,096, one per block, before).
+        assert!(gets <= 160, "{gets} GETs for 8 x 8 MiB read by turns");
+        assert!(
+            most <= WINDOW_BYTES + STREAMS as u64 * READAHEAD_MIN,
+            "windows held {most} bytes"
+        );
     }
 
     /// Two readers skipping cached blocks by turns (a scan's partitions,
