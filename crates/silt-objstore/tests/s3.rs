@@ -141,8 +141,11 @@ fn run_model(ops: &[Op], url: &str, policy: &str, from_level: u32) -> Result<(),
     let keys = objects(url, "t/p0/primary");
     let comps = keys
         .iter()
-        .filter(|k| k.ends_with(".sc") && !k.ends_with(".dk.sc"))
+        .filter(|k| k.ends_with(".sc") && !k.ends_with(".dk.sc") && !k.ends_with(".col.sc"))
         .count();
+    // Each with its column image (the records are objects).
+    let images = keys.iter().filter(|k| k.ends_with(".col.sc")).count();
+    prop_assert_eq!(images, comps, "column images in {}: {:?}", prefix, keys);
     prop_assert_eq!(
         comps,
         remote_components(&db, from_level),
@@ -460,8 +463,13 @@ fn killed_writers_leave_no_half_state() {
         db.wait_idle().unwrap();
         let listed = remote_components(&db, 0);
         let keys = objects(&u, "t/p0/primary");
-        let comps = keys.iter().filter(|k| k.ends_with(".sc")).count();
+        let comps = keys
+            .iter()
+            .filter(|k| k.ends_with(".sc") && !k.ends_with(".col.sc"))
+            .count();
+        let images = keys.iter().filter(|k| k.ends_with(".col.sc")).count();
         assert_eq!(comps, listed, "bucket after kill {cycle}: {keys:?}");
+        assert_eq!(images, listed, "column images after kill {cycle}: {keys:?}");
         db.close().unwrap();
     }
     assert!(!acked.is_empty(), "the writer acknowledged nothing");

@@ -657,12 +657,14 @@ impl SiltScanExec {
         crate::blocking::blocking_df(move || {
             let mut out = Vec::new();
             let mut rows = 0u64;
+            let fields = read_fields(&cols);
             for access in &accesses {
                 let spec = ReadSpec {
                     access,
                     rev: false,
                     range: None,
                     limit: None,
+                    fields: fields.as_deref(),
                 };
                 let mut cursor = ScanCursor::open(&ds, spec, txn.clone(), ctl.clone(), batch_size)?;
                 while let Some(b) = cursor.next_batch(&schema, &cols)? {
@@ -766,11 +768,13 @@ impl SiltScanExec {
         // The first batch is read right here: a small answer (a key, a
         // box of a few hits, the k nearest) needs no thread of its own.
         // Only a scan with more to give goes on, on a blocking thread.
+        let fields = read_fields(&cols);
         let spec = ReadSpec {
             access: &self.access,
             rev: self.rev,
             range,
             limit: self.limit,
+            fields: fields.as_deref(),
         };
         let mut cursor = ScanCursor::open(&self.ds, spec, txn, ctl, batch_size)?;
         let first = match cursor.next_batch(&schema, &cols)? {
@@ -880,6 +884,17 @@ pub struct ReadSpec<'a> {
     /// full scan or key range of `access`).
     pub range: Option<KeyRange>,
     pub limit: Option<usize>,
+    /// The record fields the reader takes (the projected columns), when
+    /// it takes no more: a path may then give records of just those.
+    pub fields: Option<&'a [String]>,
+}
+
+/// The record fields a scan building `cols` reads, unless one of them is a
+/// document column (which reads every field).
+pub fn read_fields(cols: &[ColumnInfo]) -> Option<Vec<String>> {
+    cols.iter()
+        .map(|c| c.rest.is_none().then(|| c.name.clone()))
+        .collect()
 }
 
 /// Open the access path's record iterator.
@@ -893,6 +908,7 @@ pub fn open_records(
         rev,
         range,
         limit,
+        fields,
     } = spec;
     let scan = |lo, hi| -> silt::Result<Records> {
         Ok(encoded(if rev {
@@ -939,7 +955,7 @@ pub fn open_records(
             if let (silt::IndexKind::Brin, Query::Range { lo, hi }, None) =
                 (kind, query, text_check)
             {
-                match ds.brin_range_raw(index, lo, hi, limit) {
+                match ds.brin_range_raw(index, lo, hi, limit, fields) {
                     Ok(Some(recs)) => {
                         let recs = recs.into_iter().map(|(_, rec)| Ok(Rec::Encoded(rec)));
                         return Ok(Box::new(until_stopped(recs, ctl)));
@@ -1017,6 +1033,7 @@ pub fn open_records_in(
         rev,
         range,
         limit,
+        fields: _,
     } = spec;
     let get = {
         let (slot, ds) = (slot.clone(), ds.clone());
@@ -1320,6 +1337,7 @@ mod tests {
                 rev: false,
                 range: None,
                 limit,
+                fields: None,
             };
             let mut c = ScanCursor::open(&ds, spec, None, None, batch).unwrap();
             let mut got = Vec::new();

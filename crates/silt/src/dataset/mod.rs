@@ -131,6 +131,7 @@ fn remote_tier(
         prefix: format!("{name}/p{p}/{index}"),
         from_level: r.from_level,
         counters: Default::default(),
+        column_images: index == "primary",
     }))
 }
 

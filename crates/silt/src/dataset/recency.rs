@@ -25,6 +25,8 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
+mod column_read;
+
 /// One recency-index change of a record write, planned (and, for eager
 /// indexes, locked) before the write takes its sequence number.
 pub(super) struct RecOp {
@@ -531,7 +533,7 @@ impl Dataset {
             RecentPath::Scan => {
                 return self.recent_by_scan(set, i, elo, ehi, k, stats);
             }
-            RecentPath::Embedded => self.recent_embedded(def, elo, ehi, point, k, stats)?,
+            RecentPath::Embedded => self.recent_embedded(def, elo, ehi, point, k, None, stats)?,
             RecentPath::Lazy => self.recent_lazy(set, i, elo, ehi, point, k, stats)?,
             RecentPath::Eager => self.recent_eager(set, i, elo, ehi, point, k, stats)?,
         };
@@ -554,12 +556,17 @@ impl Dataset {
     /// [`Dataset::query`] answers with `Query::Range`, without decoding a
     /// record: the SQL scan reads them in place, as it reads a primary
     /// scan's. `None` when `index` is not a brin index.
+    ///
+    /// With `fields`, a caller that reads only those top-level fields says
+    /// so: a record may then hold just them (a remote component's hits come
+    /// from its column image, which fetches only their columns).
     pub fn brin_range_raw(
         &self,
         index: &str,
         lo: &Bound<Vec<Value>>,
         hi: &Bound<Vec<Value>>,
         limit: Option<usize>,
+        fields: Option<&[String]>,
     ) -> Result<Option<Vec<StoredRecord>>> {
         let epoch = self.txn.abort_epoch();
         let (i, set) = self.index_by_name(index)?;
@@ -580,7 +587,7 @@ impl Dataset {
         }
         let mut stats = QueryStats::default();
         let point = point_key(def, lo, hi, &elo);
-        let found = self.recent_embedded(def, &elo, &ehi, point, limit, &mut stats)?;
+        let found = self.recent_embedded(def, &elo, &ehi, point, limit, fields, &mut stats)?;
         let field = def.fields.first().map(String::as_str).unwrap_or_default();
         self.read_committed(field, found, &elo, &ehi, epoch, &mut stats)
             .map(Some)
@@ -731,6 +738,7 @@ impl Dataset {
     /// Embedded: memtables' secondary sets and the components' block
     /// filters, newest sources first, with early stop (module doc of
     /// `crate::index::recency`).
+    #[allow(clippy::too_many_arguments)]
     fn recent_embedded(
         &self,
         def: &IndexDef,
@@ -738,6 +746,7 @@ impl Dataset {
         ehi: &Bound<Vec<u8>>,
         point: Option<Vec<u8>>,
         k: Option<usize>,
+        fields: Option<&[String]>,
         stats: &mut QueryStats,
     ) -> Result<Vec<Found>> {
         let field = def.fields.first().map(String::as_str).unwrap_or_default();
@@ -810,6 +819,24 @@ impl Dataset {
                         blocks.sort_by_key(|&(b, seq)| (Reverse(seq), b));
                     } else {
                         blocks.sort_unstable_by_key(|&(b, _)| b);
+                    }
+                    // A caller reading a few fields of every hit reads a
+                    // remote component's column image instead; an image
+                    // that fails (the component is the truth) is reported
+                    // and the component read after all.
+                    if let (None, Some(fields), Some(img)) = (k, fields, c.image()) {
+                        let (mut t, mut st) = (TopK::new(None), QueryStats::default());
+                        match Self::image_blocks(
+                            &srcs, j, c, img, &blocks, field, lo, hi, fields, &mut t, &mut st,
+                        ) {
+                            Ok(true) => {
+                                top.heap.extend(t.heap);
+                                stats.add(&st);
+                                continue;
+                            }
+                            Ok(false) => {}
+                            Err(e) => tracing::warn!("{e}; reading the component instead"),
+                        }
                     }
                     // A remote component's readers wait on GETs: twice as
                     // many as cores keep both busy.

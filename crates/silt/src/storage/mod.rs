@@ -26,6 +26,7 @@ pub mod block_filters;
 pub mod bloom;
 pub mod brin;
 pub mod cache;
+pub mod column_image;
 pub mod component;
 pub mod fsutil;
 pub mod remote;

@@ -194,6 +194,10 @@ pub struct RemoteTier {
     pub from_level: u32,
     /// What the index asked of the bucket.
     pub counters: Arc<RemoteCounters>,
+    /// Whether each uploaded component gets a column image beside it
+    /// ([`crate::storage::column_image`]): a primary's records are objects
+    /// whose fields a query reads a few of.
+    pub column_images: bool,
 }
 
 impl RemoteTier {

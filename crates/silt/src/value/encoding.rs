@@ -211,6 +211,58 @@ pub enum FieldView<'a> {
     Encoded(&'a [u8]),
 }
 
+/// Call `f(name, value)` with each top-level field of an encoded object,
+/// the value as its own encoding (what [`decode_value`] reads). `Ok(false)`
+/// when the record is not an object (it has no fields). The walk checks
+/// the structure it passes over, not the values' contents.
+pub fn for_each_raw_field<'a>(
+    bytes: &'a [u8],
+    mut f: impl FnMut(&'a [u8], &'a [u8]),
+) -> Result<bool> {
+    let mut r = Reader::new(bytes);
+    let mut run = |r: &mut Reader<'a>| -> DResult<bool> {
+        if r.peek()? != T_OBJECT {
+            skip_value(r, 0)?;
+            return Ok(false);
+        }
+        r.byte()?;
+        r.enter(0)?;
+        let n = r.count(2)?;
+        for _ in 0..n {
+            let len = r.count(1)?;
+            let name = r.take(len)?;
+            let start = r.pos;
+            skip_value(r, 1)?;
+            f(name, &r.buf[start..r.pos]);
+        }
+        Ok(true)
+    };
+    run(&mut r).map_err(DecodeError::into_error)
+}
+
+/// The length of the one value encoding that starts `bytes` (which may
+/// go on past it).
+pub fn encoded_len(bytes: &[u8]) -> Result<usize> {
+    let mut r = Reader::new(bytes);
+    skip_value(&mut r, 0).map_err(DecodeError::into_error)?;
+    Ok(r.pos)
+}
+
+/// Append the object whose `count` fields are `fields` (name, value
+/// encoding as [`for_each_raw_field`] gives it) to `out`.
+pub fn encode_raw_fields<'a>(
+    count: usize,
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    out: &mut Vec<u8>,
+) {
+    out.push(T_OBJECT);
+    put_varint(out, count as u64);
+    for (name, value) in fields {
+        put_bytes(out, name);
+        out.extend_from_slice(value);
+    }
+}
+
 /// Visit the top-level fields of an encoded object that `wanted` picks:
 /// for each field, `wanted(name)` returns the caller's slot for it (or
 /// `None` to skip the field unread), and `f(slot, view)` gets the field's
@@ -687,6 +739,48 @@ mod tests {
         obj.extend_from_slice(&bytes);
         obj.extend_from_slice(&[1, b'b', T_NULL]);
         assert!(decode_field(&obj, "b").is_err());
+    }
+
+    #[test]
+    fn raw_fields_split_and_join_records() {
+        let rec = Value::Object(vec![
+            ("a".into(), Value::Int(-7)),
+            (
+                "b".into(),
+                Value::Array(vec![Value::Null, Value::String("x".into())]),
+            ),
+            ("c".into(), Value::Double(1.5)),
+        ]);
+        let mut bytes = Vec::new();
+        encode_value(&rec, &mut bytes);
+        let mut parts: Vec<(&[u8], &[u8])> = Vec::new();
+        assert!(for_each_raw_field(&bytes, |n, v| parts.push((n, v))).unwrap());
+        assert_eq!(parts.len(), 3);
+        for (_, v) in &parts {
+            assert_eq!(encoded_len(v).unwrap(), v.len());
+        }
+        // All fields back: the same record; two of them: those two.
+        let mut out = Vec::new();
+        encode_raw_fields(parts.len(), parts.iter().copied(), &mut out);
+        assert_eq!(out, bytes);
+        let mut two = Vec::new();
+        encode_raw_fields(2, parts.iter().copied().skip(1), &mut two);
+        assert_eq!(
+            decode_value(&two).unwrap(),
+            Value::Object(vec![
+                (
+                    "b".into(),
+                    Value::Array(vec![Value::Null, Value::String("x".into())])
+                ),
+                ("c".into(), Value::Double(1.5)),
+            ])
+        );
+        // Not an object: no fields; damage: an error.
+        let mut int = Vec::new();
+        encode_value(&Value::Int(3), &mut int);
+        assert!(!for_each_raw_field(&int, |_, _| panic!("a field")).unwrap());
+        assert!(for_each_raw_field(&bytes[..bytes.len() - 1], |_, _| {}).is_err());
+        assert!(encoded_len(&[]).is_err());
     }
 
     #[test]

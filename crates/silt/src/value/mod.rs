@@ -42,7 +42,8 @@ pub use coerce::{
     coerce_text,
 };
 pub use encoding::{
-    FieldView, decode_field, decode_value, encode_fields, encode_record, encode_value, visit_fields,
+    FieldView, decode_field, decode_value, encode_fields, encode_raw_fields, encode_record,
+    encode_value, encoded_len, for_each_raw_field, visit_fields,
 };
 pub use geometry::{Geometry, check_geographic};
 pub use json::{from_json, parse_json_record, to_json};

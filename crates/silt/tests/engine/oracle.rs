@@ -117,7 +117,8 @@ pub(crate) fn register_dir_store() {
     );
 }
 
-/// Component files (not deleted-key files) under `dir`, recursively.
+/// Component files (not deleted-key files or column images) under `dir`,
+/// recursively.
 fn objects(dir: &Path) -> usize {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return 0;
@@ -129,7 +130,7 @@ fn objects(dir: &Path) -> usize {
                 objects(&p)
             } else {
                 let n = e.file_name().to_string_lossy().into_owned();
-                usize::from(n.ends_with(".sc") && !n.ends_with(".dk.sc"))
+                usize::from(n.ends_with(".sc") && !n.ends_with(".dk.sc") && !n.ends_with(".col.sc"))
             }
         })
         .sum()

@@ -35,7 +35,8 @@ fn rec(k: i64) -> Value {
     ])
 }
 
-/// Files named `*.sc` under `dir`, recursively.
+/// Files named `*.sc` under `dir`, recursively (column images `*.col.sc`
+/// aside).
 fn sc_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Ok(rd) = std::fs::read_dir(dir) {
@@ -43,7 +44,9 @@ fn sc_files(dir: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 out.extend(sc_files(&p));
-            } else if p.extension().is_some_and(|x| x == "sc") {
+            } else if p.extension().is_some_and(|x| x == "sc")
+                && !p.to_string_lossy().ends_with(".col.sc")
+            {
                 out.push(p);
             }
         }

@@ -17,6 +17,7 @@
 
 use super::*;
 use crate::lsm::kind::open_component_from;
+use crate::storage::column_image::{ColumnImage, write_image};
 use crate::storage::remote::{ObjectVersion, PutCondition, RemoteSource, RemoteTier};
 use crate::storage::source::ComponentSource;
 use std::collections::HashMap;
@@ -46,10 +47,15 @@ fn companion_name(id: u64) -> String {
     format!("{id:016x}.dk.sc")
 }
 
+fn image_name(id: u64) -> String {
+    format!("{id:016x}.col.sc")
+}
+
 /// The component id an object name stands for, if it is a component file.
 fn component_id(name: &str) -> Option<u64> {
     let stem = name
         .strip_suffix(".dk.sc")
+        .or_else(|| name.strip_suffix(".col.sc"))
         .or_else(|| name.strip_suffix(".sc"))?;
     u64::from_str_radix(stem, 16).ok()
 }
@@ -168,9 +174,27 @@ impl RemoteState {
         })
     }
 
-    /// Upload the local component `c` (its deleted-key file first).
-    fn upload(&self, c: &ComponentReader) -> Result<()> {
+    /// Upload the local component `c` (its deleted-key file and column
+    /// image first); the image's size, if it has one.
+    fn upload(&self, c: &ComponentReader) -> Result<Option<u64>> {
         let id = c.meta().id;
+        let image = match self.tier.column_images {
+            true => {
+                let tmp = c.path().with_extension("col.tmp");
+                let size = write_image(c.num_blocks(), |b, f| c.for_each_in_block(b, f), &tmp)?;
+                if let Some(n) = size {
+                    let put = self
+                        .tier
+                        .store
+                        .put_file(&self.tier.key(&image_name(id)), &tmp);
+                    let _ = std::fs::remove_file(&tmp);
+                    put?;
+                    self.tier.counters.put(n);
+                }
+                size
+            }
+            false => None,
+        };
         if let Some(d) = c.companion() {
             self.tier
                 .store
@@ -181,16 +205,19 @@ impl RemoteState {
             .store
             .put_file(&self.tier.key(&component_name(id)), c.path())?;
         self.tier.counters.put(c.meta().file_bytes);
-        Ok(())
+        Ok(image)
     }
 
     /// Open component `id` from the bucket, `size` bytes, its deleted-key
-    /// file `dk_size` bytes if it has one, placed at `level`.
+    /// file `dk_size` bytes if it has one, its column image `image_size`
+    /// bytes if it has one, placed at `level`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn open_component(
         &self,
         id: u64,
         size: u64,
         dk_size: Option<u64>,
+        image_size: Option<u64>,
         cache: &Arc<BlockCache>,
         kind: &TreeKind,
         level: u32,
@@ -211,13 +238,29 @@ impl RemoteState {
                 "the component's deleted-key object is missing from the bucket",
             )),
         };
-        open_component_from(
+        let c = open_component_from(
             source(component_name(id), size)?,
             &companion,
             cache.clone(),
             kind,
             Some(level),
-        )
+        )?;
+        if let Some(n) = image_size {
+            let name = image_name(id);
+            // The image only speeds reads the component answers anyway: one
+            // that cannot be read is reported and left unused.
+            match ColumnImage::open(
+                self.tier.store.clone(),
+                self.tier.counters.clone(),
+                self.tier.key(&name),
+                self.tier.url_of(&name),
+                n,
+            ) {
+                Ok(img) => c.set_image(Arc::new(img)),
+                Err(e) => tracing::warn!("column image left unused: {e}"),
+            }
+        }
+        Ok(c)
     }
 
     /// Open a component the MANIFEST lists as remote, its sizes from the
@@ -237,7 +280,8 @@ impl RemoteState {
             ));
         };
         let dk = sizes.get(&companion_name(id)).copied();
-        self.open_component(id, size, dk, cache, kind, level)
+        let image = sizes.get(&image_name(id)).copied();
+        self.open_component(id, size, dk, image, cache, kind, level)
     }
 }
 
@@ -267,11 +311,12 @@ impl LsmTree {
                 self.cfg.name
             )));
         };
-        rs.upload(c)?;
+        let image = rs.upload(c)?;
         rs.open_component(
             c.meta().id,
             c.meta().file_bytes,
             c.companion().map(|d| d.meta().file_bytes),
+            image,
             &self.cache,
             &self.cfg.kind,
             level,
@@ -288,14 +333,21 @@ impl LsmTree {
         level: u32,
     ) -> Result<Arc<ComponentReader>> {
         match &self.remote {
-            Some(rs) if c.is_remote() => rs.open_component(
-                c.meta().id,
-                c.meta().file_bytes,
-                c.companion().map(|d| d.meta().file_bytes),
-                &self.cache,
-                &self.cfg.kind,
-                level,
-            ),
+            Some(rs) if c.is_remote() => {
+                let r = rs.open_component(
+                    c.meta().id,
+                    c.meta().file_bytes,
+                    c.companion().map(|d| d.meta().file_bytes),
+                    None,
+                    &self.cache,
+                    &self.cfg.kind,
+                    level,
+                )?;
+                if let Some(img) = c.image() {
+                    r.set_image(img.clone());
+                }
+                Ok(r)
+            }
             Some(rs) if rs.tier.holds(level) => self.to_remote(c, level),
             _ => open_component_at(c.path(), self.cache.clone(), &self.cfg.kind, Some(level)),
         }
@@ -310,6 +362,7 @@ mod tests {
     fn object_names() {
         assert_eq!(component_id("000000000000002a.sc"), Some(42));
         assert_eq!(component_id("000000000000002a.dk.sc"), Some(42));
+        assert_eq!(component_id("000000000000002a.col.sc"), Some(42));
         assert_eq!(component_id("MANIFEST"), None);
         assert_eq!(component_id("zz.sc"), None);
     }

@@ -404,6 +404,9 @@ pub struct ComponentReader {
     /// (the packed R-tree's upper levels, per-block filters): opaque here,
     /// attached once by the layer that knows the kind (`lsm::kind`).
     attached: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+    /// The column image written beside a component in a bucket
+    /// ([`crate::storage::column_image`]), once opened.
+    image: std::sync::OnceLock<Arc<crate::storage::column_image::ColumnImage>>,
     /// A companion component file that lives and dies with this one (the
     /// deleted-key B+-tree of a deleted-key index component).
     companion: Option<Arc<ComponentReader>>,
@@ -420,13 +423,18 @@ impl std::fmt::Debug for ComponentReader {
 
 impl Drop for ComponentReader {
     fn drop(&mut self) {
-        if self.obsolete.load(Ordering::Acquire)
-            && let Err(e) = self.src.remove()
-        {
-            tracing::warn!(
-                "could not delete merged-away component {}: {e}",
-                self.path.display()
-            );
+        if self.obsolete.load(Ordering::Acquire) {
+            if let Err(e) = self.src.remove() {
+                tracing::warn!(
+                    "could not delete merged-away component {}: {e}",
+                    self.path.display()
+                );
+            }
+            if let Some(img) = self.image.get()
+                && let Err(e) = img.remove()
+            {
+                tracing::warn!("could not delete a merged-away column image: {e}");
+            }
         }
     }
 }
@@ -621,6 +629,7 @@ impl ComponentReader {
             obsolete: AtomicBool::new(false),
             aux,
             attached: std::sync::OnceLock::new(),
+            image: std::sync::OnceLock::new(),
             companion: None,
         })
     }
@@ -640,6 +649,16 @@ impl ComponentReader {
     /// Only the first attachment is kept.
     pub fn attach<T: std::any::Any + Send + Sync>(&self, t: T) {
         let _ = self.attached.set(Box::new(t));
+    }
+
+    /// Give the component its column image (only the first is kept).
+    pub fn set_image(&self, image: Arc<crate::storage::column_image::ColumnImage>) {
+        let _ = self.image.set(image);
+    }
+
+    /// The component's column image, if it has one.
+    pub fn image(&self) -> Option<&Arc<crate::storage::column_image::ColumnImage>> {
+        self.image.get()
     }
 
     /// The attachment, if one of type `T` was attached.
