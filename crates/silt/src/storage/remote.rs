@@ -243,6 +243,11 @@ const STREAMS: usize = 16;
 /// reader's next fetch is cut to what the other windows leave, but never
 /// below [`READAHEAD_MIN`].
 const WINDOW_BYTES: u64 = 4 * READAHEAD_MAX;
+/// A window not read from in this many reads of its component (by any
+/// reader), or for [`STALE_AFTER`], is stale: its bytes go when another
+/// reader fetches.
+const STALE_READS: u64 = 512;
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A component file in a bucket: its tail is fetched when it is opened
 /// (one GET for the footer and the blocks a reader decodes at open), a
@@ -290,6 +295,8 @@ struct Readahead {
     off: u64,
     bytes: Vec<u8>,
     used: u64,
+    /// When it was last read from.
+    used_at: Option<std::time::Instant>,
 }
 
 impl Streams {
@@ -312,6 +319,7 @@ impl Streams {
         }
         w.last_end = end;
         w.used = clock;
+        w.used_at = Some(std::time::Instant::now());
         if end == w.off + w.bytes.len() as u64 {
             // Read through: let the memory go (the stream goes on).
             w.off = 0;
@@ -383,6 +391,21 @@ impl Streams {
                 i
             }
         };
+        // Windows nobody has read from for a while give their bytes back
+        // before the budget cuts this fetch: a finished scan's partitions
+        // each leave a window fetched past where they stopped, and four
+        // such (32 MiB) held the whole budget for good, cutting every
+        // later scan's GETs to 128 KiB (a full scan 35 s instead of 4).
+        let now = std::time::Instant::now();
+        for (j, w) in self.windows.iter_mut().enumerate() {
+            let idle = w
+                .used_at
+                .is_none_or(|t| now.duration_since(t) > STALE_AFTER);
+            if j != i && (idle || clock.saturating_sub(w.used) > STALE_READS) {
+                w.off = 0;
+                w.bytes = Vec::new();
+            }
+        }
         let held: u64 = (self.windows.iter().enumerate())
             .filter(|&(j, _)| j != i)
             .map(|(_, w)| w.bytes.len() as u64)
@@ -390,6 +413,7 @@ impl Streams {
         let w = &mut self.windows[i];
         w.last_end = end;
         w.used = clock;
+        w.used_at = Some(now);
         if w.next > 0 {
             w.next = w
                 .next
@@ -777,6 +801,40 @@ mod tests {
             most <= WINDOW_BYTES + STREAMS as u64 * READAHEAD_MIN,
             "windows held {most} bytes"
         );
+    }
+
+    /// Readers that stopped inside full windows (a finished scan's four
+    /// parts, each fetched past where it ended) do not keep a later scan
+    /// to 128 KiB GETs: once idle, their windows give the budget back.
+    #[test]
+    fn windows_left_behind_give_their_bytes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 128 << 20;
+        let (src, data, counters) = source(dir.path(), n);
+        let block = 4096;
+        // Four readers by turns, each stopping 12 MiB in, inside an 8 MiB
+        // window half read.
+        for i in (0..12 << 20).step_by(block) {
+            for q in 0..4 {
+                src.read_at((q * (16 << 20) + i) as u64, block).unwrap();
+            }
+        }
+        let held = src.ahead.lock().held();
+        assert!(
+            held >= WINDOW_BYTES - READAHEAD_MAX / 2,
+            "{held} bytes left behind"
+        );
+        // The next query comes a moment later.
+        std::thread::sleep(STALE_AFTER * 2);
+        // A later scan of the last 32 MiB (far from where they stopped).
+        let before = counters.gets.load(Ordering::Relaxed);
+        for i in ((96 << 20)..n).step_by(block) {
+            assert_eq!(src.read_at(i as u64, block).unwrap(), data[i..i + block]);
+        }
+        let gets = counters.gets.load(Ordering::Relaxed) - before;
+        // A block, then 128 KiB doubling to 8 MiB: 11 GETs (257 while the
+        // windows left behind held the budget: 128 KiB each).
+        assert!(gets <= 12, "{gets} GETs for a 32 MiB scan");
     }
 
     /// Two readers skipping cached blocks by turns (a scan's partitions,
