@@ -73,76 +73,115 @@ pub type EntryVisitor<'a> = dyn FnMut(&[u8], EntryKind, u64, &[u8]) -> Result<bo
 /// Write the column image of a local component of `blocks` data blocks,
 /// read through `read`, to `out`. Its size, or `None` (nothing written)
 /// when a live record is not an object: such a component has no fields
-/// to split.
+/// to split. Records are split on the calling thread while a second one
+/// compresses and writes the previous chunk's segments.
 pub fn write_image(
     blocks: usize,
     read: impl FnMut(usize, &mut EntryVisitor<'_>) -> Result<()>,
     out: &Path,
 ) -> Result<Option<u64>> {
-    let mut b = Builder::new(out)?;
-    let built = b.build(blocks, read);
-    let res = match built {
-        Ok(true) => b.finish().map(Some),
-        Ok(false) => Ok(None),
-        Err(e) => Err(e),
-    };
-    b.remove_temps();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
+    let res = std::thread::scope(|sc| {
+        let sealer = sc.spawn(|| Sealer::run(out, rx));
+        let mut b = Builder::new(tx);
+        let built = b.build(blocks, read);
+        let Builder {
+            tx, chunks, names, ..
+        } = b;
+        drop(tx);
+        let sealed = sealer
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        match (built, sealed) {
+            (Ok(true), Ok(mut sealer)) => {
+                let r = sealer.finish(out, &chunks, &names).map(Some);
+                sealer.remove_temps();
+                r
+            }
+            // The sealer's own failure is the cause of the builder's.
+            (_, Err(e)) => Err(e),
+            (built, Ok(sealer)) => {
+                sealer.remove_temps();
+                built.map(|_| None)
+            }
+        }
+    });
     if !matches!(res, Ok(Some(_))) {
         let _ = std::fs::remove_file(out);
     }
     res
 }
 
-/// A column being written: its chunks' segments go to a file of its own,
-/// copied into the image at the end.
+/// A column of the chunk being split.
 struct ColumnBuild {
-    name: Vec<u8>,
-    path: PathBuf,
-    file: BufWriter<File>,
-    lens: Vec<u64>,
     raw: Vec<u8>,
     /// Rows of the current chunk written to `raw` (absent rows included).
     rows: usize,
+    /// Whether a row of the chunk has the field.
+    any: bool,
 }
 
+/// Splits records into the columns of the current chunk and hands each
+/// finished chunk (one raw buffer per column; empty: no row has the
+/// field) to the [`Sealer`].
 struct Builder {
-    out: PathBuf,
+    tx: std::sync::mpsc::SyncSender<Vec<Vec<u8>>>,
     cols: Vec<ColumnBuild>,
+    names: Vec<Vec<u8>>,
     by_name: HashMap<Vec<u8>, usize>,
+    /// The column of the k-th field of the last record: records of one
+    /// table mostly list their fields in one order, which spares a hash
+    /// lookup per field.
+    order: Vec<usize>,
     chunks: Vec<ChunkMeta>,
     prev_key: Vec<u8>,
 }
 
 impl Builder {
-    fn new(out: &Path) -> Result<Builder> {
-        let mut b = Builder {
-            out: out.to_path_buf(),
-            cols: Vec::new(),
-            by_name: HashMap::new(),
-            chunks: Vec::new(),
-            prev_key: Vec::new(),
-        };
-        b.column(Vec::new())?;
-        b.column(Vec::new())?;
-        b.by_name.clear();
-        Ok(b)
-    }
-
-    fn column(&mut self, name: Vec<u8>) -> Result<usize> {
-        let i = self.cols.len();
-        let path = self.out.with_extension(format!("col{i}.tmp"));
-        let file = BufWriter::new(File::create(&path).map_err(|e| Error::io(&path, e))?);
-        self.by_name.insert(name.clone(), i);
-        self.cols.push(ColumnBuild {
-            name,
-            path,
-            file,
-            // A column first seen now has empty segments in earlier chunks.
-            lens: vec![0; self.chunks.len()],
+    fn new(tx: std::sync::mpsc::SyncSender<Vec<Vec<u8>>>) -> Builder {
+        let fresh = || ColumnBuild {
             raw: Vec::new(),
             rows: 0,
-        });
-        Ok(i)
+            any: true,
+        };
+        Builder {
+            tx,
+            cols: vec![fresh(), fresh()],
+            names: vec![Vec::new(), Vec::new()],
+            by_name: HashMap::new(),
+            order: Vec::new(),
+            chunks: Vec::new(),
+            prev_key: Vec::new(),
+        }
+    }
+
+    /// The column of field `name`, the `k`-th of its record.
+    fn column(&mut self, k: usize, name: &[u8]) -> usize {
+        if let Some(&c) = self.order.get(k)
+            && self.names[c] == name
+        {
+            return c;
+        }
+        let c = match self.by_name.get(name) {
+            Some(&c) => c,
+            None => {
+                let c = self.cols.len();
+                self.by_name.insert(name.to_vec(), c);
+                self.names.push(name.to_vec());
+                self.cols.push(ColumnBuild {
+                    raw: Vec::new(),
+                    rows: 0,
+                    any: false,
+                });
+                c
+            }
+        };
+        if k < self.order.len() {
+            self.order[k] = c;
+        } else if k == self.order.len() {
+            self.order.push(c);
+        }
+        c
     }
 
     /// Add every live record of the `blocks` blocks `read` gives; false
@@ -156,7 +195,6 @@ impl Builder {
         let mut rows = 0usize;
         for b in 0..blocks {
             let mut objects = true;
-            let mut failed = None;
             read(b, &mut |key, kind, seq, v| {
                 if kind != EntryKind::Put {
                     return Ok(true);
@@ -169,17 +207,10 @@ impl Builder {
                 self.prev_key.clear();
                 self.prev_key.extend_from_slice(key);
                 varint::put(&mut self.cols[SEQS].raw, seq);
+                let mut k = 0;
                 let is_object = for_each_raw_field(v, |name, val| {
-                    let i = match self.by_name.get(name) {
-                        Some(&i) => i,
-                        None => match self.column(name.to_vec()) {
-                            Ok(i) => i,
-                            Err(e) => {
-                                failed = Some(e);
-                                return;
-                            }
-                        },
-                    };
+                    let i = self.column(k, name);
+                    k += 1;
                     let col = &mut self.cols[i];
                     if col.rows > rows {
                         // The same field twice in one record: the first
@@ -189,10 +220,8 @@ impl Builder {
                     col.raw.resize(col.raw.len() + (rows - col.rows), ABSENT);
                     col.raw.extend_from_slice(val);
                     col.rows = rows + 1;
+                    col.any = true;
                 })?;
-                if let Some(e) = failed.take() {
-                    return Err(e);
-                }
                 if !is_object {
                     objects = false;
                     return Ok(false);
@@ -218,20 +247,19 @@ impl Builder {
     }
 
     fn end_chunk(&mut self, first: usize, end: usize, rows: usize) -> Result<()> {
+        let mut raws = Vec::with_capacity(self.cols.len());
         for (i, col) in self.cols.iter_mut().enumerate() {
-            let len = if col.rows == 0 && i > SEQS {
-                0
-            } else {
+            if col.any {
                 col.raw.resize(col.raw.len() + (rows - col.rows), ABSENT);
-                let seg = seal(&col.raw)?;
-                col.file
-                    .write_all(&seg)
-                    .map_err(|e| Error::io(&col.path, e))?;
-                seg.len() as u64
-            };
-            col.lens.push(len);
-            col.raw.clear();
+            }
+            let cap = col.raw.capacity();
+            raws.push(std::mem::replace(&mut col.raw, Vec::with_capacity(cap)));
             col.rows = 0;
+            col.any = i <= SEQS;
+        }
+        if self.tx.send(raws).is_err() {
+            // The sealer stopped on an error, which its join reports.
+            return Err(Error::Config("the column image writer stopped".to_owned()));
         }
         self.prev_key.clear();
         self.chunks.push(ChunkMeta {
@@ -241,45 +269,101 @@ impl Builder {
         });
         Ok(())
     }
+}
+
+/// Compresses each chunk's columns into segments, appended to one
+/// temporary file per column, copied into the image at the end.
+struct Sealer {
+    files: Vec<(PathBuf, BufWriter<File>)>,
+    lens: Vec<Vec<u64>>,
+}
+
+impl Sealer {
+    fn run(out: &Path, rx: std::sync::mpsc::Receiver<Vec<Vec<u8>>>) -> Result<Sealer> {
+        let mut s = Sealer {
+            files: Vec::new(),
+            lens: Vec::new(),
+        };
+        let mut n_chunks = 0;
+        let r = (|| {
+            // The key and sequence-number columns exist even without chunks.
+            for i in [KEYS, SEQS] {
+                let path = out.with_extension(format!("col{i}.tmp"));
+                let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
+                s.files.push((path, BufWriter::new(f)));
+                s.lens.push(Vec::new());
+            }
+            for raws in rx {
+                for (i, raw) in raws.iter().enumerate() {
+                    if i == s.files.len() {
+                        let path = out.with_extension(format!("col{i}.tmp"));
+                        let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
+                        s.files.push((path, BufWriter::new(f)));
+                        // A column first seen now is empty in earlier chunks.
+                        s.lens.push(vec![0; n_chunks]);
+                    }
+                    let len = if raw.is_empty() && i > SEQS {
+                        0
+                    } else {
+                        let seg = seal(raw)?;
+                        let (path, f) = &mut s.files[i];
+                        f.write_all(&seg).map_err(|e| Error::io(&*path, e))?;
+                        seg.len() as u64
+                    };
+                    s.lens[i].push(len);
+                }
+                n_chunks += 1;
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => Ok(s),
+            Err(e) => {
+                s.remove_temps();
+                Err(e)
+            }
+        }
+    }
 
     /// Copy the columns into the image, then the footer.
-    fn finish(&mut self) -> Result<u64> {
-        let io = |e| Error::io(&self.out, e);
-        let mut out = BufWriter::new(File::create(&self.out).map_err(io)?);
+    fn finish(&mut self, out: &Path, chunks: &[ChunkMeta], names: &[Vec<u8>]) -> Result<u64> {
+        let io = |e| Error::io(out, e);
+        let mut w = BufWriter::new(File::create(out).map_err(io)?);
         let mut footer = Vec::new();
-        varint::put(&mut footer, self.chunks.len() as u64);
-        for ch in &self.chunks {
+        varint::put(&mut footer, chunks.len() as u64);
+        for ch in chunks {
             varint::put(&mut footer, ch.first_block.into());
             varint::put(&mut footer, ch.blocks.into());
             varint::put(&mut footer, ch.rows.into());
         }
-        varint::put(&mut footer, self.cols.len() as u64);
+        varint::put(&mut footer, self.files.len() as u64);
         let mut pos = 0u64;
-        for col in &mut self.cols {
-            col.file.flush().map_err(|e| Error::io(&col.path, e))?;
-            let mut f = File::open(&col.path).map_err(|e| Error::io(&col.path, e))?;
-            let n = std::io::copy(&mut f, &mut out).map_err(io)?;
-            varint::put(&mut footer, col.name.len() as u64);
-            footer.extend_from_slice(&col.name);
+        for (i, (path, f)) in self.files.iter_mut().enumerate() {
+            f.flush().map_err(|e| Error::io(&*path, e))?;
+            let mut r = File::open(&*path).map_err(|e| Error::io(&*path, e))?;
+            let n = std::io::copy(&mut r, &mut w).map_err(io)?;
+            let name = names.get(i).map_or(&[][..], Vec::as_slice);
+            varint::put(&mut footer, name.len() as u64);
+            footer.extend_from_slice(name);
             varint::put(&mut footer, pos);
-            for &l in &col.lens {
+            for &l in &self.lens[i] {
                 varint::put(&mut footer, l);
             }
             pos += n;
         }
         let crc = crc32c::crc32c(&footer);
-        out.write_all(&footer).map_err(io)?;
-        out.write_all(&to_u32(footer.len())?.to_le_bytes())
+        w.write_all(&footer).map_err(io)?;
+        w.write_all(&to_u32(footer.len())?.to_le_bytes())
             .map_err(io)?;
-        out.write_all(&crc.to_le_bytes()).map_err(io)?;
-        out.write_all(MAGIC).map_err(io)?;
-        out.flush().map_err(io)?;
+        w.write_all(&crc.to_le_bytes()).map_err(io)?;
+        w.write_all(MAGIC).map_err(io)?;
+        w.flush().map_err(io)?;
         Ok(pos + footer.len() as u64 + TRAILER as u64)
     }
 
-    fn remove_temps(&mut self) {
-        for col in &self.cols {
-            let _ = std::fs::remove_file(&col.path);
+    fn remove_temps(&self) {
+        for (path, _) in &self.files {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -778,6 +862,143 @@ mod tests {
             assert!(e.contains("checksum"), "{e}");
         }
         assert!(img.open_segment(&seg[..5], 0, 0).is_err());
+    }
+
+    /// An image written from blocks of entries (records of varying
+    /// fields, a delete, a field twice) and read back through a bucket:
+    /// each chunk's rows are the blocks' live records, key, sequence
+    /// number and fields as they were.
+    #[test]
+    fn images_round_trip_through_a_bucket() {
+        use crate::value::{Value, encode_value};
+        let dir = tempfile::tempdir().unwrap();
+        let rec = |i: i64| {
+            let mut f = vec![("a".into(), Value::Int(i))];
+            if i % 3 == 0 {
+                f.push(("b".into(), Value::String(format!("s{i}"))));
+            }
+            if i % 1000 == 7 {
+                f.push(("a".into(), Value::Int(-1)));
+            }
+            f.push(("c".into(), Value::Double(i as f64 / 2.0)));
+            if i > 15_000 {
+                f.insert(0, ("late".into(), Value::Bool(true)));
+            }
+            let mut b = Vec::new();
+            encode_value(&Value::Object(f), &mut b);
+            b
+        };
+        // 400 blocks of 50 entries; every 97th a delete.
+        let entries: Vec<Vec<(Vec<u8>, EntryKind, u64, Vec<u8>)>> = (0..400)
+            .map(|b| {
+                (0..50)
+                    .map(|j| {
+                        let i = b * 50 + j;
+                        let kind = if i % 97 == 0 {
+                            EntryKind::Delete
+                        } else {
+                            EntryKind::Put
+                        };
+                        (
+                            format!("key{i:08}").into_bytes(),
+                            kind,
+                            1000 + i as u64,
+                            rec(i),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let out = dir.path().join("x.col.sc");
+        let size = write_image(
+            entries.len(),
+            |b, f| {
+                for (k, kind, seq, v) in &entries[b] {
+                    if !f(k, *kind, *seq, v)? {
+                        break;
+                    }
+                }
+                Ok(())
+            },
+            &out,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(std::fs::metadata(&out).unwrap().len(), size);
+        let store: Arc<dyn RemoteStore> = Arc::new(crate::storage::remote::DirStore::new(
+            "dir://t",
+            &dir.path().join("bucket"),
+        ));
+        store.put_file("img", &out).unwrap();
+        let img = ColumnImage::open(
+            store,
+            Default::default(),
+            "img".into(),
+            "dir://t/img".into(),
+            size,
+        )
+        .unwrap();
+        assert!(img.chunks().len() >= 2, "{} chunks", img.chunks().len());
+        assert_eq!(img.chunk_of_block(0), Some(0));
+        assert_eq!(img.chunk_of_block(400), None);
+        let cols: Vec<usize> = [&b"a"[..], b"b", b"late"]
+            .iter()
+            .map(|n| img.column(n).unwrap())
+            .collect();
+        assert_eq!(img.column(b"nope"), None);
+        let all: Vec<usize> = (0..img.chunks().len()).collect();
+        let mut n = 0;
+        for (d, ch) in img.read(&all, &cols).unwrap().iter().zip(img.chunks()) {
+            let blocks = ch.first_block as usize..(ch.first_block + ch.blocks) as usize;
+            let mut want = entries[blocks]
+                .iter()
+                .flatten()
+                .filter(|e| e.1 == EntryKind::Put);
+            d.for_each_row(Path::new("x"), |key, seq, vals| {
+                let (k, _, s, v) = want.next().unwrap();
+                assert_eq!((key, seq), (&k[..], *s));
+                let v = crate::value::decode_value(v).unwrap();
+                for (name, got) in ["a", "b", "late"].iter().zip(vals) {
+                    let got = got.map(|g| crate::value::decode_value(g).unwrap());
+                    assert_eq!(got.as_ref(), v.get(name), "{name} of {key:?}");
+                }
+                n += 1;
+                Ok(())
+            })
+            .unwrap();
+            assert!(want.next().is_none());
+        }
+        assert_eq!(n, 20_000 - 20_000usize.div_ceil(97));
+        // Not objects: no image, nothing left behind.
+        let out2 = dir.path().join("y.col.sc");
+        let none = write_image(
+            1,
+            |_, f| {
+                f(b"k", EntryKind::Put, 1, &[0x03, 0x02])?;
+                Ok(())
+            },
+            &out2,
+        )
+        .unwrap();
+        assert_eq!(none, None);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('y'))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // No blocks: an image of no chunks.
+        let out3 = dir.path().join("z.col.sc");
+        let size = write_image(0, |_, _| Ok(()), &out3).unwrap().unwrap();
+        let raw = std::fs::read(&out3).unwrap();
+        assert_eq!(raw.len() as u64, size);
+        let flen =
+            u32::from_le_bytes(raw[raw.len() - 16..raw.len() - 12].try_into().unwrap()) as usize;
+        let footer = &raw[raw.len() - 16 - flen..raw.len() - 16];
+        let (chunks, cols) = parse_footer(footer, (raw.len() - 16 - flen) as u64).unwrap();
+        assert!(chunks.is_empty());
+        assert_eq!(cols.len(), 2);
     }
 
     proptest! {
