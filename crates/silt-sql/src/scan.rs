@@ -346,6 +346,13 @@ impl DisplayAs for SiltScanExec {
                     r.blocks_read, r.blocks
                 )?;
             }
+            if r.image_chunks > 0 && read_fields(&self.cols).is_some() {
+                write!(
+                    f,
+                    ", column images: {} of {} chunks to read",
+                    r.image_chunks_read, r.image_chunks
+                )?;
+            }
         }
         Ok(())
     }

@@ -206,6 +206,12 @@ fn brin_on_a_remote_tier() {
     // answer from the image and stay right.
     ds.compact().unwrap();
     check(&e);
+    // 6,000 rows: one chunk of the image, read for a narrow range.
+    let plan = explain(&e, "SELECT id FROM ev WHERE ts BETWEEN 20000 AND 20400");
+    assert!(
+        plan.contains("column images: 1 of 1 chunks to read"),
+        "{plan}"
+    );
     run(&e, "UPDATE ev SET ts = ts + 7 WHERE id % 7 = 0");
     run(&e, "DELETE FROM ev WHERE id % 11 = 0");
     check(&e);

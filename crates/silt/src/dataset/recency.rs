@@ -202,6 +202,11 @@ pub struct ZoneMapReads {
     pub chunks: u64,
     /// The form of the chunk index (of the last component having one).
     pub form: Option<crate::storage::brin::BrinForm>,
+    /// Chunks of the components' column images holding candidate blocks,
+    /// and all their chunks (0, 0: no component has an image). A reader of
+    /// a few fields reads these instead of the blocks.
+    pub image_chunks_read: u64,
+    pub image_chunks: u64,
 }
 
 /// Whether `v` lies above the upper bound `hi`.
@@ -619,7 +624,24 @@ impl Dataset {
             for c in p.primary.snapshot().disk.iter() {
                 let n = c.num_blocks() as u64;
                 r.blocks += n;
-                match zone_candidates(c, field, lo, hi, None) {
+                let cands = zone_candidates(c, field, lo, hi, None);
+                if let Some(img) = c.image() {
+                    r.image_chunks += img.chunks().len() as u64;
+                    r.image_chunks_read += match &cands {
+                        Some(cs) => {
+                            let mut ch: Vec<usize> = cs
+                                .blocks
+                                .iter()
+                                .filter_map(|&b| img.chunk_of_block(b))
+                                .collect();
+                            ch.sort_unstable();
+                            ch.dedup();
+                            ch.len() as u64
+                        }
+                        None => img.chunks().len() as u64,
+                    };
+                }
+                match cands {
                     Some(cands) => {
                         r.blocks_read += cands.blocks.len() as u64;
                         if let Some((read, all, form)) = cands.chunks {
