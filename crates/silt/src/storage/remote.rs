@@ -246,7 +246,7 @@ const WINDOW_BYTES: u64 = 4 * READAHEAD_MAX;
 /// A window not read from in this many reads of its component (by any
 /// reader), or for [`STALE_AFTER`], is stale: its bytes go when another
 /// reader fetches.
-const STALE_READS: u64 = 512;
+const STALE_READS: u64 = 1 << 16;
 const STALE_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A component file in a bucket: its tail is fetched when it is opened
@@ -297,6 +297,8 @@ struct Readahead {
     used: u64,
     /// When it was last read from.
     used_at: Option<std::time::Instant>,
+    /// The end of the run its reader announced (0: none).
+    limit: u64,
 }
 
 impl Streams {
@@ -340,10 +342,9 @@ impl Streams {
         let advised = (self.advised.iter())
             .rposition(|&(a, _)| a == off)
             .or_else(|| self.advised.iter().rposition(|&(a, e)| a <= off && off < e))
-            .map(|h| {
-                let (_, e) = self.advised.remove(h);
-                (e - off).min(READAHEAD_MAX)
-            });
+            .map(|h| self.advised.remove(h).1);
+        let run_end = advised;
+        let advised = advised.map(|e| (e - off).min(READAHEAD_MAX));
         let i = match self
             .windows
             .iter()
@@ -414,10 +415,21 @@ impl Streams {
         w.last_end = end;
         w.used = clock;
         w.used_at = Some(now);
+        // An announced run's reader fetches nothing past the run's end, so
+        // its last window is read through and let go (a scan's parts each
+        // left one behind, fetched past where they stopped).
+        match run_end {
+            Some(e) => w.limit = e,
+            None if w.limit <= off => w.limit = 0,
+            None => {}
+        }
         if w.next > 0 {
             w.next = w
                 .next
                 .min(WINDOW_BYTES.saturating_sub(held).max(READAHEAD_MIN));
+            if w.limit > off {
+                w.next = w.next.min(w.limit - off);
+            }
         }
         (i, w.next)
     }
@@ -800,6 +812,38 @@ mod tests {
         assert!(
             most <= WINDOW_BYTES + STREAMS as u64 * READAHEAD_MIN,
             "windows held {most} bytes"
+        );
+    }
+
+    /// A reader of an announced run fetches nothing past its end: once the
+    /// run is read, no window holds bytes (a scan's four parts each left a
+    /// window fetched past its end, which held the budget).
+    #[test]
+    fn an_announced_run_leaves_no_window_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 48 << 20;
+        let (src, data, counters) = source(dir.path(), n);
+        let block = 4096;
+        let parts = [(0, 11 << 20), (20 << 20, (31 << 20) + 3 * block)];
+        for &(a, e) in &parts {
+            src.will_read(a as u64, e as u64);
+        }
+        for i in (0..11 << 20).step_by(block) {
+            for &(a, e) in &parts {
+                if a + i < e {
+                    let at = a + i;
+                    assert_eq!(src.read_at(at as u64, block).unwrap(), data[at..at + block]);
+                }
+            }
+        }
+        for at in ((31 << 20)..(31 << 20) + 3 * block).step_by(block) {
+            src.read_at(at as u64, block).unwrap();
+        }
+        assert_eq!(src.ahead.lock().held(), 0, "bytes left past the runs' ends");
+        let bytes = counters.bytes_read.load(Ordering::Relaxed);
+        assert!(
+            bytes <= (22 << 20) + 3 * block as u64 + TAIL_BYTES,
+            "{bytes} bytes fetched"
         );
     }
 
