@@ -605,13 +605,21 @@ impl ColumnImage {
                 }
             });
         }
-        slots
-            .into_iter()
-            .map(|s| {
-                s.into_inner()
-                    .unwrap_or_else(|| Err(Error::corrupt(&self.url, "a read was not made")))
-            })
-            .collect()
+        // A failed GET is the answer (a worker stops at its failure, and
+        // pieces may go unread after it).
+        let mut got = Vec::with_capacity(pieces.len());
+        let mut missing = false;
+        for slot in slots {
+            match slot.into_inner() {
+                Some(Ok(v)) => got.push(v),
+                Some(Err(e)) => return Err(e),
+                None => missing = true,
+            }
+        }
+        if missing {
+            return Err(Error::corrupt(&self.url, "a read was not made"));
+        }
+        Ok(got)
     }
 
     /// Check and decompress the segment of chunk `ch`, column `c`.
