@@ -4,6 +4,9 @@
 use super::*;
 use proptest::prelude::*;
 
+/// An entry of a block: key, kind, sequence number, value.
+type Entry = (Vec<u8>, EntryKind, u64, Vec<u8>);
+
 fn footer(chunks: &[(u64, u64, u64)], cols: &[(&[u8], u64, &[u64])]) -> Vec<u8> {
     let mut f = Vec::new();
     varint::put(&mut f, chunks.len() as u64);
@@ -97,7 +100,7 @@ fn images_round_trip_through_a_bucket() {
         b
     };
     // 400 blocks of 50 entries; every 97th a delete.
-    let entries: Vec<Vec<(Vec<u8>, EntryKind, u64, Vec<u8>)>> = (0..400)
+    let entries: Vec<Vec<Entry>> = (0..400)
         .map(|b| {
             (0..50)
                 .map(|j| {
