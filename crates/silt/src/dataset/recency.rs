@@ -629,14 +629,11 @@ impl Dataset {
                     r.image_chunks += img.chunks().len() as u64;
                     r.image_chunks_read += match &cands {
                         Some(cs) => {
-                            let mut ch: Vec<usize> = cs
-                                .blocks
-                                .iter()
-                                .filter_map(|&b| img.chunk_of_block(b))
-                                .collect();
-                            ch.sort_unstable();
-                            ch.dedup();
-                            ch.len() as u64
+                            let mut bs = cs.blocks.clone();
+                            bs.sort_unstable();
+                            img.chunks_of(bs.into_iter())
+                                .map_or(img.chunks().len(), |c| c.len())
+                                as u64
                         }
                         None => img.chunks().len() as u64,
                     };

@@ -486,6 +486,19 @@ impl ColumnImage {
         (b < (c.first_block + c.blocks) as usize).then_some(i)
     }
 
+    /// The chunks (ascending, distinct) holding `blocks` (ascending); `None`
+    /// when a block lies past the image's chunks.
+    pub fn chunks_of(&self, blocks: impl Iterator<Item = usize>) -> Option<Vec<usize>> {
+        let mut out: Vec<usize> = Vec::new();
+        for b in blocks {
+            let ch = self.chunk_of_block(b)?;
+            if out.last() != Some(&ch) {
+                out.push(ch);
+            }
+        }
+        Some(out)
+    }
+
     /// The field column named `name`, if any record of the component has
     /// that field.
     pub fn column(&self, name: &[u8]) -> Option<usize> {

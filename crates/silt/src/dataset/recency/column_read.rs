@@ -51,17 +51,9 @@ impl Dataset {
         top: &mut TopK,
         stats: &mut QueryStats,
     ) -> Result<bool> {
-        let mut chunks = Vec::with_capacity(blocks.len());
-        for &(b, _) in blocks {
-            match img.chunk_of_block(b) {
-                Some(ch) => {
-                    if chunks.last() != Some(&ch) {
-                        chunks.push(ch);
-                    }
-                }
-                None => return Ok(false),
-            }
-        }
+        let Some(chunks) = img.chunks_of(blocks.iter().map(|&(b, _)| b)) else {
+            return Ok(false);
+        };
         if img
             .chunks()
             .last()
