@@ -44,6 +44,7 @@ pub mod cancel;
 pub mod cli;
 pub mod conns;
 pub mod convert;
+mod data_rows;
 pub mod deadlines;
 pub mod error;
 pub mod exec;

@@ -49,7 +49,7 @@ use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{
-    DataRowEncoder, DescribePortalResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag,
+    DescribePortalResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::{Entry, PortalStore};
@@ -70,7 +70,8 @@ use tokio::task::JoinSet;
 
 use crate::Shared;
 use crate::cancel::{CancelSlot, SiltCancelHandler};
-use crate::convert::{PgArray, PgColumn, PgList, pg_field_type, pg_type};
+use crate::convert::{pg_field_type, pg_type};
+use crate::data_rows::encode_batch;
 use crate::error::QueryError;
 use crate::exec::{Guarded, Prefetched, ResultCaps, Stmt};
 use crate::limits::ConnCount;
@@ -485,7 +486,7 @@ fn arrow_fields_of(schema: &datafusion::arrow::datatypes::Schema) -> Vec<(String
         .collect()
 }
 
-fn user_error(code: &str, message: String) -> PgWireError {
+pub(crate) fn user_error(code: &str, message: String) -> PgWireError {
     PgWireError::UserError(Box::new(ErrorInfo::new(
         "ERROR".to_owned(),
         code.to_owned(),
@@ -638,55 +639,6 @@ fn schema_fields(schema: &SchemaRef, fmt: &Format) -> Vec<FieldInfo> {
             .map(|f| (f.name().clone(), pg_field_type(f))),
         fmt,
     )
-}
-
-/// Encode the rows of one batch.
-fn encode_batch(batch: &RecordBatch, fields: &Arc<Vec<FieldInfo>>) -> PgWireResult<Vec<DataRow>> {
-    if batch.num_columns() != fields.len() {
-        return Err(user_error(
-            "XX000",
-            format!(
-                "the statement returned {} columns where {} were described",
-                batch.num_columns(),
-                fields.len()
-            ),
-        ));
-    }
-    let cols = batch
-        .columns()
-        .iter()
-        .zip(fields.iter())
-        .map(|(a, f)| PgColumn::new(a, f.datatype()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| user_error("22000", format!("cannot convert a result column: {e}")))?;
-    let mut enc = DataRowEncoder::new(fields.clone());
-    let mut rows = Vec::with_capacity(batch.num_rows());
-    for r in 0..batch.num_rows() {
-        for c in &cols {
-            match c {
-                PgColumn::Int(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
-                PgColumn::Float(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
-                PgColumn::Bool(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
-                PgColumn::Bytes(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
-                PgColumn::Text(a) => enc.encode_field(&(!a.is_null(r)).then(|| a.value(r)))?,
-                PgColumn::Date(_)
-                | PgColumn::Time(..)
-                | PgColumn::Numeric(..)
-                | PgColumn::Interval(_)
-                | PgColumn::Json(_) => enc.encode_field(&c.cell(r))?,
-                PgColumn::List(..) => match c.list(r) {
-                    Some(PgList::Int(v)) => enc.encode_field(&v)?,
-                    Some(PgList::Float(v)) => enc.encode_field(&v)?,
-                    Some(PgList::Bool(v)) => enc.encode_field(&v)?,
-                    Some(PgList::Text(v)) => enc.encode_field(&v)?,
-                    Some(PgList::Cells(v)) => enc.encode_field(&v)?,
-                    None => enc.encode_field(&None::<PgArray<i64>>)?,
-                },
-            }
-        }
-        rows.push(enc.take_row());
-    }
-    Ok(rows)
 }
 
 /// A statement's result, each batch encoded by the task producing it

@@ -711,9 +711,18 @@ impl SiltScanExec {
         let batch_size = self.limit.map_or(batch_size, |l| batch_size.min(l.max(1)));
         let (cols, schema) = (self.cols.clone(), self.schema.clone());
         let txn = TxnSlot::of(context.session_config()).map(|t| (t, self.for_write));
+        // A read that sees exactly the committed records: not for a write,
+        // outside a transaction block or in one that wrote nothing to this
+        // dataset (its scan would overlay nothing, and scans in a block are
+        // read committed and not validated; see `silt::Transaction`). Such a
+        // read may count from metadata, read a key's ends or column images.
+        // psycopg and JDBC without autocommit run every query in a block.
+        let committed = !self.for_write
+            && txn
+                .as_ref()
+                .is_none_or(|(slot, _)| !slot.wrote_any(&[self.ds.id()]));
         if cols.is_empty()
-            && txn.is_none()
-            && !self.for_write
+            && committed
             && matches!(self.access, Access::Full)
             && let Some(n) = self.counts.count(&context, &self.ds)
         {
@@ -726,8 +735,7 @@ impl SiltScanExec {
             return Ok(Box::pin(MemoryStream::try_new(rows, schema, None)?));
         }
         if let Some(ex) = &self.extremes
-            && txn.is_none()
-            && !self.for_write
+            && committed
             && matches!(self.access, Access::Full)
             && let Some(rows) = ex.rows(&context, &self.ds, &cols)
         {
@@ -742,8 +750,7 @@ impl SiltScanExec {
         }
         let ctl = crate::bounds::control(context.session_config().options()).cloned();
         if !cols.is_empty()
-            && txn.is_none()
-            && !self.for_write
+            && committed
             && !self.rev
             && self.limit.is_none()
             && !self.ds.has_ttl()

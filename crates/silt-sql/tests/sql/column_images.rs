@@ -324,3 +324,133 @@ fn text_key_ranges_cut_chunks_at_their_ends() {
         );
     }
 }
+
+/// A plain projection (no aggregate, no order), the shape a client that
+/// reads a whole table sends, reads the images like any other full scan:
+/// the first time (planned) and again from its kept plan.
+#[test]
+fn a_plain_projection_reads_images_planned_and_kept() {
+    let (_d, e) = engine();
+    run(&e, "CREATE TABLE f (id BIGINT PRIMARY KEY, note VARCHAR)");
+    let ds = e.database().dataset("f").expect("dataset");
+    let rows: Vec<String> = (0..4000).map(|i| format!("({i}, 'n{i}')")).collect();
+    run(&e, &format!("INSERT INTO f VALUES {}", rows.join(", ")));
+    ds.flush().expect("flush");
+    ds.compact().expect("compact");
+    for sql in [
+        "SELECT note FROM f",
+        "SELECT id FROM f",
+        "SELECT id, note FROM f",
+    ] {
+        for round in 0..3 {
+            let before = e.column_cache_stats();
+            let b = run(&e, sql);
+            let n: usize = b.iter().map(|b| b.num_rows()).sum();
+            assert_eq!(n, 4000, "{sql}");
+            let after = e.column_cache_stats();
+            assert!(
+                after.scans > before.scans,
+                "{sql}, round {round}: {before:?} -> {after:?}"
+            );
+        }
+    }
+}
+
+/// The same through a session with a statement control and the server's
+/// bounds, the way `silt serve` runs a query: its kept plan on the
+/// connection's task (`kept_stream`), else `execute_stream_with`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_projection_reads_images() {
+    use futures::StreamExt;
+    use silt_sql::{Bounds, SqlSession, StatementControl};
+    let (_d, e) = engine();
+    e.set_bounds(Bounds {
+        query_memory: 256 << 20,
+        server_memory: 1 << 30,
+        value_bytes: 64 << 20,
+    });
+    e.execute("CREATE TABLE f (id BIGINT PRIMARY KEY, note VARCHAR)")
+        .await
+        .expect("create");
+    let ds = e.database().dataset("f").expect("dataset");
+    let rows: Vec<String> = (0..40_000).map(|i| format!("({i}, 'n{i}')")).collect();
+    e.execute(&format!("INSERT INTO f VALUES {}", rows.join(", ")))
+        .await
+        .expect("insert");
+    ds.flush().expect("flush");
+    ds.compact().expect("compact");
+    let s = std::sync::Arc::new(SqlSession::new());
+    for sql in ["SELECT note FROM f", "SELECT id FROM f"] {
+        for round in 0..3 {
+            let before = e.column_cache_stats();
+            let ctl = StatementControl::new();
+            let mut stream = match e.kept_stream(&s, sql, Some(ctl.clone())) {
+                Some(r) => r.expect("kept"),
+                None => e
+                    .execute_stream_with(&s, sql, Some(ctl))
+                    .await
+                    .expect("stream"),
+            };
+            let mut n = 0;
+            while let Some(b) = stream.next().await {
+                n += b.expect("batch").num_rows();
+            }
+            assert_eq!(n, 40_000, "{sql}");
+            let after = e.column_cache_stats();
+            assert!(
+                after.scans > before.scans,
+                "{sql}, round {round}: {before:?} -> {after:?}"
+            );
+            // Built once, then read from the cache.
+            if round > 0 {
+                assert_eq!(after.misses, before.misses, "{sql}, round {round}");
+                assert!(after.hits > before.hits, "{sql}, round {round}");
+            }
+        }
+    }
+}
+
+/// In a transaction block (psycopg's default) a scan reads the images while
+/// the block has written nothing to the table, and its own writes once it
+/// has; a rollback leaves the images as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_reads_images_until_it_writes_the_table() {
+    async fn q(
+        e: &silt_sql::SqlEngine,
+        s: &silt_sql::SqlSession,
+        sql: &str,
+    ) -> Vec<datafusion::arrow::array::RecordBatch> {
+        e.execute_in(s, sql).await.expect(sql)
+    }
+    async fn sum(e: &silt_sql::SqlEngine, s: &silt_sql::SqlSession) -> i64 {
+        ints(&q(e, s, "SELECT sum(qty) FROM f").await, 0)[0]
+    }
+    let (_d, e) = engine();
+    let s = silt_sql::SqlSession::new();
+    q(&e, &s, "CREATE TABLE f (id BIGINT PRIMARY KEY, qty BIGINT)").await;
+    q(&e, &s, "CREATE TABLE g (id BIGINT PRIMARY KEY)").await;
+    let ds = e.database().dataset("f").expect("dataset");
+    let rows: Vec<String> = (0..3000).map(|i| format!("({i}, {i})")).collect();
+    q(&e, &s, &format!("INSERT INTO f VALUES {}", rows.join(", "))).await;
+    ds.flush().expect("flush");
+    ds.compact().expect("compact");
+    q(&e, &s, "BEGIN").await;
+    let s0 = e.column_cache_stats();
+    assert_eq!(sum(&e, &s).await, 4_498_500);
+    let qtys = q(&e, &s, "SELECT qty FROM f").await;
+    assert_eq!(qtys.iter().map(|b| b.num_rows()).sum::<usize>(), 3000);
+    // A write to another table changes nothing here.
+    q(&e, &s, "INSERT INTO g VALUES (1)").await;
+    assert_eq!(sum(&e, &s).await, 4_498_500);
+    let s1 = e.column_cache_stats();
+    assert_eq!(s1.scans, s0.scans + 3, "{s0:?} -> {s1:?}");
+    // Its own writes to the table: read through the block, not the images.
+    q(&e, &s, "UPDATE f SET qty = 0 WHERE id = 2999").await;
+    assert_eq!(sum(&e, &s).await, 4_498_500 - 2999);
+    q(&e, &s, "INSERT INTO f VALUES (5000, 1)").await;
+    assert_eq!(sum(&e, &s).await, 4_498_500 - 2999 + 1);
+    assert_eq!(e.column_cache_stats().scans, s1.scans);
+    q(&e, &s, "ROLLBACK").await;
+    assert_eq!(sum(&e, &s).await, 4_498_500);
+    assert!(e.column_cache_stats().scans > s1.scans);
+}
