@@ -110,6 +110,17 @@ impl Ctx {
         }
     }
 
+    /// Whether the user asked for the system labelled `label`: by its
+    /// label, or by the family before its first `-` (`silt` for every
+    /// `silt-*`, `postgresql` for every `postgresql-*`).
+    pub fn wants_label(&self, label: &str) -> bool {
+        let family = label.split('-').next().unwrap_or(label);
+        self.systems.as_ref().is_none_or(|l| {
+            l.iter()
+                .any(|s| s.eq_ignore_ascii_case(label) || s.eq_ignore_ascii_case(family))
+        })
+    }
+
     pub fn note(&self, line: String) {
         self.notes.borrow_mut().insert(line);
     }

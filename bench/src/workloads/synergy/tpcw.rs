@@ -442,6 +442,9 @@ pub(super) fn run(
     let mut specs = Vec::new();
     let mut dirs = vec![(base.clone(), "silt-no-views", 0.0)];
     for (label, row_locks) in [("silt-synergy", false), ("silt-row-locks", true)] {
+        if !ctx.wants_label(label) {
+            continue;
+        }
         let dir = ctx.scratch.join(format!("synergy-tpcw-{label}"));
         let _ = std::fs::remove_dir_all(&dir);
         let st = Command::new("cp").arg("-a").arg(&base).arg(&dir).status()?;
@@ -619,6 +622,9 @@ fn postgres(
         ("postgresql-matview", "matview"),
         ("postgresql-triggers", "triggers"),
     ] {
+        if !ctx.wants_label(label) {
+            continue;
+        }
         let mut c = connect(cluster.port, "postgres", db)?;
         let t = Instant::now();
         for (i, v) in specs.iter().enumerate() {
