@@ -238,7 +238,12 @@ mod tests {
             ),
             (
                 "b",
-                Arc::new(BooleanArray::from(vec![Some(true), Some(false), None, Some(true)])),
+                Arc::new(BooleanArray::from(vec![
+                    Some(true),
+                    Some(false),
+                    None,
+                    Some(true),
+                ])),
             ),
             (
                 "s",
@@ -269,7 +274,12 @@ mod tests {
             ),
             (
                 "d",
-                Arc::new(Date32Array::from(vec![Some(0), Some(-1), None, Some(20000)])),
+                Arc::new(Date32Array::from(vec![
+                    Some(0),
+                    Some(-1),
+                    None,
+                    Some(20000),
+                ])),
             ),
             ("l", Arc::new(list)),
         ];
