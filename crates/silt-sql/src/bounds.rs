@@ -433,6 +433,9 @@ pub fn checked(
 /// it in plans, holding the statement's control itself (a function's
 /// config options are not always the statement's: they are captured where
 /// the expression is built).
+/// The name of [`StopCheckFn`].
+pub(crate) const STOP_CHECK: &str = "silt_stop_check";
+
 #[derive(Debug)]
 pub struct StopCheckFn {
     signature: datafusion::logical_expr::Signature,
@@ -467,7 +470,7 @@ impl std::hash::Hash for StopCheckFn {
 
 impl datafusion::logical_expr::ScalarUDFImpl for StopCheckFn {
     fn name(&self) -> &str {
-        "silt_stop_check"
+        STOP_CHECK
     }
 
     fn signature(&self) -> &datafusion::logical_expr::Signature {

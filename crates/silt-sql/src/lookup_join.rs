@@ -26,9 +26,9 @@ use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{JoinType, Operator};
-use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{BinaryExpr, Column};
 use datafusion::physical_expr::projection::ProjectionRef;
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::joins::NestedLoopJoinExec;
 use datafusion::physical_plan::joins::utils::JoinFilter;
@@ -129,7 +129,7 @@ impl KeyLookupJoinExec {
         };
         let indices = filter.column_indices();
         let mut disjuncts = Vec::new();
-        split(filter.expression(), Operator::Or, &mut disjuncts);
+        split(unchecked(filter.expression()), Operator::Or, &mut disjuncts);
         let mut keys = Vec::with_capacity(disjuncts.len());
         for d in disjuncts {
             let Some(b) = d.downcast_ref::<BinaryExpr>() else {
@@ -181,6 +181,20 @@ impl KeyLookupJoinExec {
             props,
             metrics: ExecutionPlanMetricsSet::new(),
         }))
+    }
+}
+
+/// `e` without the stop check a statement under a [`StatementControl`]
+/// puts around a join's filter ([`crate::bounds::check_join_filters`]):
+/// the condition it checks is the join's. The operator keeps the checked
+/// filter for the pairs it finds, and its gets are bounded by the other
+/// side's rows, so the statement stays stoppable.
+///
+/// [`StatementControl`]: crate::StatementControl
+fn unchecked(e: &Arc<dyn PhysicalExpr>) -> &Arc<dyn PhysicalExpr> {
+    match e.downcast_ref::<ScalarFunctionExpr>() {
+        Some(f) if f.name() == crate::bounds::STOP_CHECK && f.args().len() == 1 => &f.args()[0],
+        _ => e,
     }
 }
 

@@ -131,6 +131,38 @@ fn or_joins_on_a_key_are_key_lookups_and_answer_as_the_model() {
     assert_eq!(answer(&run(&e, q)), want);
 }
 
+/// Under a statement control (every statement of `silt serve`), a join's
+/// filter is wrapped in a stop check; the OR of key equalities inside it
+/// is still read as key lookups, not a nested loop over the table.
+#[test]
+fn or_joins_under_a_statement_control_are_key_lookups() {
+    let (_d, e) = engine();
+    let mut rng = StdRng::seed_from_u64(11);
+    let items = load(&e, &mut rng, 2000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let s = silt_sql::SqlSession::new();
+    let run_ctl = |sql: &str| {
+        rt.block_on(e.execute_with(&s, sql, Some(silt_sql::StatementControl::new())))
+            .expect(sql)
+    };
+    let plan = run_ctl(&format!("EXPLAIN ANALYZE {RELATED} WHERE i.i_id = 7"));
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&plan)
+        .expect("format")
+        .to_string();
+    assert!(text.contains("KeyLookupJoinExec"), "{text}");
+    assert!(text.contains("keys_looked_up="), "{text}");
+    assert!(!text.contains("NestedLoopJoinExec"), "{text}");
+    for _ in 0..20 {
+        let id = rng.random_range(1..2010);
+        let got = run_ctl(&format!("{RELATED} WHERE i.i_id = {id}"));
+        assert_eq!(answer(&got), related(&items, id, id), "item {id}");
+    }
+}
+
 #[test]
 fn key_lookups_see_a_transactions_own_writes() {
     let (_d, e) = engine();
