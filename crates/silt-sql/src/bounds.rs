@@ -428,14 +428,14 @@ pub fn checked(
         .data)
 }
 
+/// The name of [`StopCheckFn`].
+pub(crate) const STOP_CHECK: &str = "silt_stop_check";
+
 /// `silt_stop_check(x)`: `x`, while the statement's control says it may
 /// go on (see [`check_join_filters`]). Not registered: only the engine puts
 /// it in plans, holding the statement's control itself (a function's
 /// config options are not always the statement's: they are captured where
 /// the expression is built).
-/// The name of [`StopCheckFn`].
-pub(crate) const STOP_CHECK: &str = "silt_stop_check";
-
 #[derive(Debug)]
 pub struct StopCheckFn {
     signature: datafusion::logical_expr::Signature,

@@ -17,8 +17,9 @@
 //! - **When.** For scans of the whole dataset or of a range of its key
 //!   (one key column, `bigint` or `text`) that read committed records
 //!   only (outside a transaction block, or in one that wrote nothing to
-//!   the table), not for a write, not backwards and without a limit (those read few records the
-//!   ordinary way); never when the runs overlap (then versions must be
+//!   the table), not for a write, not backwards and without a limit
+//!   (those read few records the ordinary way); never when the runs
+//!   overlap (then versions must be
 //!   merged), nor when the projected columns of what the scan reads would
 //!   not fit in half the cache. A scan that needs key order (one
 //!   partition) hands out the runs in key order.
