@@ -20,8 +20,9 @@
 //!   the table), not for a write, not backwards and without a limit
 //!   (those read few records the ordinary way); never when the runs
 //!   overlap (then versions must be merged), nor when the projected
-//!   columns of what the scan reads would not fit in half the cache. A scan that needs key order (one
-//!   partition) hands out the runs in key order.
+//!   columns of what the scan reads would not fit in half the cache. A
+//!   scan that needs key order (one partition) hands out the runs in key
+//!   order.
 //! - **Key ranges.** A range reads the chunks whose blocks' keys (from the
 //!   block index) can fall in it. A chunk wholly inside is read as it is;
 //!   one at an end of the range is cut: the key column's image (kept like
