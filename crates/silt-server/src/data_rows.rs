@@ -52,9 +52,14 @@ pub(crate) fn encode_batch(
     // any `Vec` does past it.
     let mut buf = BytesMut::with_capacity(rows.saturating_mul(cols.len()).saturating_mul(12));
     let mut ends = Vec::with_capacity(rows);
+    let ways: Vec<Way> = cols
+        .iter()
+        .zip(fields.iter())
+        .map(|(c, f)| way(c, f))
+        .collect();
     for r in 0..rows {
-        for (c, f) in cols.iter().zip(fields.iter()) {
-            put_cell(&mut buf, c, r, f)?;
+        for ((c, f), w) in cols.iter().zip(fields.iter()).zip(&ways) {
+            put_cell(&mut buf, c, *w, r, f)?;
         }
         ends.push(buf.len());
     }
@@ -67,11 +72,43 @@ pub(crate) fn encode_batch(
     Ok(out)
 }
 
-/// Row `r` of column `c`: its length (-1 for null) and its bytes.
-fn put_cell(buf: &mut BytesMut, c: &PgColumn, r: usize, f: &FieldInfo) -> PgWireResult<()> {
+/// How a column's cells are written: directly, or through their
+/// `ToSql` / `ToSqlText`. Decided once a batch.
+#[derive(Clone, Copy)]
+enum Way {
+    Int { text: bool },
+    Bool { text: bool },
+    Text,
+    General,
+}
+
+fn way(c: &PgColumn, f: &FieldInfo) -> Way {
     let text = f.format() == FieldFormat::Text;
     match c {
-        PgColumn::Int(a) if *f.datatype() == Type::INT8 => {
+        PgColumn::Int(_) if *f.datatype() == Type::INT8 => Way::Int { text },
+        PgColumn::Bool(_) if *f.datatype() == Type::BOOL => Way::Bool { text },
+        // Quoting is for array types' elements; binary `ltree` and its
+        // kin carry a version byte: those go the general way.
+        PgColumn::Text(_)
+            if !matches!(f.datatype().kind(), Kind::Array(_))
+                && (text || *f.datatype() == Type::TEXT) =>
+        {
+            Way::Text
+        }
+        _ => Way::General,
+    }
+}
+
+/// Row `r` of column `c`: its length (-1 for null) and its bytes.
+fn put_cell(
+    buf: &mut BytesMut,
+    c: &PgColumn,
+    way: Way,
+    r: usize,
+    f: &FieldInfo,
+) -> PgWireResult<()> {
+    match (way, c) {
+        (Way::Int { text }, PgColumn::Int(a)) => {
             if a.is_null(r) {
                 buf.put_i32(-1);
             } else if text {
@@ -84,7 +121,7 @@ fn put_cell(buf: &mut BytesMut, c: &PgColumn, r: usize, f: &FieldInfo) -> PgWire
                 buf.put_i64(a.value(r));
             }
         }
-        PgColumn::Bool(a) if *f.datatype() == Type::BOOL => {
+        (Way::Bool { text }, PgColumn::Bool(a)) => {
             if a.is_null(r) {
                 buf.put_i32(-1);
             } else {
@@ -96,12 +133,7 @@ fn put_cell(buf: &mut BytesMut, c: &PgColumn, r: usize, f: &FieldInfo) -> PgWire
                 }
             }
         }
-        // Quoting is for array types' elements; binary `ltree` and its
-        // kin carry a version byte: those go the general way.
-        PgColumn::Text(a)
-            if !matches!(f.datatype().kind(), Kind::Array(_))
-                && (text || *f.datatype() == Type::TEXT) =>
-        {
+        (Way::Text, PgColumn::Text(a)) => {
             if a.is_null(r) {
                 buf.put_i32(-1);
             } else {
@@ -112,17 +144,20 @@ fn put_cell(buf: &mut BytesMut, c: &PgColumn, r: usize, f: &FieldInfo) -> PgWire
                 buf.put_slice(v);
             }
         }
-        PgColumn::Int(a) => put_value(buf, &(!a.is_null(r)).then(|| a.value(r)), f)?,
-        PgColumn::Bool(a) => put_value(buf, &(!a.is_null(r)).then(|| a.value(r)), f)?,
-        PgColumn::Text(a) => put_value(buf, &(!a.is_null(r)).then(|| a.value(r)), f)?,
-        PgColumn::Float(a) => put_value(buf, &(!a.is_null(r)).then(|| a.value(r)), f)?,
-        PgColumn::Bytes(a) => put_value(buf, &(!a.is_null(r)).then(|| a.value(r)), f)?,
-        PgColumn::Date(_)
-        | PgColumn::Time(..)
-        | PgColumn::Numeric(..)
-        | PgColumn::Interval(_)
-        | PgColumn::Json(_) => put_value(buf, &c.cell(r), f)?,
-        PgColumn::List(..) => match c.list(r) {
+        (_, PgColumn::Int(a)) => put_value(buf, &(!a.is_null(r)).then(|| a.value(r)), f)?,
+        (_, PgColumn::Bool(a)) => put_value(buf, &(!a.is_null(r)).then(|| a.value(r)), f)?,
+        (_, PgColumn::Text(a)) => put_value(buf, &(!a.is_null(r)).then(|| a.value(r)), f)?,
+        (_, PgColumn::Float(a)) => put_value(buf, &(!a.is_null(r)).then(|| a.value(r)), f)?,
+        (_, PgColumn::Bytes(a)) => put_value(buf, &(!a.is_null(r)).then(|| a.value(r)), f)?,
+        (
+            _,
+            PgColumn::Date(_)
+            | PgColumn::Time(..)
+            | PgColumn::Numeric(..)
+            | PgColumn::Interval(_)
+            | PgColumn::Json(_),
+        ) => put_value(buf, &c.cell(r), f)?,
+        (_, PgColumn::List(..)) => match c.list(r) {
             Some(PgList::Int(v)) => put_value(buf, &v, f)?,
             Some(PgList::Float(v)) => put_value(buf, &v, f)?,
             Some(PgList::Bool(v)) => put_value(buf, &v, f)?,
