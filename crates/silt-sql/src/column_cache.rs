@@ -1,10 +1,12 @@
 //! Column images: the columns a scan projects, decoded once from an
 //! immutable run of a dataset's primary (a disk component, or a memtable
 //! at one version) into Arrow arrays and kept in a cache bounded in bytes.
-//! A full scan whose runs are disjoint ([`silt::dataset::runs_disjoint`]:
-//! no key has versions in two runs) is then the concatenation of its runs'
-//! images: aggregates, joins and filters on columns without an index read
-//! arrays, not records, as a column store would.
+//! A full scan is then the concatenation of its runs' images: aggregates,
+//! joins and filters on columns without an index read arrays, not
+//! records, as a column store would. When the runs are disjoint
+//! ([`silt::dataset::runs_disjoint`]: no key has versions in two runs)
+//! every row of every image is a record; when they overlap, the rows of
+//! an older run whose keys a newer run holds are left out (below).
 //!
 //! - **Units.** A disk component is cut into chunks of whole data blocks
 //!   (about [`CHUNK_ROWS`] records each; the cut depends only on the
@@ -18,11 +20,23 @@
 //!   (one key column, `bigint` or `text`) that read committed records
 //!   only (outside a transaction block, or in one that wrote nothing to
 //!   the table), not for a write, not backwards and without a limit
-//!   (those read few records the ordinary way); never when the runs
-//!   overlap (then versions must be merged), nor when the projected
-//!   columns of what the scan reads would not fit in half the cache. A
-//!   scan that needs key order (one partition) hands out the runs in key
-//!   order.
+//!   (those read few records the ordinary way); not when the projected
+//!   columns of what the scan reads (and its key images, below) would not
+//!   fit in half the cache. A scan that needs key order (one partition)
+//!   hands out the runs in key order, so it reads images only when they
+//!   are disjoint.
+//! - **Overlapping runs.** An update or a delete of an old key puts a
+//!   newer version in a memtable (and, once flushed, in a newer component)
+//!   whose key range meets older components'. Each disk chunk then also
+//!   has a *key image*: the encoded keys of its live records (row for row)
+//!   and its deleted keys, sorted, kept like a column's. A chunk of a
+//!   component with newer runs over its range ([`Shadow`]) drops the rows
+//!   whose keys they hold: memtables' keys are read with their records,
+//!   newer chunks' from their key images; few keys are looked up, many are
+//!   walked beside the chunk's. The mask is made for each scan (memtables
+//!   change); the arrays are filtered by it. Memtables are the newest runs
+//!   and never masked; two that overlap (one being flushed) send the scan
+//!   the ordinary way.
 //! - **Key ranges.** A range reads the chunks whose blocks' keys (from the
 //!   block index) can fall in it. A chunk wholly inside is read as it is;
 //!   one at an end of the range is cut: the key column's image (kept like
@@ -44,7 +58,11 @@ use std::ops::{Bound, Range};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, BinaryBuilder, BooleanArray, RecordBatch,
+    RecordBatchOptions,
+};
+use datafusion::arrow::compute::filter;
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -185,18 +203,40 @@ enum RunId {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct ImageKey {
     run: RunId,
-    name: String,
-    ty: FieldType,
-    data_type: DataType,
+    what: What,
+}
+
+/// What of a run an image holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum What {
+    /// A column, by name and types: its image is a pure function of them.
+    Column {
+        name: String,
+        ty: FieldType,
+        data_type: DataType,
+    },
+    /// The run's encoded keys, sorted: of a disk chunk, its live records'
+    /// (row for row with its column images) and its deleted keys; of a
+    /// memtable, every key it holds, deleted or not.
+    Keys,
 }
 
 impl ImageKey {
     fn new(run: RunId, c: &ColumnInfo) -> ImageKey {
         ImageKey {
             run,
-            name: c.name.clone(),
-            ty: c.ty,
-            data_type: c.data_type.clone(),
+            what: What::Column {
+                name: c.name.clone(),
+                ty: c.ty,
+                data_type: c.data_type.clone(),
+            },
+        }
+    }
+
+    fn keys(run: RunId) -> ImageKey {
+        ImageKey {
+            run,
+            what: What::Keys,
         }
     }
 }
@@ -216,7 +256,11 @@ impl Weighter<ImageKey, Image> for ImageWeight {
     fn weight(&self, key: &ImageKey, val: &Image) -> u64 {
         let arrays: usize = val.arrays.iter().map(|a| a.get_array_memory_size()).sum();
         let range = val.range.as_ref().map_or(0, |r| r.0.len() + r.1.len());
-        (arrays + range + key.name.len() + 96) as u64
+        let name = match &key.what {
+            What::Column { name, .. } => name.len(),
+            What::Keys => 0,
+        };
+        (arrays + range + name + 96) as u64
     }
 }
 
@@ -232,6 +276,8 @@ pub struct ColumnCacheStats {
     /// Scans that read images, and full scans that could not.
     pub scans: u64,
     pub fallbacks: u64,
+    /// Scans of overlapping runs, whose older versions were left out.
+    pub shadowed: u64,
 }
 
 /// The column images of an engine's datasets (a session-config extension
@@ -243,6 +289,7 @@ pub struct ColumnCache {
     misses: AtomicU64,
     scans: AtomicU64,
     fallbacks: AtomicU64,
+    shadowed: AtomicU64,
 }
 
 impl std::fmt::Debug for ColumnCache {
@@ -269,6 +316,7 @@ impl ColumnCache {
             misses: AtomicU64::new(0),
             scans: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
+            shadowed: AtomicU64::new(0),
         }
     }
 
@@ -288,6 +336,7 @@ impl ColumnCache {
             misses: self.misses.load(Ordering::Relaxed),
             scans: self.scans.load(Ordering::Relaxed),
             fallbacks: self.fallbacks.load(Ordering::Relaxed),
+            shadowed: self.shadowed.load(Ordering::Relaxed),
         }
     }
 
@@ -344,62 +393,120 @@ impl ColumnCache {
                     .collect()
             })
             .collect();
-        if !self.fits(ds, cols, &parts, &picked, capacity) {
+        let estimate = estimate(ds, cols, &parts, &picked);
+        if estimate > capacity / 2 {
             return None;
         }
         let map = self.map();
         let mut units: Vec<(Vec<u8>, Unit)> = Vec::new();
+        let mut key_bytes = 0u64;
+        let mut shadowed = false;
         for (p, picked) in parts.iter().zip(picked) {
-            let mut ranges: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-            let mut mem_units = Vec::new();
+            let mut mems: Vec<MemRun> = Vec::new();
             for m in &p.mems {
-                let (mem_range, batches) = match range {
+                let run = match range {
                     // A range reads only its part of the table, uncached:
                     // a changing table is not read whole for a few keys.
                     Some(r) => mem_slice(ds, m, r, cols)?,
                     None => self.mem_image(&map, ds, m, cols)?,
                 };
-                if let Some(r) = mem_range {
-                    ranges.push(r.clone());
-                    mem_units.push((r.0, batches));
+                if run.range.is_some() {
+                    mems.push(run);
                 }
             }
-            for (c, _) in &picked {
+            let span = |c: &ComponentReader| {
                 let m = c.meta();
-                ranges.push((m.min_key.clone(), m.max_key.clone()));
-            }
-            let mut r: Vec<(&[u8], &[u8])> = ranges
-                .iter()
-                .map(|(a, b)| (a.as_slice(), b.as_slice()))
-                .collect();
-            if !silt::dataset::runs_disjoint(&mut r) {
-                return None;
+                (m.min_key.clone(), m.max_key.clone())
+            };
+            let mem_spans: Vec<(Vec<u8>, Vec<u8>)> =
+                mems.iter().filter_map(|m| m.range.clone()).collect();
+            let disk_spans: Vec<(Vec<u8>, Vec<u8>)> = picked.iter().map(|(c, _)| span(c)).collect();
+            let disjoint = {
+                let mut r: Vec<(&[u8], &[u8])> = mem_spans
+                    .iter()
+                    .chain(&disk_spans)
+                    .map(|(a, b)| (a.as_slice(), b.as_slice()))
+                    .collect();
+                silt::dataset::runs_disjoint(&mut r)
+            };
+            if !disjoint {
+                // Overlapping runs: an older run's versions of keys a newer
+                // run holds are dropped (`Shadow`). Key order would need the
+                // runs merged, and memtables are not masked (only two of
+                // them overlap, while one is being flushed).
+                let mut r: Vec<(&[u8], &[u8])> = mem_spans
+                    .iter()
+                    .map(|(a, b)| (a.as_slice(), b.as_slice()))
+                    .collect();
+                if ordered || !silt::dataset::runs_disjoint(&mut r) {
+                    return None;
+                }
+                shadowed = true;
+                key_bytes += picked
+                    .iter()
+                    .map(|(c, _)| {
+                        let m = c.meta();
+                        m.entries * ((m.min_key.len() + m.max_key.len()) as u64 / 2 + 8)
+                    })
+                    .sum::<u64>();
             }
             // The chunks of one run keep their order through the stable
             // sort by the run's first key.
-            for (first, batches) in mem_units {
-                for b in batches {
-                    units.push((first.clone(), b));
+            let mem_keys: Vec<(Vec<u8>, Vec<u8>, ArrayRef)> = mems
+                .iter()
+                .filter_map(|m| {
+                    let (a, b) = m.range.clone()?;
+                    Some((a, b, m.keys.clone()))
+                })
+                .collect();
+            for m in mems {
+                let first = m.range.map(|r| r.0).unwrap_or_default();
+                for u in m.units {
+                    units.push((first.clone(), u));
                 }
             }
-            for (c, chunks) in picked {
-                let first = c.meta().min_key.clone();
+            for (j, (c, chunks)) in picked.iter().enumerate() {
+                let (lo, hi) = &disk_spans[j];
+                let meets = |a: &[u8], b: &[u8]| a <= hi.as_slice() && b >= lo.as_slice();
+                let shadow = (!disjoint)
+                    .then(|| Shadow {
+                        mems: mem_keys
+                            .iter()
+                            .filter(|(a, b, _)| meets(a, b))
+                            .map(|(_, _, k)| k.clone())
+                            .collect(),
+                        disk: picked[..j]
+                            .iter()
+                            .zip(&disk_spans)
+                            .filter(|(_, (a, b))| meets(a, b))
+                            .map(|((n, _), _)| n.clone())
+                            .collect(),
+                    })
+                    .filter(|s| !s.mems.is_empty() || !s.disk.is_empty())
+                    .map(Arc::new);
                 for ch in chunks {
                     units.push((
-                        first.clone(),
+                        lo.clone(),
                         Unit::Disk {
                             comp: c.clone(),
                             chunk: ch.chunk,
-                            blocks: ch.blocks,
+                            blocks: ch.blocks.clone(),
                             cut: if ch.whole {
                                 None
                             } else {
                                 range.cloned().map(Arc::new)
                             },
+                            shadow: shadow.clone(),
                         },
                     ));
                 }
             }
+        }
+        if key_bytes > 0 && estimate.saturating_add(key_bytes) > capacity / 2 {
+            return None;
+        }
+        if shadowed {
+            self.shadowed.fetch_add(1, Ordering::Relaxed);
         }
         if ordered {
             units.sort_by(|a, b| a.0.cmp(&b.0));
@@ -409,59 +516,15 @@ impl ColumnCache {
         })
     }
 
-    /// Whether the images the scan reads would fit in half the cache:
-    /// fixed-width columns take about 9 bytes a record, others about their
-    /// share of a stored record (its size over its declared fields) and an
-    /// offset.
-    fn fits(
-        &self,
-        ds: &Dataset,
-        cols: &[ColumnInfo],
-        parts: &[silt::dataset::PartitionRuns],
-        picked: &[Vec<(Arc<ComponentReader>, Vec<Picked>)>],
-        capacity: u64,
-    ) -> bool {
-        let (mut records, mut bytes, mut read) = (0u64, 0u64, 0u64);
-        for (p, picked) in parts.iter().zip(picked) {
-            for (c, chunks) in picked {
-                let m = c.meta();
-                records += m.entries;
-                bytes += m.raw_bytes.max(m.entries);
-                let blocks: usize = chunks.iter().map(|ch| ch.blocks.len()).sum();
-                read += m.entries * blocks as u64 / c.num_blocks().max(1) as u64;
-            }
-            for m in &p.mems {
-                records += m.len() as u64;
-                bytes += m.bytes();
-                read += m.len() as u64;
-            }
-        }
-        let fields = (ds.def().fields.len() as u64).max(1);
-        let per_field = bytes / records.max(1) / fields;
-        let estimate: u64 = cols
-            .iter()
-            .map(|c| {
-                let w = if c.data_type.is_primitive() {
-                    9
-                } else {
-                    per_field + 5
-                };
-                w.saturating_mul(read)
-            })
-            .sum();
-        estimate <= capacity / 2
-    }
-
-    /// The image of a memtable: its key range and its batches; `None` when
-    /// it could not be read committed.
-    #[allow(clippy::type_complexity)]
+    /// The image of a memtable ([`MemRun`]); `None` when it could not be
+    /// read committed.
     fn mem_image(
         &self,
         map: &Cache<ImageKey, Image, ImageWeight>,
         ds: &Dataset,
         m: &Arc<silt::lsm::MemTable>,
         cols: &[ColumnInfo],
-    ) -> Option<(Option<(Vec<u8>, Vec<u8>)>, Vec<Unit>)> {
+    ) -> Option<MemRun> {
         let version = m.version();
         let run = RunId::Mem {
             uid: m.uid(),
@@ -471,16 +534,27 @@ impl ColumnCache {
             .iter()
             .map(|c| map.get(&ImageKey::new(run.clone(), c)))
             .collect();
-        if let Some(images) = cached
+        let keys = map.get(&ImageKey::keys(run.clone()));
+        if let (Some(images), Some(keys)) = (cached, keys)
+            && let Some(key_array) = keys.arrays.first()
             && m.version() == version
         {
-            self.hits.fetch_add(images.len() as u64, Ordering::Relaxed);
-            let range = images.first().and_then(|i| i.range.as_deref().cloned());
-            return Some((range, mem_units(&images, cols.len())));
+            self.hits
+                .fetch_add(images.len() as u64 + 1, Ordering::Relaxed);
+            return Some(MemRun {
+                range: images.first().and_then(|i| i.range.as_deref().cloned()),
+                units: mem_units(&images, cols.len()),
+                keys: key_array.clone(),
+            });
         }
         let mut chunks: Vec<Vec<ArrayRef>> = Vec::new();
         let mut b = BatchBuilder::new(cols, CHUNK_ROWS);
-        let read = ds.read_memtable(m, |_, rec| {
+        let mut keys = BinaryBuilder::new();
+        let read = ds.read_memtable(m, |key, rec| {
+            keys.append_value(key);
+            let Some(rec) = rec else {
+                return Ok(());
+            };
             b.push_encoded(rec)?;
             if b.rows() >= CHUNK_ROWS {
                 let full = std::mem::replace(&mut b, BatchBuilder::new(cols, CHUNK_ROWS));
@@ -496,7 +570,8 @@ impl ColumnCache {
         if b.rows() > 0 {
             chunks.push(b.finish_arrays());
         }
-        self.misses.fetch_add(cols.len() as u64, Ordering::Relaxed);
+        self.misses
+            .fetch_add(cols.len() as u64 + 1, Ordering::Relaxed);
         let range = read.range.clone().map(Arc::new);
         let images: Vec<Image> = (0..cols.len())
             .map(|i| Image {
@@ -504,12 +579,24 @@ impl ColumnCache {
                 range: range.clone(),
             })
             .collect();
+        let keys: ArrayRef = Arc::new(keys.finish());
         if read.stable && read.version == version {
             for (c, img) in cols.iter().zip(&images) {
                 map.insert(ImageKey::new(run.clone(), c), img.clone());
             }
+            map.insert(
+                ImageKey::keys(run.clone()),
+                Image {
+                    arrays: Arc::from(vec![keys.clone()]),
+                    range: range.clone(),
+                },
+            );
         }
-        Some((read.range, mem_units(&images, cols.len())))
+        Some(MemRun {
+            range: read.range,
+            units: mem_units(&images, cols.len()),
+            keys,
+        })
     }
 
     /// The batch of one unit, from the cache or built (and kept).
@@ -538,8 +625,9 @@ impl ColumnCache {
         }
     }
 
-    /// The arrays of a unit, cut to its key range; `None` when some column
-    /// is not in the cache and `build` is false.
+    /// The arrays of a unit, without its shadowed rows and cut to its key
+    /// range; `None` when something is not in the cache and `build` is
+    /// false.
     fn unit_arrays(
         &self,
         unit: &Unit,
@@ -551,6 +639,7 @@ impl ColumnCache {
             chunk,
             blocks,
             cut: range,
+            shadow,
         } = unit
         else {
             let Unit::Ready(arrays) = unit else {
@@ -558,21 +647,122 @@ impl ColumnCache {
             };
             return Ok(Some(arrays.clone()));
         };
-        let Some(range) = range else {
-            return self.disk_arrays(comp, *chunk, blocks, cols, build);
+        let keep = match shadow {
+            None => None,
+            Some(sh) => match self.keep_mask(comp, *chunk, blocks, sh, build)? {
+                Some(keep) => keep,
+                None => return Ok(None),
+            },
         };
-        let mut with_key = cols.to_vec();
-        let k = match cols.iter().position(|c| c.name == range.key.name) {
-            Some(k) => k,
-            None => {
-                with_key.push(range.key.clone());
-                cols.len()
-            }
+        let mut want = cols.to_vec();
+        let key = range.as_ref().map(|r| {
+            cols.iter()
+                .position(|c| c.name == r.key.name)
+                .unwrap_or_else(|| {
+                    want.push(r.key.clone());
+                    cols.len()
+                })
+        });
+        let Some(mut arrays) = self.disk_arrays(comp, *chunk, blocks, &want, build)? else {
+            return Ok(None);
         };
-        match self.disk_arrays(comp, *chunk, blocks, &with_key, build)? {
-            Some(arrays) => cut(arrays, k, cols.len(), range).map(Some),
-            None => Ok(None),
+        if let Some(keep) = &keep {
+            arrays = arrays
+                .iter()
+                .map(|a| filter(a, keep))
+                .collect::<Result<_, _>>()?;
         }
+        match (range, key) {
+            (Some(r), Some(k)) => cut(arrays, k, cols.len(), r).map(Some),
+            _ => Ok(Some(arrays)),
+        }
+    }
+
+    /// Which rows of a disk chunk no newer run hides: `Some(None)` when
+    /// all of them, `None` when a key image is not in the cache and
+    /// `build` is false.
+    fn keep_mask(
+        &self,
+        comp: &ComponentReader,
+        chunk: u32,
+        blocks: &Range<usize>,
+        shadow: &Shadow,
+        build: bool,
+    ) -> DfResult<Option<Option<BooleanArray>>> {
+        let Some(own) = self.key_image(comp, chunk, blocks, build)? else {
+            return Ok(None);
+        };
+        let puts = own
+            .first()
+            .ok_or_else(|| DataFusionError::Internal("an empty key image".to_owned()))?
+            .as_binary::<i32>();
+        let n = puts.len();
+        if n == 0 {
+            return Ok(Some(None));
+        }
+        let (lo, hi) = (puts.value(0), puts.value(n - 1));
+        let mut keep = vec![true; n];
+        let mut dropped = 0;
+        for m in &shadow.mems {
+            dropped += hide(puts, m.as_binary::<i32>(), &mut keep);
+        }
+        for newer in &shadow.disk {
+            let min_key = newer.meta().min_key.as_slice();
+            for (i, blocks) in chunks_of(newer).into_iter().enumerate() {
+                let Some(end) = blocks.end.checked_sub(1) else {
+                    continue;
+                };
+                // Keys of the chunk are at least its floor and at most
+                // its last block's last key.
+                let floor = match blocks.start {
+                    0 => min_key,
+                    s => newer.block_last_key(s - 1),
+                };
+                if newer.block_last_key(end) < lo || floor > hi {
+                    continue;
+                }
+                let Some(theirs) = self.key_image(newer, i as u32, &blocks, build)? else {
+                    return Ok(None);
+                };
+                for k in theirs.iter() {
+                    dropped += hide(puts, k.as_binary::<i32>(), &mut keep);
+                }
+            }
+        }
+        Ok(Some((dropped > 0).then(|| BooleanArray::from(keep))))
+    }
+
+    /// The key image of a disk chunk ([`What::Keys`]), from the cache or
+    /// (if `build`) built and kept.
+    fn key_image(
+        &self,
+        comp: &ComponentReader,
+        chunk: u32,
+        blocks: &Range<usize>,
+        build: bool,
+    ) -> DfResult<Option<Arc<[ArrayRef]>>> {
+        let map = self.map();
+        let key = ImageKey::keys(RunId::Disk {
+            uid: comp.uid(),
+            chunk,
+        });
+        if let Some(i) = map.get(&key) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(i.arrays));
+        }
+        if !build {
+            return Ok(None);
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let arrays = build_keys(comp, blocks.clone())?;
+        map.insert(
+            key,
+            Image {
+                arrays: arrays.clone(),
+                range: None,
+            },
+        );
+        Ok(Some(arrays))
     }
 
     /// The arrays of columns `cols` of a disk chunk, from the cache or (if
@@ -626,23 +816,73 @@ impl ColumnCache {
     }
 }
 
-/// The part of a memtable in a scan's key range, read now (and not kept),
-/// as units: the range of the keys read (antimatter included) and the
-/// rows; `None` when it could not be read committed.
-#[allow(clippy::type_complexity)]
+/// About how many bytes the images a scan reads take: fixed-width columns
+/// about 9 bytes a record, others about their share of a stored record (its
+/// size over its declared fields) and an offset.
+fn estimate(
+    ds: &Dataset,
+    cols: &[ColumnInfo],
+    parts: &[silt::dataset::PartitionRuns],
+    picked: &[Vec<(Arc<ComponentReader>, Vec<Picked>)>],
+) -> u64 {
+    let (mut records, mut bytes, mut read) = (0u64, 0u64, 0u64);
+    for (p, picked) in parts.iter().zip(picked) {
+        for (c, chunks) in picked {
+            let m = c.meta();
+            records += m.entries;
+            bytes += m.raw_bytes.max(m.entries);
+            let blocks: usize = chunks.iter().map(|ch| ch.blocks.len()).sum();
+            read += m.entries * blocks as u64 / c.num_blocks().max(1) as u64;
+        }
+        for m in &p.mems {
+            records += m.len() as u64;
+            bytes += m.bytes();
+            read += m.len() as u64;
+        }
+    }
+    let fields = (ds.def().fields.len() as u64).max(1);
+    let per_field = bytes / records.max(1) / fields;
+    cols.iter()
+        .map(|c| {
+            let w = if c.data_type.is_primitive() {
+                9
+            } else {
+                per_field + 5
+            };
+            w.saturating_mul(read)
+        })
+        .sum()
+}
+
+/// What a scan takes of a memtable: the range of the keys read
+/// (antimatter included; `None` when there were none), the rows as units,
+/// and every key read, sorted (to hide older versions, [`Shadow`]).
+struct MemRun {
+    range: Option<(Vec<u8>, Vec<u8>)>,
+    units: Vec<Unit>,
+    keys: ArrayRef,
+}
+
+/// The part of a memtable in a scan's key range, read now (and not kept);
+/// `None` when it could not be read committed.
 fn mem_slice(
     ds: &Dataset,
     m: &Arc<silt::lsm::MemTable>,
     range: &ImageRange,
     cols: &[ColumnInfo],
-) -> Option<(Option<(Vec<u8>, Vec<u8>)>, Vec<Unit>)> {
+) -> Option<MemRun> {
     let bounds = (
         range.enc.0.as_ref().map(Vec::as_slice),
         range.enc.1.as_ref().map(Vec::as_slice),
     );
     let mut units = Vec::new();
     let mut b = BatchBuilder::new(cols, CHUNK_ROWS);
-    let read = ds.read_memtable_in(m, bounds, |_, rec| {
+    let mut keys = BinaryBuilder::new();
+    let read = ds.read_memtable_in(m, bounds, |key, rec| {
+        keys.append_value(key);
+        let Some(rec) = rec else {
+            return Ok(());
+        };
         b.push_encoded(rec)?;
         if b.rows() >= CHUNK_ROWS {
             let full = std::mem::replace(&mut b, BatchBuilder::new(cols, CHUNK_ROWS));
@@ -656,7 +896,11 @@ fn mem_slice(
     if b.rows() > 0 {
         units.push(Unit::Ready(b.finish_arrays()));
     }
-    Some((read.range, units))
+    Some(MemRun {
+        range: read.range,
+        units,
+        keys: Arc::new(keys.finish()),
+    })
 }
 
 /// The arrays of a chunk (its key column at `key`) sliced to the rows in
@@ -773,7 +1017,19 @@ pub enum Unit {
         chunk: u32,
         blocks: Range<usize>,
         cut: Option<Arc<ImageRange>>,
+        /// Newer runs whose keys hide versions of this chunk.
+        shadow: Option<Arc<Shadow>>,
     },
+}
+
+/// The runs newer than a disk component whose key ranges meet its own:
+/// a record of the component whose key one of them holds (live or
+/// deleted) is an older version, and is left out.
+pub struct Shadow {
+    /// The keys of memtables, sorted.
+    mems: Vec<ArrayRef>,
+    /// Newer disk components (their chunks' key images).
+    disk: Vec<Arc<ComponentReader>>,
 }
 
 /// The memtable's chunks as units (column `i`'s chunk `k` is
@@ -822,6 +1078,67 @@ fn build_chunk(
     Ok(b.finish_arrays())
 }
 
+/// The key image of some blocks: the keys of their live records, then
+/// their deleted keys, each sorted.
+fn build_keys(comp: &ComponentReader, blocks: Range<usize>) -> DfResult<Arc<[ArrayRef]>> {
+    let (mut puts, mut deleted) = (BinaryBuilder::new(), BinaryBuilder::new());
+    for i in blocks {
+        comp.for_each_in_block(i, |key, kind, _, _| {
+            match kind {
+                EntryKind::Put => puts.append_value(key),
+                EntryKind::Delete => deleted.append_value(key),
+            }
+            Ok(true)
+        })
+        .map_err(silt_err)?;
+    }
+    let arrays: Vec<ArrayRef> = vec![Arc::new(puts.finish()), Arc::new(deleted.finish())];
+    Ok(Arc::from(arrays))
+}
+
+/// Clear `keep[i]` for every key `keys[i]` that `newer` holds (both
+/// sorted); how many were cleared. Few newer keys in `keys`'s span are
+/// looked up one by one, many are walked beside it.
+fn hide(keys: &BinaryArray, newer: &BinaryArray, keep: &mut [bool]) -> usize {
+    let n = keys.len();
+    if n == 0 || newer.is_empty() {
+        return 0;
+    }
+    let (lo, hi) = (keys.value(0), keys.value(n - 1));
+    let a = partition_point(newer.len(), |i| newer.value(i) < lo);
+    let b = partition_point(newer.len(), |i| newer.value(i) <= hi);
+    let mut cleared = 0;
+    let mut clear = |j: usize| {
+        if keep[j] {
+            keep[j] = false;
+            cleared += 1;
+        }
+    };
+    if (b.saturating_sub(a)) * 16 < n {
+        for i in a..b {
+            let k = newer.value(i);
+            let j = partition_point(n, |x| keys.value(x) < k);
+            if j < n && keys.value(j) == k {
+                clear(j);
+            }
+        }
+    } else {
+        let (mut i, mut j) = (a, 0);
+        while i < b && j < n {
+            match newer.value(i).cmp(keys.value(j)) {
+                Cmp::Less => i += 1,
+                Cmp::Greater => j += 1,
+                Cmp::Equal => {
+                    clear(j);
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+    }
+    cleared
+}
+
 /// Arrays as a batch of `schema`; `None` when it has no rows.
 fn batch_of(schema: &SchemaRef, arrays: Vec<ArrayRef>) -> DfResult<Option<RecordBatch>> {
     let rows = arrays.first().map_or(0, |a| a.len());
@@ -834,4 +1151,54 @@ fn batch_of(schema: &SchemaRef, arrays: Vec<ArrayRef>) -> DfResult<Option<Record
         arrays,
         &opts,
     )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    fn binary(keys: &BTreeSet<Vec<u8>>) -> BinaryArray {
+        BinaryArray::from_iter_values(keys.iter())
+    }
+
+    /// `hide` against a set model, with few newer keys (looked up) and
+    /// many (walked), and keys of different lengths.
+    #[test]
+    fn hide_clears_exactly_the_newer_keys() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for round in 0..400 {
+            let key = |rng: &mut StdRng| -> Vec<u8> {
+                let len = rng.random_range(1..4);
+                (0..len).map(|_| rng.random_range(b'a'..b'f')).collect()
+            };
+            let n = rng.random_range(0..300);
+            let m = if round % 2 == 0 {
+                rng.random_range(0..4)
+            } else {
+                rng.random_range(0..300)
+            };
+            let old: BTreeSet<Vec<u8>> = (0..n).map(|_| key(&mut rng)).collect();
+            let new: BTreeSet<Vec<u8>> = (0..m).map(|_| key(&mut rng)).collect();
+            let (keys, newer) = (binary(&old), binary(&new));
+            let mut keep = vec![true; keys.len()];
+            // One key already hidden by another run stays hidden, uncounted.
+            if !keep.is_empty() {
+                keep[0] = false;
+            }
+            let cleared = hide(&keys, &newer, &mut keep);
+            let want: Vec<bool> = old
+                .iter()
+                .enumerate()
+                .map(|(i, k)| i != 0 && !new.contains(k))
+                .collect();
+            assert_eq!(keep, want, "round {round}");
+            let hidden = old.iter().skip(1).filter(|k| new.contains(*k)).count();
+            assert_eq!(cleared, hidden, "round {round}");
+        }
+    }
 }

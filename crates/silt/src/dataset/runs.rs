@@ -8,7 +8,10 @@
 //!
 //! Disk components hold only committed versions (a memtable is flushed
 //! only when no transaction that wrote it is in flight), so they are read
-//! as they are. Memtables are read record by record under the same
+//! as they are. Runs that overlap can still be read apart when the reader
+//! leaves out the versions newer runs shadow: [`Dataset::read_memtable`]
+//! hands out deleted keys too for that. Memtables are read record by
+//! record under the same
 //! read-committed check as [`super::DatasetScan`]: a record a writer still
 //! holds, or an abort while reading, makes the read give up (the caller
 //! then scans the ordinary way).
@@ -74,13 +77,14 @@ impl Dataset {
     }
 
     /// Read a memtable of this dataset's primary in key order: `f(key,
-    /// record)` for every live record. `Ok(None)` when a record read was
+    /// Some(record))` for every live record and `f(key, None)` for every
+    /// deleted key (antimatter). `Ok(None)` when a record read was
     /// not committed yet or an abort happened meanwhile (what was handed to
     /// `f` is then to be thrown away).
     pub fn read_memtable(
         &self,
         mem: &Arc<MemTable>,
-        f: impl FnMut(&[u8], &[u8]) -> Result<()>,
+        f: impl FnMut(&[u8], Option<&[u8]>) -> Result<()>,
     ) -> Result<Option<MemRead>> {
         self.read_memtable_in(mem, (Bound::Unbounded, Bound::Unbounded), f)
     }
@@ -91,7 +95,7 @@ impl Dataset {
         &self,
         mem: &Arc<MemTable>,
         bounds: (Bound<&[u8]>, Bound<&[u8]>),
-        mut f: impl FnMut(&[u8], &[u8]) -> Result<()>,
+        mut f: impl FnMut(&[u8], Option<&[u8]>) -> Result<()>,
     ) -> Result<Option<MemRead>> {
         let epoch = self.txn.abort_epoch();
         let version = mem.version();
@@ -113,8 +117,9 @@ impl Dataset {
             {
                 return Ok(None);
             }
-            if e.kind == EntryKind::Put {
-                f(&key, &e.value)?;
+            match e.kind {
+                EntryKind::Put => f(&key, Some(&e.value))?,
+                EntryKind::Delete => f(&key, None)?,
             }
             match &mut range {
                 None => range = Some((key.clone(), key)),
