@@ -4,9 +4,10 @@
 //! In its last filter-pushdown pass DataFusion hands the probe side of a
 //! hash join a *dynamic filter*: a placeholder the join fills in once its
 //! build side is collected, before it reads a probe row. With few build
-//! keys (at most `hash_join_inlist_pushdown_max_distinct_values`, 150)
-//! it becomes `key >= min AND key <= max AND key IN (...)`; with more,
-//! the bounds and a hash-table lookup. [`crate::scan::SiltScanExec`]
+//! keys (at most `hash_join_inlist_pushdown_max_distinct_values`, which
+//! Silt raises from DataFusion's 150 to [`MAX_KEYS`]) it becomes `key >=
+//! min AND key <= max AND key IN (...)`; with more, the bounds and a
+//! hash-table lookup. [`crate::scan::SiltScanExec`]
 //! keeps that filter, and a full scan reads it at its first poll
 //! ([`keyed_reads`]): an `IN` list on the primary key becomes gets, on
 //! the first field of a composite key one key range per value, on a
@@ -41,6 +42,26 @@ pub(crate) enum KeyedReads {
     /// key's first field, or B+-tree lookups (`index` true: their rows
     /// are counted against [`index_budget`]).
     Each { accesses: Vec<Access>, index: bool },
+}
+
+/// The most distinct build-side keys a hash join hands its probe scan as
+/// a list (`hash_join_inlist_pushdown_max_distinct_values`): TPC-W's
+/// best sellers join the 3,333 most recent orders to their lines.
+pub const MAX_KEYS: usize = 4096;
+
+/// Lists up to this many keys are always read key by key.
+const FEW_KEYS: usize = 150;
+
+/// About how many rows a full scan reads in the time one key read takes
+/// (a seek in every component of the tree, against rows read in
+/// sequence, often from column images).
+const ROWS_PER_KEY_READ: u64 = 64;
+
+/// Whether reading `keys` keys one by one is cheaper than a full scan of
+/// `ds`: always for a few, otherwise when the scan would read more than
+/// [`ROWS_PER_KEY_READ`] rows for each.
+fn keys_cheaper(keys: usize, ds: &Dataset) -> bool {
+    keys <= FEW_KEYS || (keys as u64).saturating_mul(ROWS_PER_KEY_READ) <= ds.approx_count()
 }
 
 /// The most rows index lookups for a join's keys may return before the
@@ -84,6 +105,10 @@ pub(crate) fn keyed_reads(
         };
         values.sort_by(silt::value::compare_key_parts);
         values.dedup();
+        // Many keys of a small table: its bounds below, or a full scan.
+        if !keys_cheaper(values.len(), ds) {
+            continue;
+        }
         if pk.len() == 1 && pk[0] == info.name {
             return Some(KeyedReads::Primary(Access::GetMany(values)));
         }

@@ -206,6 +206,11 @@ impl SqlEngine {
         // Sessions run in UTC: `now()` and `TIMESTAMPTZ` are instants there,
         // as `timestamptz` columns are.
         config.options_mut().execution.time_zone = Some(convert::UTC.to_owned());
+        // A join's build-side keys reach its probe scan as a list up to
+        // this many (`join_keys`): key reads instead of a full scan.
+        let opt = &mut config.options_mut().optimizer;
+        opt.hash_join_inlist_pushdown_max_distinct_values = join_keys::MAX_KEYS;
+        opt.hash_join_inlist_pushdown_max_size = 1 << 20;
         config = config.with_option_extension(view_rewrite::SiltOptions::default());
         let columns = Arc::new(column_cache::ColumnCache::new(column_cache::DEFAULT_BYTES));
         config.set_extension(columns.clone());

@@ -8,7 +8,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::compute::SortOptions;
+use datafusion::arrow::compute::{SortOptions, concat_batches};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::Statistics;
 use datafusion::common::stats::Precision;
@@ -664,6 +664,10 @@ impl SiltScanExec {
         crate::blocking::blocking_df(move || {
             let mut out = Vec::new();
             let mut rows = 0u64;
+            // Thousands of keys give thousands of batches of a row or
+            // two: they go out joined into batches of about `batch_size`.
+            let mut small: Vec<RecordBatch> = Vec::new();
+            let mut small_rows = 0;
             let fields = read_fields(&cols);
             for access in &accesses {
                 let spec = ReadSpec {
@@ -679,8 +683,27 @@ impl SiltScanExec {
                     if budget.is_some_and(|n| rows > n) {
                         return Ok(None);
                     }
-                    out.push(b);
+                    if b.num_rows() >= batch_size / 2 {
+                        // In order: what was held goes first.
+                        if !small.is_empty() {
+                            out.push(concat_batches(&schema, &small)?);
+                            small.clear();
+                            small_rows = 0;
+                        }
+                        out.push(b);
+                        continue;
+                    }
+                    small_rows += b.num_rows();
+                    small.push(b);
+                    if small_rows >= batch_size {
+                        out.push(concat_batches(&schema, &small)?);
+                        small.clear();
+                        small_rows = 0;
+                    }
                 }
+            }
+            if !small.is_empty() {
+                out.push(concat_batches(&schema, &small)?);
             }
             Ok(Some(out))
         })

@@ -196,6 +196,34 @@ fn many_keys_or_unselective_lookups_read_as_a_scan_would() {
 }
 
 #[test]
+fn hundreds_of_keys_read_a_large_table_by_key_and_a_small_one_by_scan() {
+    let s = shop();
+    let db = s.keyed.database().clone();
+    let lines = db.dataset("order_line").expect("order_line");
+    // 399 orders (more than DataFusion's own 150-key lists): a key range
+    // of order_line's 36,000 rows each, cheaper than reading them all.
+    let q = "SELECT count(*), sum(l.ol_qty) FROM orders o JOIN order_line l ON l.ol_o_id = o.o_id \
+             WHERE o.o_total < 600";
+    let want = rows(&run(&s.scanning, q));
+    let before = reads(&lines);
+    assert_eq!(rows(&run(&s.keyed, q)), want);
+    let scans = reads(&lines).0 - before.0;
+    assert!((1..=399).contains(&scans), "{scans} scans of order_line");
+    let plan = explain(&s.keyed, &format!("ANALYZE {q}"));
+    assert!(plan.contains("join_key_paths=399"), "{plan}");
+    // 999 orders: 64 rows of scan for each key read is more than the
+    // table holds, so the keys' bounds make one key range instead.
+    let q = "SELECT count(*), sum(l.ol_qty) FROM orders o JOIN order_line l ON l.ol_o_id = o.o_id \
+             WHERE o.o_total < 1500";
+    assert_eq!(rows(&run(&s.keyed, q)), rows(&run(&s.scanning, q)));
+    let plan = explain(&s.keyed, &format!("ANALYZE {q}"));
+    assert!(plan.contains("join_key_paths=1,"), "{plan}");
+    // The same many keys by get: customers of 400 orders' addresses.
+    let q = "SELECT count(*) FROM customer c JOIN address a ON c.c_addr_id = a.addr_id WHERE c.c_id <= 300";
+    assert_eq!(rows(&run(&s.keyed, q)), rows(&run(&s.scanning, q)));
+}
+
+#[test]
 fn keyed_reads_see_a_transactions_own_writes() {
     let s = shop();
     let rt = tokio::runtime::Builder::new_current_thread()
