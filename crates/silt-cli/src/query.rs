@@ -814,6 +814,7 @@ mod tests {
                 ("probe".into(), Value::Int(9)),
             ])),
             distance_m: Some(12.34567),
+            stored: None,
         };
         let mut c = false;
         assert_eq!(
@@ -834,6 +835,7 @@ mod tests {
             pk: vec![Value::Int(2)],
             record: None,
             distance_m: None,
+            stored: None,
         };
         assert_eq!(
             hit_line(bare, true, None, &mut c).to_string(),

@@ -1015,16 +1015,27 @@ pub fn open_records(
                 }
                 Err(e) => return Err(e),
             };
+            // B+-tree hits come as stored, read in place like a scan's.
+            let results = results.stored();
             let ds2 = ds.clone();
-            let hits = until_stopped(results, ctl).map(move |h| {
-                let h = h?;
-                match h.record {
-                    Some(r) => Ok(Some(r)),
-                    None => ds2.get(&h.pk),
-                }
-            });
             let (check, column) = (text_check.clone(), column.clone());
-            decoded(hits.filter_map(move |r| keep_hit(r, check.as_deref(), &column)))
+            let hits = until_stopped(results, ctl).filter_map(move |h| {
+                let h = match h {
+                    Ok(h) => h,
+                    Err(e) => return Some(Err(e)),
+                };
+                let stored = match h.stored {
+                    Some(bytes) if check.is_none() => return Some(Ok(Rec::Encoded(bytes))),
+                    s => s,
+                };
+                let r = match (h.record, stored) {
+                    (Some(r), _) => Ok(Some(r)),
+                    (None, Some(bytes)) => silt::value::decode_value(&bytes).map(Some),
+                    (None, None) => ds2.get(&h.pk),
+                };
+                keep_hit(r, check.as_deref(), &column).map(|r| r.map(Rec::Decoded))
+            });
+            Box::new(hits)
         }
         Access::Knn(k) => {
             let q = Query::Nearest {

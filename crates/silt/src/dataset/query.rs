@@ -24,7 +24,7 @@
 use super::Dataset;
 use crate::error::{Error, Result};
 use crate::geo::sphere;
-use crate::index::query::{Candidate as Cand, IndexOnly, Recheck, check_point};
+use crate::index::query::{Candidate as Cand, IndexOnly, Recheck, check_point, in_bounds};
 pub use crate::index::query::{Query, QueryStats};
 use crate::index::rtree::SphereMetric;
 use crate::index::{IndexDef, IndexType};
@@ -55,6 +55,10 @@ pub struct QueryHit {
     pub record: Option<Value>,
     /// Great-circle distance in metres (distance and kNN queries).
     pub distance_m: Option<f64>,
+    /// The record as stored, not decoded, instead of `record`: asked for
+    /// with [`QueryResults::stored`], given where the index's re-check
+    /// reads the record's fields in place.
+    pub stored: Option<Vec<u8>>,
 }
 
 enum HitStream {
@@ -110,6 +114,8 @@ pub struct QueryResults {
     epoch: u64,
     returned: usize,
     stats: QueryStats,
+    /// Hand B+-tree hits over as stored ([`QueryResults::stored`]).
+    stored: bool,
 }
 
 /// Candidates decided (fetched from the primary) per batch of a list query.
@@ -171,6 +177,7 @@ impl QueryResults {
                         pk: Self::pk_values(&c.pk)?,
                         record: None,
                         distance_m: dist,
+                        stored: None,
                     }),
                     fetched: false,
                 });
@@ -183,6 +190,21 @@ impl QueryResults {
         let Some(bytes) = self.ds.get_raw(&c.pk)? else {
             return Ok(none);
         };
+        if let Some(matches) = self.stored_matches(&bytes, &c.pk)? {
+            return Ok(if matches {
+                Decided {
+                    hit: Some(QueryHit {
+                        pk: Self::pk_values(&c.pk)?,
+                        record: None,
+                        distance_m: None,
+                        stored: Some(bytes),
+                    }),
+                    fetched: true,
+                }
+            } else {
+                none
+            });
+        }
         let rec = value::decode_value(&bytes)?;
         let Some(d) = self.recheck.matches(&self.def, &rec, &c.pk)? else {
             return Ok(none);
@@ -192,9 +214,49 @@ impl QueryResults {
                 pk: Self::pk_values(&c.pk)?,
                 record: Some(rec),
                 distance_m: d,
+                stored: None,
             }),
             fetched: true,
         })
+    }
+
+    /// Hand hits over as stored, not decoded ([`QueryHit::stored`]), where
+    /// the re-check can read the record in place: B+-tree ranges on
+    /// top-level fields. Other hits keep their decoded record.
+    pub fn stored(mut self) -> Self {
+        self.stored = true;
+        self
+    }
+
+    /// The B+-tree re-check of a stored record, read in place: whether
+    /// its entry key (of the indexed fields' values, as
+    /// [`IndexDef::entry_key`] makes it) lies in the bounds; `None` when
+    /// not asked for stored hits or this re-check needs the decoded record.
+    fn stored_matches(&self, bytes: &[u8], pk: &[u8]) -> Result<Option<bool>> {
+        let Recheck::KeyRange((lo, hi)) = &self.recheck else {
+            return Ok(None);
+        };
+        if !self.stored || self.def.fields.iter().any(|f| f.contains('.')) {
+            return Ok(None);
+        }
+        let mut parts = Vec::with_capacity(self.def.fields.len());
+        for f in &self.def.fields {
+            match value::decode_field(bytes, f)? {
+                // No entry: what `entry_key` makes of a missing or null
+                // field, or (an error) of one no B+-tree entry can hold.
+                None
+                | Some(Value::Null | Value::Array(_) | Value::Object(_) | Value::Geometry(_)) => {
+                    return Ok(Some(false));
+                }
+                Some(v) => parts.push(v),
+            }
+        }
+        let mut k = Vec::with_capacity(32 + pk.len());
+        if value::encode_key(&parts, &mut k).is_err() {
+            return Ok(Some(false));
+        }
+        k.extend_from_slice(pk);
+        Ok(Some(in_bounds(&k, lo, hi)))
     }
 
     /// Decide a batch of candidates (in primary-key order) on this thread
@@ -484,6 +546,7 @@ impl Dataset {
             epoch,
             ready: VecDeque::new(),
             returned: 0,
+            stored: false,
             stats,
         })
     }

@@ -550,6 +550,7 @@ impl Dataset {
                     pk: value::decode_key(&pk)?,
                     record: Some(value::decode_value(&rec)?),
                     distance_m: None,
+                    stored: None,
                 })
             })
             .collect()
@@ -1311,6 +1312,7 @@ fn newest_hits(mut found: Vec<(u64, Vec<u8>, Value)>, k: Option<usize>) -> Resul
                 pk: value::decode_key(&pk)?,
                 record: Some(rec),
                 distance_m: None,
+                stored: None,
             })
         })
         .collect()

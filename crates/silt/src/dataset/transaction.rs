@@ -791,6 +791,7 @@ impl Transaction {
                         pk,
                         record: Some(rec),
                         distance_m: d,
+                        stored: None,
                     },
                 ));
             }
