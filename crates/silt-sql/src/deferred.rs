@@ -26,8 +26,8 @@ use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::ExecutionProps;
-use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr::{EquivalenceProperties, create_physical_expr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::{
@@ -108,11 +108,19 @@ impl DeferredScanExec {
             if self.table.knn().is_some() || self.limit == Some(0) {
                 return None;
             }
+            // Inexact filters stay above the scan: the read need not
+            // answer them.
+            let answered: Vec<Expr> = self
+                .filters
+                .iter()
+                .filter(|f| self.table.exactness(f) != TableProviderFilterPushDown::Inexact)
+                .cloned()
+                .collect();
             PointShape::of(
                 self.table.dataset(),
                 self.table.columns(),
                 self.projection.as_ref(),
-                &self.filters,
+                &answered,
                 self.schema(),
             )
         });

@@ -78,6 +78,7 @@ pub mod pg_catalog;
 pub mod pg_forms;
 pub mod plan_cache;
 pub mod point_get;
+pub mod prefilter;
 mod prepared;
 pub mod pubsub;
 mod returning;

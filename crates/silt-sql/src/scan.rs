@@ -41,6 +41,7 @@ use crate::column_cache::{ColumnCache, ImageRange, Units};
 use crate::convert::{self, ColumnInfo};
 use crate::error::silt_err;
 use crate::meta_count::{self, CountDecisions, RunDecisions};
+use crate::prefilter::PreFilter;
 use crate::session::TxnSlot;
 use crate::udf::{self};
 
@@ -98,6 +99,9 @@ pub struct SiltScanExec {
     /// ([`crate::extremes`]): when the zone maps decide them, the scan
     /// gives two rows (the minima, the maxima) instead of the records.
     extremes: Option<Arc<crate::extremes::ExtremeDecisions>>,
+    /// Comparisons tried on each stored record before it is built
+    /// ([`crate::prefilter`]); the filter above the scan decides.
+    pre: Option<Arc<PreFilter>>,
 }
 
 impl fmt::Debug for SiltScanExec {
@@ -137,7 +141,14 @@ impl SiltScanExec {
             keyed: Arc::default(),
             metrics: ExecutionPlanMetricsSet::new(),
             extremes: None,
+            pre: None,
         }
+    }
+
+    /// See [`SiltScanExec::pre`].
+    pub(crate) fn with_prefilter(mut self, pre: Option<PreFilter>) -> SiltScanExec {
+        self.pre = pre.map(Arc::new);
+        self
     }
 
     /// See [`SiltScanExec::extremes`].
@@ -319,6 +330,9 @@ impl DisplayAs for SiltScanExec {
         }
         if self.extremes.is_some() {
             f.write_str(", min/max from zone maps when exact")?;
+        }
+        if let Some(p) = &self.pre {
+            write!(f, ", stored records tried on [{p}]")?;
         }
         // A brin path: what the zone maps let through, now.
         if let Access::Index {
@@ -661,6 +675,7 @@ impl SiltScanExec {
         let txn = TxnSlot::of(context.session_config()).map(|t| (t, self.for_write));
         let ctl = crate::bounds::control(context.session_config().options()).cloned();
         let (ds, cols, schema) = (self.ds.clone(), self.cols.clone(), self.schema.clone());
+        let pre = self.pre.clone();
         crate::blocking::blocking_df(move || {
             let mut out = Vec::new();
             let mut rows = 0u64;
@@ -677,7 +692,8 @@ impl SiltScanExec {
                     limit: None,
                     fields: fields.as_deref(),
                 };
-                let mut cursor = ScanCursor::open(&ds, spec, txn.clone(), ctl.clone(), batch_size)?;
+                let mut cursor = ScanCursor::open(&ds, spec, txn.clone(), ctl.clone(), batch_size)?
+                    .with_prefilter(pre.clone());
                 while let Some(b) = cursor.next_batch(&schema, &cols)? {
                     rows += b.num_rows() as u64;
                     if budget.is_some_and(|n| rows > n) {
@@ -813,7 +829,8 @@ impl SiltScanExec {
             limit: self.limit,
             fields: fields.as_deref(),
         };
-        let mut cursor = ScanCursor::open(&self.ds, spec, txn, ctl, batch_size)?;
+        let mut cursor = ScanCursor::open(&self.ds, spec, txn, ctl, batch_size)?
+            .with_prefilter(self.pre.clone());
         let first = match cursor.next_batch(&schema, &cols)? {
             None => return Ok(Box::pin(MemoryStream::try_new(vec![], schema, None)?)),
             Some(batch) => batch,
@@ -1279,6 +1296,8 @@ struct ScanCursor {
     total: usize,
     /// No records are left.
     done: bool,
+    /// Stored records that fail it are not built ([`crate::prefilter`]).
+    pre: Option<Arc<PreFilter>>,
 }
 
 impl ScanCursor {
@@ -1302,7 +1321,13 @@ impl ScanCursor {
             batch_size: batch_size.max(1),
             total: 0,
             done: false,
+            pre: None,
         })
+    }
+
+    fn with_prefilter(mut self, pre: Option<Arc<PreFilter>>) -> ScanCursor {
+        self.pre = pre;
+        self
     }
 
     fn check(&self) -> DfResult<()> {
@@ -1328,7 +1353,13 @@ impl ScanCursor {
             self.check()?;
             match self.it.next() {
                 Some(r) => {
-                    b.push(&r.map_err(silt_err)?).map_err(silt_err)?;
+                    let r = r.map_err(silt_err)?;
+                    if let (Some(p), Rec::Encoded(rec)) = (&self.pre, &r)
+                        && !p.keeps(rec)
+                    {
+                        continue;
+                    }
+                    b.push(&r).map_err(silt_err)?;
                     self.total += 1;
                 }
                 None => {

@@ -59,6 +59,7 @@ use silt::{Dataset, Geometry, IndexKind, Query, Value, WriteMode};
 
 use crate::convert::{self, ColumnInfo};
 use crate::geom;
+use crate::prefilter::{self, PreFilter};
 use crate::session::TxnSlot;
 use crate::sink::{SiltSink, SinkOp};
 use crate::udf::{self, Func};
@@ -635,7 +636,7 @@ impl SiltTable {
     /// answer for its values (an invalid geometry, a rectangle across the
     /// antimeridian, a value of another type) is applied above the scan
     /// by [`SiltTable::build_scan`].
-    fn exactness(&self, f: &Expr) -> TableProviderFilterPushDown {
+    pub(crate) fn exactness(&self, f: &Expr) -> TableProviderFilterPushDown {
         use TableProviderFilterPushDown::{Exact, Inexact, Unsupported};
         let f = strip(f);
         let col_const = |a: &Expr, b: &Expr| -> Option<String> {
@@ -650,10 +651,14 @@ impl SiltTable {
                 || self.btree_index(col).is_some()
                 || self.brin_index(col).is_some()
         };
+        // Comparisons no path answers are still tried on stored records
+        // (`crate::prefilter`); the filter stays above the scan.
+        let tried = |col: &str| self.col(col).is_some_and(prefilter::comparable);
         match &f {
             Expr::BinaryExpr(BinaryExpr { left, op, right }) if CmpOp::from(*op).is_some() => {
                 match col_const(left, right) {
                     Some(c) if cmp_ok(&c) => Exact,
+                    Some(c) if tried(&c) => Inexact,
                     _ => Unsupported,
                 }
             }
@@ -664,6 +669,7 @@ impl SiltTable {
                 high,
             }) => match expr.as_ref() {
                 Expr::Column(c) if is_const(low) && is_const(high) && cmp_ok(&c.name) => Exact,
+                Expr::Column(c) if is_const(low) && is_const(high) && tried(&c.name) => Inexact,
                 _ => Unsupported,
             },
             Expr::InList(InList {
@@ -819,6 +825,14 @@ impl SiltTable {
             Some(p) => p.clone(),
             None => (0..self.cols.len()).collect(),
         };
+        // What no path answers, tried on stored records first.
+        let unanswered: Vec<Expr> = filters
+            .iter()
+            .zip(&consumed)
+            .filter(|(_, c)| !**c)
+            .map(|(f, _)| strip(f))
+            .collect();
+        let pre = PreFilter::of(&unanswered, &self.cols);
         let Some(pred) = conjunction(residual) else {
             let extremes = self.extremes && matches!(access, Access::Full) && limit.is_none();
             return Ok(Arc::new(
@@ -830,7 +844,8 @@ impl SiltTable {
                     limit,
                     all_filters,
                 )
-                .with_extremes(extremes),
+                .with_extremes(extremes)
+                .with_prefilter(pre),
             ));
         };
         let mut needed: BTreeSet<usize> = requested.iter().copied().collect();
@@ -849,14 +864,17 @@ impl SiltTable {
             }
         }
         let needed: Vec<usize> = needed.into_iter().collect();
-        let scan = Arc::new(SiltScanExec::new(
-            self.ds.clone(),
-            &self.cols,
-            needed.clone(),
-            access,
-            None,
-            all_filters,
-        ));
+        let scan = Arc::new(
+            SiltScanExec::new(
+                self.ds.clone(),
+                &self.cols,
+                needed.clone(),
+                access,
+                None,
+                all_filters,
+            )
+            .with_prefilter(pre),
+        );
         let df_schema = DFSchema::try_from(scan.schema().as_ref().clone())?;
         let phys = physical(pred, &df_schema)?;
         let out: Vec<usize> = requested
