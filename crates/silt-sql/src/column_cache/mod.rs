@@ -23,8 +23,9 @@
 //!   (those read few records the ordinary way); not when the projected
 //!   columns of what the scan reads (and its key images, below) would not
 //!   fit in half the cache. A scan that needs key order (one partition)
-//!   hands out the runs in key order, so it reads images only when they
-//!   are disjoint.
+//!   hands out disjoint runs in key order, and merges overlapping ones a
+//!   range of keys at a time ([`ordered`]; whole scans only, a key range
+//!   over overlapping runs reads records).
 //! - **Overlapping runs.** An update or a delete of an old key puts a
 //!   newer version in a memtable (and, once flushed, in a newer component)
 //!   whose key range meets older components'. Each disk chunk then also
@@ -75,6 +76,8 @@ use silt::{Dataset, FieldType, Value};
 use crate::batch::BatchBuilder;
 use crate::convert::ColumnInfo;
 use crate::error::silt_err;
+
+mod ordered;
 
 /// About how many records a unit of a disk component holds.
 pub const CHUNK_ROWS: usize = 8192;
@@ -438,7 +441,9 @@ impl ColumnCache {
                     .iter()
                     .map(|(a, b)| (a.as_slice(), b.as_slice()))
                     .collect();
-                if ordered || !silt::dataset::runs_disjoint(&mut r) {
+                // In key order, whole scans only: their runs are merged a
+                // range of keys at a time ([`ordered`]).
+                if (ordered && range.is_some()) || !silt::dataset::runs_disjoint(&mut r) {
                     return None;
                 }
                 shadowed = true;
@@ -459,6 +464,40 @@ impl ColumnCache {
                     Some((a, b, m.keys.clone()))
                 })
                 .collect();
+            let shadows: Vec<Option<Arc<Shadow>>> = (0..picked.len())
+                .map(|j| {
+                    let (lo, hi) = &disk_spans[j];
+                    let meets = |a: &[u8], b: &[u8]| a <= hi.as_slice() && b >= lo.as_slice();
+                    (!disjoint)
+                        .then(|| Shadow {
+                            mems: mem_keys
+                                .iter()
+                                .filter(|(a, b, _)| meets(a, b))
+                                .map(|(_, _, k)| k.clone())
+                                .collect(),
+                            disk: picked[..j]
+                                .iter()
+                                .zip(&disk_spans)
+                                .filter(|(_, (a, b))| meets(a, b))
+                                .map(|((n, _), _)| n.clone())
+                                .collect(),
+                        })
+                        .filter(|s| !s.mems.is_empty() || !s.disk.is_empty())
+                        .map(Arc::new)
+                })
+                .collect();
+            if ordered && !disjoint {
+                let mem_pieces = mems
+                    .into_iter()
+                    .flat_map(|m| m.units.into_iter().zip(m.put_keys))
+                    .filter_map(|(u, keys)| match u {
+                        Unit::Ready(arrays) => Some((arrays, keys)),
+                        _ => None,
+                    })
+                    .collect();
+                units.extend(ordered::buckets(mem_pieces, &picked, &shadows));
+                continue;
+            }
             for m in mems {
                 let first = m.range.map(|r| r.0).unwrap_or_default();
                 for u in m.units {
@@ -466,24 +505,8 @@ impl ColumnCache {
                 }
             }
             for (j, (c, chunks)) in picked.iter().enumerate() {
-                let (lo, hi) = &disk_spans[j];
-                let meets = |a: &[u8], b: &[u8]| a <= hi.as_slice() && b >= lo.as_slice();
-                let shadow = (!disjoint)
-                    .then(|| Shadow {
-                        mems: mem_keys
-                            .iter()
-                            .filter(|(a, b, _)| meets(a, b))
-                            .map(|(_, _, k)| k.clone())
-                            .collect(),
-                        disk: picked[..j]
-                            .iter()
-                            .zip(&disk_spans)
-                            .filter(|(_, (a, b))| meets(a, b))
-                            .map(|((n, _), _)| n.clone())
-                            .collect(),
-                    })
-                    .filter(|s| !s.mems.is_empty() || !s.disk.is_empty())
-                    .map(Arc::new);
+                let lo = &disk_spans[j].0;
+                let shadow = shadows[j].clone();
                 for ch in chunks {
                     units.push((
                         lo.clone(),
@@ -536,7 +559,7 @@ impl ColumnCache {
             .collect();
         let keys = map.get(&ImageKey::keys(run.clone()));
         if let (Some(images), Some(keys)) = (cached, keys)
-            && let Some(key_array) = keys.arrays.first()
+            && let Some((key_array, put_keys)) = keys.arrays.split_first()
             && m.version() == version
         {
             self.hits
@@ -545,20 +568,25 @@ impl ColumnCache {
                 range: images.first().and_then(|i| i.range.as_deref().cloned()),
                 units: mem_units(&images, cols.len()),
                 keys: key_array.clone(),
+                put_keys: put_keys.to_vec(),
             });
         }
         let mut chunks: Vec<Vec<ArrayRef>> = Vec::new();
+        let mut put_keys: Vec<ArrayRef> = Vec::new();
         let mut b = BatchBuilder::new(cols, CHUNK_ROWS);
         let mut keys = BinaryBuilder::new();
+        let mut puts = BinaryBuilder::new();
         let read = ds.read_memtable(m, |key, rec| {
             keys.append_value(key);
             let Some(rec) = rec else {
                 return Ok(());
             };
             b.push_encoded(rec)?;
+            puts.append_value(key);
             if b.rows() >= CHUNK_ROWS {
                 let full = std::mem::replace(&mut b, BatchBuilder::new(cols, CHUNK_ROWS));
                 chunks.push(full.finish_arrays());
+                put_keys.push(Arc::new(puts.finish()));
             }
             Ok(())
         });
@@ -569,6 +597,7 @@ impl ColumnCache {
         };
         if b.rows() > 0 {
             chunks.push(b.finish_arrays());
+            put_keys.push(Arc::new(puts.finish()));
         }
         self.misses
             .fetch_add(cols.len() as u64 + 1, Ordering::Relaxed);
@@ -584,10 +613,13 @@ impl ColumnCache {
             for (c, img) in cols.iter().zip(&images) {
                 map.insert(ImageKey::new(run.clone(), c), img.clone());
             }
+            let arrays: Vec<ArrayRef> = std::iter::once(keys.clone())
+                .chain(put_keys.iter().cloned())
+                .collect();
             map.insert(
                 ImageKey::keys(run.clone()),
                 Image {
-                    arrays: Arc::from(vec![keys.clone()]),
+                    arrays: Arc::from(arrays),
                     range: range.clone(),
                 },
             );
@@ -596,6 +628,7 @@ impl ColumnCache {
             range: read.range,
             units: mem_units(&images, cols.len()),
             keys,
+            put_keys,
         })
     }
 
@@ -634,18 +667,16 @@ impl ColumnCache {
         cols: &[ColumnInfo],
         build: bool,
     ) -> DfResult<Option<Vec<ArrayRef>>> {
-        let Unit::Disk {
-            comp,
-            chunk,
-            blocks,
-            cut: range,
-            shadow,
-        } = unit
-        else {
-            let Unit::Ready(arrays) = unit else {
-                return Ok(None);
-            };
-            return Ok(Some(arrays.clone()));
+        let (comp, chunk, blocks, range, shadow) = match unit {
+            Unit::Ready(arrays) => return Ok(Some(arrays.clone())),
+            Unit::Merged(b) => return self.bucket_arrays(b, cols, build),
+            Unit::Disk {
+                comp,
+                chunk,
+                blocks,
+                cut,
+                shadow,
+            } => (comp, chunk, blocks, cut, shadow),
         };
         let keep = match shadow {
             None => None,
@@ -861,6 +892,9 @@ struct MemRun {
     range: Option<(Vec<u8>, Vec<u8>)>,
     units: Vec<Unit>,
     keys: ArrayRef,
+    /// The keys of each unit's rows, row for row (to merge in key order,
+    /// [`ordered`]).
+    put_keys: Vec<ArrayRef>,
 }
 
 /// The part of a memtable in a scan's key range, read now (and not kept);
@@ -876,17 +910,21 @@ fn mem_slice(
         range.enc.1.as_ref().map(Vec::as_slice),
     );
     let mut units = Vec::new();
+    let mut put_keys: Vec<ArrayRef> = Vec::new();
     let mut b = BatchBuilder::new(cols, CHUNK_ROWS);
     let mut keys = BinaryBuilder::new();
+    let mut puts = BinaryBuilder::new();
     let read = ds.read_memtable_in(m, bounds, |key, rec| {
         keys.append_value(key);
         let Some(rec) = rec else {
             return Ok(());
         };
         b.push_encoded(rec)?;
+        puts.append_value(key);
         if b.rows() >= CHUNK_ROWS {
             let full = std::mem::replace(&mut b, BatchBuilder::new(cols, CHUNK_ROWS));
             units.push(Unit::Ready(full.finish_arrays()));
+            put_keys.push(Arc::new(puts.finish()));
         }
         Ok(())
     });
@@ -895,11 +933,13 @@ fn mem_slice(
     };
     if b.rows() > 0 {
         units.push(Unit::Ready(b.finish_arrays()));
+        put_keys.push(Arc::new(puts.finish()));
     }
     Some(MemRun {
         range: read.range,
         units,
         keys: Arc::new(keys.finish()),
+        put_keys,
     })
 }
 
@@ -1020,6 +1060,9 @@ pub enum Unit {
         /// Newer runs whose keys hide versions of this chunk.
         shadow: Option<Arc<Shadow>>,
     },
+    /// The rows of overlapping runs in one range of keys, merged into key
+    /// order ([`ordered`]).
+    Merged(Arc<ordered::Bucket>),
 }
 
 /// The runs newer than a disk component whose key ranges meet its own:
