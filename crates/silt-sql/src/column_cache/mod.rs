@@ -62,7 +62,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BinaryBuilder, RecordBatch, RecordBatchOptions,
 };
-use datafusion::arrow::compute::filter;
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -573,34 +572,8 @@ impl ColumnCache {
                 put_keys: put_keys.to_vec(),
             });
         }
-        let mut chunks: Vec<Vec<ArrayRef>> = Vec::new();
-        let mut put_keys: Vec<ArrayRef> = Vec::new();
-        let mut b = BatchBuilder::new(cols, CHUNK_ROWS);
-        let mut keys = BinaryBuilder::new();
-        let mut puts = BinaryBuilder::new();
-        let read = ds.read_memtable(m, |key, rec| {
-            keys.append_value(key);
-            let Some(rec) = rec else {
-                return Ok(());
-            };
-            b.push_encoded(rec)?;
-            puts.append_value(key);
-            if b.rows() >= CHUNK_ROWS {
-                let full = std::mem::replace(&mut b, BatchBuilder::new(cols, CHUNK_ROWS));
-                chunks.push(full.finish_arrays());
-                put_keys.push(Arc::new(puts.finish()));
-            }
-            Ok(())
-        });
-        // Not read committed, or not readable: the ordinary scan decides
-        // (and reports what is wrong).
-        let Ok(Some(read)) = read else {
-            return None;
-        };
-        if b.rows() > 0 {
-            chunks.push(b.finish_arrays());
-            put_keys.push(Arc::new(puts.finish()));
-        }
+        let (read, chunks, keys, put_keys) =
+            read_mem(ds, m, (Bound::Unbounded, Bound::Unbounded), cols)?;
         self.misses
             .fetch_add(cols.len() as u64 + 1, Ordering::Relaxed);
         let range = read.range.clone().map(Arc::new);
@@ -610,7 +583,6 @@ impl ColumnCache {
                 range: range.clone(),
             })
             .collect();
-        let keys: ArrayRef = Arc::new(keys.finish());
         if read.stable && read.version == version {
             for (c, img) in cols.iter().zip(&images) {
                 map.insert(ImageKey::new(run.clone(), c), img.clone());
@@ -680,13 +652,6 @@ impl ColumnCache {
                 shadow,
             } => (comp, chunk, blocks, cut, shadow),
         };
-        let keep = match shadow {
-            None => None,
-            Some(sh) => match self.keep_mask(comp, *chunk, blocks, sh, build)? {
-                Some(keep) => keep,
-                None => return Ok(None),
-            },
-        };
         let mut want = cols.to_vec();
         let key = range.as_ref().map(|r| {
             cols.iter()
@@ -696,15 +661,10 @@ impl ColumnCache {
                     cols.len()
                 })
         });
-        let Some(mut arrays) = self.disk_arrays(comp, *chunk, blocks, &want, build)? else {
+        let unshadowed = self.unshadowed(comp, *chunk, blocks, shadow.as_deref(), &want, build)?;
+        let Some((arrays, _)) = unshadowed else {
             return Ok(None);
         };
-        if let Some(keep) = &keep {
-            arrays = arrays
-                .iter()
-                .map(|a| filter(a, keep))
-                .collect::<Result<_, _>>()?;
-        }
         match (range, key) {
             (Some(r), Some(k)) => cut(arrays, k, cols.len(), r).map(Some),
             _ => Ok(Some(arrays)),
@@ -824,7 +784,33 @@ fn mem_slice(
         range.enc.0.as_ref().map(Vec::as_slice),
         range.enc.1.as_ref().map(Vec::as_slice),
     );
-    let mut units = Vec::new();
+    let (read, chunks, keys, put_keys) = read_mem(ds, m, bounds, cols)?;
+    Some(MemRun {
+        range: read.range,
+        units: chunks.into_iter().map(Unit::Ready).collect(),
+        keys,
+        put_keys,
+    })
+}
+
+/// Read a memtable's records within `bounds` under the read-committed
+/// check: the columns in chunks of [`CHUNK_ROWS`] rows, every key read
+/// (deleted ones too), and each chunk's rows' keys. `None` when it could
+/// not be read committed, or not read (the ordinary scan then decides,
+/// and reports what is wrong).
+#[allow(clippy::type_complexity)]
+fn read_mem(
+    ds: &Dataset,
+    m: &Arc<silt::lsm::MemTable>,
+    bounds: (Bound<&[u8]>, Bound<&[u8]>),
+    cols: &[ColumnInfo],
+) -> Option<(
+    silt::dataset::MemRead,
+    Vec<Vec<ArrayRef>>,
+    ArrayRef,
+    Vec<ArrayRef>,
+)> {
+    let mut chunks: Vec<Vec<ArrayRef>> = Vec::new();
     let mut put_keys: Vec<ArrayRef> = Vec::new();
     let mut b = BatchBuilder::new(cols, CHUNK_ROWS);
     let mut keys = BinaryBuilder::new();
@@ -838,7 +824,7 @@ fn mem_slice(
         puts.append_value(key);
         if b.rows() >= CHUNK_ROWS {
             let full = std::mem::replace(&mut b, BatchBuilder::new(cols, CHUNK_ROWS));
-            units.push(Unit::Ready(full.finish_arrays()));
+            chunks.push(full.finish_arrays());
             put_keys.push(Arc::new(puts.finish()));
         }
         Ok(())
@@ -847,15 +833,10 @@ fn mem_slice(
         return None;
     };
     if b.rows() > 0 {
-        units.push(Unit::Ready(b.finish_arrays()));
+        chunks.push(b.finish_arrays());
         put_keys.push(Arc::new(puts.finish()));
     }
-    Some(MemRun {
-        range: read.range,
-        units,
-        keys: Arc::new(keys.finish()),
-        put_keys,
-    })
+    Some((read, chunks, Arc::new(keys.finish()), put_keys))
 }
 
 /// The arrays of a chunk (its key column at `key`) sliced to the rows in

@@ -221,21 +221,12 @@ impl ColumnCache {
             .ok_or_else(|| DataFusionError::Internal("an empty key image".to_owned()))?
             .as_binary::<i32>()
             .clone();
-        let keep = match shadow {
-            None => None,
-            Some(sh) => match self.keep_mask(comp, chunk, blocks, sh, build)? {
-                Some(keep) => keep,
-                None => return Ok(None),
-            },
-        };
-        let Some(mut arrays) = self.disk_arrays(comp, chunk, blocks, cols, build)? else {
+        let Some((arrays, keep)) =
+            self.unshadowed(comp, chunk, blocks, shadow.as_deref(), cols, build)?
+        else {
             return Ok(None);
         };
         if let Some(keep) = &keep {
-            arrays = arrays
-                .iter()
-                .map(|a| filter(a, keep))
-                .collect::<Result<_, _>>()?;
             keys = filter(&keys, keep)?.as_binary::<i32>().clone();
         }
         Ok(Some((arrays, keys)))

@@ -11,10 +11,12 @@ use std::sync::atomic::Ordering;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BinaryArray, BinaryBuilder, BooleanArray,
 };
+use datafusion::arrow::compute::filter;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use silt::storage::{ComponentReader, EntryKind};
 
 use super::{ColumnCache, Image, ImageKey, RunId, chunks_of, partition_point};
+use crate::convert::ColumnInfo;
 use crate::error::silt_err;
 
 /// The runs newer than a disk component whose key ranges meet its own:
@@ -80,6 +82,39 @@ impl ColumnCache {
             }
         }
         Ok(Some((dropped > 0).then(|| BooleanArray::from(keep))))
+    }
+
+    /// A disk chunk's arrays of `cols` without the rows newer runs hold
+    /// (`shadow`), and the mask that left them out (`None`: every row
+    /// kept); `None` when something is not in the cache and `build` is
+    /// false.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn unshadowed(
+        &self,
+        comp: &ComponentReader,
+        chunk: u32,
+        blocks: &Range<usize>,
+        shadow: Option<&Shadow>,
+        cols: &[ColumnInfo],
+        build: bool,
+    ) -> DfResult<Option<(Vec<ArrayRef>, Option<BooleanArray>)>> {
+        let keep = match shadow {
+            None => None,
+            Some(sh) => match self.keep_mask(comp, chunk, blocks, sh, build)? {
+                Some(keep) => keep,
+                None => return Ok(None),
+            },
+        };
+        let Some(mut arrays) = self.disk_arrays(comp, chunk, blocks, cols, build)? else {
+            return Ok(None);
+        };
+        if let Some(keep) = &keep {
+            arrays = arrays
+                .iter()
+                .map(|a| filter(a, keep))
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(Some((arrays, keep)))
     }
 
     /// The key image of a disk chunk ([`What::Keys`]), from the cache or
