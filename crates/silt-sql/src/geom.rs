@@ -111,3 +111,254 @@ pub fn dwithin(a: &Geometry, b: &Geometry, metres: f64) -> bool {
         _ => distance_m(a, b) <= metres,
     }
 }
+
+/// A geometry of any WKT kind: Silt's own (a point, a box, a polygon),
+/// which the indexes and Silt's predicates take, or another the `geo`
+/// crate holds (line strings, multi-geometries, collections), which the
+/// processing functions produce and take.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnyGeom {
+    Silt(Geometry),
+    Other(geo::Geometry<f64>),
+}
+
+/// The text after an EWKT `SRID=n;` prefix (the SRID is ignored, as Silt's
+/// own parser ignores it).
+fn without_srid(text: &str) -> &str {
+    let t = text.trim_start();
+    match t.get(..5) {
+        Some(p) if p.eq_ignore_ascii_case("srid=") => t.split_once(';').map_or(t, |(_, r)| r),
+        _ => t,
+    }
+}
+
+/// Parse WKT of any kind. Points, boxes and polygons become Silt's
+/// geometries (validated as stored ones are); anything else the `geo`
+/// crate's, with every coordinate finite.
+pub fn parse_any(text: &str) -> Result<AnyGeom, String> {
+    let silt_err = match Geometry::parse_wkt(text) {
+        Ok(g) => {
+            g.validate()
+                .map_err(|e| format!("invalid geometry `{}`: {e}", short(text)))?;
+            return Ok(AnyGeom::Silt(g));
+        }
+        Err(e) => e,
+    };
+    use wkt::TryFromWkt;
+    match geo::Geometry::<f64>::try_from_wkt_str(without_srid(text)) {
+        Ok(g) => {
+            check_finite(&g).map_err(|e| format!("invalid geometry `{}`: {e}", short(text)))?;
+            Ok(AnyGeom::Other(g))
+        }
+        // A point or polygon that Silt's parser refused: its reason is
+        // the more precise one.
+        Err(_) if starts_with_silt_kind(text) => Err(silt_err.to_string()),
+        Err(e) => Err(format!("invalid WKT geometry `{}`: {e}", short(text))),
+    }
+}
+
+fn starts_with_silt_kind(text: &str) -> bool {
+    let t = without_srid(text).trim_start().to_ascii_uppercase();
+    (t.starts_with("POINT") || t.starts_with("POLYGON")) && !t.contains("EMPTY")
+}
+
+/// The first 80 characters of a text, for error messages.
+pub fn short(text: &str) -> String {
+    match text.char_indices().nth(80) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_owned(),
+    }
+}
+
+/// Every coordinate of `g` is a finite number.
+pub fn check_finite(g: &geo::Geometry<f64>) -> Result<(), String> {
+    use geo::CoordsIter;
+    match g
+        .coords_iter()
+        .find(|c| !c.x.is_finite() || !c.y.is_finite())
+    {
+        Some(c) => Err(format!("coordinate ({}, {}) is not finite", c.x, c.y)),
+        None => Ok(()),
+    }
+}
+
+impl AnyGeom {
+    /// The `geo` crate's form.
+    pub fn to_geo(&self) -> geo::Geometry<f64> {
+        match self {
+            AnyGeom::Silt(g) => to_geo(g),
+            AnyGeom::Other(g) => g.clone(),
+        }
+    }
+
+    /// A `geo` geometry, as Silt's own when it is a point or a polygon
+    /// (so that it goes on through Silt's predicates and indexes).
+    pub fn from_geo(g: geo::Geometry<f64>) -> AnyGeom {
+        let ring = |l: &geo::LineString<f64>| l.coords().map(|c| (c.x, c.y)).collect::<Vec<_>>();
+        match &g {
+            geo::Geometry::Point(p) => AnyGeom::Silt(Geometry::point(p.x(), p.y())),
+            geo::Geometry::Polygon(p) if p.exterior().0.len() >= 4 => {
+                let s = Geometry::Polygon {
+                    exterior: ring(p.exterior()),
+                    holes: p.interiors().iter().map(ring).collect(),
+                };
+                match s.validate() {
+                    Ok(()) => AnyGeom::Silt(s),
+                    Err(_) => AnyGeom::Other(g),
+                }
+            }
+            _ => AnyGeom::Other(g),
+        }
+    }
+
+    /// Well-known text.
+    pub fn to_wkt(&self) -> String {
+        match self {
+            AnyGeom::Silt(g) => g.to_wkt(),
+            AnyGeom::Other(g) => {
+                use wkt::ToWkt;
+                g.wkt_string()
+            }
+        }
+    }
+
+    /// The PostGIS name of the geometry's kind (`ST_GeometryType`'s words).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AnyGeom::Silt(Geometry::Point { .. }) => "Point",
+            AnyGeom::Silt(_) => "Polygon",
+            AnyGeom::Other(g) => match g {
+                geo::Geometry::Point(_) => "Point",
+                geo::Geometry::Line(_) | geo::Geometry::LineString(_) => "LineString",
+                geo::Geometry::Polygon(_) | geo::Geometry::Rect(_) | geo::Geometry::Triangle(_) => {
+                    "Polygon"
+                }
+                geo::Geometry::MultiPoint(_) => "MultiPoint",
+                geo::Geometry::MultiLineString(_) => "MultiLineString",
+                geo::Geometry::MultiPolygon(_) => "MultiPolygon",
+                geo::Geometry::GeometryCollection(_) => "GeometryCollection",
+            },
+        }
+    }
+
+    /// Silt's geometries this one is the union of, when it is made of
+    /// points, boxes and polygons only (a multi-polygon is its polygons):
+    /// what an index probe per part can search.
+    pub fn silt_parts(&self) -> Option<Vec<Geometry>> {
+        match self {
+            AnyGeom::Silt(g) => Some(vec![g.clone()]),
+            AnyGeom::Other(g) => {
+                let one = |g: geo::Geometry<f64>| match AnyGeom::from_geo(g) {
+                    AnyGeom::Silt(s) => Some(s),
+                    AnyGeom::Other(_) => None,
+                };
+                match g {
+                    geo::Geometry::MultiPolygon(mp) if !mp.0.is_empty() => {
+                        mp.0.iter().map(|p| one(p.clone().into())).collect()
+                    }
+                    geo::Geometry::MultiPoint(mp) if !mp.0.is_empty() => {
+                        mp.0.iter().map(|p| one((*p).into())).collect()
+                    }
+                    _ => None,
+                }
+            }
+        }
+    }
+}
+
+/// Whether the geometries share a point: Silt's predicate between its own
+/// geometries, the `geo` crate's otherwise (both planar in lon/lat,
+/// boundaries included).
+pub fn intersects_any(a: &AnyGeom, b: &AnyGeom) -> bool {
+    match (a, b) {
+        (AnyGeom::Silt(x), AnyGeom::Silt(y)) => intersects(x, y),
+        _ => geo::Intersects::intersects(&a.to_geo(), &b.to_geo()),
+    }
+}
+
+/// Whether `a` contains `b` (OGC semantics, the `geo` crate's).
+pub fn contains_any(a: &AnyGeom, b: &AnyGeom) -> bool {
+    match (a, b) {
+        (AnyGeom::Silt(x), AnyGeom::Silt(y)) => contains(x, y),
+        _ => a.to_geo().contains(&b.to_geo()),
+    }
+}
+
+/// Great-circle metres from a point to any geometry (0 inside it or on
+/// it); `None` for an empty geometry.
+fn point_distance_m(g: &geo::Geometry<f64>, p: geo::Point<f64>) -> Option<f64> {
+    use geo::{Distance, Haversine, HaversineClosestPoint};
+    if geo::Intersects::intersects(g, &p) {
+        return Some(0.0);
+    }
+    match g.haversine_closest_point(&p) {
+        geo::Closest::Intersection(_) => Some(0.0),
+        geo::Closest::SinglePoint(q) => Some(Haversine.distance(q, p)),
+        geo::Closest::Indeterminate => None,
+    }
+}
+
+/// Great-circle metres between two geometries of any kind (see
+/// [`distance_m`] for Silt's own); `None` when one is empty.
+pub fn distance_any_m(a: &AnyGeom, b: &AnyGeom) -> Option<f64> {
+    if let (AnyGeom::Silt(x), AnyGeom::Silt(y)) = (a, b) {
+        return Some(distance_m(x, y));
+    }
+    let (ga, gb) = (a.to_geo(), b.to_geo());
+    if geo::Intersects::intersects(&ga, &gb) {
+        return Some(0.0);
+    }
+    use geo::CoordsIter;
+    let mut best: Option<f64> = None;
+    for (from, to) in [(&ga, &gb), (&gb, &ga)] {
+        for c in from.coords_iter() {
+            if let Some(d) = point_distance_m(to, c.into()) {
+                best = Some(best.map_or(d, |b| b.min(d)));
+            }
+        }
+    }
+    best
+}
+
+/// GeoJSON of a `geo` geometry (RFC 7946 shapes; a `Rect` or `Triangle`
+/// as its polygon).
+pub fn geojson(g: &geo::Geometry<f64>) -> serde_json::Value {
+    use serde_json::{Value as J, json};
+    fn pos(c: geo::Coord<f64>) -> J {
+        json!([c.x, c.y])
+    }
+    fn line(l: &geo::LineString<f64>) -> J {
+        J::Array(l.coords().map(|c| pos(*c)).collect())
+    }
+    fn poly(p: &geo::Polygon<f64>) -> J {
+        J::Array(
+            std::iter::once(p.exterior())
+                .chain(p.interiors())
+                .map(line)
+                .collect(),
+        )
+    }
+    let shape = |t: &str, coordinates: J| json!({"type": t, "coordinates": coordinates});
+    match g {
+        geo::Geometry::Point(p) => shape("Point", pos(p.0)),
+        geo::Geometry::Line(l) => shape("LineString", json!([pos(l.start), pos(l.end)])),
+        geo::Geometry::LineString(l) => shape("LineString", line(l)),
+        geo::Geometry::Polygon(p) => shape("Polygon", poly(p)),
+        geo::Geometry::Rect(r) => shape("Polygon", poly(&r.to_polygon())),
+        geo::Geometry::Triangle(t) => shape("Polygon", poly(&t.to_polygon())),
+        geo::Geometry::MultiPoint(m) => shape(
+            "MultiPoint",
+            J::Array(m.0.iter().map(|p| pos(p.0)).collect()),
+        ),
+        geo::Geometry::MultiLineString(m) => {
+            shape("MultiLineString", J::Array(m.0.iter().map(line).collect()))
+        }
+        geo::Geometry::MultiPolygon(m) => {
+            shape("MultiPolygon", J::Array(m.0.iter().map(poly).collect()))
+        }
+        geo::Geometry::GeometryCollection(c) => json!({
+            "type": "GeometryCollection",
+            "geometries": c.0.iter().map(geojson).collect::<Vec<_>>(),
+        }),
+    }
+}

@@ -44,6 +44,8 @@ mod lookup_join;
 mod numeric_avg;
 #[path = "sql/plan_cache.rs"]
 mod plan_cache;
+#[path = "sql/postgis.rs"]
+mod postgis;
 #[path = "sql/prefilter.rs"]
 mod prefilter;
 #[path = "sql/prepare.rs"]

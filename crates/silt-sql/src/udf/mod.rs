@@ -34,7 +34,10 @@ use datafusion::logical_expr::{
 };
 use silt::{FieldType, Geometry, Value};
 
-use crate::geom;
+use crate::geom::{self, AnyGeom};
+
+pub mod adapted;
+pub mod processing;
 
 /// What a function computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -181,6 +184,8 @@ pub fn all_udfs() -> Vec<ScalarUDF> {
     Func::ALL
         .into_iter()
         .map(|f| ScalarUDF::new_from_impl(SiltFn::new(f)))
+        .chain(processing::udfs())
+        .chain(adapted::udfs())
         .collect()
 }
 
@@ -330,7 +335,7 @@ impl ScalarUDFImpl for SiltFn {
 
 /// A geometry argument: parsed once when it is a constant.
 enum GeomArg<'a> {
-    Const(Option<Geometry>),
+    Const(Option<AnyGeom>),
     Column(&'a StringArray),
 }
 
@@ -338,7 +343,7 @@ impl<'a> GeomArg<'a> {
     fn new(f: Func, v: &ColumnarValue, a: &'a ArrayRef) -> DfResult<GeomArg<'a>> {
         match v {
             ColumnarValue::Scalar(s) => Ok(GeomArg::Const(match scalar_text(s) {
-                Some(t) => Some(geom::parse_wkt(&t).map_err(|e| exec_err(f, e))?),
+                Some(t) => Some(geom::parse_any(&t).map_err(|e| exec_err(f, e))?),
                 None => None,
             })),
             ColumnarValue::Array(_) => a
@@ -348,14 +353,14 @@ impl<'a> GeomArg<'a> {
         }
     }
 
-    fn get(&self, f: Func, row: usize) -> DfResult<Option<std::borrow::Cow<'_, Geometry>>> {
+    fn get(&self, f: Func, row: usize) -> DfResult<Option<std::borrow::Cow<'_, AnyGeom>>> {
         match self {
             GeomArg::Const(g) => Ok(g.as_ref().map(std::borrow::Cow::Borrowed)),
             GeomArg::Column(a) => {
                 if a.is_null(row) {
                     return Ok(None);
                 }
-                geom::parse_wkt(a.value(row))
+                geom::parse_any(a.value(row))
                     .map(|g| Some(std::borrow::Cow::Owned(g)))
                     .map_err(|e| exec_err(f, e))
             }
@@ -454,10 +459,11 @@ fn eval(f: Func, vals: &[ColumnarValue], arrays: &[ArrayRef], n: usize) -> DfRes
             let g = GeomArg::new(f, &vals[0], &arrays[0])?;
             let mut b = StringBuilder::new();
             for row in 0..n {
-                match g.get(f, row)? {
-                    Some(g) => b.append_value(
-                        silt::value::to_json(&Value::Geometry(g.into_owned())).to_string(),
+                match g.get(f, row)?.as_deref() {
+                    Some(AnyGeom::Silt(g)) => b.append_value(
+                        silt::value::to_json(&Value::Geometry(g.clone())).to_string(),
                     ),
+                    Some(AnyGeom::Other(g)) => b.append_value(geom::geojson(g).to_string()),
                     None => b.append_null(),
                 }
             }
@@ -468,13 +474,13 @@ fn eval(f: Func, vals: &[ColumnarValue], arrays: &[ArrayRef], n: usize) -> DfRes
             let mut b = Float64Builder::with_capacity(n);
             for row in 0..n {
                 match g.get(f, row)?.as_deref() {
-                    Some(Geometry::Point { x, y }) => {
+                    Some(AnyGeom::Silt(Geometry::Point { x, y })) => {
                         b.append_value(if f == Func::X { *x } else { *y })
                     }
                     Some(other) => {
                         return Err(exec_err(
                             f,
-                            format!("the argument must be a point, got a {}", other.type_name()),
+                            format!("the argument must be a point, got a {}", other.kind()),
                         ));
                     }
                     None => b.append_null(),
@@ -492,11 +498,14 @@ fn eval(f: Func, vals: &[ColumnarValue], arrays: &[ArrayRef], n: usize) -> DfRes
                     continue;
                 };
                 let r = match f {
-                    Func::Intersects => geom::intersects(&x, &y),
-                    Func::Contains => geom::contains(&x, &y),
-                    Func::Within => geom::contains(&y, &x),
+                    Func::Intersects => geom::intersects_any(&x, &y),
+                    Func::Contains => geom::contains_any(&x, &y),
+                    Func::Within => geom::contains_any(&y, &x),
                     _ => match num(&arrays[2], row) {
-                        Some(m) => geom::dwithin(&x, &y, m),
+                        Some(m) => match (x.as_ref(), y.as_ref()) {
+                            (AnyGeom::Silt(x), AnyGeom::Silt(y)) => geom::dwithin(x, y, m),
+                            _ => geom::distance_any_m(&x, &y).is_some_and(|d| d <= m),
+                        },
                         None => {
                             b.append_null();
                             continue;
@@ -513,7 +522,10 @@ fn eval(f: Func, vals: &[ColumnarValue], arrays: &[ArrayRef], n: usize) -> DfRes
             let mut b = Float64Builder::with_capacity(n);
             for row in 0..n {
                 match (a.get(f, row)?, c.get(f, row)?) {
-                    (Some(x), Some(y)) => b.append_value(geom::distance_m(&x, &y)),
+                    (Some(x), Some(y)) => match geom::distance_any_m(&x, &y) {
+                        Some(d) => b.append_value(d),
+                        None => b.append_null(),
+                    },
                     _ => b.append_null(),
                 }
             }
