@@ -28,6 +28,10 @@ const ONE_SIDED: f64 = 1.0 / 3.0;
 
 /// About how many rows `access` reads from `ds`, at most `limit`.
 pub(crate) fn rows(ds: &Dataset, access: &Access, limit: Option<usize>) -> usize {
+    if let Access::AnyOf(paths) = access {
+        let sum: usize = paths.iter().map(|p| rows(ds, p, limit)).sum();
+        return limit.map_or(sum, |l| sum.min(l));
+    }
     let n = ds.approx_count() as f64;
     let share = |f: f64| (n * f).ceil().max(1.0);
     let rows = match access {
@@ -42,6 +46,7 @@ pub(crate) fn rows(ds: &Dataset, access: &Access, limit: Option<usize>) -> usize
         },
         Access::Index { .. } => share(NARROW),
         Access::Knn(k) => k.k as f64,
+        Access::AnyOf(_) => n,
     };
     let rows = rows.min(n.max(1.0)) as usize;
     limit.map_or(rows, |l| rows.min(l))

@@ -975,6 +975,21 @@ pub fn open_records(
         return scan(lo, hi);
     }
     Ok(match access {
+        Access::AnyOf(paths) => {
+            let mut parts = Vec::with_capacity(paths.len());
+            for p in paths {
+                let spec = ReadSpec {
+                    access: p,
+                    rev,
+                    range: None,
+                    limit,
+                    // Whole records: each is known by its primary key.
+                    fields: None,
+                };
+                parts.push(open_records(ds, spec, ctl)?);
+            }
+            distinct_records(ds, parts)
+        }
         Access::Full => scan(Bound::Unbounded, Bound::Unbounded)?,
         Access::Get(pk) => decoded(ds.get(pk)?.into_iter().map(Ok)),
         Access::GetMany(keys) => {
@@ -1130,6 +1145,20 @@ pub fn open_records_in(
         return scan(lo, hi);
     }
     Ok(match access {
+        Access::AnyOf(paths) => {
+            let mut parts = Vec::with_capacity(paths.len());
+            for p in paths {
+                let spec = ReadSpec {
+                    access: p,
+                    rev,
+                    range: None,
+                    limit,
+                    fields: None,
+                };
+                parts.push(open_records_in(slot.clone(), ds, spec, for_write, ctl)?);
+            }
+            distinct_records(ds, parts)
+        }
         Access::Full => scan(Bound::Unbounded, Bound::Unbounded)?,
         Access::Get(pk) => decoded(get(pk)?.into_iter().map(Ok)),
         Access::GetMany(keys) => {
@@ -1205,6 +1234,38 @@ pub fn open_records_in(
             }))
         }
     })
+}
+
+/// The records of each part in turn, each record once: a record another
+/// part gave already (same primary key) is skipped.
+fn distinct_records(ds: &Arc<Dataset>, parts: Vec<Records>) -> Records {
+    let ds = ds.clone();
+    let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+    Box::new(parts.into_iter().flatten().filter_map(move |r| {
+        let rec = match r {
+            Ok(rec) => rec,
+            Err(e) => return Some(Err(e)),
+        };
+        let key = match record_key(&ds, &rec) {
+            Ok(k) => k,
+            Err(e) => return Some(Err(e)),
+        };
+        seen.insert(key).then_some(Ok(rec))
+    }))
+}
+
+/// The encoded primary key of a record.
+fn record_key(ds: &Dataset, rec: &Rec) -> silt::Result<Vec<u8>> {
+    let def = ds.def();
+    let mut pk = Vec::with_capacity(def.primary_key.len());
+    for f in &def.primary_key {
+        let v = match rec {
+            Rec::Encoded(bytes) => silt::value::decode_field(bytes, f)?,
+            Rec::Decoded(v) => v.get(f).cloned(),
+        };
+        pk.push(v.unwrap_or(Value::Null));
+    }
+    ds.encode_pk(&pk)
 }
 
 /// `it` until the statement is stopped: index hits are filtered inside

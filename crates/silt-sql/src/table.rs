@@ -258,6 +258,22 @@ impl SiltTable {
     /// Recognize the predicates of one filter conjunct.
     fn classify(&self, e: &Expr) -> Vec<Pred> {
         match e {
+            Expr::BinaryExpr(BinaryExpr {
+                op: Operator::Or, ..
+            }) => {
+                let mut leaves = Vec::new();
+                or_leaves(e, &mut leaves);
+                let mut any = Vec::with_capacity(leaves.len());
+                for leaf in leaves {
+                    match self.classify(leaf).as_slice() {
+                        [Pred::AnyOf(ps)] => any.extend(ps.iter().cloned()),
+                        [p] => any.push(p.clone()),
+                        // A leaf no single probe answers: no union.
+                        _ => return vec![],
+                    }
+                }
+                vec![Pred::AnyOf(any)]
+            }
             Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
                 let Some(op) = CmpOp::from(*op) else {
                     return vec![];
@@ -309,20 +325,107 @@ impl SiltTable {
                 let Some(info) = self.col(&c.name) else {
                     return vec![];
                 };
-                if self.ds.def().primary_key.len() != 1 || !self.is_pk_first(&c.name) {
-                    return vec![];
-                }
                 let vals: Option<Vec<Value>> = list
                     .iter()
                     .map(|e| convert::scalar_to_value(&const_scalar(e)?, info.ty))
                     .collect();
-                match vals {
-                    Some(vals) if !vals.is_empty() => vec![Pred::In { vals }],
-                    _ => vec![],
+                let Some(vals) = vals.filter(|v| !v.is_empty()) else {
+                    return vec![];
+                };
+                if self.ds.def().primary_key.len() == 1 && self.is_pk_first(&c.name) {
+                    return vec![Pred::In { vals }];
                 }
+                // A key's first column or an indexed one: a probe per value.
+                if self.is_pk_first(&c.name) || self.btree_index(&c.name).is_some() {
+                    let eqs = vals
+                        .into_iter()
+                        .map(|val| Pred::Cmp {
+                            col: c.name.clone(),
+                            op: CmpOp::Eq,
+                            val,
+                        })
+                        .collect();
+                    return vec![Pred::AnyOf(eqs)];
+                }
+                vec![]
             }
             _ => vec![],
         }
+    }
+
+    /// The access path of one predicate alone, if it has one.
+    fn single_access(&self, p: &Pred) -> Option<Access> {
+        let pk = &self.ds.def().primary_key;
+        Some(match p {
+            Pred::Cmp { col, op, val } => {
+                let (lo, hi) = match op {
+                    CmpOp::Eq => (Bound::Included(val.clone()), Bound::Included(val.clone())),
+                    CmpOp::Gt => (Bound::Excluded(val.clone()), Bound::Unbounded),
+                    CmpOp::Ge => (Bound::Included(val.clone()), Bound::Unbounded),
+                    CmpOp::Lt => (Bound::Unbounded, Bound::Excluded(val.clone())),
+                    CmpOp::Le => (Bound::Unbounded, Bound::Included(val.clone())),
+                };
+                if self.is_pk_first(col) {
+                    if *op == CmpOp::Eq && pk.len() == 1 {
+                        return Some(Access::Get(vec![val.clone()]));
+                    }
+                    return Some(Access::PkRange {
+                        column: col.clone(),
+                        lo,
+                        hi,
+                    });
+                }
+                let (index, kind) = self.btree_index(col)?;
+                let b = |x: Bound<Value>| x.map(|v| vec![v]);
+                Access::Index {
+                    index,
+                    kind,
+                    column: col.clone(),
+                    query: Query::Range {
+                        lo: b(lo),
+                        hi: b(hi),
+                    },
+                    text_check: None,
+                    exact: true,
+                }
+            }
+            Pred::Text { col, words } => {
+                let (index, kind) = self.text_index(col)?;
+                Access::Index {
+                    index,
+                    kind,
+                    column: col.clone(),
+                    query: Query::Text {
+                        text: text_query(kind, words),
+                        all: true,
+                    },
+                    text_check: Some(words.clone()),
+                    exact: true,
+                }
+            }
+            Pred::Spatial { col, query, exact } => {
+                let (index, kind) = self.spatial_index(col, false)?;
+                Access::Index {
+                    index,
+                    kind,
+                    column: col.clone(),
+                    query: query.clone(),
+                    text_check: None,
+                    exact: *exact,
+                }
+            }
+            Pred::In { vals } => {
+                let mut keys = vals.clone();
+                keys.sort_by(silt::value::compare_key_parts);
+                keys.dedup();
+                Access::GetMany(keys)
+            }
+            Pred::AnyOf(ps) => Access::AnyOf(
+                ps.iter()
+                    .map(|p| self.single_access(p))
+                    .collect::<Option<_>>()?,
+            ),
+        })
     }
 
     fn cmp_pred(&self, col: &str, op: CmpOp, lit: &ScalarValue) -> Option<Pred> {
@@ -359,7 +462,25 @@ impl SiltTable {
             Func::Intersects | Func::Contains | Func::Within => {
                 let (c, g) = match (args.first()?, args.get(1)?) {
                     (Expr::Column(c), other) | (other, Expr::Column(c)) => {
-                        (c, const_geometry(other)?)
+                        match const_geometry(other) {
+                            Some(g) => (c, g),
+                            // A multi-polygon (an antimeridian box from
+                            // `ST_MakeEnvelope`, say): a probe per part.
+                            None => {
+                                self.spatial_index(&c.name, false)?;
+                                let parts = const_geometry_parts(other)?;
+                                return Some(Pred::AnyOf(
+                                    parts
+                                        .into_iter()
+                                        .map(|g| Pred::Spatial {
+                                            col: c.name.clone(),
+                                            query: Query::Intersects(g),
+                                            exact: false,
+                                        })
+                                        .collect(),
+                                ));
+                            }
+                        }
                     }
                     _ => return None,
                 };
@@ -490,20 +611,14 @@ impl SiltTable {
                     && let Some((index, kind)) = self.text_index(col)
                 {
                     used.insert((*i, *j));
-                    let text = if kind == IndexKind::Ngram {
-                        words
-                            .iter()
-                            .max_by_key(|w| w.chars().count())
-                            .cloned()
-                            .unwrap_or_default()
-                    } else {
-                        words.join(" ")
-                    };
                     break 'choose Access::Index {
                         index,
                         kind,
                         column: col.clone(),
-                        query: Query::Text { text, all: true },
+                        query: Query::Text {
+                            text: text_query(kind, words),
+                            all: true,
+                        },
                         text_check: Some(words.clone()),
                         exact: true,
                     };
@@ -525,6 +640,14 @@ impl SiltTable {
                         text_check: None,
                         exact: *exact,
                     };
+                }
+            }
+            // 4b. A union of probes (the filter stays above the scan).
+            for (_, _, p) in &all {
+                if let Pred::AnyOf(_) = p
+                    && let Some(access) = self.single_access(p)
+                {
+                    break 'choose access;
                 }
             }
             // 5./6. Ranges: primary key first, then btree indexes.
@@ -686,8 +809,29 @@ impl SiltTable {
                 {
                     Exact
                 }
+                // A probe per value; the list is checked above the scan.
+                Expr::Column(c)
+                    if !list.is_empty()
+                        && list.iter().all(is_const)
+                        && (self.is_pk_first(&c.name) || self.btree_index(&c.name).is_some()) =>
+                {
+                    Inexact
+                }
                 _ => Unsupported,
             },
+            // A union of probes when every disjunct has one; the `OR` is
+            // checked above the scan.
+            Expr::BinaryExpr(BinaryExpr {
+                op: Operator::Or, ..
+            }) => {
+                let mut leaves = Vec::new();
+                or_leaves(&f, &mut leaves);
+                if leaves.iter().all(|l| self.exactness(l) != Unsupported) {
+                    Inexact
+                } else {
+                    Unsupported
+                }
+            }
             Expr::ScalarFunction(sf) => {
                 let args = &sf.args;
                 match udf::func_of(&sf.func) {
@@ -1021,6 +1165,43 @@ fn lit_number(e: &Expr) -> Option<f64> {
     }
 }
 
+/// The parts of a constant multi-geometry (a multi-polygon, multi-point),
+/// each one Silt's geometry; `None` for anything else.
+pub fn const_geometry_parts(e: &Expr) -> Option<Vec<Geometry>> {
+    let t = lit_text(e)?;
+    let parts = geom::parse_any(&t).ok()?.silt_parts()?;
+    (parts.len() > 1).then_some(parts)
+}
+
+/// The disjuncts of an `OR` tree.
+fn or_leaves<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    match e {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Or,
+            right,
+        }) => {
+            or_leaves(left, out);
+            or_leaves(right, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// What a text index is asked for `words`: all of them (keywords), or the
+/// longest (n-grams; the others are checked on the rows).
+fn text_query(kind: IndexKind, words: &[String]) -> String {
+    if kind == IndexKind::Ngram {
+        words
+            .iter()
+            .max_by_key(|w| w.chars().count())
+            .cloned()
+            .unwrap_or_default()
+    } else {
+        words.join(" ")
+    }
+}
+
 /// A constant geometry: WKT text, or one of the constructors applied to
 /// constants (the optimizer usually folds those into text first).
 pub fn const_geometry(e: &Expr) -> Option<Geometry> {
@@ -1100,6 +1281,10 @@ enum Pred {
     In {
         vals: Vec<Value>,
     },
+    /// Rows meeting any of these (an `OR`, a multi-part geometry, an `IN`
+    /// list on an index): a union of probes, PostgreSQL's BitmapOr. The
+    /// filter is still applied above the scan.
+    AnyOf(Vec<Pred>),
 }
 
 /// How a scan reads the dataset.
@@ -1125,6 +1310,8 @@ pub enum Access {
         exact: bool,
     },
     Knn(KnnSpec),
+    /// The rows of each path, each row once (by primary key).
+    AnyOf(Vec<Access>),
 }
 
 fn fmt_bound(col: &str, b: &Bound<Value>, lower: bool) -> Option<String> {
@@ -1190,6 +1377,16 @@ impl fmt::Display for Access {
                 "rtree({}) index={} knn(POINT({} {}), k={})",
                 k.column, k.index, k.lon, k.lat, k.k
             ),
+            Access::AnyOf(paths) => {
+                write!(f, "any of {} paths [", paths.len())?;
+                for (i, p) in paths.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{p}")?;
+                }
+                f.write_str("]")
+            }
         }
     }
 }

@@ -414,6 +414,10 @@ fn eval(f: Func, vals: &[ColumnarValue], arrays: &[ArrayRef], n: usize) -> DfRes
                 } else {
                     Geometry::rect(c[0], c[1], c[2], c[3])
                 };
+                if f == Func::MakeEnvelope && c[0] > c[2] {
+                    b.append_value(antimeridian_box(&c).map_err(|e| exec_err(f, e))?);
+                    continue;
+                }
                 g.validate().map_err(|e| exec_err(f, e))?;
                 b.append_value(g.to_wkt());
             }
@@ -550,6 +554,31 @@ fn eval(f: Func, vals: &[ColumnarValue], arrays: &[ArrayRef], n: usize) -> DfRes
             Ok(Arc::new(b.finish()))
         }
     }
+}
+
+/// `ST_MakeEnvelope` with `xmin > xmax`: Silt's box across the antimeridian
+/// (as the CLI's `--bbox` and the API's query rectangles mean it), the
+/// longitudes from `xmin` east to 180 and from -180 east to `xmax`, given as
+/// the multi-polygon of its two halves.
+fn antimeridian_box(c: &[f64]) -> Result<String, String> {
+    let (x0, y0, x1, y1) = (c[0], c[1], c[2], c[3]);
+    if !(-180.0..=180.0).contains(&x0) || !(-180.0..=180.0).contains(&x1) {
+        return Err(format!(
+            "xmin {x0} is greater than xmax {x1}, which means a box across the antimeridian,              but then both must be longitudes within [-180, 180]; for an ordinary box give xmin <= xmax"
+        ));
+    }
+    let halves: Vec<Geometry> = silt::geo::split_query_rect(&[x0, y0, x1, y1])
+        .into_iter()
+        .map(|[a, b, c, d]| Geometry::rect(a, b, c, d))
+        .collect();
+    for h in &halves {
+        h.validate().map_err(|e| e.to_string())?;
+    }
+    let inner: Vec<String> = halves
+        .iter()
+        .map(|h| h.to_wkt().trim_start_matches("POLYGON").to_owned())
+        .collect();
+    Ok(format!("MULTIPOLYGON({})", inner.join(",")))
 }
 
 /// The words of a text, as the keyword index tokenizes them.

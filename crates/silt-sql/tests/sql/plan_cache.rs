@@ -59,13 +59,17 @@ fn cached_plans_bind_new_literals_and_stay_right() {
     assert!(ints(&run(&e, sql), 0).is_empty());
     assert!(!ints(&run(&e, sql_box), 0).contains(&100001));
     assert!(e.plan_cache_stats().physical_runs >= after.physical_runs + 4);
-    // The same shape with values the index cannot take: the function's
-    // own error, as without the cache.
+    // The same shape with a box across the antimeridian (two probes):
+    // the rows from 170 east to 180 and from -180 east to -15.
+    let across = "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(170, -10, -15, 10))";
+    let want = in_box(&rows, (-180.0, -10.0, -15.0, 10.0));
+    assert_eq!(id_set(&run(&e, across)), want);
+    // And values the function refuses: its own error, as without the cache.
     let msg = fail(
         &e,
-        "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(170, -10, -15, 10))",
+        "SELECT id FROM r WHERE ST_Intersects(loc, ST_MakeEnvelope(190, -10, -15, 10))",
     );
-    assert!(msg.contains("greater than max_x"), "{msg}");
+    assert!(msg.contains("antimeridian"), "{msg}");
     // An invalid geometry: the same error as without the cache.
     let msg = fail(
         &e,
