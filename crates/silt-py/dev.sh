@@ -30,6 +30,9 @@ setup() {
     # Optional: SQL results as Arrow / pandas, and the tests that check them.
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "pyarrow>=14" "pandas>=1.5" \
         || echo "dev.sh: pyarrow/pandas not installed; their tests will be skipped" >&2
+    # GeoPandas (and shapely, pyproj, pyogrio): GeoDataFrames in and out.
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "geopandas>=1.0" \
+        || echo "dev.sh: geopandas not installed; its tests will be skipped" >&2
     # psycopg: the tests that drive `silt serve` as a PostgreSQL client.
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "psycopg[binary]>=3.1"
     # SQLAlchemy: the test of its reflection of `silt serve`'s catalog.

@@ -577,6 +577,46 @@ impl Database {
         ))
     }
 
+    /// Load a `geopandas.GeoDataFrame` into dataset `name`, created when
+    /// missing (fields typed from the columns, a spatial index of kind
+    /// `index` on the active geometry); returns the dataset. The key is
+    /// `primary_key`'s column, by default the frame's index. A frame in
+    /// another CRS is reprojected to EPSG:4326. Needs geopandas.
+    #[pyo3(signature = (name, frame, primary_key=None, index=Some("rtree"), batch=5000))]
+    fn load_geodataframe(
+        slf: Bound<'_, Self>,
+        name: &str,
+        frame: Bound<'_, PyAny>,
+        primary_key: Option<&str>,
+        index: Option<&str>,
+        batch: usize,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let geo = PyModule::import(py, "siltdb._geo")?;
+        Ok(geo
+            .getattr("load_geodataframe")?
+            .call1((slf, name, frame, primary_key, index, batch))?
+            .unbind())
+    }
+
+    /// Load a GeoParquet file into dataset `name`, as
+    /// [`load_geodataframe`] does. Needs geopandas (and pyarrow).
+    #[pyo3(signature = (name, path, primary_key=None, index=Some("rtree")))]
+    fn read_geoparquet(
+        slf: Bound<'_, Self>,
+        name: &str,
+        path: &str,
+        primary_key: Option<&str>,
+        index: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let geo = PyModule::import(py, "siltdb._geo")?;
+        Ok(geo
+            .getattr("read_geoparquet")?
+            .call1((slf, name, path, primary_key, index))?
+            .unbind())
+    }
+
     /// Flush, checkpoint, stop background work and release the directory
     /// lock. Further calls on the database, its datasets and iterators raise
     /// `ClosedError`. Closing twice is harmless.

@@ -430,6 +430,20 @@ impl Dataset {
         Ok(d.unbind())
     }
 
+    /// Every record as a `geopandas.GeoDataFrame`: a column per field,
+    /// geometry fields as shapely geometries (the first declared one
+    /// active), coordinates in `crs` (EPSG:4326, Silt's longitude/latitude).
+    /// Needs geopandas.
+    #[pyo3(signature = (crs="EPSG:4326"))]
+    fn to_geopandas(slf: Bound<'_, Self>, crs: &str) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let geo = PyModule::import(py, "siltdb._geo")?;
+        Ok(geo
+            .getattr("dataset_to_geopandas")?
+            .call1((slf, crs))?
+            .unbind())
+    }
+
     /// The dataset's secondary indexes: a list of dicts (name, kind, fields,
     /// policy, options).
     fn indexes(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {

@@ -26,8 +26,17 @@ def test_ddl_dml_and_results(db):
     table = r.to_arrow()
     assert table.column_names == ["id", "name"]
     assert table.num_rows == 2
-    assert list(r) == r.rows()
     assert "2 rows" in repr(r)
+    # As a DB-API cursor: tuples, then nothing more.
+    assert r.description[0][:2] == ("id", "int64")
+    assert [d[0] for d in r.description] == ["id", "name"]
+    assert r.fetchone() == (2, "b")
+    assert r.fetchall() == [(3, "c")]
+    assert r.fetchone() is None and r.fetchall() == [] and list(r) == []
+    r = db.sql("SELECT id, name FROM t ORDER BY id")
+    assert r.fetchmany(2) == [(1, "a"), (2, "b")]
+    assert list(r) == [(3, "c")]
+    assert r.rowcount == 3
     # The SQL table is a dataset of the Python API, and the other way round.
     assert db["t"].get(2) == {"id": 2, "name": "b", "n": 20}
     db["t"].insert({"id": 4, "name": "d", "n": 40})
@@ -111,3 +120,39 @@ def test_close_after_sql_releases_the_lock(db_path):
         db.sql("SELECT 1")
     with siltdb.connect(db_path) as db2:
         assert db2.sql("SELECT id FROM t").rows() == [{"id": 7}]
+
+
+def test_results_as_geodataframes(db):
+    pytest.importorskip("pyarrow")
+    gpd = pytest.importorskip("geopandas")
+    sql_or_skip(db, "CREATE TABLE p (id BIGINT PRIMARY KEY, name VARCHAR, loc GEOMETRY)")
+    db.sql(
+        "INSERT INTO p VALUES (1, 'a', ST_Point(2.35, 48.85)), "
+        "(2, 'b', ST_GeomFromText('POLYGON((0 0,1 0,1 1,0 1,0 0))')), (3, 'c', NULL)"
+    )
+    g = db.sql("SELECT id, name, loc, ST_Buffer(loc, 1) AS around FROM p ORDER BY id").to_geopandas()
+    assert isinstance(g, gpd.GeoDataFrame)
+    assert g.geometry.name == "loc"
+    assert g.crs.to_epsg() == 4326
+    assert g.geometry.iloc[0].x == 2.35 and g.geometry.iloc[0].y == 48.85
+    assert g.geometry.iloc[1].area == 1.0
+    assert g.geometry.iloc[2] is None
+    # Every WKT column became geometries; the name stays text.
+    assert g["around"].iloc[1].area > 1.0
+    assert list(g["name"]) == ["a", "b", "c"]
+    # Named explicitly, one column.
+    g = db.sql("SELECT ST_AsText(loc) AS w FROM p WHERE id = 1").to_geopandas("w")
+    assert g.geometry.iloc[0].x == 2.35
+    with pytest.raises(KeyError, match="nope"):
+        db.sql("SELECT id FROM p").to_geopandas("nope")
+
+
+def test_duckdb_reads_results_without_a_copy(db):
+    pytest.importorskip("pyarrow")
+    duckdb = pytest.importorskip("duckdb")
+    sql_or_skip(db, "CREATE TABLE p (id BIGINT PRIMARY KEY, loc GEOMETRY)")
+    db.sql("INSERT INTO p VALUES (1, ST_Point(1, 2)), (2, ST_Point(3, 4)), (3, NULL)")
+    r = db.sql("SELECT id, ST_X(loc) AS x FROM p WHERE loc IS NOT NULL ORDER BY id")
+    # DuckDB finds the result by its variable name (an Arrow stream).
+    got = duckdb.sql("SELECT sum(x), count(*) FROM r").fetchone()
+    assert got == (4.0, 2)

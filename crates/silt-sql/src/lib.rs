@@ -84,6 +84,7 @@ pub mod pubsub;
 mod returning;
 pub mod rules;
 pub mod scan;
+pub mod scan_metrics;
 mod schemas;
 pub mod scram;
 pub mod sequence_ddl;

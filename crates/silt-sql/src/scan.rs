@@ -42,6 +42,7 @@ use crate::convert::{self, ColumnInfo};
 use crate::error::silt_err;
 use crate::meta_count::{self, CountDecisions, RunDecisions};
 use crate::prefilter::PreFilter;
+use crate::scan_metrics::{CountedResults, ScanMetrics};
 use crate::session::TxnSlot;
 use crate::udf::{self};
 
@@ -691,6 +692,7 @@ impl SiltScanExec {
                     range: None,
                     limit: None,
                     fields: fields.as_deref(),
+                    metrics: None,
                 };
                 let mut cursor = ScanCursor::open(&ds, spec, txn.clone(), ctl.clone(), batch_size)?
                     .with_prefilter(pre.clone());
@@ -828,6 +830,7 @@ impl SiltScanExec {
             range,
             limit: self.limit,
             fields: fields.as_deref(),
+            metrics: Some(ScanMetrics::new(&self.metrics, partition)),
         };
         let mut cursor = ScanCursor::open(&self.ds, spec, txn, ctl, batch_size)?
             .with_prefilter(self.pre.clone());
@@ -941,6 +944,8 @@ pub struct ReadSpec<'a> {
     /// The record fields the reader takes (the projected columns), when
     /// it takes no more: a path may then give records of just those.
     pub fields: Option<&'a [String]>,
+    /// Where an index path counts what its search touched.
+    pub metrics: Option<ScanMetrics>,
 }
 
 /// The record fields a scan building `cols` reads, unless one of them is a
@@ -963,6 +968,7 @@ pub fn open_records(
         range,
         limit,
         fields,
+        metrics,
     } = spec;
     let scan = |lo, hi| -> silt::Result<Records> {
         Ok(encoded(if rev {
@@ -985,6 +991,7 @@ pub fn open_records(
                     limit,
                     // Whole records: each is known by its primary key.
                     fields: None,
+                    metrics: metrics.clone(),
                 };
                 parts.push(open_records(ds, spec, ctl)?);
             }
@@ -1048,7 +1055,7 @@ pub fn open_records(
                 Err(e) => return Err(e),
             };
             // B+-tree hits come as stored, read in place like a scan's.
-            let results = results.stored();
+            let results = counted(results.stored(), &metrics);
             let ds2 = ds.clone();
             let (check, column) = (text_check.clone(), column.clone());
             let hits = until_stopped(results, ctl).filter_map(move |h| {
@@ -1076,16 +1083,12 @@ pub fn open_records(
                 k: k.k,
             };
             let ds2 = ds.clone();
+            let opts = QueryOptions {
+                index_only: false,
+                limit: Some(k.k),
+            };
             decoded(
-                ds.query(
-                    &k.index,
-                    &q,
-                    QueryOptions {
-                        index_only: false,
-                        limit: Some(k.k),
-                    },
-                )?
-                .filter_map(move |h| match h {
+                counted(ds.query(&k.index, &q, opts)?, &metrics).filter_map(move |h| match h {
                     Ok(h) => match h.record {
                         Some(r) => Some(Ok(r)),
                         None => ds2.get(&h.pk).transpose(),
@@ -1114,6 +1117,7 @@ pub fn open_records_in(
         range,
         limit,
         fields: _,
+        metrics: _,
     } = spec;
     let get = {
         let (slot, ds) = (slot.clone(), ds.clone());
@@ -1154,6 +1158,7 @@ pub fn open_records_in(
                     range: None,
                     limit,
                     fields: None,
+                    metrics: None,
                 };
                 parts.push(open_records_in(slot.clone(), ds, spec, for_write, ctl)?);
             }
@@ -1234,6 +1239,17 @@ pub fn open_records_in(
             }))
         }
     })
+}
+
+/// An index search's hits, counted into `metrics` when there are some.
+fn counted(
+    results: silt::QueryResults,
+    metrics: &Option<ScanMetrics>,
+) -> Box<dyn Iterator<Item = silt::Result<silt::QueryHit>> + Send> {
+    match metrics {
+        Some(m) => Box::new(CountedResults::new(results, m.clone())),
+        None => Box::new(results),
+    }
 }
 
 /// The records of each part in turn, each record once: a record another
@@ -1359,6 +1375,7 @@ struct ScanCursor {
     done: bool,
     /// Stored records that fail it are not built ([`crate::prefilter`]).
     pre: Option<Arc<PreFilter>>,
+    metrics: Option<ScanMetrics>,
 }
 
 impl ScanCursor {
@@ -1370,6 +1387,7 @@ impl ScanCursor {
         batch_size: usize,
     ) -> DfResult<ScanCursor> {
         let limit = spec.limit;
+        let metrics = spec.metrics.clone();
         let it = match txn {
             Some((slot, for_write)) => open_records_in(slot, ds, spec, for_write, &ctl),
             None => open_records(ds, spec, &ctl),
@@ -1383,6 +1401,7 @@ impl ScanCursor {
             total: 0,
             done: false,
             pre: None,
+            metrics,
         })
     }
 
@@ -1405,6 +1424,20 @@ impl ScanCursor {
         if self.done {
             return Ok(None);
         }
+        let metrics = self.metrics.clone();
+        let _timer = metrics.as_ref().map(|m| m.elapsed.timer());
+        let batch = self.read_batch(schema, cols)?;
+        if let (Some(m), Some(b)) = (&metrics, &batch) {
+            m.output_rows.add(b.num_rows());
+        }
+        Ok(batch)
+    }
+
+    fn read_batch(
+        &mut self,
+        schema: &SchemaRef,
+        cols: &[ColumnInfo],
+    ) -> DfResult<Option<RecordBatch>> {
         let mut b = BatchBuilder::new(cols, self.batch_size);
         while b.rows() < self.batch_size {
             if self.limit.is_some_and(|l| self.total >= l) {
@@ -1478,6 +1511,7 @@ mod tests {
                 range: None,
                 limit,
                 fields: None,
+                metrics: None,
             };
             let mut c = ScanCursor::open(&ds, spec, None, None, batch).unwrap();
             let mut got = Vec::new();

@@ -12,9 +12,12 @@ class SqlResult:
     """The result of a SQL query.
 
     ``to_arrow()`` returns a ``pyarrow.Table``, ``to_pandas()`` a
-    ``pandas.DataFrame`` (both need pyarrow; pandas for the latter) and
-    ``rows()`` a list of dicts (pyarrow needed too). The result is also an
-    Arrow stream itself (``__arrow_c_stream__``): ``pyarrow.table(r)``,
+    ``pandas.DataFrame``, ``to_geopandas()`` a ``geopandas.GeoDataFrame``
+    and ``rows()`` a list of dicts (all need pyarrow; pandas and geopandas
+    for theirs). As a DB-API cursor's results: ``fetchone()``,
+    ``fetchmany(n)``, ``fetchall()`` and iteration give tuples,
+    ``description`` names the columns. The result is also an Arrow stream
+    itself (``__arrow_c_stream__``): ``pyarrow.table(r)``,
     ``polars.from_arrow(r)`` or DuckDB read it without a copy.
     ``ipc_bytes`` is the result as an Arrow IPC stream.
     """
@@ -22,6 +25,59 @@ class SqlResult:
     def __init__(self, batches: Any) -> None:
         self._batches = batches
         self._table: Any = None
+        self._tuples: list[tuple[Any, ...]] | None = None
+        self._next = 0
+
+    def _all_tuples(self) -> list[tuple[Any, ...]]:
+        if self._tuples is None:
+            t = self.to_arrow()
+            columns = [c.to_pylist() for c in t.columns]
+            self._tuples = list(zip(*columns)) if columns else []
+        return self._tuples
+
+    @property
+    def description(self) -> list[tuple[Any, ...]]:
+        """DB-API column descriptions: ``(name, type_code, None, None, None,
+        None, null_ok)`` per column, ``type_code`` the Arrow type's name
+        (``int64``, ``string``, ``double``...)."""
+        schema = self.to_arrow().schema
+        return [(f.name, str(f.type), None, None, None, None, f.nullable) for f in schema]
+
+    @property
+    def rowcount(self) -> int:
+        """The number of rows (DB-API)."""
+        return len(self)
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        """The next row as a tuple, or None after the last."""
+        rows = self._all_tuples()
+        if self._next >= len(rows):
+            return None
+        self._next += 1
+        return rows[self._next - 1]
+
+    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
+        """The next ``size`` rows (fewer at the end) as tuples."""
+        rows = self._all_tuples()
+        out = rows[self._next : self._next + max(size, 0)]
+        self._next += len(out)
+        return out
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        """The remaining rows as tuples."""
+        rows = self._all_tuples()
+        out = rows[self._next :]
+        self._next = len(rows)
+        return out
+
+    def to_geopandas(self, geometry: Any = None, crs: str = "EPSG:4326") -> Any:
+        """The result as a ``geopandas.GeoDataFrame``: the columns named by
+        ``geometry`` (a name or a list; by default every text column whose
+        values are all WKT) become geometries, the first one active.
+        Coordinates are longitude/latitude unless ``crs`` says otherwise."""
+        from ._geo import result_to_geopandas
+
+        return result_to_geopandas(self.to_arrow(), geometry, crs)
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         """The result as an Arrow C stream (a PyCapsule)."""
@@ -65,8 +121,10 @@ class SqlResult:
     def __len__(self) -> int:
         return len(self._batches)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return iter(self.rows())
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        """The remaining rows as tuples, as a DB-API cursor iterates."""
+        while (row := self.fetchone()) is not None:
+            yield row
 
     def __repr__(self) -> str:
         try:

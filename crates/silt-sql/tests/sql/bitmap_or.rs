@@ -194,3 +194,45 @@ fn the_antimeridian_box_means_the_same_everywhere() {
         "{msg}"
     );
 }
+
+#[test]
+fn explain_analyze_counts_rows_components_and_blocks_of_a_scan() {
+    let (_d, e) = engine();
+    let mut rng = StdRng::seed_from_u64(32);
+    let rows = world(&e, &mut rng, 2000);
+    e.database()
+        .dataset("w")
+        .expect("w")
+        .flush()
+        .expect("flush");
+    run(&e, "INSERT INTO w VALUES (99999, 1, ST_Point(10, 10))");
+    let q = "SELECT id FROM w WHERE ST_Intersects(loc, ST_MakeEnvelope(0, 0, 40, 40))";
+    let b = run(&e, &format!("EXPLAIN ANALYZE {q}"));
+    let text = strings(&b, 1)
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("\n");
+    let scan = text
+        .lines()
+        .find(|l| l.contains("SiltScan"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let metric = |name: &str| -> u64 {
+        let at = scan
+            .find(&format!("{name}="))
+            .unwrap_or_else(|| panic!("no {name} in {scan}"));
+        scan[at + name.len() + 1..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} in {scan}"))
+    };
+    let want = want(&rows, |r| in_box(r, (0.0, 0.0, 40.0, 40.0))).len() as u64 + 1;
+    assert_eq!(metric("output_rows"), want, "{scan}");
+    // The memory component and the flushed one.
+    assert_eq!(metric("index_components"), 2, "{scan}");
+    assert!(metric("index_blocks") >= 1, "{scan}");
+    assert!(metric("index_candidates") >= want, "{scan}");
+    assert!(scan.contains("elapsed_compute="), "{scan}");
+}
