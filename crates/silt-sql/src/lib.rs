@@ -261,6 +261,9 @@ impl SqlEngine {
             ctx.register_udf(f);
         }
         ctx.register_udaf(pg_catalog::single::udaf());
+        for f in udf::aggregates::udafs() {
+            ctx.register_udaf(f);
+        }
         // `avg` of NUMERIC with PostgreSQL's digits (DataFusion's cuts them).
         ctx.register_udaf(numeric_avg::avg().as_ref().clone());
         let copies = Arc::new(copy::progress::CopyRegistry::default());

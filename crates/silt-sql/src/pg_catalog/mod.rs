@@ -110,6 +110,7 @@ impl SchemaProvider for PgCatalogSchema {
 pub fn prepare(stmt: &mut datafusion::sql::parser::Statement) {
     crate::colnames::name_statement(stmt);
     if let datafusion::sql::parser::Statement::Statement(s) = stmt {
+        crate::udf::aggregates::rename_calls(s.as_mut());
         let catalog = rewrite::reads_catalog(s.as_mut());
         if catalog {
             // Before `ARRAY(...)` turns into an aggregate subquery, which

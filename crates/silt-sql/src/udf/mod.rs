@@ -37,6 +37,7 @@ use silt::{FieldType, Geometry, Value};
 use crate::geom::{self, AnyGeom};
 
 pub mod adapted;
+pub mod aggregates;
 pub mod processing;
 
 /// What a function computes.

@@ -506,7 +506,7 @@ fn number(op: Op, vals: &[Val<'_>]) -> DfResult<Option<f64>> {
 
 /// A multi-polygon as the simplest geometry that holds it (PostGIS gives
 /// a polygon when there is one).
-fn simplest(mp: geo::MultiPolygon<f64>) -> geo::Geometry<f64> {
+pub(crate) fn simplest(mp: geo::MultiPolygon<f64>) -> geo::Geometry<f64> {
     match mp.0.len() {
         1 => mp.0.into_iter().next().map_or_else(
             || geo::Geometry::MultiPolygon(geo::MultiPolygon::new(vec![])),
@@ -517,7 +517,7 @@ fn simplest(mp: geo::MultiPolygon<f64>) -> geo::Geometry<f64> {
 }
 
 /// A polygonal geometry as a multi-polygon.
-fn polygonal(g: &geo::Geometry<f64>) -> Option<geo::MultiPolygon<f64>> {
+pub(crate) fn polygonal(g: &geo::Geometry<f64>) -> Option<geo::MultiPolygon<f64>> {
     use geo::Geometry as G;
     // Empty polygons (and empty holes) are left out: the overlay code
     // takes every ring to have a point.
@@ -545,7 +545,7 @@ fn polygonal(g: &geo::Geometry<f64>) -> Option<geo::MultiPolygon<f64>> {
 }
 
 /// A puntal geometry as points.
-fn puntal(g: &geo::Geometry<f64>) -> Option<Vec<geo::Point<f64>>> {
+pub(crate) fn puntal(g: &geo::Geometry<f64>) -> Option<Vec<geo::Point<f64>>> {
     match g {
         geo::Geometry::Point(p) => Some(vec![*p]),
         geo::Geometry::MultiPoint(m) => Some(m.0.clone()),
@@ -567,7 +567,7 @@ fn lineal(g: &geo::Geometry<f64>) -> Option<geo::MultiLineString<f64>> {
     }
 }
 
-fn points_geometry(mut pts: Vec<geo::Point<f64>>) -> geo::Geometry<f64> {
+pub(crate) fn points_geometry(mut pts: Vec<geo::Point<f64>>) -> geo::Geometry<f64> {
     pts.sort_by(|a, b| a.x().total_cmp(&b.x()).then(a.y().total_cmp(&b.y())));
     pts.dedup();
     match pts.len() {
@@ -821,6 +821,22 @@ fn closest_point(a: &geo::Geometry<f64>, b: &geo::Geometry<f64>) -> Option<geo::
     best.map(|(_, p)| p)
 }
 
+/// A box as a polygon from its lower left corner, counter-clockwise (the
+/// ring `ST_MakeEnvelope` gives).
+pub(crate) fn box_polygon(r: geo::Rect<f64>) -> geo::Polygon<f64> {
+    let (lo, hi) = (r.min(), r.max());
+    geo::Polygon::new(
+        geo::LineString::from(vec![
+            (lo.x, lo.y),
+            (hi.x, lo.y),
+            (hi.x, hi.y),
+            (lo.x, hi.y),
+            (lo.x, lo.y),
+        ]),
+        vec![],
+    )
+}
+
 /// The segments of a geometry's lines and rings.
 fn segments(g: &geo::Geometry<f64>) -> Vec<geo::Line<f64>> {
     let mut lines = Vec::new();
@@ -882,7 +898,7 @@ fn geometry(op: Op, vals: &[Val<'_>]) -> DfResult<AnyGeom> {
                 } else if lo.x == hi.x || lo.y == hi.y {
                     geo::Geometry::LineString(geo::LineString::from(vec![lo, hi]))
                 } else {
-                    geo::Geometry::Polygon(r.to_polygon())
+                    geo::Geometry::Polygon(box_polygon(r))
                 }
             }
         },

@@ -454,3 +454,102 @@ fn every_function_survives_awkward_arguments() {
     assert!(answered > 500, "only {answered} calls answered");
     eprintln!("functions that panicked inside geodatafusion (caught): {failed_inside:?}");
 }
+
+#[test]
+fn aggregates_unite_collect_and_bound_groups() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE parcels (id BIGINT PRIMARY KEY, g BIGINT, geom GEOMETRY) WITH (partitions = 2)",
+    );
+    // Group 1: two overlapping 2x2 squares (union 7) and a disjoint unit
+    // square far away; group 2: points, one twice; group 3: only NULL.
+    let mut rows = vec![
+        format!("(1, 1, {SQ})"),
+        format!("(2, 1, {SQ2})"),
+        "(3, 1, 'POLYGON((10 10,11 10,11 11,10 11,10 10))')".to_owned(),
+        "(4, 2, ST_Point(1, 1))".to_owned(),
+        "(5, 2, ST_Point(1, 1))".to_owned(),
+        "(6, 2, ST_Point(2, 3))".to_owned(),
+        "(7, 3, NULL)".to_owned(),
+    ];
+    // Enough rows to split the scan and merge partial states.
+    for i in 0..400 {
+        rows.push(format!(
+            "({}, 4, ST_MakeEnvelope({i}, 0, {}, 1))",
+            100 + i,
+            i + 1
+        ));
+    }
+    run(
+        &e,
+        &format!("INSERT INTO parcels VALUES {}", rows.join(", ")),
+    );
+    let b = run(
+        &e,
+        "SELECT g, ST_Area(ST_Union(geom)), ST_Collect(geom), ST_Extent(geom) \
+         FROM parcels GROUP BY g ORDER BY g",
+    );
+    assert_eq!(ints(&b, 0), vec![1, 2, 3, 4]);
+    let areas = b[0]
+        .column(1)
+        .as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+    close(areas.value(0), 8.0, 1e-9, "union of group 1");
+    assert!(areas.is_null(2), "a group of NULLs");
+    close(areas.value(3), 400.0, 1e-6, "400 adjacent boxes");
+    let collected = strings(&b, 2);
+    assert!(
+        collected[0]
+            .as_deref()
+            .is_some_and(|c| c.starts_with("MULTIPOLYGON"))
+    );
+    assert_eq!(
+        collected[1].as_deref().map(|c| c.matches('(').count()),
+        Some(4)
+    );
+    let extents = strings(&b, 3);
+    assert_eq!(
+        extents[0].as_deref(),
+        Some("POLYGON((0 0, 11 0, 11 11, 0 11, 0 0))")
+    );
+    assert_eq!(
+        extents[3].as_deref(),
+        Some("POLYGON((0 0, 400 0, 400 1, 0 1, 0 0))")
+    );
+    // The union of points is the set of points; one box's union is itself.
+    let b = run(
+        &e,
+        "SELECT ST_AsText(ST_Union(geom)) FROM parcels WHERE g = 2",
+    );
+    assert_eq!(
+        strings(&b, 0),
+        vec![Some("MULTIPOINT((1 1),(2 3))".to_owned())]
+    );
+    assert_eq!(b[0].schema().field(0).name(), "st_astext");
+    let b = run(&e, "SELECT ST_Union(geom) FROM parcels WHERE id = 3");
+    assert_eq!(b[0].schema().field(0).name(), "st_union");
+    let one = strings(&b, 0).pop().flatten().expect("a union");
+    assert!(one.starts_with("POLYGON(("), "{one}");
+    close(num(&e, &format!("ST_Area('{one}')")), 1.0, 1e-12, "one box");
+    let env = num(&e, &format!("ST_Area(ST_Envelope('{one}'))"));
+    close(env, 1.0, 1e-12, "the same box");
+    // The two-argument form is still the scalar one.
+    close(
+        num(&e, &format!("ST_Area(ST_Union({SQ}, {SQ2}))")),
+        7.0,
+        1e-9,
+        "scalar",
+    );
+    // Mixed kinds, bad text: clear errors.
+    let msg = fail(&e, "SELECT ST_Union(geom) FROM parcels WHERE g IN (1, 2)");
+    assert!(msg.contains("mixes kinds"), "{msg}");
+    for agg in ["ST_Union", "ST_Collect", "ST_Extent"] {
+        let msg = fail(
+            &e,
+            &format!("SELECT {agg}(x) FROM (VALUES ('not wkt')) t(x)"),
+        );
+        assert!(msg.contains(agg) && msg.contains("not wkt"), "{msg}");
+        let msg = fail(&e, &format!("SELECT {agg}(x) FROM (VALUES (1)) t(x)"));
+        assert!(msg.contains("one geometry"), "{msg}");
+    }
+}
