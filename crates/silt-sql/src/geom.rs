@@ -217,7 +217,7 @@ impl AnyGeom {
             AnyGeom::Silt(g) => g.to_wkt(),
             AnyGeom::Other(g) => {
                 use wkt::ToWkt;
-                g.wkt_string()
+                without_empty_parts(g).wkt_string()
             }
         }
     }
@@ -360,5 +360,27 @@ pub fn geojson(g: &geo::Geometry<f64>) -> serde_json::Value {
             "type": "GeometryCollection",
             "geometries": c.0.iter().map(geojson).collect::<Vec<_>>(),
         }),
+    }
+}
+
+/// `g` without empty polygons and line strings inside multi-geometries and
+/// collections (the WKT writer cannot write a multi-polygon holding an
+/// empty polygon; such a part adds no point anyway).
+pub fn without_empty_parts(g: &geo::Geometry<f64>) -> geo::Geometry<f64> {
+    use geo::Geometry as G;
+    match g {
+        G::MultiPolygon(m) => G::MultiPolygon(geo::MultiPolygon::new(
+            m.0.iter()
+                .filter(|p| !p.exterior().0.is_empty())
+                .cloned()
+                .collect(),
+        )),
+        G::MultiLineString(m) => G::MultiLineString(geo::MultiLineString::new(
+            m.0.iter().filter(|l| !l.0.is_empty()).cloned().collect(),
+        )),
+        G::GeometryCollection(c) => G::GeometryCollection(geo::GeometryCollection::new_from(
+            c.0.iter().map(without_empty_parts).collect(),
+        )),
+        other => other.clone(),
     }
 }
