@@ -48,6 +48,24 @@ pub fn haversine_m(lon1: f64, lat1: f64, lon2: f64, lat2: f64) -> f64 {
     EARTH_RADIUS_M * (y1.hypot(y2)).atan2(x)
 }
 
+/// The points within `metres` (great-circle) of `(lon, lat)`: a radius
+/// query's shape, against which an R-tree prunes nodes that cannot reach it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Circle {
+    pub lon: f64,
+    pub lat: f64,
+    pub metres: f64,
+}
+
+impl Circle {
+    /// Whether some point of `r` may lie in the circle (its nearest point
+    /// is within the radius; [`min_dist_rect_m`] never exceeds the true
+    /// distance).
+    pub fn may_reach(&self, r: &Rect) -> bool {
+        min_dist_rect_m(self.lon, self.lat, r) <= self.metres
+    }
+}
+
 /// Minimum great-circle distance in metres from the point `(lon, lat)` to
 /// the longitude/latitude box `r` (all the points with a longitude in
 /// `[r[0], r[2]]` and a latitude in `[r[1], r[3]]`, interior included).

@@ -19,6 +19,7 @@ use super::{IndexDef, ReconcileOption, spatial};
 use crate::error::{Error, Result};
 use crate::geo::Rect;
 use crate::geo::grid::QUERY_CELLS;
+use crate::geo::sphere::Circle;
 use crate::lsm::LsmTree;
 use crate::lsm::kind::{PkSplit, decode_bounds_kind, encode_bounds};
 use crate::lsm::memtable::SpatialEntry;
@@ -155,6 +156,7 @@ impl IndexType for GridIndex {
         def: &IndexDef,
         t: &LsmTree,
         rects: &[Rect],
+        _circle: Option<&Circle>,
         _exact: bool,
         stats: &mut SearchStats,
     ) -> Result<Vec<SpatialEntry>> {

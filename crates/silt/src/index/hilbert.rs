@@ -22,6 +22,7 @@ use crate::error::Result;
 use crate::geo::Rect;
 use crate::geo::hilbert::Space;
 use crate::geo::hilbert_range::{CurveKey, cell_rect, inside, next_match_on};
+use crate::geo::sphere::Circle;
 use crate::lsm::LsmTree;
 use crate::lsm::kind::{BoundsKind, PkSplit, decode_bounds_kind, encode_bounds};
 use crate::lsm::memtable::SpatialEntry;
@@ -120,6 +121,7 @@ impl IndexType for HilbertBTree {
         def: &IndexDef,
         tree: &LsmTree,
         rects: &[Rect],
+        _circle: Option<&Circle>,
         _exact: bool,
         stats: &mut SearchStats,
     ) -> Result<Vec<SpatialEntry>> {

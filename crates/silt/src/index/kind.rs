@@ -15,6 +15,7 @@ use super::query::{Candidate, IndexOnly, KeyRange, Query, QueryStats, Recheck};
 use super::{IndexDef, ReconcileOption};
 use crate::error::{Error, Result};
 use crate::geo::Rect;
+use crate::geo::sphere::Circle;
 use crate::lsm::LsmTree;
 use crate::lsm::kind::{PkSplit, Reconcile, TreeKind};
 use crate::lsm::memtable::SpatialEntry;
@@ -245,16 +246,19 @@ pub trait IndexType: Sync {
     }
 
     /// Spatial kinds: the live entries of one partition's tree whose bounds
-    /// intersect one of `rects` (unsorted; duplicates allowed).
+    /// intersect one of `rects` (unsorted; duplicates allowed). `circle`:
+    /// a radius query's circle, whose bounding boxes `rects` are; a kind
+    /// may skip nodes and entries that cannot reach it.
     fn search_partition(
         &self,
         def: &IndexDef,
         tree: &LsmTree,
         rects: &[Rect],
+        circle: Option<&Circle>,
         exact: bool,
         stats: &mut SearchStats,
     ) -> Result<Vec<SpatialEntry>> {
-        let _ = (def, tree, rects, exact, stats);
+        let _ = (def, tree, rects, circle, exact, stats);
         Ok(Vec::new())
     }
 

@@ -12,6 +12,7 @@ use super::kind::{IndexOption, IndexType};
 use super::query::{Candidate, IndexOnly, KeyRange, Query, QueryStats, Recheck};
 use super::{IndexDef, ReconcileOption, spatial};
 use crate::error::{Error, Result};
+use crate::geo::sphere::Circle;
 use crate::geo::{Rect, sphere};
 use crate::lsm::LsmTree;
 use crate::lsm::kind::{BoundsKind, PkSplit, encode_bounds};
@@ -151,10 +152,11 @@ impl IndexType for RTree {
         _def: &IndexDef,
         tree: &LsmTree,
         rects: &[Rect],
+        circle: Option<&Circle>,
         exact: bool,
         stats: &mut SearchStats,
     ) -> Result<Vec<SpatialEntry>> {
-        tree.search_spatial(&tree.snapshot(), rects, exact, stats)
+        tree.search_spatial(&tree.snapshot(), rects, circle, exact, stats)
     }
 
     fn recheck(&self, _def: &IndexDef, q: &Query, _keys: Option<KeyRange>) -> Result<Recheck> {

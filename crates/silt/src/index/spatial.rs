@@ -106,7 +106,7 @@ pub fn candidates(
                     parts.iter().any(|q| predicates::intersects(&eg, q))
                 }
             };
-            collect(imp, def, trees, &rects, exact, keep, stats)
+            collect(imp, def, trees, &rects, None, exact, keep, stats)
         }
         Query::WithinDistance { lon, lat, metres } => {
             check_point(*lon, *lat)?;
@@ -117,11 +117,16 @@ pub fn candidates(
                 ));
             }
             let rects = sphere::circle_bboxes(*lon, *lat, *metres);
+            let circle = sphere::Circle {
+                lon: *lon,
+                lat: *lat,
+                metres: *metres,
+            };
             let keep = |e: &SpatialEntry| {
                 e.bounds_kind == BoundsKind::Mbr
                     || sphere::min_dist_rect_m(*lon, *lat, &e.bounds) <= *metres
             };
-            collect(imp, def, trees, &rects, exact, keep, stats)
+            collect(imp, def, trees, &rects, Some(&circle), exact, keep, stats)
         }
         other => Err(Error::invalid(
             None,
@@ -134,11 +139,13 @@ pub fn candidates(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn collect(
     imp: &dyn IndexType,
     def: &IndexDef,
     trees: &[Arc<LsmTree>],
     rects: &[Rect],
+    circle: Option<&sphere::Circle>,
     exact: bool,
     keep: impl Fn(&SpatialEntry) -> bool,
     stats: &mut QueryStats,
@@ -147,7 +154,7 @@ fn collect(
     let mut ss = SearchStats::default();
     let mut out = Vec::new();
     for t in trees {
-        for e in imp.search_partition(def, t, rects, exact, &mut ss)? {
+        for e in imp.search_partition(def, t, rects, circle, exact, &mut ss)? {
             if keep(&e) {
                 out.push(Candidate {
                     pk: split.pk(&e.key)?.to_vec(),

@@ -245,13 +245,20 @@ impl PackedRtree {
 
     /// Leaf (block) numbers whose MBR intersects `q`, in Hilbert order.
     pub fn blocks_intersecting(&self, q: &Rect, out: &mut Vec<usize>) {
+        self.blocks_reaching(q, &|_| true, out);
+    }
+
+    /// Leaf (block) numbers whose MBR intersects `q` and passes `reach`
+    /// (as every node above it does), in Hilbert order.
+    pub fn blocks_reaching(&self, q: &Rect, reach: &dyn Fn(&Rect) -> bool, out: &mut Vec<usize>) {
         if self.levels.is_empty() || self.leaves() == 0 {
             return;
         }
         let top = self.top_level();
         let mut stack: Vec<(usize, usize)> = (0..self.nodes(top)).rev().map(|i| (top, i)).collect();
         while let Some((level, i)) = stack.pop() {
-            if !rect_intersects(&self.mbr(level, i), q) {
+            let mbr = self.mbr(level, i);
+            if !rect_intersects(&mbr, q) || !reach(&mbr) {
                 continue;
             }
             if level == 0 {

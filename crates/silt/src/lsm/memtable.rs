@@ -13,7 +13,7 @@ use crate::geo::Rect;
 use crate::storage::{Entry, EntryKind, EntryRef};
 use parking_lot::RwLock;
 use rstar::primitives::{GeomWithData, Rectangle};
-use rstar::{AABB, RStarInsertionStrategy, RTree, RTreeNode, RTreeObject, RTreeParams};
+use rstar::{AABB, Envelope, RStarInsertionStrategy, RTree, RTreeNode, RTreeObject, RTreeParams};
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -150,6 +150,24 @@ struct Slot {
 
 /// (entry key, antimatter?, what the bounds stand for)
 type MemGeom = GeomWithData<Rectangle<[f64; 2]>, (Box<[u8]>, bool, BoundsKind)>;
+
+/// The memtable R-tree's walk of a search: nodes and entries that
+/// intersect the box and pass `reach` (a radius query's circle).
+struct Reaching<'a> {
+    env: AABB<[f64; 2]>,
+    reach: &'a dyn Fn(&Rect) -> bool,
+}
+
+impl rstar::SelectionFunction<MemGeom> for Reaching<'_> {
+    fn should_unpack_parent(&self, envelope: &AABB<[f64; 2]>) -> bool {
+        self.env.intersects(envelope) && (self.reach)(&rect_of(envelope))
+    }
+
+    fn should_unpack_leaf(&self, leaf: &MemGeom) -> bool {
+        let e = leaf.envelope();
+        self.env.intersects(&e) && (self.reach)(&rect_of(&e))
+    }
+}
 
 fn mem_geom(key: &[u8], kind: EntryKind, value: &[u8]) -> Option<MemGeom> {
     let (r, bk) = decode_bounds_kind(value)?;
@@ -334,13 +352,19 @@ impl MemTable {
     }
 
     /// Entries whose bounds intersect `q` (antimatter included).
-    pub fn spatial_search(&self, q: &Rect, out: &mut Vec<SpatialEntry>) {
+    pub fn spatial_search(
+        &self,
+        q: &Rect,
+        reach: &dyn Fn(&Rect) -> bool,
+        out: &mut Vec<SpatialEntry>,
+    ) {
         let g = self.inner.read();
         let Some(t) = &g.spatial else {
             return;
         };
         let env = AABB::from_corners([q[0], q[1]], [q[2], q[3]]);
-        for o in t.locate_in_envelope_intersecting(&env) {
+        let select = Reaching { env, reach };
+        for o in t.locate_with_selection_function(select) {
             out.push(SpatialEntry {
                 key: o.data.0.to_vec(),
                 delete: o.data.1,

@@ -17,6 +17,7 @@ use super::kind::{BoundsKind, decode_bounds_kind, deleted_contains, points_only}
 use super::memtable::SpatialEntry;
 use super::tree::{LsmTree, Snapshot};
 use crate::error::Result;
+use crate::geo::sphere::Circle;
 use crate::geo::{Rect, rect_intersects};
 use crate::storage::EntryKind;
 use crate::storage::bloom::key_hash;
@@ -124,9 +125,11 @@ impl LsmTree {
         &self,
         snap: &Snapshot,
         rects: &[Rect],
+        circle: Option<&Circle>,
         exact: bool,
         stats: &mut SearchStats,
     ) -> Result<Vec<SpatialEntry>> {
+        let reach = |r: &Rect| circle.is_none_or(|c| c.may_reach(r));
         self.counters.scans.fetch_add(1, Ordering::Relaxed);
         let nm = snap.mems.len();
         let mut hits: Vec<(usize, SpatialEntry)> = Vec::new();
@@ -138,7 +141,7 @@ impl LsmTree {
             stats.components += 1;
             for q in rects {
                 tmp.clear();
-                m.spatial_search(q, &mut tmp);
+                m.spatial_search(q, &reach, &mut tmp);
                 hits.extend(tmp.drain(..).map(|e| (rank, e)));
             }
         }
@@ -176,7 +179,7 @@ impl LsmTree {
             }
             blocks.clear();
             for q in rects {
-                t.blocks_intersecting(q, &mut blocks);
+                t.blocks_reaching(q, &reach, &mut blocks);
             }
             if blocks.is_empty() {
                 continue;
@@ -189,7 +192,7 @@ impl LsmTree {
                 leaf_entries(
                     c,
                     b,
-                    |r| rects.iter().any(|q| rect_intersects(q, r)),
+                    |r| rects.iter().any(|q| rect_intersects(q, r)) && reach(r),
                     |e| hits.push((nm + p, e)),
                 )?;
             }
