@@ -1341,7 +1341,7 @@ fn image_range(
 }
 
 /// Encoded primary-key bounds of a range on the first key column.
-fn pk_bounds(
+pub(crate) fn pk_bounds(
     ds: &Arc<Dataset>,
     lo: &Bound<Value>,
     hi: &Bound<Value>,

@@ -353,6 +353,98 @@ impl SiltTable {
         }
     }
 
+    /// Whether the first R-tree probe among `all` meets fewer entries than
+    /// the range the key or B+-tree range steps would read (estimates from
+    /// block indexes and R-tree directories, `Dataset::estimate_hits`);
+    /// `None` unless there are both and both have estimates.
+    fn spatial_before_range(&self, all: &[(usize, usize, &Pred)]) -> Option<bool> {
+        let spatial = all.iter().find_map(|(_, _, p)| match p {
+            Pred::Spatial { col, .. }
+                if self
+                    .spatial_index(col, false)
+                    .is_some_and(|(_, k)| k == IndexKind::Rtree) =>
+            {
+                self.single_access(p)
+            }
+            _ => None,
+        })?;
+        let range = self.range_candidate(all)?;
+        let s = self.estimate(&spatial)?;
+        let r = self.estimate(&range)?;
+        Some(s <= r)
+    }
+
+    /// The key or B+-tree range the range steps would choose: the key's
+    /// first column if it is compared, else the first compared B+-tree
+    /// column, bounded by every comparison on it.
+    fn range_candidate(&self, all: &[(usize, usize, &Pred)]) -> Option<Access> {
+        let mut cols: Vec<&str> = Vec::new();
+        for (_, _, p) in all {
+            if let Pred::Cmp { col, .. } = p
+                && !cols.contains(&col.as_str())
+            {
+                cols.push(col);
+            }
+        }
+        cols.sort_by_key(|c| !self.is_pk_first(c));
+        let col = cols
+            .into_iter()
+            .find(|c| self.is_pk_first(c) || self.btree_index(c).is_some())?;
+        let (mut lo, mut hi) = (Bound::Unbounded, Bound::Unbounded);
+        for (_, _, p) in all {
+            let Pred::Cmp { col: c, op, val } = p else {
+                continue;
+            };
+            if c != col {
+                continue;
+            }
+            match op {
+                CmpOp::Eq => {
+                    lo = Bound::Included(val.clone());
+                    hi = Bound::Included(val.clone());
+                }
+                CmpOp::Gt => lo = Bound::Excluded(val.clone()),
+                CmpOp::Ge => lo = Bound::Included(val.clone()),
+                CmpOp::Lt => hi = Bound::Excluded(val.clone()),
+                CmpOp::Le => hi = Bound::Included(val.clone()),
+            }
+        }
+        if self.is_pk_first(col) {
+            return Some(Access::PkRange {
+                column: col.to_owned(),
+                lo,
+                hi,
+            });
+        }
+        let (index, kind) = self.btree_index(col)?;
+        let b = |x: Bound<Value>| x.map(|v| vec![v]);
+        Some(Access::Index {
+            index,
+            kind,
+            column: col.to_owned(),
+            query: Query::Range {
+                lo: b(lo),
+                hi: b(hi),
+            },
+            text_check: None,
+            exact: true,
+        })
+    }
+
+    /// About how many entries a path meets, where the dataset can say.
+    fn estimate(&self, a: &Access) -> Option<u64> {
+        match a {
+            Access::Index { index, query, .. } => {
+                self.ds.estimate_hits(index, query).ok().flatten()
+            }
+            Access::PkRange { lo, hi, .. } => {
+                let range = crate::scan::pk_bounds(&self.ds, lo, hi).ok()?;
+                Some(self.ds.estimate_key_range(&range))
+            }
+            _ => None,
+        }
+    }
+
     /// The access path of one predicate alone, if it has one.
     fn single_access(&self, p: &Pred) -> Option<Access> {
         let pk = &self.ds.def().primary_key;
@@ -581,8 +673,14 @@ impl SiltTable {
                     break 'choose Access::GetMany(keys);
                 }
             }
+            // Between a spatial probe and a key or B+-tree range, the one
+            // that meets fewer entries.
+            let spatial_first = self.spatial_before_range(&all);
             // 2. Btree equality.
             for (i, j, p) in &all {
+                if spatial_first == Some(true) {
+                    break;
+                }
                 if let Pred::Cmp {
                     col,
                     op: CmpOp::Eq,
@@ -626,6 +724,9 @@ impl SiltTable {
             }
             // 4. Spatial (consumed when the index decides it exactly).
             for (i, j, p) in &all {
+                if spatial_first == Some(false) {
+                    break;
+                }
                 if let Pred::Spatial { col, query, exact } = p
                     && let Some((index, kind)) = self.spatial_index(col, false)
                 {

@@ -236,3 +236,82 @@ fn explain_analyze_counts_rows_components_and_blocks_of_a_scan() {
     assert!(metric("index_candidates") >= want, "{scan}");
     assert!(scan.contains("elapsed_compute="), "{scan}");
 }
+
+/// (id, ts, x, y) of an `ev` row.
+type Event = (i64, i64, f64, f64);
+
+/// A time range and a box together: the access path is the one that meets
+/// fewer entries by the indexes' own estimates (block indexes, R-tree
+/// directories, memtable counts), whichever of the two predicates it is.
+#[test]
+fn the_more_selective_of_a_range_and_a_box_is_read() {
+    let (_d, e) = engine();
+    run(
+        &e,
+        "CREATE TABLE ev (id BIGINT PRIMARY KEY, ts BIGINT, loc POINT)",
+    );
+    run(&e, "CREATE INDEX ev_ts ON ev USING btree (ts)");
+    run(&e, "CREATE INDEX ev_loc ON ev USING rtree (loc)");
+    let mut rng = StdRng::seed_from_u64(33);
+    let mut rows = Vec::new();
+    for id in 0..6000i64 {
+        rows.push((
+            id,
+            id * 10,
+            rng.random_range(-50.0..50.0),
+            rng.random_range(-50.0..50.0),
+        ));
+    }
+    for (n, chunk) in rows.chunks(1000).enumerate() {
+        let v: Vec<String> = chunk
+            .iter()
+            .map(|(id, ts, x, y)| format!("({id}, {ts}, ST_Point({x}, {y}))"))
+            .collect();
+        run(&e, &format!("INSERT INTO ev VALUES {}", v.join(", ")));
+        if n < 4 {
+            e.database()
+                .dataset("ev")
+                .expect("ev")
+                .flush()
+                .expect("flush");
+        }
+    }
+    let check = |sql: &str, keep: &dyn Fn(&Event) -> bool, path: &str| {
+        let mut got = ints(&run(&e, sql), 0);
+        got.sort();
+        let want: Vec<i64> = rows.iter().filter(|r| keep(r)).map(|r| r.0).collect();
+        assert_eq!(got, want, "{sql}");
+        let plan = explain(&e, sql);
+        assert!(plan.contains(path), "{sql}: expected {path}\n{plan}");
+    };
+    // A narrow time range, a box over everything: the B+-tree.
+    check(
+        "SELECT id FROM ev WHERE ts BETWEEN 20000 AND 20100 \
+         AND ST_Intersects(loc, ST_MakeEnvelope(-60, -60, 60, 60))",
+        &|r| (20000..=20100).contains(&r.1),
+        "btree(ts)",
+    );
+    check(
+        "SELECT id FROM ev WHERE ts = 30000 AND ST_Intersects(loc, ST_MakeEnvelope(-60, -60, 60, 60))",
+        &|r| r.1 == 30000,
+        "btree(ts)",
+    );
+    // All of time, a small box: the R-tree.
+    check(
+        "SELECT id FROM ev WHERE ts >= 0 AND ST_Intersects(loc, ST_MakeEnvelope(1, 1, 4, 4))",
+        &|r| r.2 >= 1.0 && r.2 <= 4.0 && r.3 >= 1.0 && r.3 <= 4.0,
+        "rtree(loc)",
+    );
+    // The key as the range: a few keys beat a big box, a small box beats
+    // most of the keys.
+    check(
+        "SELECT id FROM ev WHERE id < 30 AND ST_Intersects(loc, ST_MakeEnvelope(-60, -60, 60, 60))",
+        &|r| r.0 < 30,
+        "primary range",
+    );
+    check(
+        "SELECT id FROM ev WHERE id > 10 AND ST_Intersects(loc, ST_MakeEnvelope(1, 1, 4, 4))",
+        &|r| r.0 > 10 && r.2 >= 1.0 && r.2 <= 4.0 && r.3 >= 1.0 && r.3 <= 4.0,
+        "rtree(loc)",
+    );
+}

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use xxhash_rust::xxh3::xxh3_64;
 
 mod ddl;
+mod estimate;
 mod index_read;
 pub(crate) mod links;
 pub(crate) mod matview;

@@ -374,6 +374,19 @@ impl MemTable {
         }
     }
 
+    /// How many entries (antimatter included) intersect `q`, counting up to
+    /// `cap`.
+    pub fn spatial_count(&self, q: &Rect, cap: u64) -> u64 {
+        let g = self.inner.read();
+        let Some(t) = &g.spatial else {
+            return 0;
+        };
+        let env = AABB::from_corners([q[0], q[1]], [q[2], q[3]]);
+        t.locate_in_envelope_intersecting(&env)
+            .take(usize::try_from(cap).unwrap_or(usize::MAX))
+            .count() as u64
+    }
+
     /// The `n` entries nearest by `metric` (antimatter included), nearest first.
     pub fn nearest(
         &self,

@@ -809,6 +809,27 @@ impl ComponentReader {
         &self.index_keys[start..self.index_key_ends[i] as usize]
     }
 
+    /// About how many entries lie within `lo`..`hi`: the blocks the range
+    /// spans (by the block index) times the entries per block.
+    pub fn estimate_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> u64 {
+        let n = self.block_offs.len();
+        if n == 0 {
+            return 0;
+        }
+        let first = match lo {
+            Bound::Unbounded => 0,
+            Bound::Included(k) | Bound::Excluded(k) => self.find_block(k),
+        };
+        let last = match hi {
+            Bound::Unbounded => n - 1,
+            Bound::Included(k) | Bound::Excluded(k) => self.find_block(k).min(n - 1),
+        };
+        if first >= n || first > last {
+            return 0;
+        }
+        ((last - first + 1) as u64 * self.meta.entries).div_ceil(n as u64)
+    }
+
     /// First block whose last key is >= `key`.
     fn find_block(&self, key: &[u8]) -> usize {
         let kp = prefix64(key);
