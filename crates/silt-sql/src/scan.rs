@@ -981,22 +981,18 @@ pub fn open_records(
         return scan(lo, hi);
     }
     Ok(match access {
-        Access::AnyOf(paths) => {
-            let mut parts = Vec::with_capacity(paths.len());
-            for p in paths {
-                let spec = ReadSpec {
-                    access: p,
-                    rev,
-                    range: None,
-                    limit,
-                    // Whole records: each is known by its primary key.
-                    fields: None,
-                    metrics: metrics.clone(),
-                };
-                parts.push(open_records(ds, spec, ctl)?);
-            }
-            distinct_records(ds, parts)
-        }
+        Access::AnyOf(paths) => distinct_records(ds, paths, |p| {
+            let spec = ReadSpec {
+                access: p,
+                rev,
+                range: None,
+                limit,
+                // Whole records: each is known by its primary key.
+                fields: None,
+                metrics: metrics.clone(),
+            };
+            open_records(ds, spec, ctl)
+        })?,
         Access::Full => scan(Bound::Unbounded, Bound::Unbounded)?,
         Access::Get(pk) => decoded(ds.get(pk)?.into_iter().map(Ok)),
         Access::GetMany(keys) => {
@@ -1149,21 +1145,17 @@ pub fn open_records_in(
         return scan(lo, hi);
     }
     Ok(match access {
-        Access::AnyOf(paths) => {
-            let mut parts = Vec::with_capacity(paths.len());
-            for p in paths {
-                let spec = ReadSpec {
-                    access: p,
-                    rev,
-                    range: None,
-                    limit,
-                    fields: None,
-                    metrics: None,
-                };
-                parts.push(open_records_in(slot.clone(), ds, spec, for_write, ctl)?);
-            }
-            distinct_records(ds, parts)
-        }
+        Access::AnyOf(paths) => distinct_records(ds, paths, |p| {
+            let spec = ReadSpec {
+                access: p,
+                rev,
+                range: None,
+                limit,
+                fields: None,
+                metrics: None,
+            };
+            open_records_in(slot.clone(), ds, spec, for_write, ctl)
+        })?,
         Access::Full => scan(Bound::Unbounded, Bound::Unbounded)?,
         Access::Get(pk) => decoded(get(pk)?.into_iter().map(Ok)),
         Access::GetMany(keys) => {
@@ -1252,12 +1244,20 @@ fn counted(
     }
 }
 
-/// The records of each part in turn, each record once: a record another
-/// part gave already (same primary key) is skipped.
-fn distinct_records(ds: &Arc<Dataset>, parts: Vec<Records>) -> Records {
+/// The records of each path (opened by `open`) in turn, each record once: a
+/// record another path gave already (same primary key) is skipped.
+fn distinct_records(
+    ds: &Arc<Dataset>,
+    paths: &[Access],
+    mut open: impl FnMut(&Access) -> silt::Result<Records>,
+) -> silt::Result<Records> {
+    let parts = paths
+        .iter()
+        .map(&mut open)
+        .collect::<silt::Result<Vec<_>>>()?;
     let ds = ds.clone();
     let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-    Box::new(parts.into_iter().flatten().filter_map(move |r| {
+    Ok(Box::new(parts.into_iter().flatten().filter_map(move |r| {
         let rec = match r {
             Ok(rec) => rec,
             Err(e) => return Some(Err(e)),
@@ -1267,7 +1267,7 @@ fn distinct_records(ds: &Arc<Dataset>, parts: Vec<Records>) -> Records {
             Err(e) => return Some(Err(e)),
         };
         seen.insert(key).then_some(Ok(rec))
-    }))
+    })))
 }
 
 /// The encoded primary key of a record.

@@ -682,44 +682,23 @@ impl SiltTable {
                     break;
                 }
                 if let Pred::Cmp {
-                    col,
-                    op: CmpOp::Eq,
-                    val,
+                    col, op: CmpOp::Eq, ..
                 } = p
-                    && let Some((index, kind)) = self.btree_index(col)
+                    && self.btree_index(col).is_some()
                     && !self.is_pk_first(col)
+                    && let Some(access) = self.single_access(p)
                 {
                     used.insert((*i, *j));
-                    break 'choose Access::Index {
-                        index,
-                        kind,
-                        column: col.clone(),
-                        query: Query::Range {
-                            lo: Bound::Included(vec![val.clone()]),
-                            hi: Bound::Included(vec![val.clone()]),
-                        },
-                        text_check: None,
-                        exact: true,
-                    };
+                    break 'choose access;
                 }
             }
             // 3. Text.
             for (i, j, p) in &all {
-                if let Pred::Text { col, words } = p
-                    && let Some((index, kind)) = self.text_index(col)
+                if let Pred::Text { .. } = p
+                    && let Some(access) = self.single_access(p)
                 {
                     used.insert((*i, *j));
-                    break 'choose Access::Index {
-                        index,
-                        kind,
-                        column: col.clone(),
-                        query: Query::Text {
-                            text: text_query(kind, words),
-                            all: true,
-                        },
-                        text_check: Some(words.clone()),
-                        exact: true,
-                    };
+                    break 'choose access;
                 }
             }
             // 4. Spatial (consumed when the index decides it exactly).
@@ -727,20 +706,13 @@ impl SiltTable {
                 if spatial_first == Some(false) {
                     break;
                 }
-                if let Pred::Spatial { col, query, exact } = p
-                    && let Some((index, kind)) = self.spatial_index(col, false)
+                if let Pred::Spatial { exact, .. } = p
+                    && let Some(access) = self.single_access(p)
                 {
                     if *exact {
                         used.insert((*i, *j));
                     }
-                    break 'choose Access::Index {
-                        index,
-                        kind,
-                        column: col.clone(),
-                        query: query.clone(),
-                        text_check: None,
-                        exact: *exact,
-                    };
+                    break 'choose access;
                 }
             }
             // 4b. A union of probes (the filter stays above the scan).

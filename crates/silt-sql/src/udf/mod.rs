@@ -231,6 +231,27 @@ pub fn placeholder_types(
     Ok(types)
 }
 
+/// A planning error unless `got` arguments fit `required` plus up to
+/// `optional` more.
+pub(crate) fn check_arity(
+    usage: &str,
+    required: usize,
+    optional: usize,
+    got: usize,
+) -> DfResult<()> {
+    if got >= required && got <= required + optional {
+        return Ok(());
+    }
+    Err(DataFusionError::Plan(format!(
+        "{usage} takes {} argument(s), got {got}",
+        if optional == 0 {
+            required.to_string()
+        } else {
+            format!("{required} to {}", required + optional)
+        },
+    )))
+}
+
 fn is_number(t: &DataType) -> bool {
     t.is_numeric() || matches!(t, DataType::Null)
 }
@@ -261,18 +282,7 @@ impl ScalarUDFImpl for SiltFn {
 
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
         let (req, opt) = self.func.arity();
-        if arg_types.len() < req.len() || arg_types.len() > req.len() + opt.len() {
-            return Err(DataFusionError::Plan(format!(
-                "{} takes {} argument(s), got {}",
-                self.func.usage(),
-                if opt.is_empty() {
-                    req.len().to_string()
-                } else {
-                    format!("{} to {}", req.len(), req.len() + opt.len())
-                },
-                arg_types.len()
-            )));
-        }
+        check_arity(self.func.usage(), req.len(), opt.len(), arg_types.len())?;
         let mut out = Vec::with_capacity(arg_types.len());
         for (i, (got, want)) in arg_types.iter().zip(req.iter().chain(opt)).enumerate() {
             let ok = match want {

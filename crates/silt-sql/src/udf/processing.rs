@@ -202,18 +202,7 @@ impl ScalarUDFImpl for GeoFn {
 
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
         let (req, opt) = self.op.arity();
-        if arg_types.len() < req.len() || arg_types.len() > req.len() + opt.len() {
-            return Err(DataFusionError::Plan(format!(
-                "{} takes {} argument(s), got {}",
-                self.op.usage(),
-                if opt.is_empty() {
-                    req.len().to_string()
-                } else {
-                    format!("{} to {}", req.len(), req.len() + opt.len())
-                },
-                arg_types.len()
-            )));
-        }
+        super::check_arity(self.op.usage(), req.len(), opt.len(), arg_types.len())?;
         let mut out = Vec::with_capacity(arg_types.len());
         for (i, (got, want)) in arg_types.iter().zip(req.iter().chain(opt)).enumerate() {
             let ok = match want {
