@@ -5,6 +5,7 @@
 //! spatial workloads, [`TxnStore`] for multi-statement transactions over two
 //! tables; the text and SQL workloads add their own next to them).
 
+pub mod duckdb_spatial;
 pub mod json_stats;
 pub mod lucene;
 pub mod mem_spatial;
@@ -313,6 +314,18 @@ pub trait SpatialStore: System {
     fn stats(&mut self, phase: &str) -> Result<Vec<ResultRow>>;
     /// One line on how this system answers kNN queries and compacts.
     fn methods(&self) -> String;
+    /// The rectangle query through the store's SQL, if it has one: the
+    /// ids of the geometries intersecting `r` (`None`: no SQL).
+    fn sql_rect(&mut self, r: &Rect) -> Result<Option<Answer>> {
+        let _ = r;
+        Ok(None)
+    }
+    /// The k nearest through the store's SQL (`ORDER BY` distance `LIMIT
+    /// k`), as (id, great-circle metres).
+    fn sql_knn(&mut self, lon: f64, lat: f64, k: usize) -> Result<Option<Vec<(i64, f64)>>> {
+        let _ = (lon, lat, k);
+        Ok(None)
+    }
     fn close(self: Box<Self>) -> Result<()>;
 }
 

@@ -115,35 +115,7 @@ impl PyRtree {
 
     /// Writes the inputs into `dir`, runs the script and reads its results.
     pub fn run(&self, dir: &Path, data: &TweetData, q: &Queries, check: usize) -> Result<PyResult> {
-        let points = dir.join("points.bin");
-        {
-            let f = fs::File::create(&points)
-                .with_context(|| format!("creating {}", points.display()))?;
-            let mut w = BufWriter::new(f);
-            for i in 0..data.len() {
-                w.write_all(&data.id(i).to_le_bytes())?;
-                w.write_all(&data.lon[i].to_le_bytes())?;
-                w.write_all(&data.lat[i].to_le_bytes())?;
-            }
-            w.flush()
-                .with_context(|| format!("writing {}", points.display()))?;
-        }
-        let queries = dir.join("queries.json");
-        let file = QueryFile {
-            k: q.k,
-            check,
-            sels: q
-                .sels
-                .iter()
-                .map(|s| QuerySel {
-                    label: s.label(),
-                    rects: &s.rects,
-                })
-                .collect(),
-            knn: q.knn.iter().map(|&(x, y)| [x, y]).collect(),
-        };
-        fs::write(&queries, serde_json::to_vec(&file)?)
-            .with_context(|| format!("writing {}", queries.display()))?;
+        let (points, queries) = write_inputs(dir, data, q, check)?;
         let out = dir.join("rtree-results.json");
         let status = Command::new(&self.python)
             .arg(script())
@@ -171,4 +143,45 @@ impl PyRtree {
         }
         Ok(res)
     }
+}
+
+/// The Python peers' inputs in `dir`: the records' locations (`points.bin`:
+/// id i64, lon f64, lat f64, little-endian) and the queries
+/// (`queries.json`); returns both paths.
+pub fn write_inputs(
+    dir: &Path,
+    data: &TweetData,
+    q: &Queries,
+    check: usize,
+) -> Result<(PathBuf, PathBuf)> {
+    let points = dir.join("points.bin");
+    {
+        let f =
+            fs::File::create(&points).with_context(|| format!("creating {}", points.display()))?;
+        let mut w = BufWriter::new(f);
+        for i in 0..data.len() {
+            w.write_all(&data.id(i).to_le_bytes())?;
+            w.write_all(&data.lon[i].to_le_bytes())?;
+            w.write_all(&data.lat[i].to_le_bytes())?;
+        }
+        w.flush()
+            .with_context(|| format!("writing {}", points.display()))?;
+    }
+    let queries = dir.join("queries.json");
+    let file = QueryFile {
+        k: q.k,
+        check,
+        sels: q
+            .sels
+            .iter()
+            .map(|s| QuerySel {
+                label: s.label(),
+                rects: &s.rects,
+            })
+            .collect(),
+        knn: q.knn.iter().map(|&(x, y)| [x, y]).collect(),
+    };
+    fs::write(&queries, serde_json::to_vec(&file)?)
+        .with_context(|| format!("writing {}", queries.display()))?;
+    Ok((points, queries))
 }

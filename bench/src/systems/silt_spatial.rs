@@ -6,6 +6,9 @@
 
 use std::{ops::Range, path::Path, sync::Arc};
 
+#[cfg(feature = "sql")]
+use datafusion::arrow::array::AsArray;
+
 use anyhow::{Context, Result, bail};
 use silt::{
     BatchOptions, Database, DatasetDef, DbOptions, Durability, FieldType, Geometry, IndexDef,
@@ -34,8 +37,11 @@ pub struct SiltSpatial {
     reconcile: ReconcileOption,
     no_merge: bool,
     options: String,
-    db: Option<Database>,
+    db: Option<Arc<Database>>,
     ds: Option<Arc<silt::Dataset>>,
+    /// The SQL engine over the database, made by the first SQL query.
+    #[cfg(feature = "sql")]
+    sql: Option<silt_sql::SqlEngine>,
     /// Text bytes read by non-index-only queries (kept so the reads aren't optimized away).
     pub text_bytes_read: u64,
 }
@@ -83,14 +89,26 @@ impl SiltSpatial {
             reconcile,
             no_merge,
             options,
-            db: Some(db),
+            db: Some(Arc::new(db)),
             ds: Some(ds),
+            #[cfg(feature = "sql")]
+            sql: None,
             text_bytes_read: 0,
         })
     }
 
     fn db(&self) -> Result<&Database> {
-        self.db.as_ref().context("Silt database already closed")
+        self.db.as_deref().context("Silt database already closed")
+    }
+
+    /// The SQL engine over the database (made once).
+    #[cfg(feature = "sql")]
+    fn sql_engine(&mut self) -> Result<&silt_sql::SqlEngine> {
+        if self.sql.is_none() {
+            let db = self.db.clone().context("Silt database already closed")?;
+            self.sql = Some(silt_sql::SqlEngine::new(db).context("the SQL engine")?);
+        }
+        self.sql.as_ref().context("the SQL engine")
     }
 
     fn ds(&self) -> Result<&Arc<silt::Dataset>> {
@@ -314,9 +332,55 @@ impl SpatialStore for SiltSpatial {
         )
     }
 
+    #[cfg(feature = "sql")]
+    fn sql_rect(&mut self, r: &Rect) -> Result<Option<Answer>> {
+        let sql = format!(
+            "SELECT id FROM {DATASET} WHERE ST_Intersects(loc, ST_MakeEnvelope({}, {}, {}, {}))",
+            r[0], r[1], r[2], r[3]
+        );
+        let mut a = Answer::default();
+        for b in self.sql_engine()?.execute_blocking(&sql)? {
+            let ids = b
+                .column(0)
+                .as_primitive_opt::<datafusion::arrow::datatypes::Int64Type>()
+                .context("SQL ids as bigint")?;
+            for id in ids.iter().flatten() {
+                a.add(id);
+            }
+        }
+        Ok(Some(a))
+    }
+
+    #[cfg(feature = "sql")]
+    fn sql_knn(&mut self, lon: f64, lat: f64, k: usize) -> Result<Option<Vec<(i64, f64)>>> {
+        let sql = format!(
+            "SELECT id, ST_Distance(loc, ST_Point({lon}, {lat})) AS d FROM {DATASET} \
+             ORDER BY ST_Distance(loc, ST_Point({lon}, {lat})) LIMIT {k}"
+        );
+        let mut out = Vec::with_capacity(k);
+        for b in self.sql_engine()?.execute_blocking(&sql)? {
+            let ids = b
+                .column(0)
+                .as_primitive_opt::<datafusion::arrow::datatypes::Int64Type>()
+                .context("SQL ids as bigint")?;
+            let ds = b
+                .column(1)
+                .as_primitive_opt::<datafusion::arrow::datatypes::Float64Type>()
+                .context("SQL distances as double")?;
+            for (id, d) in ids.iter().zip(ds.iter()) {
+                out.push((id.context("a NULL id")?, d.context("a NULL distance")?));
+            }
+        }
+        Ok(Some(out))
+    }
+
     fn close(mut self: Box<Self>) -> Result<()> {
+        #[cfg(feature = "sql")]
+        drop(self.sql.take());
         drop(self.ds.take());
         if let Some(db) = self.db.take() {
+            let db = Arc::try_unwrap(db)
+                .map_err(|_| anyhow::anyhow!("the Silt database is still shared at close"))?;
             db.close().context("closing Silt")?;
         }
         Ok(())

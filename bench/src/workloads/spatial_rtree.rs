@@ -22,10 +22,11 @@ use crate::{
     },
     systems::{
         SpatialStore, System,
+        duckdb_spatial::{DuckResult, DuckdbSpatial},
         lucene::{Lucene, LuceneResult},
         mem_spatial::{GeoIndexSpatial, RstarSpatial},
         postgis::{PgInstall, PostgisSpatial},
-        py_rtree::{PyResult, PyRtree},
+        py_rtree::{PyKnn, PyResult, PyRtree, PySel},
         sqlite_spatial::SqliteSpatial,
     },
     util::{
@@ -77,6 +78,10 @@ const POSTGIS: &str = "postgis";
 const POSTGIS_IDX: &str = "postgis ids-only";
 const LUCENE: &str = "lucene";
 const LUCENE_IDX: &str = "lucene index-only";
+/// DuckDB + spatial through SQL, ids from an RTREE index scan.
+const DUCKDB: &str = "duckdb-spatial";
+/// DuckDB's phase: the file loaded, the RTREE built, the database reopened.
+const DUCK_PHASE: &str = "on disk, RTREE built";
 const SILT_AM: &str = "silt-antimatter+del";
 const SILT_DK: &str = "silt-deletedkeys+del";
 
@@ -113,6 +118,8 @@ enum Entry {
     Postgis,
     /// Lucene through its Java driver (not a store).
     Lucene,
+    /// DuckDB + spatial through SQL (Python client).
+    Duckdb,
     SiltDeletes(Reconcile),
 }
 
@@ -126,6 +133,7 @@ impl Entry {
             Entry::GeoIndex => GEOINDEX,
             Entry::Postgis => POSTGIS,
             Entry::Lucene => LUCENE,
+            Entry::Duckdb => DUCKDB,
             Entry::SiltDeletes(Reconcile::Antimatter) => SILT_AM,
             Entry::SiltDeletes(Reconcile::DeletedKeys) => SILT_DK,
         }
@@ -450,6 +458,7 @@ impl Workload for SpatialRtree {
             Entry::GeoIndex,
             Entry::Postgis,
             Entry::Lucene,
+            Entry::Duckdb,
             Entry::SiltDeletes(Reconcile::Antimatter),
             Entry::SiltDeletes(Reconcile::DeletedKeys),
         ];
@@ -469,6 +478,7 @@ impl Workload for SpatialRtree {
             let t = Instant::now();
             match e {
                 Entry::Python => rows.extend(run_python(&setup, ctx, &mut checks)?),
+                Entry::Duckdb => rows.extend(run_duckdb(&setup, ctx, &mut checks)?),
                 Entry::GeoIndex => rows.extend(run_geo_index(&setup, ctx, &mut checks)?),
                 Entry::Lucene => rows.extend(run_lucene(&setup, ctx, &mut checks)?),
                 _ => rows.extend(run_store(e, &setup, ctx, &mut checks)?),
@@ -661,6 +671,63 @@ fn query_phase(
     Ok(rows)
 }
 
+/// The rectangle and kNN queries again through the store's SQL, where it
+/// has one (Silt: `SqlEngine` in-process, `ST_Intersects(loc,
+/// ST_MakeEnvelope(..))` and `ORDER BY ST_Distance(..) LIMIT k`), as system
+/// `<label> sql`: the row to set beside the SQL peers.
+fn sql_phase(
+    store: &mut dyn SpatialStore,
+    e: Entry,
+    phase: &str,
+    setup: &Setup,
+    checks: &mut KnnChecks,
+) -> Result<Vec<ResultRow>> {
+    let q = &setup.queries;
+    let Some(r0) = q.sels.first().and_then(|s| s.rects.first()) else {
+        return Ok(Vec::new());
+    };
+    if store.sql_rect(r0)?.is_none() {
+        return Ok(Vec::new());
+    }
+    let sys = format!("{} sql", e.label());
+    let mut rows = Vec::new();
+    for (si, sel) in q.sels.iter().enumerate() {
+        rows.extend(timed_answers(
+            &sys,
+            phase,
+            &format!("rect {}", sel.label()),
+            sel.rects.len(),
+            |j| {
+                store
+                    .sql_rect(&sel.rects[j])?
+                    .context("the store stopped answering SQL")
+            },
+            |j| setup.oracle.get(si).and_then(|o| o.get(j)),
+        )?);
+    }
+    let query = knn_label();
+    let pb = progress(q.knn.len() as u64, format!("{sys}: {query}"));
+    let mut lat = Vec::with_capacity(q.knn.len());
+    let mut dists = Vec::with_capacity(CHECK);
+    for (j, &(lon, lat_deg)) in q.knn.iter().enumerate() {
+        let t = Instant::now();
+        let top = store
+            .sql_knn(lon, lat_deg, q.k)?
+            .context("the store stopped answering SQL")?;
+        lat.push(elapsed_ns(t));
+        if j < CHECK {
+            dists.push(top.iter().map(|p| p.1).collect());
+        }
+        if j & 0xff == 0 {
+            pb.set_position(j as u64);
+        }
+    }
+    pb.finish_and_clear();
+    rows.extend(latency_rows(&sys, &query, phase, &mut lat));
+    checks.add(false, format!("{sys} ({phase})"), dists)?;
+    Ok(rows)
+}
+
 /// Runs queries `0..n` one at a time (`run(j)`), checking each answer
 /// against `oracle(j)` where there is one: latency rows and the mean result count.
 fn timed_answers<'a>(
@@ -745,7 +812,7 @@ fn run_store(e: Entry, setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Resu
                 Err(err) => return Ok(skipped(ctx, label, &format!("{err:#}"))),
             }
         }
-        Entry::Python | Entry::GeoIndex | Entry::Lucene => {
+        Entry::Python | Entry::GeoIndex | Entry::Lucene | Entry::Duckdb => {
             bail!("{label} is not driven as an ingesting store")
         }
     };
@@ -895,6 +962,13 @@ fn run_store(e: Entry, setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Resu
             AFTER_COMPACTION,
             setup,
             false,
+            checks,
+        )?);
+        rows.extend(sql_phase(
+            store.as_mut(),
+            e,
+            AFTER_COMPACTION,
+            setup,
             checks,
         )?);
     }
@@ -1233,11 +1307,35 @@ fn run_python(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<Re
             res.maxrss_kb * 1024.0 / 1e6,
         ),
     ];
-    for (si, (sel, ps)) in setup.queries.sels.iter().zip(&res.sels).enumerate() {
+    rows.extend(peer_query_rows(
+        setup, PYTHON, IN_MEMORY, &res.sels, &res.knn,
+    )?);
+    checks.add(false, format!("{PYTHON} ({IN_MEMORY})"), res.knn.dists)?;
+    eprintln!(
+        "{PYTHON}: bulk load {:.1} s, rect ~100 p50 {:.1} us, kNN p50 {:.1} us",
+        res.load_s,
+        res.sels.get(1).map_or(f64::NAN, |s| s.p50_us),
+        res.knn.p50_us
+    );
+    Ok(rows)
+}
+
+/// The latency rows of a Python peer's answers (rectangles at each
+/// selectivity, kNN), after checking its rectangle answers against the
+/// brute-force oracle.
+fn peer_query_rows(
+    setup: &Setup,
+    label: &str,
+    phase: &str,
+    sels: &[PySel],
+    knn: &PyKnn,
+) -> Result<Vec<ResultRow>> {
+    let mut rows = Vec::new();
+    for (si, (sel, ps)) in setup.queries.sels.iter().zip(sels).enumerate() {
         let query = format!("rect {}", sel.label());
         if ps.label != sel.label() || ps.queries != sel.rects.len() {
             bail!(
-                "the Python peer answered {} queries of {} for {query}",
+                "{label} answered {} queries of {} for {query}",
                 ps.queries,
                 ps.label
             );
@@ -1251,7 +1349,7 @@ fn run_python(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<Re
                 && got != *want
             {
                 bail!(
-                    "{PYTHON}: rectangle {query} #{j} found {} records (id sum {}), but a brute-force scan finds {} (id sum {})",
+                    "{label}: rectangle {query} #{j} found {} records (id sum {}), but a brute-force scan finds {} (id sum {})",
                     got.count,
                     got.id_sum,
                     want.count,
@@ -1260,62 +1358,110 @@ fn run_python(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<Re
             }
         }
         rows.push(ResultRow::measure(
-            PYTHON,
-            &lat_metric(&query, "mean", IN_MEMORY),
+            label,
+            &lat_metric(&query, "mean", phase),
             "us",
             ps.mean_us,
         ));
         rows.push(ResultRow::measure(
-            PYTHON,
-            &lat_metric(&query, "p50", IN_MEMORY),
+            label,
+            &lat_metric(&query, "p50", phase),
             "us",
             ps.p50_us,
         ));
         rows.push(ResultRow::measure(
-            PYTHON,
-            &lat_metric(&query, "p99", IN_MEMORY),
+            label,
+            &lat_metric(&query, "p99", phase),
             "us",
             ps.p99_us,
         ));
         rows.push(ResultRow::stat(
-            PYTHON,
-            &format!("{query} mean results ({IN_MEMORY})"),
+            label,
+            &format!("{query} mean results ({phase})"),
             "results",
             ps.mean_count,
         ));
     }
     let query = knn_label();
     rows.push(ResultRow::measure(
-        PYTHON,
-        &lat_metric(&query, "mean", IN_MEMORY),
+        label,
+        &lat_metric(&query, "mean", phase),
         "us",
-        res.knn.mean_us,
+        knn.mean_us,
     ));
     rows.push(ResultRow::measure(
-        PYTHON,
-        &lat_metric(&query, "p50", IN_MEMORY),
+        label,
+        &lat_metric(&query, "p50", phase),
         "us",
-        res.knn.p50_us,
+        knn.p50_us,
     ));
     rows.push(ResultRow::measure(
-        PYTHON,
-        &lat_metric(&query, "p99", IN_MEMORY),
+        label,
+        &lat_metric(&query, "p99", phase),
         "us",
-        res.knn.p99_us,
+        knn.p99_us,
     ));
     rows.push(ResultRow::stat(
-        PYTHON,
+        label,
         "kNN candidates ranked per query",
         "count",
-        res.knn.mean_candidates,
+        knn.mean_candidates,
     ));
-    if res.knn.queries != setup.queries.knn.len() {
-        bail!("the Python peer answered {} kNN queries", res.knn.queries);
+    if knn.queries != setup.queries.knn.len() {
+        bail!("{label} answered {} kNN queries", knn.queries);
     }
-    checks.add(false, format!("{PYTHON} ({IN_MEMORY})"), res.knn.dists)?;
+    Ok(rows)
+}
+
+/// Runs DuckDB + spatial (or records why it was skipped).
+fn run_duckdb(setup: &Setup, ctx: &Ctx, checks: &mut KnnChecks) -> Result<Vec<ResultRow>> {
+    let duck = match DuckdbSpatial::find() {
+        Ok(d) => d,
+        Err(reason) => return Ok(skipped(ctx, DUCKDB, &reason)),
+    };
+    let dir = ScratchDir::new(&ctx.scratch, "duckdb-spatial")?;
+    let sp = spinner(format!(
+        "{DUCKDB}: load + RTREE + queries ({})",
+        duck.versions
+    ));
+    let res: DuckResult = duck
+        .run(dir.path(), &setup.data, &setup.queries, CHECK)
+        .context("the DuckDB spatial peer")?;
+    sp.finish_and_clear();
+    ctx.note(format!(
+        "{DUCKDB}: {} (bench/.venv), an on-disk database of t(id BIGINT, geom GEOMETRY = ST_Point(lon, lat)) \
+         loaded from an Arrow table, CREATE INDEX ... USING RTREE (geom), reopened; rectangles = SELECT id \
+         ... WHERE ST_Intersects(geom, ST_MakeEnvelope(..)) (an RTREE_INDEX_SCAN; two queries across the \
+         antimeridian); kNN = ORDER BY ST_Distance_Sphere(..) LIMIT k (a scan: DuckDB's RTREE answers no \
+         nearest-neighbour query); each query timed in Python around execute().fetchall()",
+        duck.versions
+    ));
+    let n = setup.data.len() as f64;
+    let mut rows = vec![
+        ResultRow::stat(
+            DUCKDB,
+            "load (table from Arrow)",
+            "records/s",
+            n / res.load_s.max(1e-9),
+        ),
+        ResultRow::stat(DUCKDB, "RTREE build time", "s", res.index_s),
+        ResultRow::stat(DUCKDB, "database file", "MB", res.db_bytes as f64 / 1e6),
+        ResultRow::stat(
+            DUCKDB,
+            "peak RSS of the Python process",
+            "MB",
+            res.maxrss_kb * 1024.0 / 1e6,
+        ),
+    ];
+    rows.extend(peer_query_rows(
+        setup, DUCKDB, DUCK_PHASE, &res.sels, &res.knn,
+    )?);
+    checks.add(false, format!("{DUCKDB} ({DUCK_PHASE})"), res.knn.dists)?;
     eprintln!(
-        "{PYTHON}: bulk load {:.1} s, rect ~100 p50 {:.1} us, kNN p50 {:.1} us",
+        "{DUCKDB} ({}): load {:.1} s, RTREE {:.1} s, rect ~100 p50 {:.1} us, kNN p50 {:.1} us",
+        res.duckdb_version,
         res.load_s,
+        res.index_s,
         res.sels.get(1).map_or(f64::NAN, |s| s.p50_us),
         res.knn.p50_us
     );
@@ -1379,6 +1525,16 @@ fn ratios(rows: &[ResultRow]) -> Vec<ResultRow> {
         speed(SILT_IDX, phase, SQLITE_IDX, phase);
     }
     speed(SILT_IDX, AFTER_COMPACTION, PYTHON, IN_MEMORY);
+    speed(SILT_IDX, AFTER_COMPACTION, DUCKDB, DUCK_PHASE);
+    speed(SILT, AFTER_COMPACTION, DUCKDB, DUCK_PHASE);
+    // Both through SQL.
+    speed(&format!("{SILT} sql"), AFTER_COMPACTION, DUCKDB, DUCK_PHASE);
+    speed(
+        &format!("{SILT} sql"),
+        AFTER_COMPACTION,
+        POSTGIS_IDX,
+        AFTER_COMPACTION,
+    );
     for phase in [AFTER_INGEST, AFTER_COMPACTION] {
         speed(SILT, phase, POSTGIS, phase);
         speed(SILT_IDX, phase, POSTGIS_IDX, phase);
