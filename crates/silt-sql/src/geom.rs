@@ -365,10 +365,15 @@ pub fn geojson(g: &geo::Geometry<f64>) -> serde_json::Value {
 
 /// `g` without empty polygons and line strings inside multi-geometries and
 /// collections (the WKT writer cannot write a multi-polygon holding an
-/// empty polygon; such a part adds no point anyway).
-pub fn without_empty_parts(g: &geo::Geometry<f64>) -> geo::Geometry<f64> {
+/// empty polygon; such a part adds no point anyway); `g` itself when it has
+/// none.
+pub fn without_empty_parts(g: &geo::Geometry<f64>) -> std::borrow::Cow<'_, geo::Geometry<f64>> {
     use geo::Geometry as G;
-    match g {
+    use std::borrow::Cow;
+    if !has_empty_parts(g) {
+        return Cow::Borrowed(g);
+    }
+    Cow::Owned(match g {
         G::MultiPolygon(m) => G::MultiPolygon(geo::MultiPolygon::new(
             m.0.iter()
                 .filter(|p| !p.exterior().0.is_empty())
@@ -379,8 +384,21 @@ pub fn without_empty_parts(g: &geo::Geometry<f64>) -> geo::Geometry<f64> {
             m.0.iter().filter(|l| !l.0.is_empty()).cloned().collect(),
         )),
         G::GeometryCollection(c) => G::GeometryCollection(geo::GeometryCollection::new_from(
-            c.0.iter().map(without_empty_parts).collect(),
+            c.0.iter()
+                .map(|p| without_empty_parts(p).into_owned())
+                .collect(),
         )),
         other => other.clone(),
+    })
+}
+
+/// Whether a multi-geometry or collection holds an empty polygon or line.
+fn has_empty_parts(g: &geo::Geometry<f64>) -> bool {
+    use geo::Geometry as G;
+    match g {
+        G::MultiPolygon(m) => m.0.iter().any(|p| p.exterior().0.is_empty()),
+        G::MultiLineString(m) => m.0.iter().any(|l| l.0.is_empty()),
+        G::GeometryCollection(c) => c.0.iter().any(has_empty_parts),
+        _ => false,
     }
 }

@@ -7,10 +7,11 @@
 //! - **Shape.** A `SELECT` from one table has the literals of its filters
 //!   turned into typed parameters ([`normalize`]): the number or string
 //!   operands of comparisons, `BETWEEN` and `IN` lists, the arguments
-//!   of the spatial and text functions, and the operands of arithmetic
-//!   in any of those. `WHERE id = 5` and `WHERE id = 7`
+//!   of the spatial and text functions (in the select list too, where
+//!   the output column's alias keeps its name), and the operands of
+//!   arithmetic in any of those. `WHERE id = 5` and `WHERE id = 7`
 //!   are one shape, `WHERE id = $1` with `$1 = 5` or `7`. Literals
-//!   anywhere else (the select list, `LIMIT`, `GROUP BY`, joins and
+//!   anywhere else (the rest of the select list, `LIMIT`, `GROUP BY`, joins and
 //!   subqueries) stay in the shape, whose key is the statement's text with
 //!   its parameters as `$n`.
 //! - **Plan.** The shape is planned as `PREPARE` with the literals' types,
@@ -51,8 +52,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     self as sql, BinaryOperator, DataType as SqlType, ExactNumberInfo, FunctionArg,
-    FunctionArgExpr, FunctionArguments, Ident, OrderByKind, SetExpr, Statement, TableFactor,
-    UnaryOperator, Value, Visit, Visitor,
+    FunctionArgExpr, FunctionArguments, Ident, OrderByKind, SelectItem, SetExpr, Statement,
+    TableFactor, UnaryOperator, Value, Visit, Visitor,
 };
 use datafusion::sql::sqlparser::tokenizer::Span;
 
@@ -138,6 +139,17 @@ pub fn normalize(stmt: &DFStatement) -> Option<Normalized> {
             t.joins.is_empty() && matches!(t.relation, TableFactor::Table { args: None, .. })
         })
     {
+        // The select list's spatial and text calls (`ST_Distance(loc,
+        // ST_Point(..)) AS d` beside the same ORDER BY): named by their
+        // alias, which `crate::colnames` gave every computed column, so
+        // a parameter does not change the output's name.
+        for item in &mut sel.projection {
+            if let SelectItem::ExprWithAlias { expr, .. } = item
+                && matches!(expr, sql::Expr::Function(_))
+            {
+                param_expr(expr, &mut values);
+            }
+        }
         if let Some(w) = sel.selection.as_mut() {
             param_expr(w, &mut values);
         }
@@ -728,19 +740,23 @@ mod tests {
         assert_eq!(big.key, "SELECT id FROM t WHERE id = $1\0u");
         assert_eq!(a.values, vec![ScalarValue::Int64(Some(5))]);
         let c = norm(
-            "SELECT id, 3 FROM t WHERE ST_Intersects(loc, ST_MakeEnvelope((-1.5), 2, 3e1, '4')) \
+            "SELECT id, 3, ST_Distance(loc, ST_Point(7, 8)) AS d, ST_Point(5, 6) \
+             FROM t WHERE ST_Intersects(loc, ST_MakeEnvelope((-1.5), 2, 3e1, '4')) \
              AND v BETWEEN 1 AND 9 AND name IN ('a', 'b') ORDER BY ST_Distance(loc, ST_Point(1, 2)), 1 LIMIT 10",
         )
         .expect("a query");
+        // An aliased call's literals are parameters; an unaliased one's
+        // (its name is its text) and plain literals are not.
         assert_eq!(
             c.key,
-            "SELECT id, 3 FROM t WHERE ST_Intersects(loc, ST_MakeEnvelope($1, $2, $3, $4)) \
-             AND v BETWEEN $5 AND $6 AND name IN ($7, $8) ORDER BY ST_Distance(loc, ST_Point($9, $10)), 1 LIMIT 10\
-             \0fifsiissii"
+            "SELECT id, 3, ST_Distance(loc, ST_Point($1, $2)) AS d, ST_Point(5, 6) \
+             FROM t WHERE ST_Intersects(loc, ST_MakeEnvelope($3, $4, $5, $6)) \
+             AND v BETWEEN $7 AND $8 AND name IN ($9, $10) ORDER BY ST_Distance(loc, ST_Point($11, $12)), 1 LIMIT 10\
+             \0iififsiissii"
         );
-        assert_eq!(c.values[0], ScalarValue::Float64(Some(-1.5)));
-        assert_eq!(c.values[2], ScalarValue::Float64(Some(30.0)));
-        assert_eq!(c.values[3], ScalarValue::Utf8(Some("4".into())));
+        assert_eq!(c.values[2], ScalarValue::Float64(Some(-1.5)));
+        assert_eq!(c.values[4], ScalarValue::Float64(Some(30.0)));
+        assert_eq!(c.values[5], ScalarValue::Utf8(Some("4".into())));
     }
 
     #[test]

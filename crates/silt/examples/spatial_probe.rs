@@ -1,7 +1,8 @@
 //! A quick, self-contained look at the R-tree access paths: ingest clustered
 //! points, then time small box queries and kNN (used with `perf` to profile).
 //! `cargo run --release -p silt --example spatial_probe -- [records] [queries]`
-//! Environment: PROBE_COMPACT (also query after a full compaction),
+//! Environment: PROBE_COMPACT (also query after a full compaction; `only`:
+//! only then),
 //! PROBE_BOX (half side of the query boxes, degrees), PROBE_RADIUS (also time
 //! circles of this many metres around the boxes' centres), PROBE_ONLY_BOX /
 //! PROBE_ONLY_KNN, PROBE_DELETES, PROBE_SLEEP (seconds before ingest, to
@@ -129,10 +130,11 @@ fn main() -> silt::Result<()> {
         (cpu_s() - p0) * 1e6 / n as f64
     );
     // PROBE_COMPACT=1: query after ingest, then compact and query again.
-    let phases: &[&str] = if std::env::var("PROBE_COMPACT").is_ok() {
-        &["after ingest", "after compaction"]
-    } else {
-        &["after ingest"]
+    // PROBE_COMPACT=only: query only after the compaction.
+    let phases: &[&str] = match std::env::var("PROBE_COMPACT").as_deref() {
+        Ok("only") => &["after compaction"],
+        Ok(_) => &["after ingest", "after compaction"],
+        Err(_) => &["after ingest"],
     };
     let half: f64 = std::env::var("PROBE_BOX")
         .ok()
@@ -143,6 +145,7 @@ fn main() -> silt::Result<()> {
         .and_then(|s| s.parse().ok());
     let only_box = std::env::var("PROBE_ONLY_BOX").is_ok();
     let only_knn = std::env::var("PROBE_ONLY_KNN").is_ok();
+    let only_index_only = std::env::var("PROBE_INDEX_ONLY").is_ok();
     for phase in phases {
         db.wait_idle()?;
         if *phase == "after compaction" {
@@ -150,11 +153,13 @@ fn main() -> silt::Result<()> {
         }
         eprintln!("-- {phase}");
         for index_only in [false, true] {
-            if (only_box || only_knn) && index_only != only_knn {
+            let skip = if only_index_only {
+                !index_only
+            } else {
+                (only_box || only_knn) && index_only != only_knn
+            };
+            if skip {
                 continue;
-            }
-            if only_box && index_only {
-                break;
             }
             let o = QueryOptions {
                 index_only,

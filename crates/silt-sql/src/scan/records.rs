@@ -139,6 +139,31 @@ pub fn open_records(
                     Err(e) => return Err(e),
                 }
             }
+            // Only key columns wanted (`SELECT id ... WHERE ST_Intersects
+            // (..)`, `count(*)`): the index entries answer, and only hits
+            // the entry cannot decide are read from the primary.
+            if text_check.is_none()
+                && let Some(key) = key_only(ds, fields)
+            {
+                let opts = QueryOptions {
+                    index_only: true,
+                    limit,
+                };
+                match ds.query(index, query, opts) {
+                    Ok(r) => {
+                        let hits = until_stopped(counted(r, &metrics), ctl).map(move |h| {
+                            let h = h?;
+                            Ok(Rec::Decoded(match h.record {
+                                Some(r) => r,
+                                None => Value::Object(key.iter().cloned().zip(h.pk).collect()),
+                            }))
+                        });
+                        return Ok(Box::new(hits));
+                    }
+                    Err(_) if !*exact => return scan(Bound::Unbounded, Bound::Unbounded),
+                    Err(e) => return Err(e),
+                }
+            }
             let opts = QueryOptions {
                 index_only: false,
                 limit: if text_check.is_some() { None } else { limit },
@@ -197,6 +222,16 @@ pub fn open_records(
             )
         }
     })
+}
+
+/// The primary key's field names, when a reader takes only those (and
+/// every key field is a top-level field): the records an index-only
+/// search's keys make.
+fn key_only(ds: &Dataset, fields: Option<&[String]>) -> Option<Vec<String>> {
+    let pk = &ds.def().primary_key;
+    let fields = fields?;
+    (pk.iter().all(|k| !k.contains('.')) && fields.iter().all(|f| pk.contains(f)))
+        .then(|| pk.clone())
 }
 
 /// [`open_records`] inside a transaction: the transaction's own writes

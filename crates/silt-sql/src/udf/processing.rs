@@ -21,6 +21,7 @@
 //! are 0. NULL in, NULL out. A malformed geometry or argument is an
 //! execution error naming the function.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -306,18 +307,20 @@ impl GeoFn {
     }
 }
 
-/// One argument's values: a constant geometry is parsed once.
+/// One argument's values: a constant geometry is parsed (and put in the
+/// `geo` crate's form) once.
 enum Column<'a> {
-    ConstGeom(Option<AnyGeom>),
+    ConstGeom(Option<(AnyGeom, geo::Geometry<f64>)>),
     Geom(&'a StringArray),
     Num(&'a Float64Array),
     Bool(&'a BooleanArray),
     Text(&'a StringArray),
 }
 
-/// A row's arguments.
+/// A row's arguments: a geometry with its `geo` form when it has one
+/// already (a constant's).
 enum Val<'a> {
-    Geom(std::borrow::Cow<'a, AnyGeom>),
+    Geom(Cow<'a, AnyGeom>, Option<&'a geo::Geometry<f64>>),
     Num(f64),
     Bool(bool),
     Text(&'a str),
@@ -341,7 +344,9 @@ impl<'a> Columns<'a> {
                         Column::ConstGeom(if s.is_null(0) {
                             None
                         } else {
-                            Some(geom::parse_any(s.value(0)).map_err(|e| err(op, e))?)
+                            let g = geom::parse_any(s.value(0)).map_err(|e| err(op, e))?;
+                            let geo = g.to_geo();
+                            Some((g, geo))
                         })
                     }
                     ColumnarValue::Array(_) => Column::Geom(a.as_string::<i32>()),
@@ -362,14 +367,14 @@ impl<'a> Columns<'a> {
             let r = |a: &dyn Array| if a.len() == 1 { 0 } else { row };
             let v = match c {
                 Column::ConstGeom(None) => return Ok(None),
-                Column::ConstGeom(Some(g)) => Val::Geom(std::borrow::Cow::Borrowed(g)),
+                Column::ConstGeom(Some((g, geo))) => Val::Geom(Cow::Borrowed(g), Some(geo)),
                 Column::Geom(a) => {
                     let i = r(*a);
                     if a.is_null(i) {
                         return Ok(None);
                     }
                     let g = geom::parse_any(a.value(i)).map_err(|e| err(op, e))?;
-                    Val::Geom(std::borrow::Cow::Owned(g))
+                    Val::Geom(Cow::Owned(g), None)
                 }
                 Column::Num(a) => {
                     let i = r(*a);
@@ -401,7 +406,20 @@ impl<'a> Columns<'a> {
 
 fn geom_at<'v>(op: Op, vals: &'v [Val<'_>], i: usize) -> DfResult<&'v AnyGeom> {
     match vals.get(i) {
-        Some(Val::Geom(g)) => Ok(g.as_ref()),
+        Some(Val::Geom(g, _)) => Ok(g.as_ref()),
+        _ => Err(err(op, format!("argument {} must be a geometry", i + 1))),
+    }
+}
+
+/// Argument `i` in the `geo` crate's form: borrowed where it is in that
+/// form already (a constant, a geometry Silt does not store).
+fn geo_at<'v>(op: Op, vals: &'v [Val<'_>], i: usize) -> DfResult<Cow<'v, geo::Geometry<f64>>> {
+    match vals.get(i) {
+        Some(Val::Geom(_, Some(geo))) => Ok(Cow::Borrowed(*geo)),
+        Some(Val::Geom(g, None)) => Ok(match g.as_ref() {
+            AnyGeom::Other(geo) => Cow::Borrowed(geo),
+            silt => Cow::Owned(silt.to_geo()),
+        }),
         _ => Err(err(op, format!("argument {} must be a geometry", i + 1))),
     }
 }
@@ -479,16 +497,19 @@ fn area(g: &geo::Geometry<f64>, s: Space) -> f64 {
 }
 
 fn number(op: Op, vals: &[Val<'_>]) -> DfResult<Option<f64>> {
-    let g = geom_at(op, vals, 0)?;
     Ok(match op {
-        Op::Area => Some(area(&g.to_geo(), space(vals))),
+        Op::Area => Some(area(geo_at(op, vals, 0)?.as_ref(), space(vals))),
         Op::Length | Op::Perimeter => {
             let mut lines = Vec::new();
-            lines_of(&g.to_geo(), op == Op::Perimeter, &mut lines);
+            lines_of(
+                geo_at(op, vals, 0)?.as_ref(),
+                op == Op::Perimeter,
+                &mut lines,
+            );
             let s = space(vals);
             Some(lines.iter().map(|l| line_length(l, s)).sum())
         }
-        Op::DistanceSphere => geom::distance_any_m(g, geom_at(op, vals, 1)?),
+        Op::DistanceSphere => geom::distance_any_m(geom_at(op, vals, 0)?, geom_at(op, vals, 1)?),
         _ => return Err(err(op, "not a measurement")),
     })
 }
@@ -835,7 +856,7 @@ fn segments(g: &geo::Geometry<f64>) -> Vec<geo::Line<f64>> {
 }
 
 fn geometry(op: Op, vals: &[Val<'_>]) -> DfResult<AnyGeom> {
-    let a = geom_at(op, vals, 0)?.to_geo();
+    let a = geo_at(op, vals, 0)?;
     let g = match op {
         Op::Buffer => {
             let r = num_at(op, vals, 1)?;
@@ -862,22 +883,22 @@ fn geometry(op: Op, vals: &[Val<'_>]) -> DfResult<AnyGeom> {
             }
         }
         Op::Union | Op::Intersection | Op::Difference | Op::SymDifference => {
-            overlay(op, &a, &geom_at(op, vals, 1)?.to_geo())?
+            overlay(op, &a, geo_at(op, vals, 1)?.as_ref())?
         }
-        Op::Collect => collect(a, geom_at(op, vals, 1)?.to_geo()),
+        Op::Collect => collect(a.into_owned(), geo_at(op, vals, 1)?.into_owned()),
         Op::MakeValid => match polygonal(&a) {
             Some(mp) => simplest(mp.make_valid().map_err(|e| err(op, format!("{e:?}")))?),
-            None => a,
+            None => a.into_owned(),
         },
         Op::ClosestPoint => {
-            let b = geom_at(op, vals, 1)?.to_geo();
+            let b = geo_at(op, vals, 1)?;
             match closest_point(&a, &b) {
                 Some(p) => geo::Geometry::Point(p),
                 None => return Err(err(op, "an empty geometry has no closest point")),
             }
         }
         Op::Envelope => match a.bounding_rect() {
-            None => a,
+            None => a.into_owned(),
             Some(r) => {
                 let (lo, hi) = (r.min(), r.max());
                 // PostGIS: a point's envelope is the point, a vertical or

@@ -235,6 +235,27 @@ fn explain_analyze_counts_rows_components_and_blocks_of_a_scan() {
     assert!(metric("index_blocks") >= 1, "{scan}");
     assert!(metric("index_candidates") >= want, "{scan}");
     assert!(scan.contains("elapsed_compute="), "{scan}");
+    // Only the key asked for: the points' entries answer, no record is
+    // read. Another column: every hit is read from the primary.
+    assert_eq!(metric("index_fetched"), 0, "{scan}");
+    let analyzed = |q: &str| -> String {
+        let b = run(&e, &format!("EXPLAIN ANALYZE {q}"));
+        let text = strings(&b, 1).into_iter().flatten().collect::<Vec<_>>();
+        text.join("\n")
+            .lines()
+            .find(|l| l.contains("SiltScan"))
+            .unwrap_or_else(|| panic!("{text:?}"))
+            .to_owned()
+    };
+    let scan = analyzed(&q.replace("SELECT id", "SELECT id, a"));
+    assert!(scan.contains(&format!("index_fetched={want}")), "{scan}");
+    let scan = analyzed(&q.replace("SELECT id", "SELECT count(*)"));
+    assert!(scan.contains("index_fetched=0"), "{scan}");
+    // The answers are the same either way.
+    let key_only = id_set(&run(&e, q));
+    let fetched = id_set(&run(&e, &q.replace("SELECT id", "SELECT id, a")));
+    assert_eq!(key_only, fetched);
+    assert_eq!(key_only.len() as u64, want);
 }
 
 /// (id, ts, x, y) of an `ev` row.

@@ -93,6 +93,48 @@ fn cached_plans_bind_new_literals_and_stay_right() {
     }
     let sql = "SELECT id FROM r ORDER BY ST_Distance(loc, ST_Point(1, 100)) LIMIT 5";
     assert_eq!(ints(&run(&e, sql), 0).len(), 5);
+    // The distance in the select list too (the usual way to ask for the
+    // nearest): one shape for every point, answered by the kNN path, the
+    // distances brute force's.
+    let before = e.plan_cache_stats();
+    for i in 0..12 {
+        let (cx, cy) = (-15.3 + 2.5 * f64::from(i), 4.1 - 1.25 * f64::from(i));
+        let sql = format!(
+            "SELECT id, ST_Distance(loc, ST_Point({cx}, {cy})) AS d FROM r \
+             ORDER BY ST_Distance(loc, ST_Point({cx}, {cy})) LIMIT 5"
+        );
+        let b = run(&e, &sql);
+        assert_eq!(ints(&b, 0), knn(cx, cy, 5), "{sql}");
+        let got = floats(&b, 1);
+        for (id, d) in ints(&b, 0).iter().zip(&got) {
+            let r = rows.iter().find(|r| r.id == *id).expect("a loaded row");
+            let want = haversine_m(cx, cy, r.x, r.y);
+            assert!(
+                (d - want).abs() <= 1e-6 * want.max(1.0),
+                "{sql}: {d} vs {want}"
+            );
+        }
+    }
+    let after = e.plan_cache_stats();
+    assert!(after.hits >= before.hits + 11, "{before:?} -> {after:?}");
+    let plan = shown(&run(
+        &e,
+        "EXPLAIN SELECT id, ST_Distance(loc, ST_Point(3, 4)) AS d FROM r \
+         ORDER BY ST_Distance(loc, ST_Point(3, 4)) LIMIT 5",
+    ));
+    assert!(plan.contains("knn(POINT(3 4), k=5)"), "{plan}");
+    // Where the parameters would part the select list from a GROUP BY
+    // that repeats it, the statement is planned as written.
+    let sql = "SELECT ST_Distance(loc, ST_Point(1, 2)) AS d, count(*) AS n FROM r \
+               WHERE id < 60 GROUP BY ST_Distance(loc, ST_Point(1, 2)) ORDER BY d";
+    let want = rows.iter().filter(|r| r.id < 60).count();
+    assert!(want > 1);
+    for _ in 0..2 {
+        assert_eq!(
+            run(&e, sql).iter().map(|b| b.num_rows()).sum::<usize>(),
+            want
+        );
+    }
     // Functions of the moment are not cached.
     let t1 = strings(
         &run(&e, "SELECT CAST(now() AS VARCHAR) FROM r WHERE id = 3"),

@@ -14,7 +14,8 @@
 //!   aborted meanwhile) the entry is committed and is returned as is; if
 //!   refused a writer is in flight, and the hit is validated through the
 //!   primary instead. Entries that cannot decide the predicate by themselves
-//!   (the MBR of a polygon, an n-gram candidate) are always validated.
+//!   (the MBR of a polygon, an n-gram candidate) are always validated, as
+//!   are all hits of a dataset whose records expire (`ttl`).
 //!
 //! Results are produced lazily by [`QueryResults`] (an iterator), so a limit
 //! stops the fetching early. Distances are great-circle metres on a sphere of
@@ -324,7 +325,24 @@ impl QueryResults {
                     let n = list.len().min(want.max(1)).min(FETCH_BATCH);
                     if n >= PAR_MIN && rayon::current_num_threads() > 1 {
                         let batch: Vec<Cand> = list.drain(..n).collect();
-                        self.decide_batch(batch)?;
+                        // Only fetches are worth a second thread: the
+                        // candidates their entries decide (index-only)
+                        // take nanoseconds, less than handing them over.
+                        let fetches = if self.opts.index_only {
+                            batch.iter().filter(|c| !self.decides.decides(c)).count()
+                        } else {
+                            n
+                        };
+                        if fetches >= PAR_MIN {
+                            self.decide_batch(batch)?;
+                        } else {
+                            for c in &batch {
+                                let dist = self.list_distance(c);
+                                if let Some(h) = self.decide(c, dist)? {
+                                    self.ready.push_back(h);
+                                }
+                            }
+                        }
                         continue;
                     }
                     let Some(c) = list.pop_front() else {
@@ -537,7 +555,12 @@ impl Dataset {
         Ok(QueryResults {
             ds: self.clone(),
             split: imp.pk_split(&def),
-            decides: imp.index_only(),
+            // An entry cannot tell whether its record expired.
+            decides: if self.has_ttl() {
+                IndexOnly::Never
+            } else {
+                imp.index_only()
+            },
             recheck,
             def,
             query: query.clone(),

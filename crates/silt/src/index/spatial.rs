@@ -156,17 +156,51 @@ fn collect(
     for t in trees {
         for e in imp.search_partition(def, t, rects, circle, exact, &mut ss)? {
             if keep(&e) {
+                // The entry's key, less what precedes the primary key.
+                let skip = e.key.len() - split.pk(&e.key)?.len();
+                let mut pk = e.key;
+                pk.drain(..skip);
                 out.push(Candidate {
-                    pk: split.pk(&e.key)?.to_vec(),
+                    pk,
                     bounds: Some((e.bounds, e.bounds_kind)),
                 });
             }
         }
     }
     stats.add_search(&ss);
-    out.sort_by(|a, b| a.pk.cmp(&b.pk));
+    sort_by_pk(&mut out);
     out.dedup_by(|a, b| a.pk == b.pk);
     Ok(out)
+}
+
+/// Sort candidates by primary key: by the keys' first 16 bytes as one
+/// number (most keys differ there; a few bytes' memcmp otherwise), moving
+/// each candidate once.
+fn sort_by_pk(out: &mut Vec<Candidate>) {
+    if out.len() < 2 {
+        return;
+    }
+    let head = |k: &[u8]| {
+        let mut b = [0u8; 16];
+        let n = k.len().min(16);
+        b[..n].copy_from_slice(&k[..n]);
+        u128::from_be_bytes(b)
+    };
+    let mut order: Vec<(u128, u32)> = out
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (head(&c.pk), i as u32))
+        .collect();
+    order.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| out[a.1 as usize].pk.cmp(&out[b.1 as usize].pk))
+    });
+    let mut slots: Vec<Option<Candidate>> = out.drain(..).map(Some).collect();
+    out.extend(
+        order
+            .into_iter()
+            .filter_map(|(_, i)| slots[i as usize].take()),
+    );
 }
 
 /// The re-check of a spatial query against a record's geometry.

@@ -94,7 +94,7 @@ pub use super::kind::KnnMetric;
 fn newer_version(snap: &Snapshot, rank: usize, key: &[u8]) -> Result<bool> {
     let nm = snap.mems.len();
     for m in &snap.mems[..rank.min(nm)] {
-        if m.get(key).is_some() {
+        if !m.is_empty() && m.get(key).is_some() {
             return Ok(true);
         }
     }
@@ -114,8 +114,8 @@ fn newer_version(snap: &Snapshot, rank: usize, key: &[u8]) -> Result<bool> {
 }
 
 impl LsmTree {
-    /// Entries whose bounds intersect any of `rects`, in key order, each the
-    /// newest version among the matching ones of its key. With `exact`,
+    /// Entries whose bounds intersect any of `rects` (in no set order),
+    /// each the newest version among the matching ones of its key. With `exact`,
     /// also only if no newer component holds another version of the key:
     /// a record moved within its key cell (Hilbert or Z) keeps its key, so
     /// its old version can match while the new one does not (then only
@@ -202,8 +202,16 @@ impl LsmTree {
         self.counters
             .scan_components
             .fetch_add(touched, Ordering::Relaxed);
-        hits.sort_by(|a, b| a.1.key.cmp(&b.1.key).then(a.0.cmp(&b.0)));
-        hits.dedup_by(|later, first| later.1.key == first.1.key);
+        // Versions of one key meet only from several components (or
+        // several rectangles of one memtable); the newest is kept. Hits of
+        // one disk component, or of one rectangle, hold each key once.
+        let one_source = hits
+            .first()
+            .is_none_or(|(r, _)| hits.iter().all(|h| h.0 == *r) && (*r >= nm || rects.len() == 1));
+        if !one_source {
+            hits.sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key).then(a.0.cmp(&b.0)));
+            hits.dedup_by(|later, first| later.1.key == first.1.key);
+        }
         let dk = self.kind().deleted_keys();
         let mut out = Vec::with_capacity(hits.len());
         for (rank, e) in hits {
