@@ -8,13 +8,13 @@
 use std::{
     fs,
     path::{Path, PathBuf},
-    process::Command,
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use serde::Deserialize;
 
 use super::py_rtree::{PyKnn, PySel, write_inputs};
+use super::venv_python;
 use crate::spatial::data::{Queries, TweetData};
 
 /// What `duckdb_spatial.py` writes.
@@ -37,40 +37,15 @@ pub struct DuckdbSpatial {
     pub versions: String,
 }
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("py/duckdb_spatial.py")
-}
-
 impl DuckdbSpatial {
     /// The bench virtualenv's Python, if it has `duckdb`, the spatial
     /// extension's package and `pyarrow`; `Err(reason)` says how to get them.
     pub fn find() -> std::result::Result<Self, String> {
-        let python = std::env::var_os("SILT_BENCH_PYTHON")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
-        if !python.exists() {
-            return Err(format!(
-                "no Python at {} (run bench/setup.sh, or set SILT_BENCH_PYTHON)",
-                python.display()
-            ));
-        }
-        let out = Command::new(&python)
-            .args([
-                "-c",
-                "import sys, duckdb, duckdb_extension_spatial, pyarrow; \
-                 print(duckdb.__version__, sys.version.split()[0])",
-            ])
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{} cannot import duckdb, duckdb_extension_spatial and pyarrow (run bench/setup.sh, or `{} -m pip install -r bench/requirements.txt`): {}",
-                python.display(),
-                python.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
+        let (python, text) = venv_python::find(
+            "import sys, duckdb, duckdb_extension_spatial, pyarrow; \
+             print(duckdb.__version__, sys.version.split()[0])",
+            "duckdb, duckdb_extension_spatial and pyarrow",
+        )?;
         let v: Vec<&str> = text.split_whitespace().collect();
         let versions = match v.as_slice() {
             [d, p] => format!("DuckDB {d} + spatial, Python {p}"),
@@ -90,21 +65,12 @@ impl DuckdbSpatial {
         let (points, queries) = write_inputs(dir, data, q, check)?;
         let out = dir.join("duckdb-results.json");
         let db = dir.join("spatial.duckdb");
-        let status = Command::new(&self.python)
-            .arg(script())
-            .arg(&points)
-            .arg(&queries)
-            .arg(&out)
-            .arg(&db)
-            .status()
-            .with_context(|| format!("running {}", script().display()))?;
-        if !status.success() {
-            bail!("{} failed ({status})", script().display());
-        }
-        let text =
-            fs::read_to_string(&out).with_context(|| format!("reading {}", out.display()))?;
-        let res: DuckResult =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", out.display()))?;
+        let res: DuckResult = venv_python::run_json(
+            &self.python,
+            "duckdb_spatial.py",
+            &[&points, &queries, &out, &db],
+            &out,
+        )?;
         if res.points != data.len() {
             bail!(
                 "DuckDB loaded {} points instead of {}",
@@ -115,7 +81,7 @@ impl DuckdbSpatial {
         if !res.uses_index {
             bail!("DuckDB's plan of the rectangle query does not use the RTREE index");
         }
-        for f in [&points, &queries, &out] {
+        for f in [&points, &queries] {
             let _ = fs::remove_file(f);
         }
         Ok(res)

@@ -22,6 +22,7 @@ pub mod txn_postgres;
 #[cfg(feature = "silt")]
 pub mod txn_silt;
 pub mod txn_sqlite;
+pub mod venv_python;
 
 use std::{ops::Range, path::Path};
 

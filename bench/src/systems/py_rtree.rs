@@ -9,12 +9,12 @@ use std::{
     fs,
     io::{BufWriter, Write},
     path::{Path, PathBuf},
-    process::Command,
 };
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+use super::venv_python;
 use crate::spatial::data::{Queries, TweetData};
 
 /// Per-selectivity results of the script.
@@ -71,40 +71,15 @@ pub struct PyRtree {
     pub versions: String,
 }
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("py/rtree_queries.py")
-}
-
 impl PyRtree {
     /// Finds the virtualenv's Python and checks that it can import `rtree`;
     /// `Err(reason)` says why the peer can't run and how to fix it.
     pub fn find() -> std::result::Result<Self, String> {
-        let python = std::env::var_os("SILT_BENCH_PYTHON")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
-        if !python.exists() {
-            return Err(format!(
-                "no Python at {} (run bench/setup.sh to create the venv with rtree, or set SILT_BENCH_PYTHON)",
-                python.display()
-            ));
-        }
-        let out = Command::new(&python)
-            .args([
-                "-c",
-                "import sys, rtree; from rtree import index; \
-                 print(rtree.__version__, index.core.rt.SIDX_Version().decode(), sys.version.split()[0])",
-            ])
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{} cannot import rtree (run bench/setup.sh, or `{} -m pip install -r bench/requirements.txt`): {}",
-                python.display(),
-                python.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
+        let (python, text) = venv_python::find(
+            "import sys, rtree; from rtree import index; \
+             print(rtree.__version__, index.core.rt.SIDX_Version().decode(), sys.version.split()[0])",
+            "rtree",
+        )?;
         let v: Vec<&str> = text.split_whitespace().collect();
         let versions = match v.as_slice() {
             [r, s, p] => format!("rtree {r}, libspatialindex {s}, Python {p}"),
@@ -117,20 +92,12 @@ impl PyRtree {
     pub fn run(&self, dir: &Path, data: &TweetData, q: &Queries, check: usize) -> Result<PyResult> {
         let (points, queries) = write_inputs(dir, data, q, check)?;
         let out = dir.join("rtree-results.json");
-        let status = Command::new(&self.python)
-            .arg(script())
-            .arg(&points)
-            .arg(&queries)
-            .arg(&out)
-            .status()
-            .with_context(|| format!("running {}", script().display()))?;
-        if !status.success() {
-            bail!("{} failed ({status})", script().display());
-        }
-        let text =
-            fs::read_to_string(&out).with_context(|| format!("reading {}", out.display()))?;
-        let res: PyResult =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", out.display()))?;
+        let res: PyResult = venv_python::run_json(
+            &self.python,
+            "rtree_queries.py",
+            &[&points, &queries, &out],
+            &out,
+        )?;
         if res.points != data.len() {
             bail!(
                 "the Python peer loaded {} points instead of {}",
@@ -138,7 +105,7 @@ impl PyRtree {
                 data.len()
             );
         }
-        for f in [&points, &queries, &out] {
+        for f in [&points, &queries] {
             let _ = fs::remove_file(f);
         }
         Ok(res)

@@ -627,24 +627,9 @@ fn query_phase(
                 |j| oracle.get(si).and_then(|o| o.get(j)),
             )?);
         }
-        let query = knn_label();
-        let pb = progress(q.knn.len() as u64, format!("{sys}: {query}"));
-        let mut lat = Vec::with_capacity(q.knn.len());
-        let mut dists = Vec::with_capacity(CHECK);
-        for (j, &(lon, lat_deg)) in q.knn.iter().enumerate() {
-            let t = Instant::now();
-            let top = store.knn(lon, lat_deg, q.k, fetch)?;
-            lat.push(elapsed_ns(t));
-            if j < CHECK {
-                dists.push(top.iter().map(|p| p.1).collect());
-            }
-            if j & 0xff == 0 {
-                pb.set_position(j as u64);
-            }
-        }
-        pb.finish_and_clear();
-        rows.extend(latency_rows(&sys, &query, phase, &mut lat));
-        checks.add(with_deletes, format!("{sys} ({phase})"), dists)?;
+        rows.extend(timed_knn(&sys, phase, setup, with_deletes, checks, |lon, lat| {
+            store.knn(lon, lat, q.k, fetch)
+        })?);
 
         let rq = &q.radius;
         rows.extend(timed_answers(
@@ -705,15 +690,33 @@ fn sql_phase(
             |j| setup.oracle.get(si).and_then(|o| o.get(j)),
         )?);
     }
+    rows.extend(timed_knn(&sys, phase, setup, false, checks, |lon, lat| {
+        store
+            .sql_knn(lon, lat, q.k)?
+            .context("the store stopped answering SQL")
+    })?);
+    Ok(rows)
+}
+
+/// Runs the kNN queries one at a time (`run(lon, lat)` gives the k nearest
+/// as (id, metres)): latency rows, and the first answers' distances kept
+/// for the cross-system check.
+fn timed_knn(
+    sys: &str,
+    phase: &str,
+    setup: &Setup,
+    with_deletes: bool,
+    checks: &mut KnnChecks,
+    mut run: impl FnMut(f64, f64) -> Result<Vec<(i64, f64)>>,
+) -> Result<Vec<ResultRow>> {
+    let q = &setup.queries;
     let query = knn_label();
     let pb = progress(q.knn.len() as u64, format!("{sys}: {query}"));
     let mut lat = Vec::with_capacity(q.knn.len());
     let mut dists = Vec::with_capacity(CHECK);
     for (j, &(lon, lat_deg)) in q.knn.iter().enumerate() {
         let t = Instant::now();
-        let top = store
-            .sql_knn(lon, lat_deg, q.k)?
-            .context("the store stopped answering SQL")?;
+        let top = run(lon, lat_deg)?;
         lat.push(elapsed_ns(t));
         if j < CHECK {
             dists.push(top.iter().map(|p| p.1).collect());
@@ -723,9 +726,8 @@ fn sql_phase(
         }
     }
     pb.finish_and_clear();
-    rows.extend(latency_rows(&sys, &query, phase, &mut lat));
-    checks.add(false, format!("{sys} ({phase})"), dists)?;
-    Ok(rows)
+    checks.add(with_deletes, format!("{sys} ({phase})"), dists)?;
+    Ok(latency_rows(sys, &query, phase, &mut lat))
 }
 
 /// Runs queries `0..n` one at a time (`run(j)`), checking each answer

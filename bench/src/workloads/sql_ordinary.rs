@@ -204,22 +204,7 @@ struct DuckOut {
 }
 
 fn python() -> std::result::Result<PathBuf, String> {
-    let python = std::env::var_os("SILT_BENCH_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
-    let ok = Command::new(&python)
-        .args(["-c", "import duckdb"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        Ok(python)
-    } else {
-        Err(format!(
-            "{} cannot import duckdb (run bench/setup.sh, or `{} -m pip install -r bench/requirements.txt`)",
-            python.display(),
-            python.display()
-        ))
-    }
+    crate::systems::venv_python::find("import duckdb", "duckdb").map(|(python, _)| python)
 }
 
 /// DuckDB through `py/sql_queries.py` on the same COPY text.
