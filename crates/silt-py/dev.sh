@@ -41,6 +41,10 @@ setup() {
     # answers) for tests/test_tpch.py; the extension's version must be
     # DuckDB's own, so both are pinned (bench/requirements.txt says the same).
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "duckdb==1.5.5" "duckdb-extension-tpch==1.5.5"
+    # DataFusion's Python package, for tests/test_interop.py (a dataset as a
+    # table of its sessions): its major version is the FFI's, DataFusion 55.
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "datafusion==55.0.0" \
+        || echo "dev.sh: datafusion not installed; its tests will be skipped" >&2
 }
 
 build() {

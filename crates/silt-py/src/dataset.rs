@@ -56,6 +56,14 @@ impl BatchReport {
     }
 }
 
+/// What the SQL-only methods raise in a build without SQL.
+#[cfg(not(feature = "sql"))]
+fn no_sql() -> PyErr {
+    pyo3::exceptions::PyNotImplementedError::new_err(
+        "a dataset is a SQL table only in builds of siltdb with the `sql` feature; this one was built without it",
+    )
+}
+
 fn bound_of(v: Option<Vec<Value>>, inclusive: bool) -> KeyBound<Vec<Value>> {
     match v {
         None => KeyBound::Unbounded,
@@ -244,6 +252,54 @@ impl Dataset {
     #[getter]
     fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The dataset's SQL table as a DataFusion table provider (the FFI
+    /// capsule of the Python `datafusion` package, version 55):
+    /// `ctx.register_table("t", ds)` makes it a table of a DataFusion
+    /// `SessionContext`, with filters and projections pushed into Silt's
+    /// indexes. `session` is that context (or its logical extension codec
+    /// capsule).
+    #[cfg(feature = "sql")]
+    fn __datafusion_table_provider__<'py>(
+        &self,
+        py: Python<'py>,
+        session: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyCapsule>> {
+        crate::interop::table_provider(py, &self.handle, &self.name, &session)
+    }
+
+    /// The dataset's SQL table, all its rows, as an Arrow C stream (the
+    /// Arrow PyCapsule interface), read batch by batch as the consumer
+    /// asks: `duckdb.sql("SELECT count(*) FROM ds")`, `pyarrow.table(ds)`
+    /// and polars read it. `requested_schema` is not applied (the stream
+    /// has the table's own schema, as the protocol allows).
+    #[cfg(feature = "sql")]
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyCapsule>> {
+        let _ = requested_schema;
+        crate::interop::table_stream(py, &self.handle, &self.name)
+    }
+
+    /// Not available in this build (built without the `sql` feature,
+    /// which makes a dataset a SQL table): raises `NotImplementedError`.
+    #[cfg(not(feature = "sql"))]
+    fn __datafusion_table_provider__(&self, session: Bound<'_, PyAny>) -> PyResult<()> {
+        let _ = session;
+        Err(no_sql())
+    }
+
+    /// Not available in this build (built without the `sql` feature):
+    /// raises `NotImplementedError`.
+    #[cfg(not(feature = "sql"))]
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__(&self, requested_schema: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+        let _ = requested_schema;
+        Err(no_sql())
     }
 
     /// Insert a new record (a dict); raises `DuplicateKeyError` if a record

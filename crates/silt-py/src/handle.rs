@@ -51,20 +51,23 @@ impl Handle {
     /// Run a SQL script on the database; the result of its last statement.
     #[cfg(feature = "sql")]
     pub fn sql(&self, query: &str) -> BindResult<crate::sql::SqlBatches> {
+        let batches = self.sql_engine()?.execute_blocking(query)?;
+        Ok(crate::sql::SqlBatches::new(batches))
+    }
+
+    /// The database's SQL engine, made by the first call that needs it.
+    #[cfg(feature = "sql")]
+    pub fn sql_engine(&self) -> BindResult<Arc<silt_sql::SqlEngine>> {
         self.with(|db| {
-            let engine = {
-                let mut slot = self.sql.lock();
-                match slot.as_ref() {
-                    Some(e) => e.clone(),
-                    None => {
-                        let e = Arc::new(silt_sql::SqlEngine::new(db.clone())?);
-                        *slot = Some(e.clone());
-                        e
-                    }
+            let mut slot = self.sql.lock();
+            Ok(match slot.as_ref() {
+                Some(e) => e.clone(),
+                None => {
+                    let e = Arc::new(silt_sql::SqlEngine::new(db.clone())?);
+                    *slot = Some(e.clone());
+                    e
                 }
-            };
-            let batches = engine.execute_blocking(query)?;
-            Ok(crate::sql::SqlBatches::new(batches))
+            })
         })
     }
 

@@ -10,6 +10,8 @@ mod database;
 mod dataset;
 mod errors;
 mod handle;
+#[cfg(feature = "sql")]
+mod interop;
 mod pubsub;
 mod results;
 #[cfg(feature = "sql")]
