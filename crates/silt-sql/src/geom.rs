@@ -157,6 +157,71 @@ pub fn parse_any(text: &str) -> Result<AnyGeom, String> {
     }
 }
 
+/// A GeoJSON geometry (`ST_GeomFromGeoJSON`); `None` for JSON `null`.
+/// Points and polygons become Silt's geometries through its own GeoJSON
+/// reading (validated as stored ones are); every other type (lines,
+/// multi-geometries, collections) is read by the `geojson` crate into the
+/// `geo` crate's form, with every coordinate finite.
+pub fn from_geojson(text: &str) -> Result<Option<AnyGeom>, String> {
+    let j: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+    if j.is_null() {
+        return Ok(None);
+    }
+    let kind = j
+        .get("type")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    match kind.as_str() {
+        "LineString" | "MultiPoint" | "MultiLineString" | "MultiPolygon" | "GeometryCollection" => {
+            let g = serde_json::from_value::<geojson::Geometry>(j)
+                .map_err(|e| format!("invalid GeoJSON {kind}: {e}"))?;
+            // The crate reads a position of one number but then indexes
+            // its second: refuse it here.
+            if !positions_2d(&g.value) {
+                return Err(format!(
+                    "invalid GeoJSON {kind}: every position needs two coordinates [x, y]"
+                ));
+            }
+            let g = geo::Geometry::<f64>::try_from(&g.value)
+                .map_err(|e| format!("invalid GeoJSON {kind}: {e}"))?;
+            check_finite(&g).map_err(|e| format!("invalid GeoJSON {kind}: {e}"))?;
+            Ok(Some(AnyGeom::from_geo(g)))
+        }
+        _ => match silt::value::coerce(
+            "geojson",
+            silt::FieldType::Geometry,
+            silt::value::from_json(&j),
+        )
+        .map_err(|e| e.to_string())?
+        {
+            silt::Value::Geometry(g) => Ok(Some(AnyGeom::Silt(g))),
+            silt::Value::Null => Ok(None),
+            other => Err(format!(
+                "expected a GeoJSON geometry, got {}",
+                other.type_name()
+            )),
+        },
+    }
+}
+
+/// Whether every position of a GeoJSON geometry has at least two numbers.
+fn positions_2d(v: &geojson::GeometryValue) -> bool {
+    use geojson::GeometryValue as V;
+    let ok = |p: &geojson::Position| p.len() >= 2;
+    let line = |l: &[geojson::Position]| l.iter().all(ok);
+    match v {
+        V::Point { coordinates } => ok(coordinates),
+        V::MultiPoint { coordinates } | V::LineString { coordinates } => line(coordinates),
+        V::MultiLineString { coordinates } | V::Polygon { coordinates } => {
+            coordinates.iter().all(|l| line(l))
+        }
+        V::MultiPolygon { coordinates } => coordinates.iter().flatten().all(|l| line(l)),
+        V::GeometryCollection { geometries } => geometries.iter().all(|g| positions_2d(&g.value)),
+    }
+}
+
 fn starts_with_silt_kind(text: &str) -> bool {
     let t = without_srid(text).trim_start().to_ascii_uppercase();
     (t.starts_with("POINT") || t.starts_with("POLYGON")) && !t.contains("EMPTY")

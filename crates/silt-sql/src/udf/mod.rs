@@ -32,7 +32,7 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
-use silt::{FieldType, Geometry, Value};
+use silt::{Geometry, Value};
 
 use crate::geom::{self, AnyGeom};
 
@@ -452,20 +452,9 @@ fn eval(f: Func, vals: &[ColumnarValue], arrays: &[ArrayRef], n: usize) -> DfRes
                     b.append_null();
                     continue;
                 };
-                let j: serde_json::Value = serde_json::from_str(t)
-                    .map_err(|e| exec_err(f, format!("invalid JSON: {e}")))?;
-                let v =
-                    silt::value::coerce("geojson", FieldType::Geometry, silt::value::from_json(&j))
-                        .map_err(|e| exec_err(f, e))?;
-                match v {
-                    Value::Geometry(g) => b.append_value(g.to_wkt()),
-                    Value::Null => b.append_null(),
-                    other => {
-                        return Err(exec_err(
-                            f,
-                            format!("expected a GeoJSON geometry, got {}", other.type_name()),
-                        ));
-                    }
+                match geom::from_geojson(t).map_err(|e| exec_err(f, e))? {
+                    Some(g) => b.append_value(g.to_wkt()),
+                    None => b.append_null(),
                 }
             }
             Ok(Arc::new(b.finish()))

@@ -309,6 +309,81 @@ fn closest_points_transforms_and_any_kind_of_geometry() {
     );
 }
 
+/// `ST_GeomFromGeoJSON` reads every GeoJSON geometry type (RFC 7946
+/// §3.1), and `ST_AsGeoJSON` writes it back the same.
+#[test]
+fn geojson_of_every_geometry_type() {
+    let (_d, e) = engine();
+    let cases = [
+        (r#"{"type":"Point","coordinates":[3,4]}"#, "POINT(3 4)"),
+        (
+            r#"{"type":"LineString","coordinates":[[0,0],[1,1],[2,0.5]]}"#,
+            "LINESTRING(0 0,1 1,2 0.5)",
+        ),
+        (
+            r#"{"type":"MultiPoint","coordinates":[[0,0],[1,2]]}"#,
+            "MULTIPOINT((0 0),(1 2))",
+        ),
+        (
+            r#"{"type":"MultiLineString","coordinates":[[[0,0],[1,1]],[[2,2],[3,3]]]}"#,
+            "MULTILINESTRING((0 0,1 1),(2 2,3 3))",
+        ),
+        (
+            r#"{"type":"Polygon","coordinates":[[[0,0],[2,0],[2,2],[0,2],[0,0]]]}"#,
+            // Silt's own polygons (those it stores) print a space after
+            // each comma.
+            "POLYGON((0 0, 2 0, 2 2, 0 2, 0 0))",
+        ),
+        (
+            r#"{"type":"MultiPolygon","coordinates":[[[[0,0],[1,0],[1,1],[0,0]]],[[[5,5],[6,5],[6,6],[5,5]]]]}"#,
+            "MULTIPOLYGON(((0 0,1 0,1 1,0 0)),((5 5,6 5,6 6,5 5)))",
+        ),
+        (
+            r#"{"type":"GeometryCollection","geometries":[{"type":"Point","coordinates":[1,2]},{"type":"LineString","coordinates":[[0,0],[1,1]]}]}"#,
+            "GEOMETRYCOLLECTION(POINT(1 2),LINESTRING(0 0,1 1))",
+        ),
+    ];
+    for (json, wkt) in cases {
+        let got = text(&e, &format!("ST_AsText(ST_GeomFromGeoJSON('{json}'))"));
+        assert_eq!(got.as_deref(), Some(wkt), "{json}");
+        // Written back as GeoJSON and read again: the same geometry.
+        let again = text(
+            &e,
+            &format!("ST_AsText(ST_GeomFromGeoJSON(ST_AsGeoJSON(ST_GeomFromGeoJSON('{json}'))))"),
+        );
+        assert_eq!(again.as_deref(), Some(wkt), "{json} round trip");
+    }
+    // It goes on through the other functions as any geometry does.
+    close(
+        num(
+            &e,
+            r#"ST_Length(ST_GeomFromGeoJSON('{"type":"LineString","coordinates":[[0,0],[3,4]]}'))"#,
+        ),
+        5.0,
+        1e-12,
+        "planar length of a GeoJSON line",
+    );
+    assert_eq!(text(&e, "ST_AsText(ST_GeomFromGeoJSON('null'))"), None);
+    // Bad GeoJSON: an error naming what is wrong, for each type.
+    for (json, says) in [
+        (
+            r#"{"type":"LineString","coordinates":[[0,0],[1]]}"#,
+            "LineString",
+        ),
+        (r#"{"type":"MultiPoint","coordinates":5}"#, "MultiPoint"),
+        (r#"{"type":"GeometryCollection"}"#, "GeometryCollection"),
+        (
+            r#"{"type":"MultiPolygon","coordinates":[[[[0,0],[1,0]]]],"#,
+            "JSON",
+        ),
+        (r#"{"type":"Feature","geometry":null}"#, "Feature"),
+    ] {
+        let msg = fail(&e, &format!("SELECT ST_GeomFromGeoJSON('{json}')"));
+        assert!(msg.contains("ST_GeomFromGeoJSON"), "{json}: {msg}");
+        assert!(msg.contains(says), "{json}: {msg}");
+    }
+}
+
 #[test]
 fn functions_of_geodatafusion_give_wkt() {
     let (_d, e) = engine();
