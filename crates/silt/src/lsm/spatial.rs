@@ -132,17 +132,19 @@ impl LsmTree {
         let reach = |r: &Rect| circle.is_none_or(|c| c.may_reach(r));
         self.counters.scans.fetch_add(1, Ordering::Relaxed);
         let nm = snap.mems.len();
-        let mut hits: Vec<(usize, SpatialEntry)> = Vec::new();
-        let mut tmp = Vec::new();
+        // The entries found and the rank of the component each came from
+        // (memtables first, then disk components), side by side so that
+        // the entries are moved only when they must be reordered.
+        let mut entries: Vec<SpatialEntry> = Vec::new();
+        let mut ranks: Vec<usize> = Vec::new();
         for (rank, m) in snap.mems.iter().enumerate() {
             if m.is_empty() {
                 continue;
             }
             stats.components += 1;
             for q in rects {
-                tmp.clear();
-                m.spatial_search(q, &reach, &mut tmp);
-                hits.extend(tmp.drain(..).map(|e| (rank, e)));
+                m.spatial_search(q, &reach, &mut entries);
+                ranks.resize(entries.len(), rank);
             }
         }
         // Z-ordered R-tree: the query's cells as Z ranges (over-covering,
@@ -193,48 +195,73 @@ impl LsmTree {
                     c,
                     b,
                     |r| rects.iter().any(|q| rect_intersects(q, r)) && reach(r),
-                    |e| hits.push((nm + p, e)),
+                    |e| {
+                        entries.push(e);
+                        ranks.push(nm + p);
+                    },
                 )?;
             }
         }
         stats.components += touched;
-        stats.candidates += hits.len() as u64;
+        stats.candidates += entries.len() as u64;
         self.counters
             .scan_components
             .fetch_add(touched, Ordering::Relaxed);
-        // Versions of one key meet only from several components (or
-        // several rectangles of one memtable); the newest is kept. Hits of
-        // one disk component, or of one rectangle, hold each key once.
-        let one_source = hits
-            .first()
-            .is_none_or(|(r, _)| hits.iter().all(|h| h.0 == *r) && (*r >= nm || rects.len() == 1));
-        if !one_source {
-            hits.sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key).then(a.0.cmp(&b.0)));
-            hits.dedup_by(|later, first| later.1.key == first.1.key);
-        }
         let dk = self.kind().deleted_keys();
-        let mut out = Vec::with_capacity(hits.len());
-        for (rank, e) in hits {
+        // Whether the entry (from the component of rank `rank`) is live:
+        // not antimatter, not deleted by a newer component, and (`exact`)
+        // not superseded by a newer version of its key.
+        let visible = |rank: usize, e: &SpatialEntry| -> Result<bool> {
             if e.delete {
-                continue;
+                return Ok(false);
             }
             if dk && rank > nm {
                 let pk = self.kind().pk.pk(&e.key)?;
-                let mut hidden = false;
                 for c in &snap.disk[..rank - nm] {
                     if deleted_contains(c, pk)? {
-                        hidden = true;
-                        break;
+                        return Ok(false);
                     }
                 }
-                if hidden {
-                    continue;
+            }
+            Ok(!(exact && rank > 0 && newer_version(snap, rank, &e.key)?))
+        };
+        // Versions of one key meet only from several components (or
+        // several rectangles of one memtable); the newest is kept. Hits of
+        // one disk component, or of one rectangle, hold each key once:
+        // they are filtered in place.
+        if let Some(&first) = ranks.first()
+            && ranks.iter().all(|&r| r == first)
+            && (first >= nm || rects.len() == 1)
+        {
+            let mut failed = None;
+            entries.retain(|e| match visible(first, e) {
+                Ok(v) => v,
+                Err(err) => {
+                    failed.get_or_insert(err);
+                    false
                 }
+            });
+            return match failed {
+                Some(err) => Err(err),
+                None => Ok(entries),
+            };
+        }
+        let mut order: Vec<usize> = (0..entries.len()).collect();
+        order.sort_unstable_by(|&a, &b| {
+            entries[a]
+                .key
+                .cmp(&entries[b].key)
+                .then(ranks[a].cmp(&ranks[b]))
+        });
+        order.dedup_by(|later, first| entries[*later].key == entries[*first].key);
+        let mut slots: Vec<Option<SpatialEntry>> = entries.into_iter().map(Some).collect();
+        let mut out = Vec::with_capacity(order.len());
+        for i in order {
+            if let Some(e) = slots[i].take()
+                && visible(ranks[i], &e)?
+            {
+                out.push(e);
             }
-            if exact && rank > 0 && newer_version(snap, rank, &e.key)? {
-                continue;
-            }
-            out.push(e);
         }
         Ok(out)
     }
